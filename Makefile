@@ -1,0 +1,25 @@
+# `make demo` and `make test` set up everything they need in .venv on first use.
+# torch is pinned to the CPU build this machine carries (2.13.0); the package itself admits newer.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,data]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/attnlab demo digits --out demo-out
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) demo-out .pytest_cache
