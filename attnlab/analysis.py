@@ -1,0 +1,336 @@
+"""One walk over the graph: order, cycles, unconnected ports, sizes, learnables.
+
+Everything that looks at a network's structure (the analysis table, the summary, the plot, the
+compiled forward) reads the `Analysis` this module produces. `analyze` never raises for a bad
+graph: each problem becomes an `Issue`.
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+
+from .errors import AttnlabError, FormatError, NetworkError, SizeError
+from .spec import Spec
+
+if TYPE_CHECKING:
+    from .network import Network
+
+
+@dataclass
+class Issue:
+    severity: str                 # "error" | "warning"
+    kind: str                     # "cycle", "unconnected", "size", "format", "unused-output", ...
+    message: str
+    layer: str | None = None
+    port: str | None = None
+    error_class: type = NetworkError
+
+    def __str__(self):
+        return f"{self.severity}: {self.message}"
+
+
+@dataclass
+class Analysis:
+    order: list[str]
+    in_specs: dict[str, dict[str, Spec]]
+    out_specs: dict[str, dict[str, Spec]]
+    learnables: dict[str, dict[str, tuple[int, ...]]]
+    issues: list[Issue]
+    types: dict[str, str]
+    cycles: list[list[str]] = field(default_factory=list)
+    input_names: list[str] = field(default_factory=list)
+    output_names: list[str] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Issue]:
+        return [i for i in self.issues if i.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Issue]:
+        return [i for i in self.issues if i.severity == "warning"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def total_learnables(self) -> int:
+        return sum(_numel(s) for params in self.learnables.values() for s in params.values())
+
+    def raise_if_errors(self, doing: str = "run") -> None:
+        errors = self.errors
+        if not errors:
+            return
+        classes = {i.error_class for i in errors}
+        lines = "\n".join(f"  - {i.message}" for i in errors)
+        msg = f"cannot {doing} the network: {len(errors)} error(s)\n{lines}"
+        raise network_error_class(classes)(msg, errors)
+
+    # -- the table ------------------------------------------------------------------------
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        """(name, type, activations, learnables) for each layer in order."""
+        rows = []
+        for name in self.order:
+            outs = self.out_specs.get(name)
+            if outs is None:
+                act = "?"
+            elif len(outs) == 1:
+                act = str(next(iter(outs.values())))
+            else:
+                act = ", ".join(f"{p}: {s}" for p, s in outs.items())
+            params = self.learnables.get(name, {})
+            learn = ", ".join(f"{p} {'×'.join(map(str, s))}" for p, s in params.items())
+            rows.append((name, self.types[name], act, learn))
+        return rows
+
+    def table(self, width: int = 110) -> str:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title="network analysis", show_lines=False)
+        for col in ("#", "name", "type", "activations", "learnables"):
+            t.add_column(col, overflow="fold")
+        for i, (name, typ, act, learn) in enumerate(self.rows(), 1):
+            t.add_row(str(i), name, typ, act, learn)
+        buf = io.StringIO()
+        console = Console(file=buf, width=width, color_system=None, force_terminal=False)
+        console.print(t)
+        console.print(f"total learnables: {self.total_learnables:,}")
+        if self.issues:
+            console.print(f"{len(self.errors)} error(s), {len(self.warnings)} warning(s):")
+            for issue in self.issues:
+                console.print(f"  {issue.severity}: {issue.message}", markup=False, highlight=False)
+        else:
+            console.print("no issues")
+        return buf.getvalue()
+
+    def __str__(self):
+        return self.table()
+
+    def _repr_html_(self):
+        import html
+        head = "".join(f"<th>{c}</th>" for c in ("#", "name", "type", "activations", "learnables"))
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in (i, *r)) + "</tr>"
+                       for i, r in enumerate(self.rows(), 1))
+        issues = "".join(f"<li><b>{i.severity}</b>: {html.escape(i.message)}</li>" for i in self.issues)
+        return (f"<table><tr>{head}</tr>{body}</table><p>total learnables: "
+                f"{self.total_learnables:,}</p><ul>{issues or '<li>no issues</li>'}</ul>")
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+_CLASS_CACHE: dict[frozenset, type] = {}
+
+
+def network_error_class(classes) -> type:
+    """NetworkError, also an instance of SizeError/FormatError when those caused it, so that
+    `except SizeError` works for a size mistake found while running a network."""
+    extra = tuple(sorted((c for c in classes if c is not NetworkError and issubclass(c, AttnlabError)),
+                         key=lambda c: c.__name__))
+    if not extra:
+        return NetworkError
+    key = frozenset(extra)
+    if key not in _CLASS_CACHE:
+        name = "Network" + "".join(c.__name__ for c in extra)
+        _CLASS_CACHE[key] = type(name, (NetworkError,) + extra, {"__module__": "attnlab.errors"})
+    return _CLASS_CACHE[key]
+
+
+# -- the walk -------------------------------------------------------------------------------
+
+def analyze(net: "Network", input_specs: dict[str, Spec] | None = None) -> Analysis:
+    layers = net._layers
+    conns = net._conns                                # (dst, dst_port) → (src, src_port)
+    issues: list[Issue] = []
+    input_specs = dict(input_specs or {})
+    has_input_layers = any(l.is_input for l in layers.values())
+
+    # edges by layer
+    succ: dict[str, list[tuple[str, str, str]]] = {n: [] for n in layers}   # src → (dst, port, src_port)
+    for (dst, dport), (src, sport) in conns.items():
+        succ[src].append((dst, dport, sport))
+
+    # unconnected inputs
+    dangling_in = [(n, p) for n, l in layers.items() if not l.is_input
+                   for p in l.input_ports if (n, p) not in conns]
+    if has_input_layers:
+        for n, p in dangling_in:
+            issues.append(Issue("error", "unconnected",
+                                f"layer '{n}' port '{p}': input is not connected. Connect a layer "
+                                f"to it, e.g. net.connect('<source>', '{n}/{p}').", n, p))
+    if not layers:
+        issues.append(Issue("error", "empty", "the network has no layers. Add some with net.add([...])."))
+
+    # cycles (Tarjan's strongly connected components)
+    cycles = _cycles(layers, succ, conns)
+    in_cycle = {n for c in cycles for n in c}
+    for cyc in cycles:
+        issues.append(Issue("error", "cycle", _cycle_message(net, cyc), cyc[0], None))
+
+    # topological order (Kahn), layers in cycles and below them left out; ties by add order
+    position = {n: i for i, n in enumerate(layers)}
+    indeg = {n: 0 for n in layers}
+    for (dst, _), _src in conns.items():
+        indeg[dst] += 1
+    ready = sorted((n for n in layers if indeg[n] == 0), key=position.get)
+    order = []
+    while ready:
+        n = ready.pop(0)
+        order.append(n)
+        new = []
+        for dst, _, _ in succ[n]:
+            indeg[dst] -= 1
+            if indeg[dst] == 0:
+                new.append(dst)
+        ready = sorted(ready + new, key=position.get)
+    blocked = [n for n in layers if n not in order]
+    below = [n for n in blocked if n not in in_cycle]
+    if below:
+        issues.append(Issue("warning", "after-cycle", "sizes unknown for "
+                            + ", ".join(f"'{n}'" for n in below) + ": they depend on a cycle.",
+                            below[0]))
+    order_all = order + blocked
+
+    # sizes
+    out_specs: dict[str, dict[str, Spec] | None] = {}
+    in_specs: dict[str, dict[str, Spec]] = {}
+    learnables: dict[str, dict[str, tuple[int, ...]]] = {}
+    for n in order:
+        layer = layers[n]
+        specs, known = {}, True
+        for p in layer.input_ports:
+            if (n, p) in conns:
+                src, sport = conns[(n, p)]
+                s = (out_specs.get(src) or {}).get(sport)
+            else:
+                s = input_specs.get(_port_name(layer, n, p))
+            if s is None:
+                known = False
+            specs[p] = s
+        in_specs[n] = specs
+        if not known:
+            out_specs[n] = None
+            continue
+        try:
+            out_specs[n] = layer.output_specs(specs)
+            learnables[n] = net._learnable_shapes(n, layer, specs)
+        except AttnlabError as e:
+            kind = "size" if isinstance(e, SizeError) else "format" if isinstance(e, FormatError) else "network"
+            issues.append(Issue("error", kind, str(e), n, getattr(e, "port", None), type(e)))
+            out_specs[n] = None
+
+    # outputs
+    outputs = net._dangling_outputs()
+    if len(outputs) > 1:
+        names = ", ".join(o[2] for o in outputs)
+        for n, p, oname in outputs:
+            if layers[n].is_input:
+                continue
+            issues.append(Issue("warning", "unused-output",
+                                f"layer '{n}' port '{p}' is not connected, so it is a network output "
+                                f"(outputs: {names}). Connect it if it should feed another layer.",
+                                n, p))
+    return Analysis(order=order_all, in_specs=in_specs,
+                    out_specs={n: out_specs.get(n) for n in order_all}, learnables=learnables,
+                    issues=issues, types={n: l.type_name for n, l in layers.items()}, cycles=cycles,
+                    input_names=net.input_names, output_names=[o[2] for o in outputs])
+
+
+def _port_name(layer, name, port):
+    return name if len(layer.input_ports) == 1 else f"{name}/{port}"
+
+
+def _cycles(layers, succ, conns) -> list[list[str]]:
+    """One cycle per strongly connected component, as the ordered list of its layers."""
+    index, low, stack, on, comps = {}, {}, [], set(), []
+    counter = [0]
+
+    def strong(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w, _, _ in succ[v]:
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            comps.append(comp)
+
+    for v in layers:
+        if v not in index:
+            strong(v)
+    position = {n: i for i, n in enumerate(layers)}
+    cycles = []
+    for comp in comps:
+        members = set(comp)
+        if len(comp) == 1 and not any(w == comp[0] for w, _, _ in succ[comp[0]]):
+            continue
+        # start at an attention layer when there is one: the message is about its query
+        start = min(comp, key=lambda n: ("query" not in layers[n].input_ports, position[n]))
+        cycles.append(_path_back(start, succ, members, position))
+    return sorted(cycles, key=lambda c: position[c[0]])
+
+
+def _path_back(start, succ, members, position):
+    """A shortest path start → … → start inside one component (breadth first)."""
+    parent = {}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w, _, _ in sorted(succ[v], key=lambda e: position[e[0]]):
+                if w not in members:
+                    continue
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(parent[path[-1]])
+                    return path[::-1]
+                if w not in parent:
+                    parent[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    return [start]
+
+
+def _cycle_message(net, cycle):
+    layers, conns = net._layers, net._conns
+    ring = cycle + [cycle[0]]
+    chain = " → ".join(ring)
+    start = cycle[0]
+    last = cycle[-1]
+    into = [p for (d, p), (s, _) in conns.items() if d == start and s == last]
+    msg = f"cycle: {chain}. A network must be acyclic to run."
+    if "query" in into:
+        nxt = cycle[1] if len(cycle) > 1 else start
+        nxt_port = [p for (d, p), (s, _) in conns.items() if d == nxt and s == start]
+        dst = nxt if len(layers[nxt].input_ports) == 1 else f"{nxt}/{nxt_port[0]}"
+        msg += (f" The query of '{start}' is computed from its own output. In an encoder–decoder "
+                f"the decoder reads its own input sequence and only the encoder feeds 'key' and "
+                f"'value'. Give the decoder its own input: net.disconnect('{start}', '{dst}'); "
+                f"net.add(L.SequenceInput(C, name='decoder-input')); "
+                f"net.connect('decoder-input', '{dst}').")
+    else:
+        a, b = ring[-2], ring[-1]
+        port = [p for (d, p), (s, _) in conns.items() if d == b and s == a]
+        dst = b if len(layers[b].input_ports) == 1 else f"{b}/{port[0]}"
+        msg += f" Break it by removing one of its connections, e.g. net.disconnect('{a}', '{dst}')."
+    return msg

@@ -1,0 +1,24 @@
+"""attnlab's layers: small descriptions with ports, a size rule and a module factory."""
+from .attention import Attention
+from .base import LAYER_TYPES, Layer
+from .combine import Addition, Concatenation, Multiplication
+from .conv import Conv1d, Conv2d
+from .dense import GELU, Dense, Dropout, LeakyReLU, ReLU, Sigmoid, Softmax, Tanh
+from .embedding import Embedding
+from .inputs import FeatureInput, ImageInput, SequenceInput
+from .module import Module
+from .normalization import BatchNorm, LayerNorm
+from .pooling import (AvgPool2d, Flatten, GlobalAvgPool1d, GlobalAvgPool2d, GlobalMaxPool1d,
+                      GlobalMaxPool2d, Index1d, MaxPool2d)
+from .recurrent import GRU, LSTM
+
+__all__ = [
+    "Layer", "LAYER_TYPES",
+    "SequenceInput", "ImageInput", "FeatureInput",
+    "Dense", "ReLU", "LeakyReLU", "GELU", "Tanh", "Sigmoid", "Softmax", "Dropout",
+    "Conv1d", "Conv2d", "LSTM", "GRU", "LayerNorm", "BatchNorm",
+    "MaxPool2d", "AvgPool2d", "GlobalAvgPool1d", "GlobalMaxPool1d", "GlobalAvgPool2d",
+    "GlobalMaxPool2d", "Flatten", "Index1d",
+    "Addition", "Concatenation", "Multiplication", "Embedding",
+    "Attention", "Module",
+]

@@ -1,0 +1,114 @@
+"""The layer base: a small description with ports, a size rule and a module factory.
+
+A layer holds hyperparameters only. `infer` maps the specs arriving at its input ports to the
+specs of its outputs (raising SizeError/FormatError that name the layer and port); `build` makes
+the torch module that computes it. Modules return one tensor per output port (a tuple when
+there are several). A layer that reads the padding masks sets `uses_mask`; its module then gets
+`masks=` (one mask or None per input port, True = valid step). A layer that changes the time
+axis sets `returns_mask`; its module returns `(outputs, masks)`.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from typing import ClassVar, Iterable
+
+from torch import nn
+
+from ..errors import FormatError, SizeError, where
+from ..spec import Spec
+
+LAYER_TYPES: dict[str, type["Layer"]] = {}
+
+_NAME_OK = re.compile(r"^[^/\s][^/]*$")
+
+
+def check_name(name):
+    if name is None:
+        return None
+    if not isinstance(name, str) or not _NAME_OK.match(name):
+        raise ValueError(f"layer name {name!r} is not valid: use a non-empty string without '/' "
+                         "('/' separates a layer from its port, as in 'cross-attention/key')")
+    return name
+
+
+class Layer:
+    """Base of every layer. Subclasses keep constructor arguments as attributes of the same name,
+    which is what `config()` (and saving) reads."""
+
+    input_ports: tuple[str, ...] = ("in",)
+    output_ports: tuple[str, ...] = ("out",)
+    uses_mask: ClassVar[bool] = False
+    returns_mask: ClassVar[bool] = False
+    is_input: ClassVar[bool] = False
+    stem: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if not cls.__name__.startswith("_"):
+            LAYER_TYPES[cls.__name__] = cls
+        if not cls.__dict__.get("stem"):
+            cls.stem = cls.__name__.lower()
+
+    def __init__(self, name: str | None = None):
+        self.name = check_name(name)
+
+    # -- the rule and the factory ---------------------------------------------------------
+    def infer(self, specs: dict[str, Spec]) -> Spec | dict[str, Spec]:
+        raise NotImplementedError
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        raise NotImplementedError
+
+    def output_specs(self, specs: dict[str, Spec]) -> dict[str, Spec]:
+        out = self.infer(specs)
+        if isinstance(out, Spec):
+            return {self.output_ports[0]: out}
+        return out
+
+    # -- description ----------------------------------------------------------------------
+    @property
+    def type_name(self) -> str:
+        return type(self).__name__
+
+    def config(self) -> dict:
+        params = inspect.signature(type(self).__init__).parameters
+        return {k: getattr(self, k) for k in params
+                if k not in ("self", "name") and params[k].kind is not inspect.Parameter.VAR_KEYWORD}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
+        name = f", name={self.name!r}" if self.name else ""
+        return f"{self.type_name}({args}{name})"
+
+    # -- errors that teach ----------------------------------------------------------------
+    def error(self, cls, port: str | None, message: str):
+        err = cls(where(self.name, port) + message)
+        err.layer, err.port = self.name, port
+        return err
+
+    def require(self, spec: Spec, port: str, labels: Iterable[str], fix: str = "") -> None:
+        """Raise FormatError unless `spec` has one of the allowed label strings."""
+        labels = tuple(labels)
+        if spec.labels not in labels:
+            allowed = " or ".join(_label_text(l) for l in labels)
+            raise self.error(FormatError, port,
+                             f"expected {allowed}, received {spec} ({spec.kind}). {fix}".rstrip())
+
+    def require_channels(self, spec: Spec, port: str, channels: int | None, fix: str = "") -> None:
+        if channels is not None and spec.channels is not None and spec.channels != channels:
+            raise self.error(SizeError, port,
+                             f"expected {spec.with_channels(channels)}, received {spec}. {fix}".rstrip())
+
+
+def _label_text(labels: str) -> str:
+    return "×".join(labels)
+
+
+def as_pair(v, what: str):
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(v)
+    if len(v) != 2 or not all(isinstance(i, int) for i in v):
+        raise ValueError(f"{what} must be an int or a pair of ints, got {v!r}")
+    return v

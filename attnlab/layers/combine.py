@@ -1,0 +1,123 @@
+"""Layers that combine several inputs: in1..inN → out."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..errors import FormatError, SizeError
+from ..spec import Spec
+from .base import Layer
+
+
+class _Combine(Layer):
+    def __init__(self, n: int = 2, name: str | None = None):
+        super().__init__(name)
+        if not isinstance(n, int) or n < 2:
+            raise ValueError(f"{type(self).__name__} needs n >= 2 inputs, got {n!r}")
+        self.n = n
+
+    @property
+    def input_ports(self):
+        return tuple(f"in{i}" for i in range(1, self.n + 1))
+
+    def _check_same(self, specs, skip_dim=None):
+        first = specs["in1"]
+        for p in self.input_ports[1:]:
+            s = specs[p]
+            if s.labels != first.labels:
+                raise self.error(FormatError, p, f"expected {first} (as 'in1'), received {s}. "
+                                 "All inputs must have the same kind of dimensions.")
+            for i, (a, b) in enumerate(zip(first.sizes, s.sizes)):
+                if i != skip_dim and a is not None and b is not None and a != b:
+                    raise self.error(SizeError, p, f"expected {first} (as 'in1'), received {s}. "
+                                     "Insert a Dense layer to match the channels.")
+        return first
+
+
+class Addition(_Combine):
+    """Elementwise sum [additionLayer]: n inputs of the same size → that size."""
+
+    def infer(self, specs):
+        return self._check_same(specs)
+
+    def build(self, specs):
+        return _Sum()
+
+
+class Multiplication(_Combine):
+    """Elementwise product [multiplicationLayer]: n inputs of the same size → that size."""
+
+    def infer(self, specs):
+        return self._check_same(specs)
+
+    def build(self, specs):
+        return _Product()
+
+
+class _Sum(nn.Module):
+    def forward(self, *xs):
+        y = xs[0]
+        for x in xs[1:]:
+            y = y + x
+        return y
+
+
+class _Product(nn.Module):
+    def forward(self, *xs):
+        y = xs[0]
+        for x in xs[1:]:
+            y = y * x
+        return y
+
+
+class Concatenation(_Combine):
+    """Concatenation [concatenationLayer] along `dim`: "channel" (B×T×ΣC, B×ΣC, B×ΣC×H×W) or
+    "time" (sequences: B×ΣT×C; the padding mask is concatenated too)."""
+
+    stem = "concat"
+    uses_mask = True
+    returns_mask = True
+
+    def __init__(self, n: int = 2, dim: str = "channel", name: str | None = None):
+        super().__init__(n, name)
+        if dim not in ("channel", "time"):
+            raise ValueError(f"Concatenation dim must be 'channel' or 'time', got {dim!r}")
+        self.dim = dim
+
+    def infer(self, specs):
+        first = specs["in1"]
+        if self.dim == "time":
+            self.require(first, "in1", ("BTC",), "dim='time' concatenates sequences.")
+            axis = 1
+        else:
+            axis = first.labels.index("C")
+        self._check_same(specs, skip_dim=axis)
+        parts = [specs[p].sizes[axis] for p in self.input_ports]
+        total = None if None in parts else sum(parts)
+        return Spec(first.labels, first.sizes[:axis] + (total,) + first.sizes[axis + 1:])
+
+    def build(self, specs):
+        first = specs["in1"]
+        return _Concat(1 if self.dim == "time" else first.labels.index("C") - len(first.labels),
+                       self.dim == "time")
+
+
+class _Concat(nn.Module):
+    def __init__(self, axis, time):
+        super().__init__()
+        self.axis, self.time = axis, time
+
+    def forward(self, *xs, masks=()):
+        y = torch.cat(xs, self.axis)
+        if not masks or all(m is None for m in masks):
+            return y, None
+        if self.time:
+            full = [torch.ones(x.shape[:2], dtype=torch.bool, device=x.device) if m is None else m
+                    for x, m in zip(xs, masks)]
+            return y, torch.cat(full, 1)                                   # B×ΣT
+        # channel concat: a step is valid where every input is valid
+        out = None
+        for m in masks:
+            if m is not None:
+                out = m if out is None else out & m
+        return y, out

@@ -1,0 +1,166 @@
+"""Convolutions over images (B×C×H×W) and over time (B×T×C)."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..errors import SizeError
+from ..spec import Spec
+from .base import Layer, as_pair
+from .inputs import _positive
+
+
+def _same_pad(size: int, k: int, s: int, d: int) -> tuple[int, int]:
+    """(before, after) padding so that the output has ceil(size / s) steps, as MATLAB's 'same'."""
+    total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def _out_size(size, k, s, d, padding):
+    if size is None:
+        return None
+    if padding == "same":
+        return math.ceil(size / s)
+    before, after = padding
+    return (size + before + after - d * (k - 1) - 1) // s + 1
+
+
+class Conv2d(Layer):
+    """2-D convolution [convolution2dLayer]: B×C×H×W → B×filters×H'×W'.
+    `padding` is "same" (H' = ceil(H/stride)), "valid", an int or a pair."""
+
+    stem = "conv"
+
+    def __init__(self, kernel, filters: int, stride=1, padding="same", dilation=1,
+                 bias: bool = True, name: str | None = None):
+        super().__init__(name)
+        self.kernel = as_pair(kernel, "Conv2d kernel")
+        self.filters = _positive(filters, "Conv2d filters")
+        self.stride = as_pair(stride, "Conv2d stride")
+        self.dilation = as_pair(dilation, "Conv2d dilation")
+        if padding not in ("same", "valid"):
+            padding = as_pair(padding, "Conv2d padding")
+        self.padding = padding
+        self.bias = bias
+
+    def _pads(self):
+        if self.padding == "same":
+            return ("same", "same")
+        if self.padding == "valid":
+            return ((0, 0), (0, 0))
+        return tuple((p, p) for p in self.padding)
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BCSS",), "Conv2d works on images; use Conv1d for sequences.")
+        hw = []
+        for size, k, st, d, p in zip(s.sizes[2:], self.kernel, self.stride, self.dilation,
+                                     self._pads()):
+            o = _out_size(size, k, st, d, p)
+            if o is not None and o < 1:
+                raise self.error(SizeError, "in", f"expected an image of at least {k}×{k} for "
+                                 f"kernel {self.kernel}, received {s}. Use padding='same' or a "
+                                 "smaller kernel.")
+            hw.append(o)
+        return Spec.image(self.filters, *hw)
+
+    def build(self, specs):
+        cin = specs["in"].channels
+        if self.padding == "same" and self.stride == (1, 1):
+            return nn.Conv2d(cin, self.filters, self.kernel, 1, "same", self.dilation, bias=self.bias)
+        if self.padding == "same":
+            return _SameStridedConv2d(cin, self.filters, self.kernel, self.stride, 0,
+                                      self.dilation, bias=self.bias)
+        pad = (0, 0) if self.padding == "valid" else self.padding
+        return nn.Conv2d(cin, self.filters, self.kernel, self.stride, pad, self.dilation,
+                         bias=self.bias)
+
+    def config(self):
+        c = super().config()
+        for k in ("kernel", "stride", "dilation"):
+            c[k] = list(c[k])
+        if not isinstance(c["padding"], str):
+            c["padding"] = list(c["padding"])
+        return c
+
+
+class _SameStridedConv2d(nn.Conv2d):
+    """'same' padding with stride > 1 (which torch's Conv2d does not offer): pads per call."""
+
+    def forward(self, x):
+        (ph0, ph1) = _same_pad(x.shape[2], self.kernel_size[0], self.stride[0], self.dilation[0])
+        (pw0, pw1) = _same_pad(x.shape[3], self.kernel_size[1], self.stride[1], self.dilation[1])
+        return super().forward(F.pad(x, (pw0, pw1, ph0, ph1)))
+
+
+class Conv1d(Layer):
+    """1-D convolution over time [convolution1dLayer]: B×T×C → B×T'×filters.
+    `padding`: "same" (T' = ceil(T/stride)), "causal" (left padding only: step t sees steps ≤ t),
+    "valid" or an int. Padded steps of shorter sequences are zeroed before the convolution so they
+    never leak into valid steps; the padding mask follows the new length."""
+
+    stem = "conv1d"
+    uses_mask = True
+    returns_mask = True
+
+    def __init__(self, kernel: int, filters: int, stride: int = 1, padding="same",
+                 dilation: int = 1, bias: bool = True, name: str | None = None):
+        super().__init__(name)
+        self.kernel = _positive(kernel, "Conv1d kernel")
+        self.filters = _positive(filters, "Conv1d filters")
+        self.stride = _positive(stride, "Conv1d stride")
+        self.dilation = _positive(dilation, "Conv1d dilation")
+        if padding not in ("same", "causal", "valid") and not (isinstance(padding, int) and padding >= 0):
+            raise ValueError(f"Conv1d padding must be 'same', 'causal', 'valid' or an int >= 0, "
+                             f"got {padding!r}")
+        self.padding = padding
+        self.bias = bias
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BTC",), "Conv1d works on sequences B×T×C; use Conv2d for images.")
+        return Spec("BTC", (None, None if s.time is None else self._length(s.time), self.filters))
+
+    def _pads(self, t):
+        reach = (self.kernel - 1) * self.dilation
+        if self.padding == "same":
+            return _same_pad(t, self.kernel, self.stride, self.dilation)
+        if self.padding == "causal":
+            return reach, 0
+        if self.padding == "valid":
+            return 0, 0
+        return self.padding, self.padding
+
+    def _length(self, t):
+        before, after = self._pads(t)
+        return (t + before + after - (self.kernel - 1) * self.dilation - 1) // self.stride + 1
+
+    def build(self, specs):
+        return _Conv1dModule(self, specs["in"].channels)
+
+
+class _Conv1dModule(nn.Conv1d):
+    def __init__(self, layer: Conv1d, cin: int):
+        super().__init__(cin, layer.filters, layer.kernel, layer.stride, 0, layer.dilation,
+                         bias=layer.bias)
+        self._layer = (layer,)  # a tuple keeps the description out of the module tree
+
+    def forward(self, x, masks=(None,)):
+        layer, mask = self._layer[0], masks[0]
+        if mask is not None:
+            x = x * mask.unsqueeze(-1).to(x.dtype)
+        t = x.shape[1]
+        before, after = layer._pads(t)
+        y = super().forward(F.pad(x.transpose(1, 2), (before, after)))  # B×C×T → B×F×T'
+        y = y.transpose(1, 2)                                            # B×T'×F
+        if mask is None:
+            return y, None
+        if y.shape[1] == t:
+            return y, mask
+        # a step is valid when its receptive field starts inside the sequence
+        lengths = mask.sum(1)
+        starts = torch.arange(y.shape[1], device=y.device) * layer.stride - before
+        return y, starts.unsqueeze(0) < lengths.unsqueeze(1)

@@ -1,0 +1,73 @@
+"""Input layers: where data enters a network. Their module is the identity."""
+from __future__ import annotations
+
+from torch import nn
+
+from ..spec import Spec
+from .base import Layer
+
+
+class _Input(Layer):
+    input_ports = ()
+    is_input = True
+
+    def build(self, specs):
+        return nn.Identity()
+
+    def infer(self, specs):
+        return self.spec
+
+
+class SequenceInput(_Input):
+    """Sequences of `channels` features: data B×T×C (a list of T_i×C tensors for varying lengths)."""
+
+    stem = "input"
+
+    def __init__(self, channels: int, name: str | None = None):
+        super().__init__(name)
+        self.channels = _positive(channels, "SequenceInput channels")
+
+    @property
+    def spec(self):
+        return Spec.sequence(self.channels)
+
+
+class ImageInput(_Input):
+    """Images of size (C, H, W): data B×C×H×W (PyTorch layout)."""
+
+    stem = "input"
+
+    def __init__(self, size, name: str | None = None):
+        super().__init__(name)
+        size = tuple(size)
+        if len(size) != 3:
+            raise ValueError(f"ImageInput size must be (channels, height, width), got {size!r}; "
+                             "for a 28×28 grey image use ImageInput((1, 28, 28))")
+        self.size = tuple(_positive(s, "ImageInput size") for s in size)
+
+    @property
+    def spec(self):
+        return Spec.image(*self.size)
+
+    def config(self):
+        return {"size": list(self.size)}
+
+
+class FeatureInput(_Input):
+    """Feature vectors: data B×C."""
+
+    stem = "input"
+
+    def __init__(self, channels: int, name: str | None = None):
+        super().__init__(name)
+        self.channels = _positive(channels, "FeatureInput channels")
+
+    @property
+    def spec(self):
+        return Spec.features(self.channels)
+
+
+def _positive(v, what):
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise ValueError(f"{what} must be a positive int, got {v!r}")
+    return v

@@ -1,0 +1,55 @@
+"""Normalisation layers."""
+from __future__ import annotations
+
+from torch import nn
+
+from .base import Layer
+
+
+class LayerNorm(Layer):
+    """Layer normalisation [layerNormalizationLayer]. B×T×C, B×C: over channels (`nn.LayerNorm`);
+    B×C×H×W: over channels and space with a per-channel scale (`nn.GroupNorm` with one group, as
+    MATLAB normalises images). Same shape out. Learnables `weight`, `bias`."""
+
+    def __init__(self, eps: float = 1e-5, name: str | None = None):
+        super().__init__(name)
+        self.eps = eps
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BTC", "BC", "BCSS"))
+        return s
+
+    def build(self, specs):
+        s = specs["in"]
+        if s.is_image:
+            return nn.GroupNorm(1, s.channels, eps=self.eps)
+        return nn.LayerNorm(s.channels, eps=self.eps)
+
+
+class BatchNorm(Layer):
+    """Batch normalisation [batchNormalizationLayer] over channels: B×C×H×W, B×C, B×T×C → same
+    shape. Learnables `weight`, `bias`; running statistics as buffers."""
+
+    def __init__(self, eps: float = 1e-5, momentum: float = 0.1, name: str | None = None):
+        super().__init__(name)
+        self.eps = eps
+        self.momentum = momentum
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BTC", "BC", "BCSS"))
+        return s
+
+    def build(self, specs):
+        s = specs["in"]
+        if s.is_image:
+            return nn.BatchNorm2d(s.channels, self.eps, self.momentum)
+        if s.is_sequence:
+            return _SequenceBatchNorm(s.channels, self.eps, self.momentum)
+        return nn.BatchNorm1d(s.channels, self.eps, self.momentum)
+
+
+class _SequenceBatchNorm(nn.BatchNorm1d):
+    def forward(self, x):
+        return super().forward(x.transpose(1, 2)).transpose(1, 2)  # B×T×C → B×C×T → B×T×C

@@ -1,0 +1,196 @@
+"""Pooling, flattening and indexing: the layers that reduce space or time."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..errors import FormatError, SizeError
+from ..spec import Spec
+from .base import Layer, as_pair
+from .conv import _out_size
+from .inputs import _positive
+
+
+def lengths_of(mask):
+    return mask.sum(1)
+
+
+class _Pool2d(Layer):
+    stem = "pool"
+
+    def __init__(self, pool_size, stride=None, padding=0, name: str | None = None):
+        super().__init__(name)
+        self.pool_size = as_pair(pool_size, f"{type(self).__name__} pool_size")
+        self.stride = self.pool_size if stride is None else as_pair(stride, "stride")
+        self.padding = as_pair(padding, "padding")
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BCSS",), "2-D pooling works on images.")
+        hw = [_out_size(n, k, st, 1, (p, p)) for n, k, st, p in
+              zip(s.sizes[2:], self.pool_size, self.stride, self.padding)]
+        if any(o is not None and o < 1 for o in hw):
+            raise self.error(SizeError, "in", f"expected an image of at least "
+                             f"{self.pool_size[0]}×{self.pool_size[1]}, received {s}. "
+                             "Use a smaller pool_size or fewer pooling layers.")
+        return Spec.image(s.channels, *hw)
+
+    def config(self):
+        return {k: list(getattr(self, k)) for k in ("pool_size", "stride", "padding")}
+
+
+class MaxPool2d(_Pool2d):
+    """Max pooling [maxPooling2dLayer]: B×C×H×W → B×C×H'×W'. `stride` defaults to `pool_size`."""
+
+    stem = "maxpool"
+
+    def build(self, specs):
+        return nn.MaxPool2d(self.pool_size, self.stride, self.padding)
+
+
+class AvgPool2d(_Pool2d):
+    """Average pooling [averagePooling2dLayer]: B×C×H×W → B×C×H'×W'."""
+
+    stem = "avgpool"
+
+    def build(self, specs):
+        return nn.AvgPool2d(self.pool_size, self.stride, self.padding)
+
+
+class GlobalAvgPool1d(Layer):
+    """Mean over time, skipping padding [globalAveragePooling1dLayer]: B×T×C → B×C."""
+
+    stem = "gap"
+    uses_mask = True
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BTC",), "GlobalAvgPool1d reduces the time axis of a sequence; "
+                     "use GlobalAvgPool2d for images.")
+        return Spec.features(s.channels)
+
+    def build(self, specs):
+        return _MaskedMean()
+
+
+class _MaskedMean(nn.Module):
+    def forward(self, x, masks=(None,)):
+        mask = masks[0]
+        if mask is None:
+            return x.mean(1)
+        m = mask.unsqueeze(-1).to(x.dtype)                       # B×T×1
+        return (x * m).sum(1) / m.sum(1).clamp(min=1)             # B×C; empty sequences give 0
+
+
+class GlobalMaxPool1d(Layer):
+    """Max over time, skipping padding [globalMaxPooling1dLayer]: B×T×C → B×C."""
+
+    stem = "gmp"
+    uses_mask = True
+
+    infer = GlobalAvgPool1d.infer
+
+    def build(self, specs):
+        return _MaskedMax()
+
+
+class _MaskedMax(nn.Module):
+    def forward(self, x, masks=(None,)):
+        mask = masks[0]
+        if mask is None:
+            return x.amax(1)
+        m = mask.unsqueeze(-1)                                    # B×T×1
+        y = x.masked_fill(~m, float("-inf")).amax(1)              # B×C
+        return torch.where(m.any(1), y, torch.zeros_like(y))      # empty sequences give 0
+
+
+class GlobalAvgPool2d(Layer):
+    """Mean over space [globalAveragePooling2dLayer]: B×C×H×W → B×C."""
+
+    stem = "gap"
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BCSS",), "GlobalAvgPool2d reduces the spatial axes of an image; "
+                     "use GlobalAvgPool1d for sequences.")
+        return Spec.features(s.channels)
+
+    def build(self, specs):
+        return _SpatialMean()
+
+
+class _SpatialMean(nn.Module):
+    def forward(self, x):
+        return x.mean((2, 3))  # B×C×H×W → B×C
+
+
+class GlobalMaxPool2d(GlobalAvgPool2d):
+    """Max over space [globalMaxPooling2dLayer]: B×C×H×W → B×C."""
+
+    stem = "gmp"
+
+    def build(self, specs):
+        return _SpatialMax()
+
+
+class _SpatialMax(nn.Module):
+    def forward(self, x):
+        return x.amax((2, 3))  # B×C×H×W → B×C
+
+
+class Flatten(Layer):
+    """Flattens an image into features [flattenLayer]: B×C×H×W → B×(C·H·W); B×C unchanged.
+    A sequence keeps its time axis in attnlab: reduce it with GlobalAvgPool1d or Index1d."""
+
+    def infer(self, specs):
+        s = specs["in"]
+        if s.is_sequence:
+            raise self.error(FormatError, "in", f"expected B×C×S×S or B×C, received {s} (sequence). "
+                             "Flatten does not merge time into channels; reduce the time axis with "
+                             "GlobalAvgPool1d, Index1d('last') or AttentionPool1d instead.")
+        self.require(s, "in", ("BCSS", "BC"))
+        if s.is_image:
+            c, h, w = s.sizes[1:]
+            return Spec.features(None if None in (c, h, w) else c * h * w)
+        return s
+
+    def build(self, specs):
+        return nn.Flatten(1)
+
+
+class Index1d(Layer):
+    """One time step of a sequence [indexing1dLayer]: B×T×C → B×C. `index` is "first", "last"
+    (each sequence's own last valid step when lengths differ) or an int (0-based; negative counts
+    from the end of the padded batch)."""
+
+    stem = "index1d"
+    uses_mask = True
+
+    def __init__(self, index="last", name: str | None = None):
+        super().__init__(name)
+        if index not in ("first", "last") and not (isinstance(index, int) and not isinstance(index, bool)):
+            raise ValueError(f"Index1d index must be 'first', 'last' or an int, got {index!r}")
+        self.index = index
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BTC",), "Index1d picks a time step of a sequence.")
+        return Spec.features(s.channels)
+
+    def build(self, specs):
+        return _Index1d(0 if self.index == "first" else self.index)
+
+
+class _Index1d(nn.Module):
+    def __init__(self, index):
+        super().__init__()
+        self.index = index
+
+    def forward(self, x, masks=(None,)):
+        mask = masks[0]
+        if self.index != "last":
+            return x[:, self.index]                               # B×C
+        if mask is None:
+            return x[:, -1]
+        last = (lengths_of(mask) - 1).clamp(min=0)                # B
+        return x[torch.arange(x.shape[0], device=x.device), last]  # B×C

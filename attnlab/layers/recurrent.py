@@ -1,0 +1,125 @@
+"""Recurrent layers. With a padding mask they run on each sequence's true length (packed)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.utils import rnn as rnn_utils
+
+from ..spec import Spec
+from .base import Layer
+from .inputs import _positive
+
+
+class _Recurrent(Layer):
+    uses_mask = True
+    state_names: tuple[str, ...] = ()
+    torch_class: type = nn.Module
+
+    def __init__(self, hidden: int, output_mode: str = "sequence", bidirectional: bool = False,
+                 has_state_inputs: bool = False, has_state_outputs: bool = False,
+                 name: str | None = None):
+        super().__init__(name)
+        self.hidden = _positive(hidden, f"{type(self).__name__} hidden")
+        if output_mode not in ("sequence", "last"):
+            raise ValueError(f"{type(self).__name__} output_mode must be 'sequence' or 'last', "
+                             f"got {output_mode!r}")
+        self.output_mode = output_mode
+        self.bidirectional = bool(bidirectional)
+        self.has_state_inputs = bool(has_state_inputs)
+        self.has_state_outputs = bool(has_state_outputs)
+
+    @property
+    def input_ports(self):
+        return ("in",) + (self.state_names if self.has_state_inputs else ())
+
+    @property
+    def output_ports(self):
+        return ("out",) + (self.state_names if self.has_state_outputs else ())
+
+    @property
+    def width(self):
+        return self.hidden * (2 if self.bidirectional else 1)
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BTC",), f"{type(self).__name__} reads sequences B×T×C; for images "
+                     "insert ImageToSequence first, for features use Dense.")
+        for port in self.input_ports[1:]:
+            self.require(specs[port], port, ("BC",))
+            self.require_channels(specs[port], port, self.width,
+                                  f"The initial {port} state has {self.width} channels.")
+        out = {"out": Spec.sequence(self.width, s.time) if self.output_mode == "sequence"
+               else Spec.features(self.width)}
+        out.update({p: Spec.features(self.width) for p in self.output_ports[1:]})
+        return out
+
+    def build(self, specs):
+        return self.module_class(self, specs["in"].channels)
+
+
+class _RecurrentModule:
+    """Mixin run over an nn.LSTM/nn.GRU subclass: masks, output modes and state ports."""
+
+    def _setup(self, layer):
+        self.last = layer.output_mode == "last"
+        self.n_state_in = len(layer.input_ports) - 1
+        self.n_state_out = len(layer.output_ports) - 1
+        self.dirs = 2 if layer.bidirectional else 1
+
+    def _run(self, x, states, mask):
+        b = x.shape[0]
+        init = None
+        if states:
+            # B×(dirs·H) → dirs×B×H, as torch wants initial states
+            init = tuple(s.reshape(b, self.dirs, self.hidden_size).transpose(0, 1).contiguous()
+                         for s in states)
+            init = init[0] if len(init) == 1 else init
+        if mask is None:
+            y, final = super().forward(x, init)                          # y: B×T×(dirs·H)
+            lengths = None
+        else:
+            lengths = mask.sum(1)
+            packed = rnn_utils.pack_padded_sequence(x, lengths.cpu().clamp(min=1),
+                                                    batch_first=True, enforce_sorted=False)
+            y, final = super().forward(packed, init)
+            y, _ = rnn_utils.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
+        if self.last:
+            y = y[:, -1] if lengths is None else \
+                y[torch.arange(b, device=y.device), (lengths - 1).clamp(min=0)]  # B×(dirs·H)
+        if not self.n_state_out:
+            return y
+        final = final if isinstance(final, tuple) else (final,)
+        # dirs×B×H → B×(dirs·H)
+        return (y,) + tuple(f.transpose(0, 1).reshape(b, -1) for f in final)
+
+    def forward(self, x, *states, masks=(None,)):
+        return self._run(x, states, masks[0])
+
+
+class _LSTMModule(_RecurrentModule, nn.LSTM):
+    def __init__(self, layer, cin):
+        nn.LSTM.__init__(self, cin, layer.hidden, batch_first=True, bidirectional=layer.bidirectional)
+        self._setup(layer)
+
+
+class _GRUModule(_RecurrentModule, nn.GRU):
+    def __init__(self, layer, cin):
+        nn.GRU.__init__(self, cin, layer.hidden, batch_first=True, bidirectional=layer.bidirectional)
+        self._setup(layer)
+
+
+class LSTM(_Recurrent):
+    """Long short-term memory [lstmLayer, bilstmLayer]: B×T×C → B×T×H (output_mode="sequence") or
+    B×H ("last": each sequence's last valid step); H doubles when bidirectional. Optional state
+    ports `hidden`, `cell` (B×H) in and out. Learnables as `torch.nn.LSTM` (`weight_ih_l0`, …)."""
+
+    state_names = ("hidden", "cell")
+    module_class = _LSTMModule
+
+
+class GRU(_Recurrent):
+    """Gated recurrent unit [gruLayer]: B×T×C → B×T×H or B×H; optional `hidden` state ports.
+    Learnables as `torch.nn.GRU`."""
+
+    state_names = ("hidden",)
+    module_class = _GRUModule

@@ -1,0 +1,101 @@
+"""Activation specs: sizes with labelled dimensions.
+
+Labels: B batch, T time, C channel, S spatial (PyTorch layout, batch first):
+`B×T×C` sequences, `B×C×S×S` images, `B×C` features. Batch and time are symbolic (None) unless
+a layer fixes them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+Size = Optional[int]
+
+# attention scores are B×heads×Tq×Tk: labels H, Q, K
+_SHOW = {"Q": "Tq", "K": "Tk"}
+_NAMES = {"BHQK": "attention scores", "BTC": "sequence", "BCSS": "image", "BC": "features", "BT": "token sequence"}
+
+
+@dataclass(frozen=True)
+class Spec:
+    labels: str
+    sizes: tuple[Size, ...]
+
+    def __post_init__(self):
+        if len(self.labels) != len(self.sizes):
+            raise ValueError(f"spec labels {self.labels!r} and sizes {self.sizes} differ in length")
+
+    # -- constructors ---------------------------------------------------------------------
+    @staticmethod
+    def sequence(channels: Size, time: Size = None) -> "Spec":
+        return Spec("BTC", (None, time, channels))
+
+    @staticmethod
+    def image(channels: Size, height: Size, width: Size) -> "Spec":
+        return Spec("BCSS", (None, channels, height, width))
+
+    @staticmethod
+    def features(channels: Size) -> "Spec":
+        return Spec("BC", (None, channels))
+
+    # -- queries --------------------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        return _NAMES.get(self.labels, self.labels)
+
+    @property
+    def channels(self) -> Size:
+        return self.sizes[self.labels.index("C")] if "C" in self.labels else None
+
+    @property
+    def is_sequence(self) -> bool:
+        return "T" in self.labels
+
+    @property
+    def is_image(self) -> bool:
+        return "S" in self.labels
+
+    @property
+    def time(self) -> Size:
+        return self.sizes[self.labels.index("T")] if "T" in self.labels else None
+
+    def with_channels(self, channels: Size) -> "Spec":
+        i = self.labels.index("C")
+        return Spec(self.labels, self.sizes[:i] + (channels,) + self.sizes[i + 1:])
+
+    def matches(self, other: "Spec") -> bool:
+        """Same labels and no known size that differs (symbolic sizes match anything)."""
+        return self.labels == other.labels and all(
+            a is None or b is None or a == b for a, b in zip(self.sizes, other.sizes))
+
+    def concrete(self, batch: int = 2, time: int = 5) -> tuple[int, ...]:
+        """A concrete shape for trial runs: symbolic sizes replaced by `batch`/`time`."""
+        fill = {"B": batch, "T": time, "S": 8, "C": 4}
+        return tuple(s if s is not None else fill[l] for l, s in zip(self.labels, self.sizes))
+
+    def __str__(self) -> str:
+        return "×".join(_SHOW.get(l, l) if s is None else str(s)
+                        for l, s in zip(self.labels, self.sizes))
+
+    def __repr__(self) -> str:
+        return f"Spec({self})"
+
+    # -- persistence ----------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {"labels": self.labels, "sizes": list(self.sizes)}
+
+    @staticmethod
+    def from_json(d: dict) -> "Spec":
+        return Spec(d["labels"], tuple(d["sizes"]))
+
+
+def spec_of_tensor_shape(shape: Sequence[int]) -> Spec:
+    """The spec a network without input layers assumes for data of this shape."""
+    n = len(shape)
+    if n == 2:
+        return Spec("BC", (None, shape[1]))
+    if n == 3:
+        return Spec("BTC", (None, None, shape[2]))
+    if n == 4:
+        return Spec("BCSS", (None, shape[1], shape[2], shape[3]))
+    raise ValueError(f"cannot infer a spec for data with {n} dimensions")
