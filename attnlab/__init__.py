@@ -1,7 +1,7 @@
 """attnlab: attention networks as layer graphs, on PyTorch."""
 from . import layers
 from .analysis import Analysis, Issue
-from .errors import (AttnlabError, DataError, FormatError, NetworkError, SizeError,
+from .errors import (ArgumentError, AttnlabError, DataError, FormatError, NetworkError, SizeError,
                      TrainingError)
 from .network import Connection, Network
 from .sequences import Padded, pad_sequences
@@ -11,5 +11,5 @@ __version__ = "0.1.0"
 
 __all__ = [
     "layers", "Network", "Analysis", "Issue", "Connection", "Spec", "Padded", "pad_sequences",
-    "AttnlabError", "NetworkError", "SizeError", "FormatError", "DataError", "TrainingError",
+    "AttnlabError", "ArgumentError", "NetworkError", "SizeError", "FormatError", "DataError", "TrainingError",
 ]

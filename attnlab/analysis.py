@@ -220,7 +220,7 @@ def analyze(net: "Network", input_specs: dict[str, Spec] | None = None) -> Analy
             out_specs[n] = None
             continue
         try:
-            out_specs[n] = layer.output_specs(specs)
+            out_specs[n] = layer.infer_all(specs)
             learnables[n] = net._learnable_shapes(n, layer, specs)
         except AttnlabError as e:
             kind = "size" if isinstance(e, SizeError) else "format" if isinstance(e, FormatError) else "network"

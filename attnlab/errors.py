@@ -50,3 +50,7 @@ def close_matches(name: str, candidates: Iterable[str]) -> str:
     if not matches:
         return ""
     return " Did you mean " + " or ".join(f"'{m}'" for m in matches) + "?"
+
+
+class ArgumentError(AttnlabError, ValueError):
+    """A layer or function argument has a value it cannot take (also a ValueError)."""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..errors import SizeError
+from ..errors import ArgumentError, SizeError
 from ..spec import Spec
 from .base import Layer
 
@@ -30,12 +30,12 @@ class Attention(Layer):
                  name: str | None = None):
         super().__init__(name)
         if not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(f"Attention num_heads must be a positive int, got {num_heads!r}")
+            raise ArgumentError(f"Attention num_heads must be a positive int, got {num_heads!r}")
         if attention_mask not in (None, "causal"):
-            raise ValueError("Attention attention_mask must be None or 'causal' (pass custom masks "
+            raise ArgumentError("Attention attention_mask must be None or 'causal' (pass custom masks "
                              f"to attnlab.attention), got {attention_mask!r}")
         if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"Attention dropout must be in [0, 1), got {dropout!r}")
+            raise ArgumentError(f"Attention dropout must be in [0, 1), got {dropout!r}")
         self.num_heads = num_heads
         self.scale = scale
         self.attention_mask = attention_mask
@@ -57,11 +57,11 @@ class Attention(Layer):
         for port, s in (("query", q), ("key", k), ("value", v)):
             self.require(s, port, ("BTC",), fix)
         if None not in (q.channels, k.channels) and q.channels != k.channels:
-            raise self.error(SizeError, "key", f"expected {k.with_channels(q.channels)} (the query's "
-                             f"channels), received {k}. Project the key with "
-                             f"Dense({q.channels}) or use MultiHeadAttention, which projects both.")
+            raise self.error(SizeError, "key", f"expected {k.with_channels(q.channels)}, received {k}. "
+                             f"Keys need the query's channels: project the key with Dense({q.channels}), "
+                             "or use MultiHeadAttention, which projects both.")
         if None not in (k.time, v.time) and k.time != v.time:
-            raise self.error(SizeError, "value", f"expected {v.time} time steps (as 'key'), "
+            raise self.error(SizeError, "value", f"expected {k.time} time steps (as 'key'), "
                              f"received {v}. Keys and values come from the same sequence.")
         _check_heads(self, "query", q.channels, self.num_heads, "query/key")
         _check_heads(self, "value", v.channels, self.num_heads, "value")

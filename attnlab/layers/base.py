@@ -15,7 +15,7 @@ from typing import ClassVar, Iterable
 
 from torch import nn
 
-from ..errors import FormatError, SizeError, where
+from ..errors import ArgumentError, FormatError, SizeError, where
 from ..spec import Spec
 
 LAYER_TYPES: dict[str, type["Layer"]] = {}
@@ -27,7 +27,7 @@ def check_name(name):
     if name is None:
         return None
     if not isinstance(name, str) or not _NAME_OK.match(name):
-        raise ValueError(f"layer name {name!r} is not valid: use a non-empty string without '/' "
+        raise ArgumentError(f"layer name {name!r} is not valid: use a non-empty string without '/' "
                          "('/' separates a layer from its port, as in 'cross-attention/key')")
     return name
 
@@ -60,7 +60,7 @@ class Layer:
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         raise NotImplementedError
 
-    def output_specs(self, specs: dict[str, Spec]) -> dict[str, Spec]:
+    def infer_all(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         out = self.infer(specs)
         if isinstance(out, Spec):
             return {self.output_ports[0]: out}
@@ -110,5 +110,5 @@ def as_pair(v, what: str):
         return (v, v)
     v = tuple(v)
     if len(v) != 2 or not all(isinstance(i, int) for i in v):
-        raise ValueError(f"{what} must be an int or a pair of ints, got {v!r}")
+        raise ArgumentError(f"{what} must be an int or a pair of ints, got {v!r}")
     return v

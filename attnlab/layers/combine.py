@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import FormatError, SizeError
+from ..errors import ArgumentError, FormatError, SizeError
 from ..spec import Spec
 from .base import Layer
 
@@ -13,7 +13,7 @@ class _Combine(Layer):
     def __init__(self, n: int = 2, name: str | None = None):
         super().__init__(name)
         if not isinstance(n, int) or n < 2:
-            raise ValueError(f"{type(self).__name__} needs n >= 2 inputs, got {n!r}")
+            raise ArgumentError(f"{type(self).__name__} needs n >= 2 inputs, got {n!r}")
         self.n = n
 
     @property
@@ -81,7 +81,7 @@ class Concatenation(_Combine):
     def __init__(self, n: int = 2, dim: str = "channel", name: str | None = None):
         super().__init__(n, name)
         if dim not in ("channel", "time"):
-            raise ValueError(f"Concatenation dim must be 'channel' or 'time', got {dim!r}")
+            raise ArgumentError(f"Concatenation dim must be 'channel' or 'time', got {dim!r}")
         self.dim = dim
 
     def infer(self, specs):

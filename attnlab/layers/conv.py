@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..errors import SizeError
+from ..errors import ArgumentError, SizeError
 from ..spec import Spec
 from .base import Layer, as_pair
 from .inputs import _positive
@@ -114,7 +114,7 @@ class Conv1d(Layer):
         self.stride = _positive(stride, "Conv1d stride")
         self.dilation = _positive(dilation, "Conv1d dilation")
         if padding not in ("same", "causal", "valid") and not (isinstance(padding, int) and padding >= 0):
-            raise ValueError(f"Conv1d padding must be 'same', 'causal', 'valid' or an int >= 0, "
+            raise ArgumentError(f"Conv1d padding must be 'same', 'causal', 'valid' or an int >= 0, "
                              f"got {padding!r}")
         self.padding = padding
         self.bias = bias

@@ -5,6 +5,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..errors import ArgumentError
 from ..spec import Spec
 from .base import Layer
 from .inputs import _positive
@@ -100,7 +101,7 @@ class Dropout(_Elementwise):
     def __init__(self, p: float = 0.5, name: str | None = None):
         super().__init__(name)
         if not 0.0 <= p < 1.0:
-            raise ValueError(f"Dropout p must be in [0, 1), got {p!r}")
+            raise ArgumentError(f"Dropout p must be in [0, 1), got {p!r}")
         self.p = p
 
     def build(self, specs):

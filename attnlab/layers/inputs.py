@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from ..errors import ArgumentError
 from ..spec import Spec
 from .base import Layer
 
@@ -19,17 +20,19 @@ class _Input(Layer):
 
 
 class SequenceInput(_Input):
-    """Sequences of `channels` features: data B×T×C (a list of T_i×C tensors for varying lengths)."""
+    """Sequences of `channels` features: data B×T×C (a list of T_i×C tensors for varying lengths).
+    `length` fixes T when every sequence has the same known length (else T is symbolic)."""
 
     stem = "input"
 
-    def __init__(self, channels: int, name: str | None = None):
+    def __init__(self, channels: int, length: int | None = None, name: str | None = None):
         super().__init__(name)
         self.channels = _positive(channels, "SequenceInput channels")
+        self.length = None if length is None else _positive(length, "SequenceInput length")
 
     @property
     def spec(self):
-        return Spec.sequence(self.channels)
+        return Spec.sequence(self.channels, self.length)
 
 
 class ImageInput(_Input):
@@ -41,7 +44,7 @@ class ImageInput(_Input):
         super().__init__(name)
         size = tuple(size)
         if len(size) != 3:
-            raise ValueError(f"ImageInput size must be (channels, height, width), got {size!r}; "
+            raise ArgumentError(f"ImageInput size must be (channels, height, width), got {size!r}; "
                              "for a 28×28 grey image use ImageInput((1, 28, 28))")
         self.size = tuple(_positive(s, "ImageInput size") for s in size)
 
@@ -69,5 +72,5 @@ class FeatureInput(_Input):
 
 def _positive(v, what):
     if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        raise ValueError(f"{what} must be a positive int, got {v!r}")
+        raise ArgumentError(f"{what} must be a positive int, got {v!r}")
     return v

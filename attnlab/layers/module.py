@@ -6,7 +6,7 @@ import copy
 import torch
 from torch import nn
 
-from ..errors import SizeError
+from ..errors import ArgumentError, SizeError
 from ..spec import Spec
 from .base import Layer
 
@@ -27,7 +27,7 @@ class Module(Layer):
                  output_format=None, output_specs=None, name: str | None = None):
         super().__init__(name)
         if not isinstance(module, nn.Module):
-            raise TypeError(f"Module wraps a torch.nn.Module, got {type(module).__name__}")
+            raise ArgumentError(f"Module wraps a torch.nn.Module, got {type(module).__name__}")
         self.module = module
         self.num_inputs = num_inputs
         self.num_outputs = num_outputs

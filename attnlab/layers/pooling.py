@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import FormatError, SizeError
+from ..errors import ArgumentError, FormatError, SizeError
 from ..spec import Spec
 from .base import Layer, as_pair
 from .conv import _out_size
@@ -169,7 +169,7 @@ class Index1d(Layer):
     def __init__(self, index="last", name: str | None = None):
         super().__init__(name)
         if index not in ("first", "last") and not (isinstance(index, int) and not isinstance(index, bool)):
-            raise ValueError(f"Index1d index must be 'first', 'last' or an int, got {index!r}")
+            raise ArgumentError(f"Index1d index must be 'first', 'last' or an int, got {index!r}")
         self.index = index
 
     def infer(self, specs):

@@ -5,6 +5,7 @@ import torch
 from torch import nn
 from torch.nn.utils import rnn as rnn_utils
 
+from ..errors import ArgumentError
 from ..spec import Spec
 from .base import Layer
 from .inputs import _positive
@@ -21,7 +22,7 @@ class _Recurrent(Layer):
         super().__init__(name)
         self.hidden = _positive(hidden, f"{type(self).__name__} hidden")
         if output_mode not in ("sequence", "last"):
-            raise ValueError(f"{type(self).__name__} output_mode must be 'sequence' or 'last', "
+            raise ArgumentError(f"{type(self).__name__} output_mode must be 'sequence' or 'last', "
                              f"got {output_mode!r}")
         self.output_mode = output_mode
         self.bidirectional = bool(bidirectional)

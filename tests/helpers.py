@@ -1,0 +1,42 @@
+"""Shared test helpers: single-layer networks and concrete data for specs."""
+import torch
+
+import attnlab as al
+from attnlab import layers as L
+
+B, T = 3, 6
+
+
+def input_layer_for(spec, name):
+    if spec.labels == "BTC":
+        return L.SequenceInput(spec.channels, length=spec.time, name=name)
+    if spec.labels == "BCSS":
+        return L.ImageInput(spec.sizes[1:], name=name)
+    if spec.labels == "BC":
+        return L.FeatureInput(spec.channels, name=name)
+    raise ValueError(spec)
+
+
+def single_layer_net(layer, in_specs: dict):
+    """A network feeding `layer`'s ports from input layers named after the ports."""
+    net = al.Network()
+    for port, spec in in_specs.items():
+        net.add(input_layer_for(spec, f"x_{port}"))
+    net.add(layer)
+    for port in in_specs:
+        dst = layer.name if len(layer.input_ports) == 1 else f"{layer.name}/{port}"
+        net.connect(f"x_{port}", dst)
+    return net
+
+
+def data_for(spec, batch=B, time=T, ints=None):
+    shape = spec.concrete(batch, time)
+    if ints:
+        return torch.randint(0, ints, shape).float()
+    return torch.randn(shape)
+
+
+def concrete(spec, batch=B, time=T):
+    """The shape a spec must have for data of this batch and time length."""
+    return tuple(s if s is not None else {"B": batch, "T": time, "Q": time, "K": time}[l]
+                 for l, s in zip(spec.labels, spec.sizes))

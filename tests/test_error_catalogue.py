@@ -1,0 +1,170 @@
+"""A catalogue of invalid graphs and inputs: each gives the right attnlab error class and a
+message that names the layer and the port (or the input) and says how to fix it."""
+import pytest
+import torch
+from torch import nn
+
+import attnlab as al
+from attnlab import layers as L
+
+
+def seed1_question():
+    """The seed-1 question, as its MATLAB code builds it."""
+    net = al.Network()
+    net.add([L.SequenceInput(3, name="input"), L.LSTM(16, output_mode="sequence", name="lstm_encoder"),
+             L.Dropout(0.2, name="dropout_1"), L.LayerNorm(name="batchnormal_1"),
+             L.Dense(32, name="key"), L.Attention(4, name="cross-attention"), L.LayerNorm(),
+             L.LSTM(16, output_mode="sequence", name="lstm_decoder"), L.Dropout(0.2, name="dropout_2"),
+             L.LayerNorm(name="batchnormal_2"), L.Dense(64, name="fc"), L.Dense(2, name="fc_out")])
+    net.connect("key", "cross-attention/key")
+    net.disconnect("key", "cross-attention/query")
+    net.add(L.Dense(32, name="value"))
+    net.connect("batchnormal_1", "value")
+    net.connect("value", "cross-attention/value")
+    net.add(L.Dense(32, name="query"))
+    net.connect("lstm_decoder", "query")
+    net.connect("query", "cross-attention/query")
+    return net
+
+
+def seq_net(*layers, channels=8):
+    return al.Network([L.SequenceInput(channels, name="x"), *layers])
+
+
+def attn_net(q=32, k=32, v=32, heads=4, tk=None, tv=None):
+    net = al.Network()
+    net.add([L.SequenceInput(q, name="q"), L.Attention(heads, name="cross-attention")])
+    net.add(L.SequenceInput(k, length=tk, name="k"))
+    net.add(L.SequenceInput(v, length=tv, name="v"))
+    net.connect("k", "cross-attention/key")
+    net.connect("v", "cross-attention/value")
+    return net
+
+
+def run(net, *xs):
+    return net(*xs)
+
+
+# (id, action, error class, substrings of the message)
+CATALOGUE = [
+    ("seed1-cycle", lambda: seed1_question()(torch.randn(2, 5, 3)), al.NetworkError,
+     ["cross-attention → layernorm → lstm_decoder → query → cross-attention", "decoder-input",
+      "encoder"]),
+    ("self-loop", lambda: seq_net(L.Addition(2, name="add")).connect("add", "add/in2")(torch.randn(1, 2, 8)),
+     al.NetworkError, ["cycle: add → add", "net.disconnect('add', 'add/in2')"]),
+    ("unconnected-key", lambda: al.Network([L.SequenceInput(8, name="q"), L.Attention(2, name="att")])
+     (torch.randn(1, 3, 8)), al.NetworkError, ["layer 'att' port 'key'", "not connected",
+                                                "net.connect('<source>', 'att/key')"]),
+    ("unknown-layer", lambda: seq_net(L.Dense(4, name="fc-key")).connect("fc-kye", "fc-key"),
+     al.NetworkError, ["unknown layer 'fc-kye'", "Did you mean 'fc-key'"]),
+    ("unknown-port", lambda: attn_net().connect("k", "cross-attention/qeury"), al.NetworkError,
+     ["layer 'cross-attention' has no input port 'qeury'", "Did you mean 'query'"]),
+    ("duplicate-name", lambda: seq_net(L.Dense(4, name="fc"), L.Dense(4, name="fc")), al.NetworkError,
+     ["duplicate layer name 'fc'", "fc_1"]),
+    ("duplicate-name-later", lambda: seq_net(L.Dense(4, name="fc")).add(L.ReLU(name="fc")),
+     al.NetworkError, ["duplicate layer name 'fc'"]),
+    ("already-connected", lambda: attn_net().connect("q", "cross-attention/key"), al.NetworkError,
+     ["layer 'cross-attention' port 'key': already connected from 'k'", "disconnect"]),
+    ("into-input-layer", lambda: seq_net(L.Dense(4, name="fc")).connect("fc", "x"), al.NetworkError,
+     ["layer 'x'", "input layer"]),
+    ("ambiguous-port", lambda: attn_net().add(L.SequenceInput(2, name="z")).connect("z", "cross-attention"),
+     al.NetworkError, ["layer 'cross-attention' has inputs 'query', 'key', 'value'", "cross-attention/query"]),
+    ("bad-disconnect", lambda: attn_net().disconnect("q", "cross-attention/key"), al.NetworkError,
+     ["no connection q → cross-attention/key", "k → cross-attention/key"]),
+    ("remove-unknown", lambda: attn_net().remove("qq"), al.NetworkError, ["unknown layer 'qq'", "'q'"]),
+    ("key-channels", lambda: attn_net(q=256, k=128, v=256, heads=8)(torch.randn(1, 2, 256),
+                                                                   torch.randn(1, 3, 128), torch.randn(1, 3, 256)),
+     al.SizeError, ["layer 'cross-attention' port 'key': expected B×T×256, received B×T×128", "Dense(256)"]),
+    ("heads-divide", lambda: attn_net(q=30, k=30, v=30, heads=4).initialize(), al.SizeError,
+     ["layer 'cross-attention' port 'query'", "num_heads 4", "30"]),
+    ("value-length", lambda: attn_net(tk=5, tv=6).initialize(), al.SizeError,
+     ["layer 'cross-attention' port 'value'", "5 time steps"]),
+    ("lstm-on-image", lambda: al.Network([L.ImageInput((1, 8, 8)), L.LSTM(4, name="lstm")]).initialize(),
+     al.FormatError, ["layer 'lstm' port 'in'", "B×1×8×8", "ImageToSequence"]),
+    ("conv2d-on-sequence", lambda: seq_net(L.Conv2d(3, 4, name="conv")).initialize(), al.FormatError,
+     ["layer 'conv' port 'in'", "B×C×S×S", "Conv1d"]),
+    ("add-channels", lambda: al.Network([L.SequenceInput(4, name="a"), L.Addition(2, name="add")])
+     .add(L.SequenceInput(5, name="b")).connect("b", "add/in2").initialize(), al.SizeError,
+     ["layer 'add' port 'in2': expected B×T×4", "received B×T×5"]),
+    ("concat-kinds", lambda: al.Network([L.SequenceInput(4, name="a"), L.Concatenation(2, name="cat")])
+     .add(L.FeatureInput(5, name="b")).connect("b", "cat/in2").initialize(), al.FormatError,
+     ["layer 'cat' port 'in2'", "B×5"]),
+    ("flatten-sequence", lambda: seq_net(L.Flatten(name="flat")).initialize(), al.FormatError,
+     ["layer 'flat' port 'in'", "GlobalAvgPool1d", "Index1d('last')"]),
+    ("gap1d-on-image", lambda: al.Network([L.ImageInput((2, 4, 4)), L.GlobalAvgPool1d(name="gap")])
+     .initialize(), al.FormatError, ["layer 'gap' port 'in'", "GlobalAvgPool2d"]),
+    ("index1d-on-features", lambda: al.Network([L.FeatureInput(3), L.Index1d(name="idx")]).initialize(),
+     al.FormatError, ["layer 'idx' port 'in'", "B×T×C"]),
+    ("embedding-channels", lambda: seq_net(L.Embedding(10, 4, name="emb"), channels=3).initialize(),
+     al.SizeError, ["layer 'emb' port 'in': expected B×T×1, received B×T×3"]),
+    ("kernel-too-big", lambda: al.Network([L.ImageInput((1, 4, 4)), L.Conv2d(5, 2, padding="valid", name="conv")])
+     .initialize(), al.SizeError, ["layer 'conv' port 'in'", "padding='same'"]),
+    ("pool-too-small", lambda: al.Network([L.ImageInput((1, 4, 4)), L.MaxPool2d(2), L.MaxPool2d(2),
+                                           L.MaxPool2d(2, name="pool3")]).initialize(),
+     al.SizeError, ["layer 'pool3' port 'in'", "B×1×1×1"]),
+    ("lstm-state-size", lambda: al.Network([L.SequenceInput(3, name="x"),
+                                            L.LSTM(4, has_state_inputs=True, name="lstm")])
+     .add(L.FeatureInput(5, name="h")).add(L.FeatureInput(4, name="c"))
+     .connect("h", "lstm/hidden").connect("c", "lstm/cell").initialize(),
+     al.SizeError, ["layer 'lstm' port 'hidden': expected B×4, received B×5"]),
+    ("module-fails", lambda: seq_net(L.Module(nn.Linear(5, 2), name="wrapped")).initialize(),
+     al.SizeError, ["layer 'wrapped' port 'in'", "Linear", "B×T×8"]),
+    ("dense-on-scores", lambda: al.Network([L.SequenceInput(4, name="q"),
+                                            L.Attention(2, has_scores_output=True, name="att")])
+     .connect("q", "att/key").connect("q", "att/value").add(L.Dense(3, name="fc"))
+     .connect("att/scores", "fc").initialize(), al.FormatError, ["layer 'fc' port 'in'", "B×2×Tq×Tk"]),
+    ("empty-network", lambda: al.Network().initialize(), al.NetworkError, ["no layers"]),
+    ("data-channels", lambda: seq_net(L.Dense(2))(torch.randn(2, 5, 4)), al.DataError,
+     ["input 'x': expected B×T×8, received 2×5×4"]),
+    ("data-missing-channel-dim", lambda: seq_net(L.Dense(2), channels=1)(torch.randn(2, 5)), al.DataError,
+     ["input 'x'", "x.unsqueeze(-1)"]),
+    ("data-channels-first", lambda: seq_net(L.Dense(2))(torch.randn(2, 8, 5)), al.DataError,
+     ["input 'x'", "transpose(1, 2)"]),
+    ("data-image-channels-last", lambda: al.Network([L.ImageInput((3, 4, 4), name="img"), L.Flatten()])
+     (torch.randn(2, 4, 4, 3)), al.DataError, ["input 'img'", "permute(0, 3, 1, 2)"]),
+    ("data-unknown-name", lambda: attn_net()({"q": torch.randn(1, 2, 32), "kk": torch.randn(1, 2, 32),
+                                              "v": torch.randn(1, 2, 32)}),
+     al.DataError, ["unknown kk", "Did you mean 'k'", "missing k"]),
+    ("data-positional-count", lambda: attn_net()(torch.randn(1, 2, 32)), al.DataError,
+     ["3 input(s) (q, k, v)", "received 1"]),
+    ("data-batch-counts", lambda: attn_net().predict(torch.randn(2, 2, 32), torch.randn(3, 2, 32),
+                                                     torch.randn(3, 2, 32)),
+     al.DataError, ["'q' has 2", "'k' has 3"]),
+    ("token-out-of-range", lambda: seq_net(L.Embedding(5, 4, name="emb"), channels=1)
+     (torch.full((1, 3, 1), 7.0)), al.DataError, ["layer 'emb'", "vocabulary"]),
+    ("bad-layer-name", lambda: L.Dense(3, name="a/b"), al.ArgumentError, ["'a/b'", "'/'"]),
+    ("bad-option", lambda: L.LSTM(3, output_mode="final"), al.ArgumentError, ["'sequence' or 'last'"]),
+]
+
+
+@pytest.mark.parametrize("action,cls,parts", [c[1:] for c in CATALOGUE], ids=[c[0] for c in CATALOGUE])
+def test_catalogue(action, cls, parts):
+    with pytest.raises(cls) as info:
+        action()
+    msg = str(info.value)
+    for part in parts:
+        assert part in msg, f"{part!r} not in:\n{msg}"
+
+
+def test_catalogue_is_large_enough():
+    assert len(CATALOGUE) >= 25
+
+
+def test_size_errors_while_running_are_network_errors_too():
+    with pytest.raises(al.NetworkError) as info:
+        attn_net(q=256, k=128, v=256, heads=8).initialize()
+    assert isinstance(info.value, al.SizeError)
+    assert info.value.issues[0].layer == "cross-attention"
+    assert info.value.issues[0].port == "key"
+
+
+def test_analyze_never_raises_and_lists_every_issue():
+    net = seed1_question()
+    net.add(L.Attention(2, name="dangling"))
+    a = net.analyze()
+    assert not a.ok
+    kinds = sorted(i.kind for i in a.errors)
+    assert kinds == ["cycle", "unconnected", "unconnected", "unconnected"]
+    with pytest.raises(al.NetworkError) as info:
+        net.initialize()
+    assert len(info.value.issues) == 4
