@@ -229,6 +229,15 @@ def analyze(net: "Network", input_specs: dict[str, Spec] | None = None) -> Analy
 
     # outputs
     outputs = net._dangling_outputs()
+    if layers and not outputs:
+        issues.append(Issue("error", "no-output", "the network has no output: every layer output "
+                            "feeds another layer, or there are only input layers. Add a layer "
+                            "whose output stays unconnected."))
+    used = {src for src, _ in conns.values()}
+    for n, l in layers.items():
+        if l.is_input and n not in used:
+            issues.append(Issue("warning", "unused-input", f"input '{n}' feeds no layer. Connect it, "
+                                f"e.g. net.connect('{n}', '<layer>'), or remove it.", n))
     if len(outputs) > 1:
         names = ", ".join(o[2] for o in outputs)
         for n, p, oname in outputs:

@@ -112,12 +112,27 @@ class _Concat(nn.Module):
         if not masks or all(m is None for m in masks):
             return y, None
         if self.time:
-            full = [torch.ones(x.shape[:2], dtype=torch.bool, device=x.device) if m is None else m
-                    for x, m in zip(xs, masks)]
-            return y, torch.cat(full, 1)                                   # B×ΣT
+            return _pack_in_time(xs, masks)
         # channel concat: a step is valid where every input is valid
         out = None
         for m in masks:
             if m is not None:
                 out = m if out is None else out & m
         return y, out
+
+
+def _pack_in_time(xs, masks):
+    """Each row: the valid steps of in1, then those of in2, …, then padding (B×ΣT×C, B×ΣT)."""
+    b, total = xs[0].shape[0], sum(x.shape[1] for x in xs)
+    lengths = [m.sum(1) if m is not None else torch.full((b,), x.shape[1], device=x.device)
+               for x, m in zip(xs, masks)]
+    pos = torch.arange(total, device=xs[0].device).unsqueeze(0)           # 1×ΣT
+    y = torch.zeros(b, total, xs[0].shape[2], dtype=xs[0].dtype, device=xs[0].device)
+    start = torch.zeros(b, 1, dtype=torch.long, device=xs[0].device)
+    for x, n in zip(xs, lengths):                     # over the inputs, not over batch or time
+        local = pos - start                                               # B×ΣT
+        take = (local >= 0) & (local < n.unsqueeze(1))
+        idx = local.clamp(0, x.shape[1] - 1).unsqueeze(-1).expand(-1, -1, x.shape[2])
+        y = torch.where(take.unsqueeze(-1), x.gather(1, idx), y)
+        start = start + n.unsqueeze(1)
+    return y, pos < start
