@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/attnlab demo digits --out demo-out
+	$(VENV)/bin/attnlab demo seed1 --out demo-out
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -1,4 +1,6 @@
 """attnlab: attention networks as layer graphs, on PyTorch."""
+import importlib
+
 from . import layers
 from .analysis import Analysis, Issue
 from .errors import (ArgumentError, AttnlabError, DataError, FormatError, NetworkError, SizeError,
@@ -9,7 +11,31 @@ from .spec import Spec
 
 __version__ = "0.1.0"
 
+# The rest of the flat namespace, imported on first use (keeps `import attnlab` light).
+_LAZY = {
+    "attention": "attnlab.functional",
+    "train": "attnlab.train", "TrainingOptions": "attnlab.train", "TrainingInfo": "attnlab.train",
+    "classify": "attnlab.train",
+    "Serial": "attnlab.combinators", "Parallel": "attnlab.combinators",
+    "Branch": "attnlab.combinators", "Residual": "attnlab.combinators",
+    "Select": "attnlab.combinators",
+    "load": "attnlab.io", "register_module": "attnlab.io",
+    "plot_attention": "attnlab.viz.attention",
+    "generate": "attnlab.stream", "forecast": "attnlab.stream",
+}
+_SUBMODULES = {"datasets", "matlab", "functional", "viz"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"attnlab.{name}")
+    raise AttributeError(f"module 'attnlab' has no attribute '{name}'")
+
+
 __all__ = [
     "layers", "Network", "Analysis", "Issue", "Connection", "Spec", "Padded", "pad_sequences",
-    "AttnlabError", "ArgumentError", "NetworkError", "SizeError", "FormatError", "DataError", "TrainingError",
+    "AttnlabError", "ArgumentError", "NetworkError", "SizeError", "FormatError", "DataError",
+    "TrainingError", *_LAZY,
 ]

@@ -338,7 +338,7 @@ class Network(nn.Module, Layer):
         self._build_modules(analysis)
         self._plan = compile_plan(self, analysis)
         self._data_specs = specs
-        self._input_specs = [self._input_spec(n, analysis) for n in self.input_names]
+        self._set_io(analysis)
         self._dtype = None
         return self._plan
 
@@ -358,6 +358,14 @@ class Network(nn.Module, Layer):
         for name in list(self.layer_modules):
             if name not in self._layers:
                 del self.layer_modules[name]
+
+    def _set_io(self, analysis):
+        self._in_names = self.input_names
+        self._out_names = self.output_names
+        self._input_specs = [self._input_spec(n, analysis) for n in self._in_names]
+        # (labels, [(dim, size) to check]) per input: every known size but the batch
+        self._input_checks = [(s.labels, [(i, n) for i, n in enumerate(s.sizes) if i and n is not None])
+                              for s in self._input_specs]
 
     def _input_spec(self, name, analysis):
         layer_name, _, port = name.partition("/")
@@ -401,7 +409,7 @@ class Network(nn.Module, Layer):
         self._build_modules(analysis)
         self._plan = compile_plan(self, analysis)
         self._data_specs = given
-        self._input_specs = [self._input_spec(n, analysis) for n in self.input_names]
+        self._set_io(analysis)
         return self
 
     def config(self):
@@ -426,7 +434,7 @@ class Network(nn.Module, Layer):
             raise self._translate(e) from e
         if len(outs) == 1:
             return outs[0]
-        return dict(zip(self.output_names, outs))
+        return dict(zip(self._out_names, outs))
 
     def forward_with_masks(self, *args, **kwargs):
         """(outputs, masks), each a dict by output name; masks are B×T (True = real step) for
@@ -437,11 +445,11 @@ class Network(nn.Module, Layer):
             outs, masks = plan.fn(plan.mods, *flat)
         except (RuntimeError, IndexError, ValueError) as e:
             raise self._translate(e) from e
-        names = self.output_names
+        names = self._out_names
         return dict(zip(names, outs)), dict(zip(names, masks))
 
     def _flatten_inputs(self, args, kwargs):
-        names = self.input_names
+        names = self._in_names
         if len(args) == 1 and isinstance(args[0], dict) and not kwargs:
             given = args[0]
         elif kwargs:
@@ -453,22 +461,27 @@ class Network(nn.Module, Layer):
                 raise DataError(f"the network has {len(names)} input(s) ({', '.join(names)}), received "
                                 f"{len(args)} positional input(s). Pass them in this order, or as a "
                                 "dict by input name.")
-            given = dict(zip(names, args))
-        if len(given) != len(names) or any(k not in given for k in names):
-            unknown = [k for k in given if k not in names]
-            missing = [k for k in names if k not in given]
-            hint = "".join(close_matches(k, names) for k in unknown)
-            raise DataError(f"inputs by name: expected {', '.join(names)}; "
-                            + (f"unknown {', '.join(unknown)}.{hint} " if unknown else "")
-                            + (f"missing {', '.join(missing)}." if missing else ""))
+            given = None
+        if given is not None:
+            if len(given) != len(names) or any(k not in given for k in names):
+                unknown = [k for k in given if k not in names]
+                missing = [k for k in names if k not in given]
+                hint = "".join(close_matches(k, names) for k in unknown)
+                raise DataError(f"inputs by name: expected {', '.join(names)}; "
+                                + (f"unknown {', '.join(unknown)}.{hint} " if unknown else "")
+                                + (f"missing {', '.join(missing)}." if missing else ""))
+            args = [given[k] for k in names]
         dtype = self._dtype
         if dtype is None:
             p = next((p for p in self.parameters() if p.is_floating_point()), None)
             dtype = self._dtype = p.dtype if p is not None else torch.get_default_dtype()
         flat = []
-        for name, spec in zip(names, self._input_specs):
-            x, mask = _as_batch(given[name], spec, name, dtype)
-            flat += [x, mask]
+        for x, name, spec, checks in zip(args, names, self._input_specs, self._input_checks):
+            if type(x) is torch.Tensor and x.dim() == len(checks[0]) and \
+                    all(x.shape[i] == n for i, n in checks[1]):       # the hot path: a right tensor
+                flat += [x if x.dtype is dtype else x.to(dtype), None]
+            else:
+                flat += _as_batch(x, spec, name, dtype)
         return flat
 
     def _apply(self, fn, *a, **k):
@@ -496,6 +509,15 @@ class Network(nn.Module, Layer):
         return predict(self, args, kwargs, batch_size)
 
     # ---------------------------------------------------------------- pictures, io -----
+    def save(self, path) -> None:
+        """One file: the graph as JSON and the weights as safetensors (no pickle)."""
+        from .io import save
+        save(self, path)
+
+    def export_onnx(self, path, **kw) -> None:
+        from .io import export_onnx
+        export_onnx(self, path, **kw)
+
     def plot(self, path=None, **kw):
         from .viz.graph import plot_network
         return plot_network(self, path, **kw)

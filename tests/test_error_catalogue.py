@@ -6,25 +6,7 @@ from torch import nn
 
 import attnlab as al
 from attnlab import layers as L
-
-
-def seed1_question():
-    """The seed-1 question, as its MATLAB code builds it."""
-    net = al.Network()
-    net.add([L.SequenceInput(3, name="input"), L.LSTM(16, output_mode="sequence", name="lstm_encoder"),
-             L.Dropout(0.2, name="dropout_1"), L.LayerNorm(name="batchnormal_1"),
-             L.Dense(32, name="key"), L.Attention(4, name="cross-attention"), L.LayerNorm(),
-             L.LSTM(16, output_mode="sequence", name="lstm_decoder"), L.Dropout(0.2, name="dropout_2"),
-             L.LayerNorm(name="batchnormal_2"), L.Dense(64, name="fc"), L.Dense(2, name="fc_out")])
-    net.connect("key", "cross-attention/key")
-    net.disconnect("key", "cross-attention/query")
-    net.add(L.Dense(32, name="value"))
-    net.connect("batchnormal_1", "value")
-    net.connect("value", "cross-attention/value")
-    net.add(L.Dense(32, name="query"))
-    net.connect("lstm_decoder", "query")
-    net.connect("query", "cross-attention/query")
-    return net
+from attnlab.demos.seed1 import question_network as seed1_question
 
 
 def seq_net(*layers, channels=8):
@@ -47,7 +29,7 @@ def run(net, *xs):
 
 # (id, action, error class, substrings of the message)
 CATALOGUE = [
-    ("seed1-cycle", lambda: seed1_question()(torch.randn(2, 5, 3)), al.NetworkError,
+    ("seed1-cycle", lambda: seed1_question()(torch.randn(2, 5, 1)), al.NetworkError,
      ["cross-attention → layernorm → lstm_decoder → query → cross-attention", "decoder-input",
       "encoder"]),
     ("self-loop", lambda: seq_net(L.Addition(2, name="add")).connect("add", "add/in2")(torch.randn(1, 2, 8)),

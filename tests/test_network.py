@@ -9,24 +9,8 @@ from torch import nn
 import attnlab as al
 from attnlab import layers as L
 
-from test_error_catalogue import seed1_question
-
-
-def seed1_answer(channels=256, heads=8):
-    net = al.Network()
-    net.add([L.SequenceInput(1, name="decoder-input"),
-             L.LSTM(64, output_mode="sequence", name="lstm-decoder"),
-             L.LayerNorm(name="layernorm-decoder"),
-             L.Dense(channels, name="query"),
-             L.Attention(num_heads=heads, name="cross-attention")])
-    net.add([L.SequenceInput(1, name="encoder-input"),
-             L.LSTM(64, name="lstm-encoder"), L.LayerNorm(name="key-value"),
-             L.Dense(channels, name="fc-key")])
-    net.connect("fc-key", "cross-attention/key")
-    net.add(L.Dense(channels, name="fc-value"))
-    net.connect("key-value", "fc-value")
-    net.connect("fc-value", "cross-attention/value")
-    return net
+from attnlab.demos.seed1 import answer_network as seed1_answer
+from attnlab.demos.seed1 import question_network as seed1_question
 
 
 def test_seed1_question_reports_the_cycle_in_order_with_the_fix():
@@ -39,20 +23,20 @@ def test_seed1_question_reports_the_cycle_in_order_with_the_fix():
     assert a.cycles == [["cross-attention", "layernorm", "lstm_decoder", "query"]]
     assert "cycle" in str(a)
     with pytest.raises(al.NetworkError) as info:
-        net(torch.randn(2, 5, 3))
+        net(torch.randn(2, 5, 1))
     assert cycle.message in str(info.value)
 
 
 def test_seed1_question_fixed_as_the_message_says_runs():
     net = seed1_question()
     net.disconnect("cross-attention", "layernorm")
-    net.add(L.SequenceInput(3, name="decoder-input"))
+    net.add(L.SequenceInput(1, name="decoder-input"))
     net.connect("decoder-input", "layernorm")
     a = net.analyze()
     assert a.ok, a
-    out = net({"input": torch.randn(2, 9, 3), "decoder-input": torch.randn(2, 4, 3)})
+    out = net({"input": torch.randn(2, 9, 1), "decoder-input": torch.randn(2, 4, 1)})
     assert set(out) == {"cross-attention", "fc_out"}          # two outputs, by name
-    assert out["fc_out"].shape == (2, 4, 2)
+    assert out["fc_out"].shape == (2, 4, 1)
     assert [w.kind for w in a.warnings] == ["unused-output", "unused-output"]
 
 
@@ -199,3 +183,11 @@ def test_summary_prints_the_table(capsys):
     seed1_answer(channels=16, heads=2).summary()
     out = capsys.readouterr().out
     assert "cross-attention" in out and "B×T×16" in out and "total learnables" in out
+
+
+def test_cli_demo_seed1(tmp_path, capsys):
+    from attnlab.cli import main
+    assert main(["demo", "seed1", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "4×7×256" in out and "cross-attention → layernorm → lstm_decoder → query" in out
+    assert (tmp_path / "seed1" / "seed1-answer.png").stat().st_size > 10_000

@@ -1,0 +1,1 @@
+"""End-to-end demos run by `attnlab demo NAME`."""
