@@ -58,6 +58,7 @@ class Network(nn.Module, Layer):
         self._plan: Plan | None = None
         self._data_specs: dict[str, Spec] | None = None
         self._dtype = None
+        self.metadata: dict = {}     # saved with the network (JSON): e.g. "class_labels"
         if layers is not None:
             self.add(layers)
 
