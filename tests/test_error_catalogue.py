@@ -95,6 +95,21 @@ CATALOGUE = [
                                             L.Attention(2, has_scores_output=True, name="att")])
      .connect("q", "att/key").connect("q", "att/value").add(L.Dense(3, name="fc"))
      .connect("att/scores", "fc").initialize(), al.FormatError, ["layer 'fc' port 'in'", "B×2×Tq×Tk"]),
+    ("self-attention-on-image", lambda: al.Network([L.ImageInput((1, 28, 28)), L.Conv2d(3, 8),
+                                                    L.SelfAttention(4, 16, name="self_attention")])
+     .initialize(), al.FormatError, ["layer 'self_attention' port 'in'", "B×8×28×28", "ImageToSequence"]),
+    ("seed2-flatten-then-self-attention",
+     lambda: al.Network([L.ImageInput((1, 28, 28)), L.Conv2d(3, 8), L.MaxPool2d(2), L.Flatten(),
+                         L.SelfAttention(8, 64, name="self_attention")]).initialize(),
+     al.FormatError, ["layer 'self_attention' port 'in'", "B×1568", "ImageToSequence instead of Flatten"]),
+    ("self-attention-heads", lambda: al.Network([L.SequenceInput(12), L.SelfAttention(5, 12, name="sa")])
+     .initialize(), al.SizeError, ["layer 'sa'", "num_heads 5", "12"]),
+    ("mha-kv-length", lambda: al.Network([L.SequenceInput(4, name="q"), L.MultiHeadAttention(2, 8, name="mha")])
+     .add(L.SequenceInput(4, length=5, name="k")).add(L.SequenceInput(4, length=6, name="v"))
+     .connect("k", "mha/key").connect("v", "mha/value").initialize(),
+     al.SizeError, ["layer 'mha' port 'value'", "expected 5 time steps"]),
+    ("patch-size", lambda: al.Network([L.ImageInput((1, 28, 28)), L.ImageToSequence(3, name="i2s")])
+     .initialize(), al.SizeError, ["layer 'i2s' port 'in'", "divisible by patch_size 3"]),
     ("empty-network", lambda: al.Network().initialize(), al.NetworkError, ["no layers"]),
     ("data-channels", lambda: seq_net(L.Dense(2))(torch.randn(2, 5, 4)), al.DataError,
      ["input 'x': expected B×T×8, received 2×5×4"]),

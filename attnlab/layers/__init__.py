@@ -1,5 +1,6 @@
 """attnlab's layers: small descriptions with ports, a size rule and a module factory."""
-from .attention import Attention
+from .attention import (Attention, AttentionPool1d, ImageToSequence, MultiHeadAttention,
+                        SelfAttention)
 from .base import LAYER_TYPES, Layer
 from .combine import Addition, Concatenation, Multiplication
 from .conv import Conv1d, Conv2d
@@ -8,6 +9,7 @@ from .embedding import Embedding
 from .inputs import FeatureInput, ImageInput, SequenceInput
 from .module import Module
 from .normalization import BatchNorm, LayerNorm
+from .position import PositionEmbedding, SinusoidalPositionEncoding
 from .pooling import (AvgPool2d, Flatten, GlobalAvgPool1d, GlobalAvgPool2d, GlobalMaxPool1d,
                       GlobalMaxPool2d, Index1d, MaxPool2d)
 from .recurrent import GRU, LSTM
@@ -20,5 +22,6 @@ __all__ = [
     "MaxPool2d", "AvgPool2d", "GlobalAvgPool1d", "GlobalMaxPool1d", "GlobalAvgPool2d",
     "GlobalMaxPool2d", "Flatten", "Index1d",
     "Addition", "Concatenation", "Multiplication", "Embedding",
-    "Attention", "Module",
+    "Attention", "SelfAttention", "MultiHeadAttention", "AttentionPool1d", "ImageToSequence",
+    "PositionEmbedding", "SinusoidalPositionEncoding", "Module",
 ]

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..errors import ArgumentError, SizeError
+from ..errors import ArgumentError, FormatError, SizeError
+from ..functional import (AttentionPoolModule, MultiHeadAttentionModule, SelfAttentionModule,
+                          attention)
 from ..spec import Spec
 from .base import Layer
+from .inputs import _positive
 
 
 def _check_heads(layer, port, channels, num_heads, what):
@@ -25,23 +28,13 @@ class Attention(Layer):
 
     uses_mask = True
 
-    def __init__(self, num_heads: int = 1, scale="auto", attention_mask=None, dropout: float = 0.0,
+    def __init__(self, num_heads: int = 1, scale="auto", attention_mask=None,
+                 causal_alignment: str = "top-left", dropout: float = 0.0,
                  has_padding_mask_input: bool = False, has_scores_output: bool = False,
                  name: str | None = None):
         super().__init__(name)
-        if not isinstance(num_heads, int) or num_heads < 1:
-            raise ArgumentError(f"Attention num_heads must be a positive int, got {num_heads!r}")
-        if attention_mask not in (None, "causal"):
-            raise ArgumentError("Attention attention_mask must be None or 'causal' (pass custom masks "
-                             f"to attnlab.attention), got {attention_mask!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ArgumentError(f"Attention dropout must be in [0, 1), got {dropout!r}")
-        self.num_heads = num_heads
-        self.scale = scale
-        self.attention_mask = attention_mask
-        self.dropout = dropout
-        self.has_padding_mask_input = bool(has_padding_mask_input)
-        self.has_scores_output = bool(has_scores_output)
+        _options(self, num_heads, scale, attention_mask, causal_alignment, dropout,
+                 has_padding_mask_input, has_scores_output, None)
 
     @property
     def input_ports(self):
@@ -83,17 +76,256 @@ class _AttentionModule(nn.Module):
         self.num_heads = layer.num_heads
         self.scale = layer.scale
         self.causal = layer.attention_mask
+        self.alignment = layer.causal_alignment
         self.dropout = layer.dropout
-        self.mask_port = layer.has_padding_mask_input
         self.scores = layer.has_scores_output
 
     def forward(self, q, k, v, *mask_port, masks=(None, None, None)):
-        from ..functional import attention
-        key_mask = masks[1]
-        if self.mask_port:
-            m = mask_port[0]
-            m = (m[..., 0] if m.dim() == 3 else m) != 0                      # B×Tk×C → B×Tk
-            key_mask = m if key_mask is None else key_mask & m
-        return attention(q, k, v, self.num_heads, scale=self.scale, key_padding_mask=key_mask,
-                         attention_mask=self.causal, dropout=self.dropout,
-                         need_weights=self.scores, training=self.training)
+        return attention(q, k, v, self.num_heads, scale=self.scale,
+                         key_padding_mask=_key_mask(masks[1:], mask_port),
+                         attention_mask=self.causal, causal_alignment=self.alignment,
+                         dropout=self.dropout, need_weights=self.scores, training=self.training)
+
+
+# -- shared pieces of the learned attention layers ------------------------------------------
+
+def _options(layer, num_heads, scale, attention_mask, causal_alignment, dropout,
+             has_padding_mask_input, has_scores_output, num_kv_heads):
+    if not isinstance(num_heads, int) or isinstance(num_heads, bool) or num_heads < 1:
+        raise ArgumentError(f"{type(layer).__name__} num_heads must be a positive int, got {num_heads!r}")
+    if attention_mask not in (None, "causal"):
+        raise ArgumentError(f"{type(layer).__name__} attention_mask must be None or 'causal', "
+                            f"got {attention_mask!r}")
+    if causal_alignment not in ("top-left", "bottom-right"):
+        raise ArgumentError(f"{type(layer).__name__} causal_alignment must be 'top-left' or "
+                            f"'bottom-right', got {causal_alignment!r}")
+    if not 0.0 <= dropout < 1.0:
+        raise ArgumentError(f"{type(layer).__name__} dropout must be in [0, 1), got {dropout!r}")
+    if num_kv_heads is not None and (not isinstance(num_kv_heads, int) or num_kv_heads < 1
+                                     or num_heads % num_kv_heads):
+        raise ArgumentError(f"{type(layer).__name__} num_kv_heads must divide num_heads "
+                            f"{num_heads}, got {num_kv_heads!r}")
+    layer.num_heads = num_heads
+    layer.scale = scale
+    layer.attention_mask = attention_mask
+    layer.causal_alignment = causal_alignment
+    layer.dropout = dropout
+    layer.has_padding_mask_input = bool(has_padding_mask_input)
+    layer.has_scores_output = bool(has_scores_output)
+    layer.num_kv_heads = num_kv_heads
+
+
+def _sequence_only(layer, spec, port):
+    """Self-attention needs a time (or space) axis: explain what to do when there is none."""
+    if spec.is_image:
+        raise layer.error(FormatError, port, f"expected B×T×C, received {spec} (image). Attention "
+                          "relates positions of a sequence: insert ImageToSequence before "
+                          f"'{layer.name}' to turn the H×W positions into a sequence of H·W steps.")
+    if spec.labels == "BC":
+        raise layer.error(FormatError, port, f"expected B×T×C, received {spec} (features): there "
+                          "is no time or space axis left to attend over (a Flatten merges the image "
+                          "positions into channels). Use ImageToSequence instead of Flatten for "
+                          "images, or give attention a sequence.")
+    layer.require(spec, port, ("BTC",))
+
+
+def _key_mask(masks, mask_port):
+    """The key padding mask: the key sequence's padding AND the optional mask port."""
+    key_mask = masks[0]
+    if mask_port:
+        m = mask_port[0]
+        m = (m[..., 0] if m.dim() == 3 else m) != 0                          # B×Tk×C → B×Tk
+        key_mask = m if key_mask is None else key_mask & m
+    return key_mask
+
+
+class SelfAttention(Layer):
+    """Multi-head self-attention with learned projections [selfAttentionLayer]:
+    `in` B×T×C (+ `mask` B×T) → `out` B×T×C_out (+ `scores` B×heads×T×T).
+
+    Learnables: `query`, `key`, `value`, `output`, each `weight` (out×in) and `bias`, as
+    `torch.nn.Linear`. `value_channels` defaults to `key_channels`, `output_channels` to C.
+    Padded steps are ignored as keys."""
+
+    stem = "selfattention"
+    uses_mask = True
+
+    def __init__(self, num_heads: int, key_channels: int, value_channels: int | None = None,
+                 output_channels: int | None = None, scale="auto", attention_mask=None,
+                 dropout: float = 0.0, has_padding_mask_input: bool = False,
+                 has_scores_output: bool = False, num_kv_heads: int | None = None,
+                 name: str | None = None):
+        super().__init__(name)
+        _options(self, num_heads, scale, attention_mask, "top-left", dropout,
+                 has_padding_mask_input, has_scores_output, num_kv_heads)
+        self.key_channels = _positive(key_channels, "SelfAttention key_channels")
+        self.value_channels = value_channels
+        self.output_channels = output_channels
+
+    @property
+    def input_ports(self):
+        return ("in",) + (("mask",) if self.has_padding_mask_input else ())
+
+    @property
+    def output_ports(self):
+        return ("out",) + (("scores",) if self.has_scores_output else ())
+
+    def infer(self, specs):
+        s = specs["in"]
+        _sequence_only(self, s, "in")
+        _check_heads(self, "in", self.key_channels, self.num_heads, "key")
+        _check_heads(self, "in", self.value_channels or self.key_channels, self.num_heads, "value")
+        if self.has_padding_mask_input:
+            self.require(specs["mask"], "mask", ("BTC", "BT"))
+        out = {"out": Spec.sequence(self.output_channels or s.channels, s.time)}
+        if self.has_scores_output:
+            out["scores"] = Spec("BHQK", (None, self.num_heads, s.time, s.time))
+        return out
+
+    def build(self, specs):
+        return _SelfAttentionModule(self, specs["in"].channels)
+
+
+class MultiHeadAttention(Layer):
+    """Multi-head attention with learned projections and separate inputs (cross-attention;
+    Trax AttentionQKV, Keras/PyTorch MultiHeadAttention): `query` B×Tq×Cq, `key` B×Tk×Ck,
+    `value` B×Tk×Cv (+ `mask` B×Tk) → `out` B×Tq×C_out (+ `scores` B×heads×Tq×Tk).
+
+    Learnables `query`, `key`, `value`, `output` (`weight` out×in, `bias`). Keys and values may
+    have another width and length than the query; `output_channels` defaults to Cq."""
+
+    stem = "mha"
+    uses_mask = True
+
+    def __init__(self, num_heads: int, key_channels: int, value_channels: int | None = None,
+                 output_channels: int | None = None, scale="auto", attention_mask=None,
+                 causal_alignment: str = "top-left", dropout: float = 0.0,
+                 has_padding_mask_input: bool = False, has_scores_output: bool = False,
+                 num_kv_heads: int | None = None, name: str | None = None):
+        super().__init__(name)
+        _options(self, num_heads, scale, attention_mask, causal_alignment, dropout,
+                 has_padding_mask_input, has_scores_output, num_kv_heads)
+        self.key_channels = _positive(key_channels, "MultiHeadAttention key_channels")
+        self.value_channels = value_channels
+        self.output_channels = output_channels
+
+    input_ports = Attention.input_ports
+    output_ports = Attention.output_ports
+
+    def infer(self, specs):
+        q, k, v = specs["query"], specs["key"], specs["value"]
+        for port, s in (("query", q), ("key", k), ("value", v)):
+            _sequence_only(self, s, port)
+        if None not in (k.time, v.time) and k.time != v.time:
+            raise self.error(SizeError, "value", f"expected {k.time} time steps (as 'key'), "
+                             f"received {v}. Keys and values come from the same sequence.")
+        _check_heads(self, "query", self.key_channels, self.num_heads, "key")
+        _check_heads(self, "value", self.value_channels or self.key_channels, self.num_heads, "value")
+        if self.has_padding_mask_input:
+            self.require(specs["mask"], "mask", ("BTC", "BT"))
+        out = {"out": Spec.sequence(self.output_channels or q.channels, q.time)}
+        if self.has_scores_output:
+            out["scores"] = Spec("BHQK", (None, self.num_heads, q.time, k.time))
+        return out
+
+    def build(self, specs):
+        return _MultiHeadAttentionModule(self, specs["query"].channels, specs["key"].channels,
+                                         specs["value"].channels)
+
+
+class AttentionPool1d(Layer):
+    """Attention pooling over time: a learned query attends over the sequence, B×T×C → B×C.
+    Padded steps are ignored. Learnables `query_vector` (1×1×C), `key`, `value`, `output`."""
+
+    stem = "attnpool"
+    uses_mask = True
+
+    def __init__(self, num_heads: int = 1, dropout: float = 0.0, name: str | None = None):
+        super().__init__(name)
+        _options(self, num_heads, "auto", None, "top-left", dropout, False, False, None)
+
+    def config(self):
+        return {"num_heads": self.num_heads, "dropout": self.dropout}
+
+    def infer(self, specs):
+        s = specs["in"]
+        _sequence_only(self, s, "in")
+        _check_heads(self, "in", s.channels, self.num_heads, "input")
+        return Spec.features(s.channels)
+
+    def build(self, specs):
+        return _AttentionPoolModule(specs["in"].channels, self.num_heads, self.dropout)
+
+
+class ImageToSequence(Layer):
+    """Image positions as a sequence: B×C×H×W → B×(H·W/p²)×(C·p²), row by row, each step one
+    p×p patch (p = `patch_size`; p = 1 keeps the channels). No learnables; follow it with
+    Dense to project the patches."""
+
+    stem = "img2seq"
+
+    def __init__(self, patch_size: int = 1, name: str | None = None):
+        super().__init__(name)
+        self.patch_size = _positive(patch_size, "ImageToSequence patch_size")
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BCSS",), "ImageToSequence turns an image into a sequence.")
+        c, h, w = s.sizes[1:]
+        p = self.patch_size
+        if (h is not None and h % p) or (w is not None and w % p):
+            raise self.error(SizeError, "in", f"expected height and width divisible by patch_size "
+                             f"{p}, received {s}. Use a patch_size that divides both, or resize.")
+        t = None if None in (h, w) else (h // p) * (w // p)
+        return Spec.sequence(None if c is None else c * p * p, t)
+
+    def build(self, specs):
+        return _ImageToSequence(self.patch_size)
+
+
+# -- modules -------------------------------------------------------------------------------
+
+class _SelfAttentionModule(SelfAttentionModule):
+    def __init__(self, layer: SelfAttention, channels: int):
+        super().__init__(channels, layer.num_heads, layer.key_channels, layer.value_channels,
+                         layer.output_channels, layer.num_kv_heads, layer.scale, layer.dropout)
+        self.causal = layer.attention_mask
+        self.scores = layer.has_scores_output
+
+    def forward(self, x, *mask_port, masks=(None,)):
+        return super().forward(x, key_padding_mask=_key_mask(masks, mask_port),
+                               attention_mask=self.causal, need_weights=self.scores)
+
+
+class _MultiHeadAttentionModule(MultiHeadAttentionModule):
+    def __init__(self, layer: MultiHeadAttention, cq: int, ck: int, cv: int):
+        super().__init__(cq, ck, cv, layer.num_heads, layer.key_channels, layer.value_channels,
+                         layer.output_channels, layer.num_kv_heads, layer.scale, layer.dropout)
+        self.causal = layer.attention_mask
+        self.alignment = layer.causal_alignment
+        self.scores = layer.has_scores_output
+
+    def forward(self, q, k, v, *mask_port, masks=(None, None, None)):
+        return super().forward(q, k, v, key_padding_mask=_key_mask(masks[1:], mask_port),
+                               attention_mask=self.causal, causal_alignment=self.alignment,
+                               need_weights=self.scores)
+
+
+class _AttentionPoolModule(AttentionPoolModule):
+    def forward(self, x, masks=(None,)):
+        return super().forward(x, key_padding_mask=masks[0])
+
+
+class _ImageToSequence(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        p = self.p
+        if p == 1:
+            return x.flatten(2).transpose(1, 2)                              # B×(HW)×C
+        x = x.reshape(b, c, h // p, p, w // p, p)                            # B×C×h×p×w×p
+        x = x.permute(0, 2, 4, 1, 3, 5)                                      # B×h×w×C×p×p
+        return x.reshape(b, (h // p) * (w // p), c * p * p)                  # B×(hw)×(C·p²)
