@@ -334,6 +334,10 @@ class Network(nn.Module, Layer):
                 specs = self._data_specs
             else:
                 specs = self._specs_from_data(args, kwargs)
+        return self._compile(specs)
+
+    def _compile(self, specs) -> Plan:
+        """Analyse with these input sizes, build what is missing, generate the forward."""
         analysis = _analyze(self, specs)
         analysis.raise_if_errors("initialize")
         self._build_modules(analysis)
@@ -404,13 +408,7 @@ class Network(nn.Module, Layer):
 
     def build(self, specs):
         has_inputs = any(l.is_input for l in self._layers.values())
-        given = None if has_inputs else {k: v for k, v in specs.items()}
-        analysis = _analyze(self, given)
-        analysis.raise_if_errors("initialize")
-        self._build_modules(analysis)
-        self._plan = compile_plan(self, analysis)
-        self._data_specs = given
-        self._set_io(analysis)
+        self._compile(None if has_inputs else dict(specs))
         return self
 
     def config(self):
