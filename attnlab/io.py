@@ -380,6 +380,9 @@ def _layer_from_json(entry: dict, where: str, modules: dict):
         return _network_from_json(entry.get("network"), where, modules)
     cls = LAYER_TYPES.get(kind)
     if cls is None:
+        _import_layer_modules()
+        cls = LAYER_TYPES.get(kind)
+    if cls is None:
         known = sorted(k for k in LAYER_TYPES if k != "Network")
         raise NetworkError(
             f"cannot load '{where}': layer '{name}' has unknown type '{kind}'."
@@ -413,6 +416,18 @@ def _layer_from_json(entry: dict, where: str, modules: dict):
     except (TypeError, AttnlabError, ValueError) as e:
         raise NetworkError(f"cannot load '{where}': layer '{name}' ({kind}) cannot be rebuilt "
                            f"from config {entry.get('config')}: {e}") from None
+
+
+_LAYER_MODULES = ("attnlab.layers", "attnlab.combinators")   # where attnlab defines layer types
+
+
+def _import_layer_modules():
+    import importlib
+    for m in _LAYER_MODULES:
+        try:
+            importlib.import_module(m)
+        except ImportError:
+            pass
 
 
 def _make_layer(cls, cfg: dict, name: str):

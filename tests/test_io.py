@@ -354,3 +354,17 @@ def test_layers_that_cannot_be_saved_say_why(tmp_path):
     with pytest.raises(al.NetworkError, match="network metadata"):
         net.save(tmp_path / "x.attnlab")
     assert not (tmp_path / "x.attnlab").exists()
+
+
+def test_combinators_round_trip(tmp_path):
+    d = 8
+    attention_qkv = al.Serial(al.Select([0, 0, 0]), al.Parallel(L.Dense(d), L.Dense(d), L.Dense(d)),
+                              L.Attention(2), L.Dense(d))
+    net = al.Network([L.SequenceInput(d, name="x"), al.Residual(L.LayerNorm(), attention_qkv),
+                      al.Residual(L.LayerNorm(), L.Dense(16), L.GELU(), L.Dense(d))]).eval()
+    x = [torch.randn(5, d), torch.randn(3, d)]
+    y = net(x)
+    net.save(tmp_path / "blocks.attnlab")
+    twin = al.load(tmp_path / "blocks.attnlab").eval()
+    assert torch.equal(twin(x), y)
+    assert list(twin.learnables) == list(net.learnables)

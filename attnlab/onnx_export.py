@@ -1,0 +1,661 @@
+"""ONNX export with dynamic batch size and sequence lengths, checked with onnxruntime.
+
+The exported model's inputs are the network's inputs, in `net.input_names` order, each followed —
+for a sequence input and with `masks=True` (the default) — by its padding mask:
+
+    <input>        float  B×T×C (sequences), B×C×H×W (images), B×C (features)
+    <input>_mask   bool   B×T, True = a real time step, False = padding
+
+Batch (`batch`) and every sequence input's length (`<input>_time`) are dynamic. The masks play the
+part of `al.Padded(data, mask)`: LSTMs stop at each sequence's end, attention ignores padded keys,
+pooling and `Index1d("last")` skip padding. Pass all-True masks for batches without padding (or
+export with `masks=False` for a model without mask inputs, which then assumes no padding). The
+outputs are the network's outputs (`net.output_names`); their values at padded time steps are
+unspecified, as in PyTorch.
+
+The exporter is torch's TorchScript-based one (`dynamo=False`), which handles LSTMs with padding
+(ONNX `LSTM` with `sequence_lens`). After exporting, the model is run with onnxruntime at sizes
+other than the export example's and compared with PyTorch; a layer that does not export, or whose
+export is only right at the example's sizes, is named in a `NetworkError`.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .errors import AttnlabError, DataError, NetworkError
+from .sequences import Padded, pad_sequences
+from .spec import Spec
+
+DEFAULT_OPSET = 17
+
+
+@dataclass
+class OnnxExport:
+    """What `export_onnx` wrote: the file, the ONNX input and output names, the dynamic axes,
+    and the largest difference from PyTorch found by the check (None when not checked)."""
+
+    path: Path
+    inputs: list[str]
+    outputs: list[str]
+    dynamic_axes: dict[str, dict[int, str]] = field(default_factory=dict)
+    max_error: float | None = None
+    _example: object = field(default=None, repr=False, compare=False)
+
+    def feeds(self, *args, **kwargs) -> dict[str, np.ndarray]:
+        """Network inputs (as for calling the network: by position or by name; tensors, lists
+        of variable-length sequences or `al.Padded`) → the dict of numpy arrays that
+        onnxruntime's `InferenceSession.run` takes, masks included."""
+        return self._example.feeds(*args, **kwargs)
+
+
+def export_onnx(net, path, example_inputs=None, *, masks=True, opset: int = DEFAULT_OPSET,
+                dynamic_lengths: bool = True, check: bool = True, atol: float = 1e-4,
+                rtol: float = 1e-4) -> OnnxExport:
+    """Exports `net` to the ONNX file `path` (see the module docstring for its inputs).
+
+    - `example_inputs`: data to trace with (as for calling the network); needed only for a
+      network without input layers that has not run yet. By default random data of the input
+      specs' sizes is made.
+    - `masks`: True (a `<input>_mask` input for every sequence input), False (none), or a list
+      of the input names that get one.
+    - `dynamic_lengths`: False fixes every sequence length to the example's (batch stays
+      dynamic); use it for a layer that exports only at fixed lengths.
+    - `check`: run the model with onnxruntime at other sizes and compare with PyTorch within
+      `atol`/`rtol` (skipped with a warning when onnxruntime is not installed).
+    """
+    from .network import Network
+
+    if not isinstance(net, Network):
+        raise NetworkError(f"export_onnx() takes an attnlab Network, got {type(net).__name__}")
+    _require("onnx")
+    path = Path(path)
+    ex = _Example.make(net, example_inputs, masks)
+    dyn = _dynamic_axes(net, ex, dynamic_lengths)
+    with _export_mode(net):
+        try:
+            _torch_export(_Flat(net, ex).eval(), ex.flat(), path, ex.onnx_inputs, ex.out_names, dyn, opset)
+        except AttnlabError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any exporter failure: find the layers that cause it
+            raise _unexportable(net, ex, dynamic_lengths, opset, atol, rtol, e) from e
+        _finish_model(path, ex, dyn)
+        result = OnnxExport(path, list(ex.onnx_inputs), list(ex.out_names), dyn, _example=ex)
+        if check:
+            if _have("onnxruntime"):
+                try:
+                    result.max_error = _check(net, ex, path, dynamic_lengths, atol, rtol)
+                except _Mismatch as e:
+                    raise _unexportable(net, ex, dynamic_lengths, opset, atol, rtol, e) from None
+            else:
+                warnings.warn("onnxruntime is not installed, so the exported model was not "
+                              "checked: pip install onnxruntime (or attnlab[onnx]).", stacklevel=3)
+    return result
+
+
+# ------------------------------------------------------------------------------ examples ---
+
+class _Example:
+    """The network's inputs as the exporter sees them: names, specs, which get a mask, data."""
+
+    def __init__(self, net, names, specs, with_mask, data):
+        self.net, self.names, self.specs, self.with_mask = net, names, specs, with_mask
+        self.data = data                                  # name → (tensor, mask or None)
+        self.out_names = list(net.output_names)
+        self.onnx_inputs = []
+        for n, m in zip(names, with_mask):
+            self.onnx_inputs.append(n)
+            if m:
+                self.onnx_inputs.append(mask_name(n))
+        self.vocab = {n: _vocab_of(net, n) for n in names}
+        analysis = net.analyze()
+        self.out_specs = {o: (analysis.out_specs.get(n) or {}).get(p)
+                          for n, p, o in net._dangling_outputs()}
+
+    @classmethod
+    def make(cls, net, example_inputs, masks):
+        if example_inputs is not None:
+            args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+            if not net.initialized:
+                net.initialize(*args)
+        elif not net.initialized:
+            try:
+                net.initialize()
+            except NetworkError as e:
+                if "example inputs" in str(e):
+                    raise NetworkError("this network has no input layers and has not run yet, so "
+                                       "its input sizes are unknown: pass example inputs, "
+                                       "net.export_onnx(path, example_inputs=x).") from None
+                raise
+        names = list(net.input_names)
+        specs = [_input_spec(net, n) for n in names]
+        if masks is True:
+            with_mask = [s.is_sequence for s in specs]
+        elif masks in (False, None):
+            with_mask = [False] * len(names)
+        else:
+            wanted = [masks] if isinstance(masks, str) else list(masks)
+            unknown = [m for m in wanted if m not in names]
+            if unknown:
+                raise NetworkError(f"export_onnx(masks=...): unknown input(s) {unknown}; the "
+                                   f"inputs are {', '.join(names)}.")
+            not_seq = [m for m, s in zip(names, specs) if m in wanted and not s.is_sequence]
+            if not_seq:
+                raise NetworkError(f"export_onnx(masks=...): {not_seq} are not sequence inputs; "
+                                   "only sequences have padding masks.")
+            with_mask = [n in wanted for n in names]
+        ex = cls(net, names, specs, with_mask, {})
+        if example_inputs is not None:
+            ex.data = ex._from_user(example_inputs)
+        else:
+            ex.data = ex.random(batch=2, lengths=[_example_length(s, 4) for s in specs])
+        return ex
+
+    def _from_user(self, example_inputs):
+        if isinstance(example_inputs, dict):
+            given = example_inputs
+        else:
+            args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
+            if len(args) != len(self.names):
+                raise DataError(f"export_onnx: the network has {len(self.names)} input(s) "
+                                f"({', '.join(self.names)}), the example has {len(args)}.")
+            given = dict(zip(self.names, args))
+        dtype = _dtype(self.net)
+        data = {}
+        for n, spec, m in zip(self.names, self.specs, self.with_mask):
+            if n not in given:
+                raise DataError(f"export_onnx: the example lacks input '{n}'.")
+            x = given[n]
+            mask = None
+            if isinstance(x, Padded):
+                x, mask = x.data, x.mask
+            elif isinstance(x, (list, tuple)) and spec.is_sequence:
+                x, mask = pad_sequences(x, dtype=dtype)
+            x = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
+            x = x.to(dtype)
+            if m and mask is None:
+                mask = torch.ones(x.shape[0], x.shape[1], dtype=torch.bool)
+            data[n] = (x, mask if m else None)
+        return data
+
+    def random(self, batch, lengths, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        dtype = _dtype(self.net)
+        data = {}
+        for n, spec, m, t in zip(self.names, self.specs, self.with_mask, lengths):
+            shape = _concrete(spec, batch, t)
+            vocab = self.vocab[n]
+            if vocab:
+                x = torch.randint(0, vocab, shape, generator=g).to(dtype)
+            else:
+                x = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+            mask = None
+            if m:
+                mask = torch.ones(batch, shape[1], dtype=torch.bool)
+                if batch > 1 and shape[1] > 1:          # the last sequence is shorter
+                    mask[-1, max(1, shape[1] // 2 + 1):] = False
+            data[n] = (x, mask)
+        return data
+
+    def flat(self, data=None):
+        data = self.data if data is None else data
+        out = []
+        for n, m in zip(self.names, self.with_mask):
+            x, mask = data[n]
+            out.append(x)
+            if m:
+                out.append(mask)
+        return tuple(out)
+
+    def as_network_inputs(self, data):
+        return {n: Padded(x, mask) if mask is not None else x for n, (x, mask) in data.items()}
+
+    def feeds(self, *args, **kwargs):
+        if kwargs:
+            args = (kwargs,)
+        data = self._from_user(args[0] if len(args) == 1 and isinstance(args[0], dict) else args)
+        return {k: v.numpy() for k, v in zip(self.onnx_inputs, self.flat(data))}
+
+    def lengths(self):
+        return [self.data[n][0].shape[1] if s.is_sequence else None
+                for n, s in zip(self.names, self.specs)]
+
+
+def mask_name(input_name: str) -> str:
+    """The ONNX input name of a sequence input's padding mask."""
+    return f"{input_name}_mask"
+
+
+def _input_spec(net, name) -> Spec:
+    layer_name = name.partition("/")[0]
+    layer = net._layers[layer_name]
+    if layer.is_input:
+        return layer.spec
+    return net._data_specs[name]
+
+
+def _vocab_of(net, input_name):
+    """Token inputs (feeding an Embedding directly) get integer example data below the vocab."""
+    src = input_name.partition("/")[0]
+    if not net._layers[src].is_input:
+        layer = net._layers[src]
+        return getattr(layer, "vocab", None) if isinstance(getattr(layer, "vocab", None), int) else None
+    vocabs = [getattr(net._layers[d], "vocab", None) for (d, _), (s, _) in net._conns.items() if s == src]
+    vocabs = [v for v in vocabs if isinstance(v, int)]
+    return min(vocabs) if vocabs else None
+
+
+def _example_length(spec, default):
+    return spec.time if spec.time is not None else default
+
+
+def _concrete(spec: Spec, batch, time):
+    fill = {"B": batch, "T": time, "Q": time, "K": time, "S": 8, "C": 4, "H": 2}
+    return tuple(s if s is not None else fill.get(l, 4) for l, s in zip(spec.labels, spec.sizes))
+
+
+def _dtype(net):
+    p = next((p for p in net.parameters() if p.is_floating_point()), None)
+    return p.dtype if p is not None else torch.get_default_dtype()
+
+
+def _dynamic_axes(net, ex, dynamic_lengths):
+    dyn = {}
+    for n, spec, m in zip(ex.names, ex.specs, ex.with_mask):
+        axes = {0: "batch"}
+        if spec.is_sequence and dynamic_lengths and spec.time is None:
+            axes[1] = f"{n}_time"
+        dyn[n] = axes
+        if m:
+            dyn[mask_name(n)] = dict(axes)
+    names = {"T": "time", "Q": "query_time", "K": "key_time"}
+    for o in ex.out_names:
+        spec = ex.out_specs.get(o)
+        axes = {0: "batch"}
+        if spec is not None:
+            for i, (label, size) in enumerate(zip(spec.labels, spec.sizes)):
+                if i and size is None and label in names:
+                    axes[i] = f"{o}_{names[label]}"
+        dyn[o] = axes
+    return dyn
+
+
+# ------------------------------------------------------------------------------ exporting ---
+
+class _Flat(nn.Module):
+    """The network with flat tensor inputs (data, mask, data, …) and a tuple of outputs."""
+
+    def __init__(self, net, ex):
+        super().__init__()
+        self.net = net
+        self._names = list(zip(ex.names, ex.with_mask))
+        self._outs = ex.out_names
+
+    def forward(self, *flat):
+        it = iter(flat)
+        given = {}
+        for n, m in self._names:
+            x = next(it)
+            given[n] = Padded(x, next(it)) if m else x
+        outs, _ = self.net.forward_with_masks(given)
+        return tuple(outs[o] for o in self._outs)
+
+
+def _torch_export(module, args, path, input_names, output_names, dyn, opset):
+    with _quiet():
+        torch.onnx.export(module, args, str(path), dynamo=False, opset_version=opset,
+                          input_names=list(input_names), output_names=list(output_names),
+                          dynamic_axes=dyn, do_constant_folding=True)
+
+
+@contextlib.contextmanager
+def _export_mode(net):
+    """Eval mode without gradients for the export; every module's mode is restored after."""
+    modes = [(m, m.training) for m in net.modules()]
+    net.eval()
+    try:
+        with torch.no_grad(), _sdpa_for_onnx():
+            yield
+    finally:
+        for m, t in modes:
+            m.training = t
+
+
+@contextlib.contextmanager
+def _sdpa_for_onnx():
+    """The TorchScript exporter has no grouped-query form of scaled_dot_product_attention:
+    while exporting, repeat the key/value heads instead (the same numbers)."""
+    original = F.scaled_dot_product_attention
+
+    def sdpa(q, k, v, *a, enable_gqa=False, **kw):
+        if enable_gqa and k.shape[-3] != q.shape[-3]:
+            r = q.shape[-3] // k.shape[-3]
+            k, v = k.repeat_interleave(r, dim=-3), v.repeat_interleave(r, dim=-3)
+        return original(q, k, v, *a, **kw)
+
+    F.scaled_dot_product_attention = sdpa
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Silences the exporter: its Python warnings, the graph dump it prints when it fails, and
+    the C++ shape-inference notes it writes to the process's stderr."""
+    with warnings.catch_warnings(), contextlib.ExitStack() as stack:
+        warnings.simplefilter("ignore")
+        sink = stack.enter_context(tempfile.TemporaryFile())
+        for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):   # the process's own descriptors
+            _flush(stream)
+            try:
+                saved = os.dup(fd)
+            except OSError:
+                continue
+            os.dup2(sink.fileno(), fd)
+            stack.callback(_restore_fd, stream, fd, saved)
+        devnull = stack.enter_context(open(os.devnull, "w"))
+        stack.enter_context(contextlib.redirect_stdout(devnull))
+        stack.enter_context(contextlib.redirect_stderr(devnull))
+        yield
+
+
+def _flush(stream):
+    try:
+        stream.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+def _restore_fd(stream, fd, saved):
+    _flush(stream)
+    os.dup2(saved, fd)
+    os.close(saved)
+
+
+def _session(path):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4            # failures come back as exceptions, not as log lines
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+
+def _finish_model(path, ex, dyn):
+    """The exporter drops inputs nothing reads (e.g. the mask of an input no masked layer
+    sees); put them back so that every model has the documented inputs, in order."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    present = {i.name: i for i in graph.input}
+    flat = dict(zip(ex.onnx_inputs, ex.flat()))
+    ordered = []
+    for name in ex.onnx_inputs:
+        if name in present:
+            ordered.append(present[name])
+            continue
+        t = flat[name]
+        elem = TensorProto.BOOL if t.dtype == torch.bool else \
+            TensorProto.DOUBLE if t.dtype == torch.float64 else TensorProto.FLOAT
+        dims = [dyn.get(name, {}).get(i, int(s)) for i, s in enumerate(t.shape)]
+        ordered.append(helper.make_tensor_value_info(name, elem, dims))
+    rest = [i for i in graph.input if i.name not in set(ex.onnx_inputs)]    # initializers, if any
+    del graph.input[:]
+    graph.input.extend(ordered + rest)
+    for out in graph.output:
+        spec = ex.out_specs.get(out.name)
+        dims = out.type.tensor_type.shape.dim
+        if spec is None or len(dims) != len(spec.sizes):
+            continue
+        for i, size in enumerate(spec.sizes):
+            if size is not None:
+                dims[i].Clear()
+                dims[i].dim_value = size
+            elif i in dyn.get(out.name, {}):
+                dims[i].Clear()
+                dims[i].dim_param = dyn[out.name][i]
+    model.doc_string = ("attnlab network. Inputs: " + ", ".join(ex.onnx_inputs) + ". A '<input>_mask' "
+                        "input is the padding mask of a sequence input: bool B×T, True = real step.")
+    onnx.helper.set_model_props(model, {"attnlab.inputs": ",".join(ex.names),
+                                        "attnlab.masks": ",".join(n for n, m in zip(ex.names, ex.with_mask) if m),
+                                        "attnlab.mask_convention": "True = real time step"})
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+
+
+# ------------------------------------------------------------------------------- checking ---
+
+class _Mismatch(Exception):
+    pass
+
+
+def _check_sizes(ex, dynamic_lengths):
+    """Sizes to check at: another batch size and other (different) lengths per input."""
+    lengths = []
+    for i, (n, spec) in enumerate(zip(ex.names, ex.specs)):
+        t = ex.data[n][0].shape[1] if spec.is_sequence else None
+        if spec.is_sequence and dynamic_lengths and spec.time is None:
+            t = t + 3 + 2 * i
+        lengths.append(t)
+    return 3, lengths
+
+
+def _check(net, ex, path, dynamic_lengths, atol, rtol) -> float:
+    try:
+        sess = _session(path)
+    except Exception as e:  # noqa: BLE001
+        raise _Mismatch(f"onnxruntime cannot open the exported model: {_first_line(e)}") from None
+    worst = 0.0
+    batch, lengths = _check_sizes(ex, dynamic_lengths)
+    trials = [ex.data, ex.random(batch, lengths, seed=1)]
+    for data in trials:
+        try:
+            ref, _ = net.forward_with_masks(ex.as_network_inputs(data))
+        except AttnlabError:
+            continue      # the network itself refuses these sizes (e.g. Index1d(k) with T <= k)
+        feeds = {k: v.numpy() for k, v in zip(ex.onnx_inputs, ex.flat(data))}
+        try:
+            got = sess.run(list(ex.out_names), feeds)
+        except Exception as e:  # noqa: BLE001
+            raise _Mismatch(f"onnxruntime fails at {_sizes_text(data)}: {_first_line(e)}") from None
+        for name, g in zip(ex.out_names, got):
+            r = ref[name].detach().cpu().numpy()
+            if r.shape != g.shape:
+                raise _Mismatch(f"output '{name}' is {'×'.join(map(str, g.shape))} in ONNX but "
+                                f"{'×'.join(map(str, r.shape))} in PyTorch at {_sizes_text(data)}")
+            err = float(np.max(np.abs(r.astype(np.float64) - g.astype(np.float64)))) if r.size else 0.0
+            if not np.allclose(g, r, atol=atol, rtol=rtol):
+                raise _Mismatch(f"output '{name}' differs from PyTorch by up to {err:.3g} at "
+                                f"{_sizes_text(data)}")
+            worst = max(worst, err)
+    return worst
+
+
+def _sizes_text(data):
+    parts = []
+    for n, (x, _) in data.items():
+        parts.append(f"{n} {'×'.join(map(str, x.shape))}")
+    return ", ".join(parts)
+
+
+# ------------------------------------------------------------------ finding the culprits ---
+
+def _unexportable(net, ex, dynamic_lengths, opset, atol, rtol, cause) -> NetworkError:
+    culprits = _probe_network(net, net.analyze(), "", ex.with_mask and any(ex.with_mask),
+                              dynamic_lengths, opset, atol, rtol)
+    reason = _first_line(cause)
+    if not culprits:
+        return NetworkError(f"cannot export the network to ONNX: {reason}. Each layer exports on "
+                            "its own, so the combination fails; please report it.")
+    lines = "\n".join(f"  - '{name}' ({kind}): {why}" for name, kind, why in culprits)
+    sizes_only = dynamic_lengths and all(why.endswith(_FIXED) for _, _, why in culprits)
+    fix = " Replace them, or leave them out of the exported network."
+    if sizes_only:
+        fix = (" They export only at fixed sequence lengths: export with dynamic_lengths=False "
+               "to fix every length to the example's, or replace them.")
+    elif any(why.endswith(_FIXED) for _, _, why in culprits):
+        fix += " (Layers that only fix a size export with dynamic_lengths=False.)"
+    return NetworkError(f"cannot export the network to ONNX: {len(culprits)} layer(s) cannot be "
+                        f"exported{' with dynamic sequence lengths' if sizes_only else ''}:\n"
+                        f"{lines}\n{fix.strip()}")
+
+
+def _probe_network(net, analysis, prefix, masks, dynamic_lengths, opset, atol, rtol):
+    """Exports every layer alone (with its weights, at its input sizes) to name those that fail."""
+    from .network import Network
+
+    culprits = []
+    for name in analysis.order:
+        layer = net._layers[name]
+        if layer.is_input or name not in net.layer_modules or analysis.out_specs.get(name) is None:
+            continue
+        specs = analysis.in_specs[name]
+        why = _probe_layer(layer, net.layer_modules[name], specs, masks, dynamic_lengths, opset,
+                           atol, rtol)
+        if why is None:
+            continue
+        if isinstance(layer, Network):
+            try:
+                inner = layer.analyze_as_layer(specs)
+            except AttnlabError:
+                inner = None
+            found = [] if inner is None else _probe_network(
+                layer, inner, f"{prefix}{name}/", masks, dynamic_lengths, opset, atol, rtol)
+            if found:
+                culprits += found
+                continue
+        culprits.append((prefix + name, layer.type_name, why))
+    return culprits
+
+
+_FIXED = "the export fixed a size that should stay dynamic"
+
+
+class _OneLayer(nn.Module):
+    def __init__(self, layer, mod, ports, mask_ports):
+        super().__init__()
+        self.mod = mod
+        self._layer = (layer,)
+        self._ports, self._mask_ports = ports, mask_ports
+
+    def forward(self, *flat):
+        from .network import Network
+        layer = self._layer[0]
+        it = iter(flat)
+        xs, ms = [], []
+        for p in self._ports:
+            xs.append(next(it))
+            ms.append(next(it) if p in self._mask_ports else None)
+        if isinstance(layer, Network):
+            outs, _ = self.mod(*xs, _masks=tuple(ms))
+            return tuple(outs)
+        if layer.returns_mask:
+            y = self.mod(*xs, masks=tuple(ms))[0]
+        elif layer.uses_mask:
+            y = self.mod(*xs, masks=tuple(ms))
+        else:
+            y = self.mod(*xs)
+        return tuple(y) if isinstance(y, (tuple, list)) else (y,)
+
+
+def _probe_layer(layer, mod, specs, masks, dynamic_lengths, opset, atol, rtol):
+    """None when the layer exports and matches PyTorch at other sizes, else the reason."""
+    ports = list(layer.input_ports)
+    mask_ports = {p for p in ports if masks and specs[p].is_sequence}
+    vocab = getattr(layer, "vocab", None) if isinstance(getattr(layer, "vocab", None), int) else None
+
+    def data(batch, time, seed):
+        g = torch.Generator().manual_seed(seed)
+        flat = []
+        for i, p in enumerate(ports):
+            t = specs[p].time if specs[p].time is not None else time + (2 * i if dynamic_lengths else 0)
+            shape = _concrete(specs[p], batch, t)
+            x = torch.randint(0, vocab, shape, generator=g).float() if vocab else torch.randn(shape, generator=g)
+            flat.append(x)
+            if p in mask_ports:
+                m = torch.ones(batch, shape[1], dtype=torch.bool)
+                if batch > 1 and shape[1] > 1:
+                    m[-1, shape[1] // 2 + 1:] = False
+                flat.append(m)
+        return tuple(flat)
+
+    wrapper = _OneLayer(layer, mod, ports, mask_ports).eval()
+    names, dyn = [], {}
+    for p in ports:
+        names.append(p)
+        axes = {0: "batch"}
+        if specs[p].is_sequence and dynamic_lengths and specs[p].time is None:
+            axes[1] = f"{p}_time"
+        dyn[p] = axes
+        if p in mask_ports:
+            names.append(f"{p}_mask")
+            dyn[f"{p}_mask"] = dict(axes)
+    example = data(2, 4, 0)
+    try:
+        with torch.no_grad():
+            n_out = len(wrapper(*example))
+    except Exception:  # noqa: BLE001 - cannot even run alone at these sizes: no verdict
+        return None
+    outs = [f"out{i}" for i in range(n_out)]
+    for o in outs:
+        dyn[o] = {0: "batch"}
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "layer.onnx"
+        try:
+            _torch_export(wrapper, example, path, names, outs, dyn, opset)
+        except Exception as e:  # noqa: BLE001
+            return f"the exporter fails: {_first_line(e)[:300]}"
+        if not _have("onnxruntime"):
+            return None
+        try:
+            sess = _session(path)
+            present = {i.name for i in sess.get_inputs()}
+            for batch, time, seed in ((2, 4, 0), (3, 9, 1)):
+                flat = data(batch, time, seed)
+                with torch.no_grad():
+                    try:
+                        ref = wrapper(*flat)
+                    except Exception:  # noqa: BLE001
+                        continue
+                feeds = {n: x.numpy() for n, x in zip(names, flat) if n in present}
+                got = sess.run(outs, feeds)
+                for r, g in zip(ref, got):
+                    r = r.numpy()
+                    if r.shape != g.shape or not np.allclose(g, r, atol=atol, rtol=rtol):
+                        shape_note = "" if r.shape == g.shape else \
+                            f" (ONNX {'×'.join(map(str, g.shape))}, PyTorch {'×'.join(map(str, r.shape))})"
+                        return (f"its ONNX form differs from PyTorch at other sizes{shape_note}: "
+                                f"{_FIXED}")
+        except Exception as e:  # noqa: BLE001
+            return f"its ONNX form fails at other sizes than the example's: {_FIXED}"
+    return None
+
+
+# -------------------------------------------------------------------------------- helpers ---
+
+def _have(module: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(module) is not None
+
+
+def _require(module: str):
+    if not _have(module):
+        raise ImportError(f"ONNX export needs the '{module}' package: pip install onnx "
+                          "onnxruntime (or pip install 'attnlab[onnx]').")
+
+
+def _first_line(e) -> str:
+    s = str(e).strip()
+    return s.splitlines()[0] if s else type(e).__name__
