@@ -1,0 +1,174 @@
+"""Checkpoints: one safetensors file each, written atomically, no pickle.
+
+Tensors (weights and buffers, optimizer state, RNG states, the epoch's data order, the best
+weights for early stopping) are safetensors entries; everything else (counters, scheduler state,
+optimizer hyperparameters, Python/numpy RNG states, history) is one JSON document in the file's
+metadata. A file is written to a temporary name in the same folder, fsync'ed, then renamed over
+the final name (and the folder fsync'ed), so a crash at any moment leaves either the old set of
+checkpoints or the new one, never a torn file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import save as st_save
+
+from ..errors import TrainingError
+
+PATTERN = re.compile(r"^checkpoint-(\d{9})\.safetensors$")
+META_KEY = "attnlab.training"
+
+
+def path_for(directory: Path, iteration: int) -> Path:
+    return Path(directory) / f"checkpoint-{iteration:09d}.safetensors"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())             # mkstemp makes 0600; use the usual mode
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:                                  # e.g. Windows: directories cannot be opened
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def save(directory, iteration: int, tensors: dict[str, torch.Tensor], meta: dict,
+         keep: int = 2) -> Path:
+    """Writes checkpoint `iteration` and deletes all but the newest `keep`."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    flat = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
+    data = st_save(flat, metadata={META_KEY: json.dumps(meta, default=_json_default)})
+    path = path_for(directory, iteration)
+    atomic_write(path, data)
+    for old in checkpoints(directory)[:-keep]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def checkpoints(directory) -> list[Path]:
+    """The checkpoint files in `directory`, oldest first (temporary files are ignored)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    found = [p for p in directory.iterdir() if PATTERN.match(p.name)]
+    return sorted(found, key=lambda p: int(PATTERN.match(p.name).group(1)))
+
+
+def load(path) -> tuple[dict[str, torch.Tensor], dict]:
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+        if META_KEY not in meta:
+            raise TrainingError(f"'{path}' is not an attnlab training checkpoint (no "
+                                f"'{META_KEY}' metadata).")
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    return tensors, json.loads(meta[META_KEY])
+
+
+def load_latest(directory):
+    """(tensors, meta, path) of the newest readable checkpoint, or None when there is none."""
+    for path in reversed(checkpoints(directory)):
+        try:
+            return (*load(path), path)
+        except (OSError, ValueError, RuntimeError, json.JSONDecodeError):
+            continue                                 # unreadable (not ours): try the previous
+    return None
+
+
+def _json_default(v):
+    if isinstance(v, (np.integer, np.floating)):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, tuple):
+        return list(v)
+    if isinstance(v, torch.Tensor) and v.numel() == 1:
+        return v.item()
+    raise TypeError(f"cannot store {type(v).__name__} in a checkpoint's JSON")
+
+
+# ------------------------------------------------------------------------ pieces ---
+
+def pack_optimizer(state: dict) -> tuple[dict[str, torch.Tensor], dict]:
+    """torch optimizer state_dict → (tensors 'optimizer/<param>/<key>', JSON rest)."""
+    tensors, scalars = {}, {}
+    for idx, entry in state["state"].items():
+        for key, value in entry.items():
+            if isinstance(value, torch.Tensor):
+                tensors[f"optimizer/{idx}/{key}"] = value
+            else:
+                scalars.setdefault(str(idx), {})[key] = value
+    return tensors, {"scalars": scalars, "param_groups": state["param_groups"]}
+
+
+def unpack_optimizer(tensors: dict[str, torch.Tensor], packed: dict) -> dict:
+    state: dict = {}
+    for name, value in tensors.items():
+        if name.startswith("optimizer/"):
+            _, idx, key = name.split("/", 2)
+            state.setdefault(int(idx), {})[key] = value
+    for idx, entries in packed["scalars"].items():
+        state.setdefault(int(idx), {}).update(entries)
+    groups = [{k: tuple(v) if k == "betas" else v for k, v in g.items()} for g in packed["param_groups"]]
+    return {"state": state, "param_groups": groups}
+
+
+def rng_state(generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict]:
+    """Every random state training reads: torch (CPU and each GPU), the data-order generator,
+    Python's and numpy's (which Dataset transforms may use)."""
+    tensors = {"rng/torch": torch.get_rng_state(), "rng/data": generator.get_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"rng/cuda/{i}"] = s
+    version, state, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    meta = {"python": [version, list(state), gauss],
+            "numpy": [name, keys.tolist(), int(pos), int(has_gauss), float(cached)]}
+    return tensors, meta
+
+
+def restore_rng(tensors: dict[str, torch.Tensor], meta: dict, generator: torch.Generator) -> None:
+    torch.set_rng_state(tensors["rng/torch"])
+    generator.set_state(tensors["rng/data"])
+    cuda = sorted((k for k in tensors if k.startswith("rng/cuda/")), key=lambda k: int(k.split("/")[2]))
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([tensors[k] for k in cuda][:torch.cuda.device_count()])
+    version, state, gauss = meta["python"]
+    random.setstate((version, tuple(state), gauss))
+    name, keys, pos, has_gauss, cached = meta["numpy"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))

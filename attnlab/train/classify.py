@@ -1,0 +1,51 @@
+"""`al.classify`: predicted class labels, in the label values seen in training."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import ArgumentError
+from .losses import final_module
+
+
+def classify(net, X, batch_size: int = 128, output: str | None = None):
+    """Class labels for X (anything `net.predict` takes: a tensor, a list of variable-length
+    sequences, a dict by input name).
+
+    Returns a numpy array: N labels for one prediction per observation, N×T for a padded batch
+    of sequence outputs, or a list of per-sequence arrays when X is a list of sequences. Labels
+    are the values training saw (`net.metadata["class_labels"]`: strings, ints, …), or class
+    indices when training used indices. One output channel means a binary decision (threshold
+    0.5 after a final Sigmoid, else 0)."""
+    names = net.output_names
+    if output is None:
+        output = names[0]
+    elif output not in names:
+        raise ArgumentError(f"classify: unknown output '{output}'; outputs: {', '.join(names)}")
+    scores = net.predict(X, batch_size=batch_size)
+    if isinstance(scores, dict):
+        scores = scores[output]
+    labels = _labels(net, output)
+    threshold = 0.5 if final_module(net, output, nn.Sigmoid) is not None else 0.0
+    if isinstance(scores, list):
+        return [_decide(s, labels, threshold) for s in scores]
+    return _decide(scores, labels, threshold)
+
+
+def _labels(net, output):
+    labels = net.metadata.get("class_labels")
+    if isinstance(labels, dict):
+        labels = labels.get(output)
+    return None if labels is None else np.asarray(labels)
+
+
+def _decide(scores: torch.Tensor, labels, threshold: float) -> np.ndarray:
+    """scores …×C (channel last; B×C×H×W images use dim 1) → label per position."""
+    cd = 1 if scores.dim() == 4 else scores.dim() - 1
+    if scores.shape[cd] == 1:
+        idx = (scores.squeeze(cd) > threshold).long()
+    else:
+        idx = scores.argmax(cd)
+    idx = idx.cpu().numpy()
+    return labels[idx] if labels is not None else idx

@@ -1,0 +1,136 @@
+"""`TrainingInfo` (the history of a run) and the `Recorder` that fills it without stalling.
+
+Each iteration leaves one small device tensor — the loss and metric sums of that step, already
+divided by the global batch's units — in a list. Only at logging points (every
+`verbose_frequency` iterations, validations, epoch ends, checkpoints) are the pending records
+stacked, summed across processes and copied to the host in one transfer.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class TrainingInfo:
+    """What `al.train` returns: the history per iteration, per validation and per epoch.
+
+    `iterations`: columns "iteration", "epoch", "loss", "learning_rate" and one per metric.
+    `validation`: "iteration", "epoch", "loss" and the metrics on the validation data.
+    `epochs`: "epoch", "loss", metrics (means over the epoch) and "val_loss", "val_<metric>"
+    (the last validation up to the epoch's end, or None). `history` gives the per-epoch columns
+    as Keras' `History.history` does. `stop_reason`: "max-epochs", "validation-patience",
+    "output-function"."""
+
+    iterations: dict = field(default_factory=dict)
+    validation: dict = field(default_factory=dict)
+    epochs: dict = field(default_factory=dict)
+    stop_reason: str = ""
+    best_iteration: int | None = None
+    best_validation_loss: float | None = None
+    elapsed_s: float = 0.0
+    plot_file: str | None = None
+    checkpoint: str | None = None
+
+    @property
+    def history(self) -> dict[str, list]:
+        return {k: v for k, v in self.epochs.items() if k != "epoch"}
+
+    @property
+    def final_loss(self) -> float | None:
+        losses = self.iterations.get("loss") or [None]
+        return losses[-1]
+
+    @property
+    def final_validation(self) -> dict | None:
+        if not self.validation.get("iteration"):
+            return None
+        return {k: v[-1] for k, v in self.validation.items()}
+
+    def append(self, table: str, row: dict) -> None:
+        cols = getattr(self, table)
+        n = len(next(iter(cols.values()))) if cols else 0
+        for k, v in row.items():
+            cols.setdefault(k, [None] * n).append(v)
+        for k, v in cols.items():
+            if len(v) < n + 1:
+                v.append(None)
+
+    def to_json(self) -> dict:
+        return {"iterations": self.iterations, "validation": self.validation, "epochs": self.epochs,
+                "stop_reason": self.stop_reason, "best_iteration": self.best_iteration,
+                "best_validation_loss": self.best_validation_loss, "elapsed_s": self.elapsed_s}
+
+    @staticmethod
+    def from_json(d: dict) -> "TrainingInfo":
+        return TrainingInfo(**d)
+
+    def plot(self, path) -> str:
+        """Draws loss and metrics, training and validation, into a PNG at `path`."""
+        from .plots import draw
+        return draw(self, path)
+
+    def __repr__(self):
+        n = len(self.iterations.get("iteration", []))
+        last = self.final_loss
+        val = self.final_validation
+        extra = f", validation loss {val['loss']:.4g}" if val and val.get("loss") is not None else ""
+        loss = f", loss {last:.4g}" if last is not None else ""
+        return f"TrainingInfo({n} iterations{loss}{extra}, stop_reason={self.stop_reason!r})"
+
+
+class Recorder:
+    """Collects per-iteration device records and turns them into history rows when flushed.
+
+    `names`: the columns after "loss" (metric names); `finish`: per metric, mean → value."""
+
+    def __init__(self, info: TrainingInfo, names: list[str], finish: list, reduce):
+        self.info, self.names, self.finish, self.reduce = info, names, finish, reduce
+        self.pending: list[torch.Tensor] = []
+        self.meta: list[tuple[int, int, float, float]] = []
+        self.epoch_sums = [0.0] * (1 + len(names))
+        self.epoch_weight = 0.0
+
+    def add(self, record: torch.Tensor, iteration: int, epoch: int, lr: float, weight: float):
+        self.pending.append(record.detach())
+        self.meta.append((iteration, epoch, lr, weight))
+
+    def flush(self) -> list[dict]:
+        """Moves pending records into `info.iterations`; returns the new rows."""
+        if not self.pending:
+            return []
+        values = self.reduce(torch.stack(self.pending)).tolist()     # one transfer
+        rows = []
+        for vals, (it, ep, lr, w) in zip(values, self.meta):
+            for j, v in enumerate(vals):
+                self.epoch_sums[j] += v * w
+            self.epoch_weight += w
+            row = {"iteration": it, "epoch": ep, "loss": vals[0], "learning_rate": lr}
+            row.update({n: f(v) for n, f, v in zip(self.names, self.finish, vals[1:])})
+            self.info.append("iterations", row)
+            rows.append(row)
+        self.pending.clear()
+        self.meta.clear()
+        return rows
+
+    def end_epoch(self, epoch: int) -> dict:
+        self.flush()
+        w = self.epoch_weight or math.nan
+        means = [s / w for s in self.epoch_sums]
+        row = {"epoch": epoch, "loss": means[0]}
+        row.update({n: f(v) for n, f, v in zip(self.names, self.finish, means[1:])})
+        val = self.info.final_validation
+        if val is not None:
+            row.update({f"val_{k}": v for k, v in val.items() if k not in ("iteration", "epoch")})
+        self.info.append("epochs", row)
+        self.epoch_sums = [0.0] * len(self.epoch_sums)
+        self.epoch_weight = 0.0
+        return row
+
+    def state(self) -> dict:
+        return {"epoch_sums": self.epoch_sums, "epoch_weight": self.epoch_weight}
+
+    def load_state(self, s: dict) -> None:
+        self.epoch_sums, self.epoch_weight = list(s["epoch_sums"]), s["epoch_weight"]

@@ -1,0 +1,74 @@
+"""Class labels: any values (ints, strings, bools) ↔ class indices 0..K-1.
+
+Integer labels that already are indices (0 ≤ y < K, K the output's channels) are used as they
+are. Any other labels — strings, or ints like {1, 2, 3} or {-1, 1} — are sorted and numbered,
+and the sorted values are kept in `net.metadata["class_labels"]` so that `al.classify` returns
+them and a saved network remembers them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DataError
+
+
+def is_label_array(a: np.ndarray) -> bool:
+    """True when `a` holds label values rather than real numbers: ints, bools, strings, objects,
+    or floats that are all whole numbers."""
+    if a.dtype.kind in "iubUSO":
+        return True
+    return a.dtype.kind == "f" and a.size > 0 and bool(np.all(np.isfinite(a))) and \
+        bool(np.all(a == np.round(a)))
+
+
+def to_python(v):
+    """A numpy scalar → the plain Python value (JSON-able)."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def encode(values: np.ndarray, channels: int, output: str, known: list | None,
+           what: str = "targets") -> tuple[np.ndarray, list | None]:
+    """Label values (any shape) → (int64 indices of the same shape, class labels or None).
+
+    `known`: the class labels fixed earlier (by training, or the network's metadata); values
+    outside them are a DataError naming them."""
+    flat = values.reshape(-1)
+    if known is not None:
+        return _map(values, known, output, what), known
+    if flat.dtype.kind in "iuf" and flat.size and flat.min() >= 0 and flat.max() < channels:
+        return values.astype(np.int64), None
+    try:
+        classes = np.unique(flat)
+    except TypeError:                                    # mixed types: order by text
+        classes = np.array(sorted(set(flat.tolist()), key=str), dtype=object)
+    if len(classes) > channels:
+        shown = ", ".join(repr(to_python(c)) for c in classes[:8]) + (", …" if len(classes) > 8 else "")
+        kind = "regression targets" if flat.dtype.kind == "f" else "labels"
+        raise DataError(f"{what}: {len(classes)} distinct classes ({shown}) but output '{output}' has "
+                        f"{channels} channel(s), one per class. Give the last Dense layer before "
+                        f"the output {len(classes)} units"
+                        + (f", or, for {kind}, use loss='mse'." if flat.dtype.kind == "f" else "."))
+    labels = [to_python(c) for c in classes]
+    return _map(values, labels, output, what), labels
+
+
+def _map(values: np.ndarray, labels: list, output: str, what: str) -> np.ndarray:
+    index = {_key(v): i for i, v in enumerate(labels)}
+    flat = values.reshape(-1).tolist()
+    out = np.fromiter((index.get(_key(v), -1) for v in flat), dtype=np.int64, count=len(flat))
+    if (out < 0).any():
+        unknown = sorted({repr(v) for v, i in zip(flat, out) if i < 0})
+        shown = ", ".join(unknown[:8]) + (", …" if len(unknown) > 8 else "")
+        known = ", ".join(repr(v) for v in labels[:12]) + (", …" if len(labels) > 12 else "")
+        raise DataError(f"{what} for output '{output}': label value(s) {shown} were not among the "
+                        f"training classes ({known}). Remove those observations, or train with "
+                        "every class present.")
+    return out.reshape(values.shape)
+
+
+def _key(v):
+    # 1 and 1.0 name the same class; numpy scalars compare as Python values
+    v = to_python(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v

@@ -1,0 +1,159 @@
+"""Training from a torch `Dataset` or `DataLoader` (targets come with the data: Y is omitted).
+
+Each item is `(x, y)`: x a tensor/array (or a dict by input name), y a target (or a dict by
+output name). Items are collated per batch: equal shapes are stacked, variable-length sequences
+padded into `Padded` with their mask. attnlab drives the order (shuffle, exact resume, the
+per-process split) through `DistributedBatchSampler`; a DataLoader contributes its dataset,
+batch_size, collate_fn, num_workers and pin_memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from ..errors import DataError
+from ..sequences import Padded, as_tensor
+from .data import Batch, check_shape
+from .sampler import DistributedBatchSampler, EpochOrder, usable
+
+
+def is_dataset(x) -> bool:
+    return isinstance(x, (Dataset, DataLoader))
+
+
+class DatasetData:
+    """A map-style dataset read in mini-batches chosen by attnlab's sampler."""
+
+    def __init__(self, source, input_names: list[str], output_names: list[str]):
+        loader = source if isinstance(source, DataLoader) else None
+        self.dataset = loader.dataset if loader else source
+        if isinstance(self.dataset, IterableDataset):
+            raise DataError("an IterableDataset has no length or order to shuffle and resume: give "
+                            "a map-style Dataset (with __len__ and __getitem__).")
+        try:
+            self.n = len(self.dataset)
+        except TypeError:
+            raise DataError("the Dataset has no __len__: attnlab needs the number of observations "
+                            "to form epochs.") from None
+        if self.n == 0:
+            raise DataError("the Dataset is empty.")
+        self.batch_size = loader.batch_size if loader and loader.batch_size else None
+        self.collate = loader.collate_fn if loader and not _default_collate(loader) else None
+        self.num_workers = loader.num_workers if loader else 0
+        self.pin_memory = loader.pin_memory if loader else False
+        self.input_names, self.output_names = input_names, output_names
+        self.lengths = None
+        # set once the targets are matched (setup): TargetPlans, input specs, float dtype, and
+        # the sum of a batch's units over processes
+        self.plans, self.specs, self.dtype, self.units_sum = None, {}, None, (lambda u: u)
+
+    def __len__(self):
+        return self.n
+
+    def _collate(self, items):
+        if self.collate is not None:
+            x, y = self.collate(items)
+        else:
+            x = stack([it[0] for it in items], self.input_names, "input")
+            y = stack([it[1] for it in items], self.output_names, "target")
+        return by_name(x, self.input_names), by_name(y, self.output_names)
+
+    def raw_batches(self, epoch: EpochOrder, start: int, rank: int, world: int):
+        """Yields (inputs, raw targets) of this process's part of each batch from `start`."""
+        sampler = DistributedBatchSampler(epoch, start, rank, world)
+        loader = DataLoader(self.dataset, batch_sampler=sampler, collate_fn=self._collate,
+                            num_workers=self.num_workers, pin_memory=self.pin_memory)
+        yield from loader
+
+    def batches(self, epoch: EpochOrder, start: int, rank: int, world: int, device):
+        """Yields (k, Batch) like MemoryData.batches (set `plans`, `specs`, `dtype`,
+        `units_sum` first)."""
+        ks = [k for k in range(start, epoch.batches) if usable(*epoch.batch(k), world)]
+        for k, (inputs, raw) in zip(ks, self.raw_batches(epoch, start, rank, world)):
+            yield k, to_batch(inputs, raw, self.plans, self.specs, device, self.dtype, self.units_sum)
+
+    def first(self):
+        """The first two observations, collated (to size and check the network)."""
+        return self._collate([self.dataset[i] for i in range(min(2, self.n))])
+
+
+def _default_collate(loader) -> bool:
+    from torch.utils.data._utils.collate import default_collate
+    return loader.collate_fn is default_collate
+
+
+def by_name(v, names: list[str]) -> dict:
+    if isinstance(v, dict):
+        return v
+    if len(names) != 1:
+        raise DataError(f"the network has {len(names)} inputs/outputs ({', '.join(names)}): each "
+                        "Dataset item needs a dict by name for them.")
+    return {names[0]: v}
+
+
+def stack(values: list, names: list[str], what: str):
+    """Collates one part of the items: dicts by name, tensors stacked, variable-length
+    sequences padded into Padded."""
+    if isinstance(values[0], dict):
+        return {k: _stack([v[k] for v in values], k, what) for k in values[0]}
+    return _stack(values, names[0] if len(names) == 1 else what, what)
+
+
+def _stack(values, name, what):
+    if isinstance(values[0], str) or (isinstance(values[0], np.ndarray) and values[0].dtype.kind in "USO"):
+        raise DataError(f"{what} '{name}': a Dataset must give numbers (class indices for labels), "
+                        f"received {type(values[0]).__name__} {values[0]!r}. Map label values to "
+                        "indices in the Dataset, or train from in-memory arrays, which accept any labels.")
+    tensors = [as_tensor(v) for v in values]
+    shapes = {t.shape for t in tensors}
+    if len(shapes) == 1:
+        return torch.stack(tensors)
+    if all(t.dim() >= 1 for t in tensors) and len({t.shape[1:] for t in tensors}) == 1:
+        lengths = torch.tensor([t.shape[0] for t in tensors])
+        data = torch.nn.utils.rnn.pad_sequence(tensors, batch_first=True)
+        mask = torch.arange(data.shape[1]).unsqueeze(0) < lengths.unsqueeze(1)
+        return Padded(data, mask)
+    raise DataError(f"{what} '{name}': the items have shapes {sorted(tuple(s) for s in shapes)[:4]} "
+                    "that neither stack nor pad (sequences must differ only in length).")
+
+
+def to_batch(inputs: dict, raw: dict, plans: dict, specs: dict, device, dtype, units_sum) -> Batch:
+    """A collated (CPU) batch → a Batch on `device`, targets converted by their TargetPlans.
+    `units_sum(local) -> global` adds the units of all processes (identity for one)."""
+    ins = {}
+    for name, x in inputs.items():
+        mask = None
+        if isinstance(x, Padded):
+            x, mask = x
+            if bool(mask.all()):
+                mask = None
+        x = as_tensor(x)
+        if specs.get(name) is not None:
+            check_shape(name, x, specs[name])
+        x = x.to(device, dtype if x.is_floating_point() else None, non_blocking=True)
+        ins[name] = x if mask is None else Padded(x, mask.to(device, non_blocking=True))
+    targets, units, local = {}, {}, {}
+    for name, y in raw.items():
+        plan = plans[name]
+        mask = None
+        if isinstance(y, Padded):
+            y, mask = y
+        y = as_tensor(y)
+        if plan.kind == "class":
+            y = y.long()
+        else:
+            if y.dim() == len(plan.spec.labels) - 1:
+                y = y.unsqueeze(-1)
+            y = y.to(dtype)
+        n_steps = int(mask.sum()) if mask is not None else y.shape[0] * (
+            y.shape[1] if plan.spec.is_sequence else 1)
+        per_step = int(np.prod(y.shape[2 if plan.spec.is_sequence else 1:])) if plan.kind == "class" \
+            else int(np.prod(y.shape[2 if plan.spec.is_sequence else 1:-1] or [1]))
+        local[name] = n_steps * per_step                       # counted on the CPU: no sync
+        targets[name] = (y.to(device, non_blocking=True),
+                         None if mask is None else mask.to(device, non_blocking=True))
+    for name in local:
+        units[name] = units_sum(local[name])
+    size = next(iter(targets.values()))[0].shape[0]
+    return Batch(ins, targets, units, size, local)

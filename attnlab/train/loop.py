@@ -1,0 +1,319 @@
+"""`al.train`: the epoch loop, with validation, early stopping, logging and checkpoints.
+
+The loop body per iteration is: gather the batch (index_select), `train_step`, append the
+step's device record, advance the progress bar. Everything that reads tensors on the host —
+logging, the divergence check, validation, checkpoints — happens at fixed iteration counts, the
+same on every process, so collectives under DDP stay in step.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from ..errors import DataError
+from . import checkpoint as ck
+from . import distributed as dd
+from . import setup as S
+from .finite import ActivationWatch, NonFinite, diverged, first_nonfinite
+from .history import Recorder, TrainingInfo
+from .losses import trained_from_logits
+from .optim import clipper, current_lr, make_optimizer, make_scheduler
+from .options import TrainingOptions, make_options
+from .plots import Plotter
+from .progress import TensorBoard, make_progress
+from .sampler import draw_epoch, usable
+from .state import State, restore, snapshot
+from .step import evaluate, train_step
+
+
+@dataclass
+class Run:
+    """What one call of `train` works with (built once, read by the helpers below)."""
+    net: object
+    o: TrainingOptions
+    d: dd.Dist
+    device: torch.device
+    cdev: torch.device
+    data: object
+    val: object
+    heads: list
+    fwd: object
+    opt: object
+    scheduler: object
+    sched_unit: str
+    clip: object
+    generator: torch.Generator
+    recorder: Recorder
+    info: TrainingInfo
+    progress: object
+    board: TensorBoard
+    plotter: Plotter | None
+    watch: ActivationWatch | None
+    batches_per_epoch: int
+
+
+def train(net, X, Y=None, loss="crossentropy", options: TrainingOptions | None = None,
+          **overrides) -> TrainingInfo:
+    """Trains `net` in place and returns its TrainingInfo.
+
+    X: a tensor/array N×…, a list of variable-length T_i×C sequences, `al.Padded`, a dict of
+    those by input name, or a torch Dataset/DataLoader of (x, y) items (then Y is omitted).
+    Y: class labels (ints or any values: N, or per time step N×T / a list of T_i), or targets
+    shaped like the output (N×C, N×T×C, a list of T_i×C), or a dict by output name.
+    loss: "crossentropy" (from logits, also after a final Softmax), "mse", "mae", "huber",
+    "binary-crossentropy", a callable (outputs, targets) -> mean, or a dict by output name.
+    Options come from `options` and/or keyword overrides (`al.train(net, X, Y, max_epochs=5)`).
+    """
+    o = make_options(options, overrides)
+    d = dd.setup(o.device)
+    try:
+        return _train(net, X, Y, loss, o, d)
+    finally:
+        d.close()
+
+
+def _train(net, X, Y, loss, o, d) -> TrainingInfo:
+    t0 = time.perf_counter()
+    device = S.resolve_device(net, o.device, d)
+    cdev = dd.collective_device(d, device)
+    seed = o.seed if o.seed is not None else d.broadcast_int(
+        int(torch.randint(0, 2 ** 31 - 1, (1,))), cdev)
+    S.initialize(net, X, seed)
+    net.to(device)
+    specs = S.output_specs(net)
+    losses = S.losses_by_output(loss, list(specs))
+    dtype = S.float_dtype(net)
+    data, plans = S.load_data(net, X, Y, losses, specs, dtype)
+    val = S.validation_source(net, o.validation_data, losses, specs, dtype, plans)
+    _store_labels(net, plans)
+    heads = S.heads(plans, specs, o.metrics)
+    for src in (data, val):
+        if src is not None:
+            _place(src, device, d, cdev)
+
+    torch.manual_seed(seed + d.rank)            # dropout differs across processes, not data order
+    generator = torch.Generator().manual_seed(seed)
+    params = [p for p in net.parameters() if p.requires_grad]
+    opt = make_optimizer(params, o)
+    first = draw_epoch(len(data), o.batch_size, o.shuffle, generator, lengths=data.lengths,
+                       sort_by_length=o.sort_by_length)
+    per_epoch = sum(usable(*first.batch(k), d.world) for k in range(first.batches))
+    if per_epoch == 0:
+        raise DataError(f"{len(data)} observation(s) cannot be split across {d.world} processes: "
+                        "give at least one observation per process.")
+    scheduler, unit = make_scheduler(opt, o, per_epoch)
+    info = TrainingInfo()
+    names = [col for h in heads for col, _, _ in h.metrics]
+    finish = [m.finish for h in heads for _, m, _ in h.metrics]
+    recorder = Recorder(info, names, finish, lambda t: d.sum_(t.to(cdev)))
+    st = State(order=first)
+    if o.resume:
+        _resume(st, net, opt, scheduler, generator, recorder, info, o)
+    fwd = dd.wrap(net, d, device)
+    plot_path = _plot_path(o) if o.plots == "training-progress" and d.main else None
+    run = Run(net, o, d, device, cdev, data, val, heads, fwd, opt, scheduler, unit, clipper(params, o),
+              generator, recorder, info, make_progress(o.verbose, d.main),
+              TensorBoard(o.log_dir if d.main else None),
+              Plotter(plot_path) if plot_path else None,
+              ActivationWatch(net) if o.check_finite else None, per_epoch)
+    info.plot_file = str(plot_path) if plot_path else None
+    was_training = net.training
+    net.train()
+    elapsed_before = info.elapsed_s
+    try:
+        with trained_from_logits(net, {h.output: h.loss for h in heads}):
+            _loop(run, st)
+            _finish(run, st)
+    finally:
+        net.train(was_training)
+        run.progress.close()
+        run.board.close()
+        if run.watch is not None:
+            run.watch.remove()
+    info.elapsed_s = elapsed_before + time.perf_counter() - t0
+    return info
+
+
+# ------------------------------------------------------------------------- the loop ---
+
+def _loop(r: Run, st: State) -> None:
+    o = r.o
+    r.progress.start(o.max_epochs * r.batches_per_epoch, o.max_epochs, st.iteration)
+    while st.epoch < o.max_epochs and not st.stop_reason:
+        for k, batch in r.data.batches(st.order, st.batch, r.d.rank, r.d.world, r.device):
+            lr = current_lr(r.opt)
+            try:
+                record = train_step(r.fwd, batch, r.heads, r.opt, r.clip, r.d.world, r.watch, r.d)
+            except NonFinite as e:
+                raise diverged(st.iteration + 1, st.epoch + 1, e.loss, lr, e.layer, checked=True) from None
+            st.iteration += 1
+            st.batch = k + 1
+            if r.scheduler is not None and r.sched_unit == "iteration":
+                r.scheduler.step()
+            r.recorder.add(record, st.iteration, st.epoch + 1, lr, sum(batch.units.values()))
+            r.progress.advance(st.iteration, st.epoch)
+            _after_iteration(r, st)
+            if st.stop_reason:
+                break
+        if st.stop_reason:
+            break
+        _end_epoch(r, st)
+
+
+def _after_iteration(r: Run, st: State) -> None:
+    o, it = r.o, st.iteration
+    if it % o.verbose_frequency == 0:
+        _log(r)
+    if r.val is not None and it % o.validation_frequency == 0:
+        _validate(r, st)
+    if o.output_fn is not None:
+        stop = bool(o.output_fn(_Progress(st, r)))
+        if r.d.any_(stop, r.cdev):
+            st.stop_reason = "output-function"
+    if o.checkpoint_dir and o.checkpoint_frequency_unit == "iteration" and \
+            it % o.checkpoint_frequency == 0:
+        _checkpoint(r, st)
+
+
+def _end_epoch(r: Run, st: State) -> None:
+    o = r.o
+    if r.scheduler is not None and r.sched_unit == "epoch":
+        r.scheduler.step()
+    _log(r)
+    r.recorder.end_epoch(st.epoch + 1)
+    st.epoch += 1
+    st.batch = 0
+    if st.epoch < o.max_epochs:
+        st.order = draw_epoch(len(r.data), o.batch_size, o.shuffle, r.generator, previous=st.order,
+                              lengths=r.data.lengths, sort_by_length=o.sort_by_length)
+    if o.checkpoint_dir and o.checkpoint_frequency_unit == "epoch" and \
+            st.epoch % o.checkpoint_frequency == 0:
+        _checkpoint(r, st)
+
+
+def _finish(r: Run, st: State) -> None:
+    o = r.o
+    _log(r)
+    if st.stop_reason and st.batch > 0 and r.recorder.epoch_weight:
+        r.recorder.end_epoch(st.epoch + 1)               # the epoch training stopped in
+    if r.val is not None and st.last_validation != st.iteration and st.iteration > 0:
+        _validate(r, st, early_stop=False)
+    st.stop_reason = st.stop_reason or "max-epochs"
+    r.info.stop_reason = st.stop_reason
+    r.info.best_iteration = st.best_iteration
+    r.info.best_validation_loss = None if math.isinf(st.best_loss) else st.best_loss
+    if o.checkpoint_dir and st.iteration > 0:
+        last = ck.checkpoints(o.checkpoint_dir)
+        if not last or not last[-1].name.endswith(f"{st.iteration:09d}.safetensors"):
+            _checkpoint(r, st)                           # the final state, stop reason included
+        found = ck.checkpoints(o.checkpoint_dir)
+        r.info.checkpoint = str(found[-1]) if found else None
+    if o.validation_patience is not None and st.best_weights is not None:
+        r.net.load_state_dict(st.best_weights)           # the best validation loss's weights
+    if r.plotter is not None:
+        r.plotter.update(r.info, final=True)
+    r.progress.message(f"done: {r.info.stop_reason}, {st.iteration} iteration(s)")
+
+
+# ------------------------------------------------------------------------ helpers ---
+
+def _log(r: Run) -> None:
+    rows = r.recorder.flush()
+    if not rows:
+        return
+    bad = first_nonfinite(rows)
+    if bad is not None:
+        raise diverged(bad["iteration"], bad["epoch"], bad["loss"], bad["learning_rate"])
+    r.progress.log(rows[-1])
+    r.board.log(rows)
+    if r.plotter is not None:
+        r.plotter.update(r.info)
+
+
+def _validate(r: Run, st: State, early_stop: bool = True) -> None:
+    _log(r)
+    row = evaluate(r.net, r.val, r.heads, r.o.batch_size, r.d, r.device, r.cdev)
+    st.last_validation = st.iteration
+    epoch = st.epoch + 1 if st.batch > 0 or st.epoch == 0 else st.epoch    # of the last step
+    full = {"iteration": st.iteration, "epoch": epoch, **row}
+    r.info.append("validation", full)
+    r.progress.validation(full)
+    r.board.log([full], prefix="validation")
+    if r.o.validation_patience is None:
+        return
+    if row["loss"] < st.best_loss:
+        st.best_loss, st.best_iteration, st.bad_validations = row["loss"], st.iteration, 0
+        st.best_weights = {k: v.detach().clone() for k, v in r.net.state_dict().items()}
+    elif early_stop:
+        st.bad_validations += 1
+        if st.bad_validations >= r.o.validation_patience:
+            st.stop_reason = "validation-patience"
+
+
+def _checkpoint(r: Run, st: State) -> None:
+    _log(r)
+    if not r.d.main:
+        return
+    tensors, meta = snapshot(st, r.net, r.opt, r.scheduler, r.generator, r.recorder, r.info,
+                             r.o.to_json())
+    ck.save(r.o.checkpoint_dir, st.iteration, tensors, meta, r.o.checkpoint_keep)
+
+
+def _resume(st, net, opt, scheduler, generator, recorder, info, o) -> None:
+    found = ck.load_latest(o.checkpoint_dir)
+    if found is None:
+        return                                   # nothing to resume: start from the beginning
+    tensors, meta, path = found
+    restore(tensors, meta, st, net, opt, scheduler, generator, recorder, info, path)
+
+
+def _place(source, device, d, cdev) -> None:
+    if hasattr(source, "to"):
+        source.to(device)
+    elif d.active:                               # Dataset path: sum each batch's units
+        def units_sum(u):
+            return int(d.sum_(torch.tensor([float(u)], device=cdev)).item())
+        source.units_sum = units_sum
+
+
+def _store_labels(net, plans: dict) -> None:
+    labelled = {k: p.class_labels for k, p in plans.items() if p.class_labels is not None}
+    if not labelled:
+        return
+    if len(plans) == 1:
+        net.metadata["class_labels"] = next(iter(labelled.values()))
+    else:
+        net.metadata["class_labels"] = labelled
+
+
+def _plot_path(o: TrainingOptions) -> Path:
+    if o.plots_file:
+        return Path(o.plots_file)
+    folder = Path(o.log_dir or o.checkpoint_dir or ".")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "training-progress.png"
+
+
+class _Progress:
+    """What `output_fn` receives after each iteration."""
+
+    def __init__(self, st: State, r: Run):
+        self.epoch, self.iteration = st.epoch, st.iteration
+        self.learning_rate = current_lr(r.opt)
+        self._r = r
+
+    @property
+    def loss(self) -> float:
+        """This iteration's loss (reads it from the device: a sync)."""
+        rec = self._r.recorder.pending[-1] if self._r.recorder.pending else None
+        if rec is None:
+            return self._r.info.final_loss
+        return float(rec[0]) * self._r.d.world
+
+    @property
+    def info(self) -> TrainingInfo:
+        return self._r.info

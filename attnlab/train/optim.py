@@ -1,0 +1,74 @@
+"""Solvers, learning-rate schedules and gradient clipping, all from torch."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.optim import lr_scheduler as sched
+
+from ..errors import ArgumentError
+from .options import TrainingOptions
+
+
+def make_optimizer(params: list[nn.Parameter], o: TrainingOptions) -> torch.optim.Optimizer:
+    """The torch optimizer for `o.solver`. `l2` decays weights (≥ 2 dimensions) only."""
+    decay = [p for p in params if p.dim() >= 2]
+    rest = [p for p in params if p.dim() < 2]
+    groups = [g for g in ({"params": decay, "weight_decay": o.l2},
+                          {"params": rest, "weight_decay": 0.0}) if g["params"]]
+    lr = o.lr
+    if o.solver == "sgdm":
+        return torch.optim.SGD(groups, lr=lr, momentum=o.momentum)
+    beta2 = o.squared_gradient_decay
+    if o.solver in ("adam", "adamw"):
+        cls = torch.optim.Adam if o.solver == "adam" else torch.optim.AdamW
+        return cls(groups, lr=lr, betas=(o.gradient_decay, 0.999 if beta2 is None else beta2),
+                   eps=o.epsilon)
+    return torch.optim.RMSprop(groups, lr=lr, alpha=0.9 if beta2 is None else beta2, eps=o.epsilon)
+
+
+def make_scheduler(opt: torch.optim.Optimizer, o: TrainingOptions, batches_per_epoch: int):
+    """(scheduler or None, "iteration" | "epoch"): when the scheduler steps."""
+    s = o.learning_rate_schedule
+    if s is None or s == "none":
+        return None, "iteration"
+    if callable(s):
+        made = s(opt)
+        if not hasattr(made, "step") or not hasattr(made, "state_dict"):
+            raise ArgumentError("learning_rate_schedule(optimizer) must return a torch lr scheduler")
+        return made, o.schedule_step
+    total = max(1, o.max_epochs * batches_per_epoch)
+    if s == "piecewise":
+        return sched.StepLR(opt, step_size=o.learning_rate_drop_period,
+                            gamma=o.learning_rate_drop_factor), "epoch"
+    warm = min(o.warmup_iterations, total - 1)
+    if s == "cosine":
+        return sched.CosineAnnealingLR(opt, T_max=total), "iteration"
+    warmup = sched.LinearLR(opt, start_factor=o.warmup_fraction, end_factor=1.0, total_iters=max(warm, 1))
+    if s == "warmup":
+        return warmup, "iteration"
+    cosine = sched.CosineAnnealingLR(opt, T_max=max(1, total - warm))
+    return sched.SequentialLR(opt, [warmup, cosine], milestones=[warm]), "iteration"
+
+
+def clipper(params: list[nn.Parameter], o: TrainingOptions):
+    """A function that clips gradients in place (no host sync), or None."""
+    t = o.gradient_threshold
+    if t is None:
+        return None
+    if o.gradient_threshold_method == "global-l2norm":
+        return lambda: torch.nn.utils.clip_grad_norm_(params, t)
+    if o.gradient_threshold_method == "absolute-value":
+        return lambda: torch.nn.utils.clip_grad_value_(params, t)
+
+    def per_parameter():                           # MATLAB's "l2norm": each learnable alone
+        for p in params:
+            if p.grad is not None:
+                torch.nn.utils.clip_grad_norm_([p], t)
+    return per_parameter
+
+
+def current_lr(opt: torch.optim.Optimizer) -> float:
+    lr = opt.param_groups[0]["lr"]
+    return float(lr) if not isinstance(lr, torch.Tensor) else math.nan

@@ -1,0 +1,104 @@
+"""One training step and one pass over validation data.
+
+The step is the hot path: a forward, the loss as sums divided by host-known unit counts, a
+backward, clipping, the optimizer step. The loss and metric values stay on the device as one
+small record; nothing here reads a tensor on the host.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import DataError
+from .data import Batch
+from .finite import NonFinite
+from .sampler import EpochOrder, shard
+
+
+def check_shapes(head, out: torch.Tensor, y: torch.Tensor) -> None:
+    """Outputs and targets must line up (host metadata only: no sync)."""
+    want = tuple(out.shape)
+    if head.kind == "class":
+        cd = head.loss.channel_dim % out.dim()
+        want = want[:cd] + want[cd + 1:]
+    if tuple(y.shape) != want:
+        raise DataError(f"output '{head.output}' gives {'×'.join(map(str, out.shape))} per batch but "
+                        f"its targets are {'×'.join(map(str, y.shape))}"
+                        + (" (a sequence output needs one target per time step)"
+                           if head.spec.is_sequence else "") + ".")
+
+
+def objective(outs: dict, batch: Batch, heads: list) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(this process's part of the mean loss, metric parts), each divided by global units."""
+    total, parts = 0.0, []
+    for h in heads:
+        out = outs[h.output]
+        y, mask = batch.targets[h.output]
+        check_shapes(h, out, y)
+        units, local = batch.units[h.output], batch.local_units[h.output]
+        total = total + h.loss.sum(out, y, mask, local) / (units * h.loss_mult)
+        with torch.no_grad():
+            det = out.detach()
+            for _, m, mult in h.metrics:
+                parts.append(m.sum(det, y, mask, local) / (units * mult))
+    return total, parts
+
+
+def train_step(fwd, batch: Batch, heads: list, opt, clip, world: int, watch=None, d=None):
+    """Forward, backward, update. Returns the step's record (device tensor: loss, metrics).
+    With `watch` (check_finite), a non-finite loss stops before the update."""
+    if watch is not None:
+        watch.reset()
+    outs, _ = fwd(batch.inputs)
+    total, parts = objective(outs, batch, heads)
+    (total * world if world > 1 else total).backward()
+    if watch is not None and (d.any_(not bool(torch.isfinite(total)), total.device)):
+        raise _located(watch, total)
+    if clip is not None:
+        clip()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return torch.stack([total.detach(), *parts]) if parts else total.detach().reshape(1)
+
+
+def _located(watch, total):
+    return NonFinite(watch.first_bad(), float(total.detach()))
+
+
+@torch.no_grad()
+def evaluate(net, source, heads: list, batch_size: int, d, device, cdev) -> dict:
+    """Loss and metrics over the whole validation data, in eval mode; each process takes a
+    contiguous part and the sums meet in one all-reduce. Returns {"loss": …, column: …}; the
+    loss of several outputs is the sum of their mean losses, as in training."""
+    was = net.training
+    net.eval()
+    slots = [(h, None, h.loss_mult) for h in heads] + \
+        [(h, m, mult) for h in heads for _, m, mult in h.metrics]
+    try:
+        sums = torch.zeros(len(slots), dtype=torch.float64, device=device)
+        units = [0.0] * len(slots)
+        lo, hi = shard(0, len(source), d.rank, d.world)
+        starts = np.append(np.arange(0, hi - lo, batch_size, dtype=np.int64), hi - lo)
+        part = EpochOrder(np.arange(lo, hi, dtype=np.int64), starts if hi > lo else starts[-1:])
+        for _, batch in source.batches(part, 0, 0, 1, device):
+            outs, _ = net.forward_with_masks(batch.inputs)
+            for i, (h, m, mult) in enumerate(slots):
+                out = outs[h.output]
+                y, mask = batch.targets[h.output]
+                u = batch.local_units[h.output]
+                if m is None:
+                    check_shapes(h, out, y)
+                fn = h.loss if m is None else m
+                sums[i] += fn.sum(out, y, mask, u).double() / mult
+                units[i] += u
+        totals = d.sum_(torch.cat([sums.to(cdev), torch.tensor(units, dtype=torch.float64,
+                                                               device=cdev)])).tolist()
+    finally:
+        net.train(was)
+    k = len(slots)
+    means = [s / u if u else float("nan") for s, u in zip(totals[:k], totals[k:])]
+    row = {"loss": sum(means[:len(heads)])}
+    cols = [col for h in heads for col, _, _ in h.metrics]
+    for col, (h, m, _), v in zip(cols, slots[len(heads):], means[len(heads):]):
+        row[col] = m.finish(v)
+    return row
