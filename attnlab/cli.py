@@ -1,4 +1,14 @@
-"""The `attnlab` command line."""
+"""The `attnlab` command line.
+
+    attnlab demo NAME [--out DIR]          train/run a demo, write its pictures and model
+    attnlab analyze FILE                   print the analysis of a saved network
+    attnlab plot FILE -o PICTURE           draw a saved network (PNG, SVG or PDF)
+
+`analyze` exits with 1 when the network has errors (so it can guard a CI step), `plot` and
+`analyze` with 2 when the file cannot be read. A saved network with `L.Module` layers needs the
+factories of its modules: `--import MODULE` imports a Python module that registers them with
+`al.register_module` first.
+"""
 from __future__ import annotations
 
 import argparse
@@ -16,13 +26,77 @@ def main(argv=None) -> int:
     demo.add_argument("name", choices=sorted(DEMOS))
     demo.add_argument("--out", type=Path, default=Path("demo-out"))
     demo.add_argument("--epochs", type=int, default=None)
+
+    analyze = sub.add_parser("analyze", help="print the analysis of a saved network "
+                             "(exit status 1 when it has errors)")
+    analyze.add_argument("file", type=Path, help="a network written by net.save()")
+    analyze.add_argument("--width", type=int, default=120, help="table width in characters")
+    _imports(analyze)
+
+    plot = sub.add_parser("plot", help="draw a saved network")
+    plot.add_argument("file", type=Path, help="a network written by net.save()")
+    plot.add_argument("-o", "--out", type=Path, default=None,
+                      help="picture to write (.png, .svg or .pdf; default: FILE with .png)")
+    plot.add_argument("--direction", choices=("TB", "LR"), default="TB",
+                      help="top-down (TB, default) or left to right (LR)")
+    plot.add_argument("--no-sizes", action="store_true", help="leave out the activation sizes")
+    plot.add_argument("--dpi", type=int, default=130)
+    _imports(plot)
+
     args = ap.parse_args(argv)
     if args.command == "demo":
         import matplotlib
         matplotlib.use("Agg")
         module = importlib.import_module(DEMOS[args.name])
         module.run(args.out / args.name, epochs=args.epochs)
+        return 0
+    return _on_file(args)
+
+
+def _imports(parser):
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                        help="import this Python module first (e.g. one that defines layer types "
+                             "or registers Module factories); may be repeated")
+
+
+def _on_file(args) -> int:
+    from .errors import AttnlabError
+
+    try:
+        for name in args.imports:
+            importlib.import_module(name)
+    except ImportError as e:
+        print(f"error: --import {e.name or ''}: {e}", file=sys.stderr)
+        return 2
+    try:
+        from .io import load
+        net = load(args.file)
+    except FileNotFoundError:
+        print(f"error: no such file: {args.file}", file=sys.stderr)
+        return 2
+    except AttnlabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.command == "analyze":
+        analysis = net.analyze()
+        print(f"{args.file}: {len(net.layers)} layers, inputs {', '.join(net.input_names) or '-'}, "
+              f"outputs {', '.join(net.output_names) or '-'}"
+              + ("" if net.initialized else " (no weights saved)"))
+        if net.metadata:
+            print("metadata: " + ", ".join(f"{k}={_short(v)}" for k, v in net.metadata.items()))
+        print(analysis.table(width=args.width), end="")
+        return 0 if analysis.ok else 1
+    import matplotlib
+    matplotlib.use("Agg")
+    out = args.out or args.file.with_suffix(".png")
+    net.plot(out, direction=args.direction, sizes=not args.no_sizes, dpi=args.dpi)
+    print(f"wrote {out}")
     return 0
+
+
+def _short(value, n: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 if __name__ == "__main__":
