@@ -9,6 +9,7 @@ The final weights go to OUT_DIR/weights-<mode>.safetensors (rank 0).
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -103,7 +104,7 @@ def main(mode: str, out_dir: str):
         net, info = ddp_case()
         if int(os.environ.get("RANK", "0")) == 0:
             save_weights(net, out / "weights-ddp.safetensors")
-            (out / "ddp-loss.txt").write_text(repr(info.iterations["loss"]))
+            (out / "ddp-loss.json").write_text(json.dumps(info.iterations["loss"]))
         return
     raise SystemExit(f"unknown mode {mode}")
 

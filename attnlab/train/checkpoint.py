@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as st_save
 
 from ..errors import TrainingError
@@ -105,7 +105,7 @@ def load_latest(directory):
     for path in reversed(checkpoints(directory)):
         try:
             return (*load(path), path)
-        except (OSError, ValueError, RuntimeError, json.JSONDecodeError):
+        except (OSError, ValueError, RuntimeError, SafetensorError, TrainingError):
             continue                                 # unreadable (not ours): try the previous
     return None
 

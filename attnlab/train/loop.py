@@ -196,22 +196,24 @@ def _end_epoch(r: Run, st: State) -> None:
 
 
 def _finish(r: Run, st: State) -> None:
+    """End of training. The final checkpoint comes first, so that it holds exactly the state
+    an uninterrupted run has here; the closing validation and the partial epoch's row are
+    for this call's report only."""
     o = r.o
     _log(r)
+    if o.checkpoint_dir and st.iteration > 0:
+        last = ck.checkpoints(o.checkpoint_dir)
+        if not last or not last[-1].name.endswith(f"{st.iteration:09d}.safetensors"):
+            _checkpoint(r, st)
+        found = ck.checkpoints(o.checkpoint_dir)
+        r.info.checkpoint = str(found[-1]) if found else None
     if st.stop_reason and st.batch > 0 and r.recorder.epoch_weight:
         r.recorder.end_epoch(st.epoch + 1)               # the epoch training stopped in
     if r.val is not None and st.last_validation != st.iteration and st.iteration > 0:
         _validate(r, st, early_stop=False)
-    st.stop_reason = st.stop_reason or "max-epochs"
-    r.info.stop_reason = st.stop_reason
+    r.info.stop_reason = st.stop_reason or "max-epochs"
     r.info.best_iteration = st.best_iteration
     r.info.best_validation_loss = None if math.isinf(st.best_loss) else st.best_loss
-    if o.checkpoint_dir and st.iteration > 0:
-        last = ck.checkpoints(o.checkpoint_dir)
-        if not last or not last[-1].name.endswith(f"{st.iteration:09d}.safetensors"):
-            _checkpoint(r, st)                           # the final state, stop reason included
-        found = ck.checkpoints(o.checkpoint_dir)
-        r.info.checkpoint = str(found[-1]) if found else None
     if o.validation_patience is not None and st.best_weights is not None:
         r.net.load_state_dict(st.best_weights)           # the best validation loss's weights
     if r.plotter is not None:

@@ -48,8 +48,10 @@ def snapshot(st: State, net, opt, scheduler, generator, recorder, info: Training
         tensors.update({f"best/{k}": v for k, v in st.best_weights.items()})
     meta = {
         "version": VERSION,
+        # only early stopping ends a run for good: a run stopped by output_fn (or a crash)
+        # resumes, and one that reached max_epochs continues if max_epochs grows
         "position": {"epoch": st.epoch, "batch": st.batch, "iteration": st.iteration,
-                     "stop_reason": st.stop_reason},
+                     "stop_reason": st.stop_reason if st.stop_reason == "validation-patience" else ""},
         "early_stopping": {"best_loss": None if math.isinf(st.best_loss) else st.best_loss,
                            "best_iteration": st.best_iteration,
                            "bad_validations": st.bad_validations,
