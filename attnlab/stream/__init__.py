@@ -1,0 +1,21 @@
+"""Step-wise execution (Trax's predict mode): `stream`, `generate`, `forecast`.
+
+`stream(net, static_inputs)` turns a causal network into a `Stream` whose `step(x)` takes the
+next t ≥ 1 steps of the streamed inputs and returns the outputs at those positions, exactly
+what the full forward pass gives there, carrying per-layer state (LSTM/GRU states, key/value
+caches of causal self-attention, cross-attention keys/values computed once from static inputs).
+`generate` and `forecast` are decoding loops built on it. `register_stepper` teaches streaming
+to more layer types (see `attnlab.stream.steppers`).
+
+To add to `Network` (DESIGN §2):
+
+    def stream(self, static_inputs=None):
+        from .stream import stream
+        return stream(self, static_inputs)
+"""
+from .core import Stream, stream
+from .decode import Generated, forecast, generate
+from .steppers import (PER_STEP, KVCache, LayerContext, NotStreamable, Stepper, register_stepper)
+
+__all__ = ["stream", "Stream", "generate", "forecast", "Generated", "register_stepper", "Stepper",
+           "LayerContext", "NotStreamable", "PER_STEP", "KVCache"]

@@ -1,0 +1,243 @@
+"""`stream(net, static_inputs)` and the `Stream` it returns (DESIGN §2, Streaming)."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..errors import DataError, NetworkError, close_matches
+from .program import LINE_LAYERS, Static, build_program
+
+
+def stream(net, static_inputs: dict | None = None, *, capacity: int = 64) -> "Stream":
+    """Step-wise execution of `net` (Trax's predict mode, without a second model).
+
+    `static_inputs`: a dict by input name of the inputs given whole (e.g. an encoder's
+    sequence; tensors, lists of variable-length sequences or `Padded`). Everything that
+    depends on them only is computed once, here. The other inputs are *streamed*: each
+    `Stream.step(x)` gives their next t ≥ 1 steps (B×t×C) and returns the outputs at those
+    positions, exactly what the full forward pass gives there.
+
+    Per-layer state: LSTM/GRU states, key/value caches of causal self-attention (preallocated,
+    `capacity` steps at first, doubled when full), cross-attention keys/values from static
+    inputs, positions of position layers, the left context of causal Conv1d.
+
+    Raises NetworkError, listing every layer that cannot run step by step on the streamed time
+    axis (non-causal self-attention, bidirectional recurrences, pooling over time, …) with a
+    fix. The stream runs the modules in their current mode: call `net.eval()` first for
+    deterministic outputs (dropout). Weights are read live, except self-attention's fused
+    q/k/v projection, read at creation and at `reset()`.
+    """
+    if not net.initialized:
+        net.initialize()
+    analysis = net.analyze()
+    analysis.raise_if_errors("stream")
+    names = list(net.input_names)
+    static_inputs = dict(static_inputs or {})
+    unknown = [k for k in static_inputs if k not in names]
+    if unknown:
+        hint = "".join(close_matches(k, names) for k in unknown)
+        raise DataError(f"static_inputs: unknown input(s) {', '.join(map(repr, unknown))}.{hint} "
+                        f"The network's inputs: {', '.join(names)}.")
+    dtype = _dtype(net)
+    specs = {n: _input_spec(net, analysis, n) for n in names}
+    static, batch = {}, None
+    for name, x in static_inputs.items():
+        from ..network import _as_batch   # the forward pass's own input conversion and checks
+        value, mask = _as_batch(x, specs[name], name, dtype)
+        if batch is not None and value.shape[0] != batch:
+            raise DataError(f"static_inputs differ in batch size: '{name}' has {value.shape[0]}, "
+                            f"another has {batch}. Give every input one entry per observation.")
+        batch = value.shape[0]
+        static[name] = Static(value, mask)
+    streamed = [n for n in names if n not in static]
+    if not streamed:
+        raise NetworkError("every input is in static_inputs, so there is nothing to stream: "
+                           "leave the input that arrives step by step (e.g. the decoder's) out "
+                           "of static_inputs, or run net(...) for a whole-sequence pass.")
+    for n in streamed:
+        if specs[n].labels != "BTC":
+            raise NetworkError(f"input '{n}' is {specs[n]} ({specs[n].kind}): only sequences "
+                               "(B×T×C) can be streamed. Pass it in static_inputs.")
+    program = build_program(net, static, capacity)
+    if program.problems:
+        lines = "\n".join(f"  - {i.message}" for i in program.problems)
+        given = f" (static: {', '.join(map(repr, static))})" if static else ""
+        raise NetworkError(f"cannot stream the network on {', '.join(map(repr, streamed))}{given}: "
+                           f"{len(program.problems)} layer(s) cannot run step by step:\n{lines}",
+                           program.problems)
+    return Stream(net, program, [specs[n] for n in program.streamed_inputs], batch, dtype)
+
+
+def _dtype(net) -> torch.dtype:
+    p = next((p for p in net.parameters() if p.is_floating_point()), None)
+    return p.dtype if p is not None else torch.get_default_dtype()
+
+
+def _input_spec(net, analysis, name):
+    lname, _, port = name.partition("/")
+    layer = net._layers[lname]
+    if layer.is_input:
+        return layer.spec
+    return analysis.in_specs[lname][port or layer.input_ports[0]]
+
+
+class Stream:
+    """A network run step by step: `step(x)` takes the next t steps of the streamed inputs and
+    returns the outputs for them; `reset()` starts again from step 0 (static inputs kept).
+
+    Outputs are what `net(...)` returns (a tensor, or a dict by output name); outputs that
+    depend on static inputs only come back whole at every step. A step that raises may leave
+    some layers advanced: call `reset()` after an error."""
+
+    def __init__(self, net, program, specs, batch, dtype):
+        self.net = net
+        self._program = program
+        self._fn = program.fn
+        self._names = list(program.streamed_inputs)
+        self._channels = [s.channels for s in specs]
+        self._out_names = [o for o, _ in program.outputs]
+        self._single_in = len(self._names) == 1
+        self._single_out = len(self._out_names) == 1
+        self._static_batch = self._batch = batch
+        self._dtype = dtype
+        self._limit = program.limit
+        self._pos = 0
+
+    # -- views ------------------------------------------------------------------------------
+    @property
+    def input_names(self) -> list[str]:
+        """The streamed inputs, in the order `step` takes them positionally."""
+        return list(self._names)
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self._out_names)
+
+    @property
+    def position(self) -> int:
+        """Steps taken since creation or the last reset: the position of the next step."""
+        return self._pos
+
+    @property
+    def batch_size(self) -> int | None:
+        """B, fixed by static inputs or by the first step (None before that)."""
+        return self._batch
+
+    @property
+    def steppers(self) -> dict:
+        """Layer name → the `Stepper` holding its state (e.g. `.cache` of a self-attention, a
+        `KVCache`; `.state` of an LSTM); layers of nested networks as 'outer/inner'."""
+        return dict(self._program.steppers)
+
+    @property
+    def source(self) -> str:
+        """The generated step code (for the curious and for debugging)."""
+        return self._program.source
+
+    def __repr__(self):
+        return (f"Stream(streamed={self._names}, outputs={self._out_names}, "
+                f"position={self._pos})")
+
+    # -- running ----------------------------------------------------------------------------
+    def reset(self) -> "Stream":
+        """Forgets every step: caches emptied (their memory kept), recurrent states back to
+        their initial values, position 0. Static inputs and what was computed from them stay."""
+        self._program.reset()
+        self._pos = 0
+        self._batch = self._static_batch
+        return self
+
+    def step(self, x):
+        """x: B×t×C (the one streamed input) or a dict by streamed input name → the outputs at
+        positions `position … position + t − 1`: B×t×C' each (a tensor, or a dict by output
+        name when the network has several outputs)."""
+        if self._single_in and not isinstance(x, dict):
+            xs = (self._check(x, 0),)
+        else:
+            xs = self._by_name(x)
+        t = xs[0].shape[1]
+        pos = self._pos
+        if pos + t > self._limit:
+            raise DataError(f"step {pos + t - 1}: a static sequence read step by step has only "
+                            f"{self._limit} steps. Give longer static sequences, or reset().")
+        with torch.no_grad():
+            try:
+                outs = self._fn(pos, t, *xs)
+            except (RuntimeError, IndexError, ValueError) as e:
+                raise self._translate(e) from e
+        self._pos = pos + t
+        return outs[0] if self._single_out else dict(zip(self._out_names, outs))
+
+    __call__ = step
+
+    # -- input checks -----------------------------------------------------------------------
+    def _check(self, x, i):
+        if type(x) is Tensor and x.dim() == 3 and x.shape[0] == self._batch and \
+                x.shape[2] == self._channels[i] and x.dtype is self._dtype and x.shape[1]:
+            return x                                       # the hot path: a right tensor
+        return self._convert(x, i)
+
+    def _convert(self, x, i):
+        name, c = self._names[i], self._channels[i]
+        if not isinstance(x, Tensor):
+            try:
+                x = torch.as_tensor(np.asarray(x))
+            except (TypeError, ValueError) as e:
+                raise DataError(f"input '{name}': expected a B×t×{c} tensor, received "
+                                f"{type(x).__name__} ({e}).") from None
+        shape = "×".join(map(str, x.shape))
+        if x.dim() != 3:
+            fix = ("Add the channel dimension: x.unsqueeze(-1) (B×t → B×t×1)." if x.dim() == 2
+                   and c == 1 else "A single sequence needs a batch dimension: x.unsqueeze(0)."
+                   if x.dim() == 2 else "Give B×t×C: batch, new steps, channels.")
+            raise DataError(f"input '{name}': expected B×t×{c}, received {shape}. {fix}")
+        if c is not None and x.shape[2] != c:
+            raise DataError(f"input '{name}': expected B×t×{c}, received {shape}. "
+                            + ("Sequences are batch-first B×t×C in attnlab: use x.transpose(1, 2)."
+                               if x.shape[1] == c else "Check the input's channels."))
+        if x.shape[1] == 0:
+            raise DataError(f"input '{name}': received {shape}, zero steps. Give t ≥ 1 steps.")
+        if self._batch is None:
+            self._batch = x.shape[0]
+        elif x.shape[0] != self._batch:
+            raise DataError(f"input '{name}': expected batch size {self._batch} (as "
+                            f"{'the static inputs' if self._static_batch else 'the first step'}), "
+                            f"received {shape}. A stream keeps one batch; reset() (or a new "
+                            "stream) for another.")
+        if x.dtype != self._dtype:
+            x = x.to(self._dtype)
+        return x
+
+    def _by_name(self, given):
+        if not isinstance(given, dict):
+            raise DataError(f"this stream has {len(self._names)} streamed inputs "
+                            f"({', '.join(self._names)}): give them as a dict by name.")
+        if set(given) != set(self._names):
+            extra = [k for k in given if k not in self._names]
+            missing = [k for k in self._names if k not in given]
+            hint = "".join(close_matches(k, self._names) for k in extra)
+            raise DataError("step inputs by name: expected " + ", ".join(self._names) + "; "
+                            + (f"unexpected {', '.join(extra)} (static inputs are given once, "
+                               f"to stream()).{hint} " if extra else "")
+                            + (f"missing {', '.join(missing)}." if missing else ""))
+        xs = tuple(self._check(given[n], i) for i, n in enumerate(self._names))
+        if len({x.shape[1] for x in xs}) > 1:
+            raise DataError("streamed inputs advance together: give each the same number of new "
+                            "steps, received " + ", ".join(f"'{n}' {x.shape[1]}"
+                                                           for n, x in zip(self._names, xs)) + ".")
+        return xs
+
+    def _translate(self, e: Exception) -> DataError:
+        layer, tb = None, e.__traceback__
+        while tb is not None:                    # the innermost generated line names the layer
+            lines = LINE_LAYERS.get(tb.tb_frame.f_code.co_filename)
+            if lines is not None:
+                layer = lines.get(tb.tb_lineno, layer)
+            tb = tb.tb_next
+        where = f"layer '{layer}': " if layer else ""
+        kind = "a token id is outside the embedding's vocabulary" if isinstance(e, IndexError) \
+            else "the step failed"
+        return DataError(f"{where}{kind}: {e}. Check that the data fits the network (print("
+                         "net.analyze()) shows the sizes each layer expects); reset() the "
+                         "stream before going on.")

@@ -1,0 +1,288 @@
+"""A network and its static inputs → a step program, generated as Python code once per stream.
+
+One walk over the analysed graph, in topological order, splits the layers in two:
+
+- *static* layers (every input given whole in `static_inputs`, or computed from those only) run
+  once, here, under `torch.no_grad()`: encoders, their key/value projections, ….
+- *streamed* layers (some input depends on a streamed input) get a line in a generated
+  function `step(pos, t, x0, x1, …)` that runs them on the t new steps, in order, with local
+  variables, as `attnlab.compile` does for the forward pass: per-step layers call their module
+  directly, stateful ones call their stepper (`attnlab.stream.steppers`). A nested `Network`
+  layer gets a program of its own, called as one line.
+
+Every layer that cannot stream is collected as an `Issue` (the caller raises them together).
+"""
+from __future__ import annotations
+
+import itertools
+import linecache
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from ..analysis import Issue
+from ..errors import DataError
+from .steppers import PER_STEP, LayerContext, NotStreamable, bound_forward, stepper_for
+
+_ids = itertools.count()
+_FACTORIES: dict[str, Callable] = {}           # generated source → its compiled factory
+LINE_LAYERS: dict[str, dict[int, str]] = {}    # generated file name → {line: layer name}
+
+
+@dataclass(frozen=True)
+class Static:
+    """A value known at stream creation: the tensor and its padding mask (None: no padding)."""
+
+    value: Tensor
+    mask: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A value computed at every step: the name of its variable in the generated code."""
+
+    var: str
+
+
+@dataclass
+class Program:
+    """The generated step function of one network and what it needs.
+
+    `fn(pos, t, *xs)`: xs are the streamed inputs (B×t×C each, in input order), pos the
+    position of their first step; returns the outputs in output order (the streamed ones only
+    when built with `with_static_outputs=False`)."""
+
+    fn: Callable
+    source: str
+    outputs: list[tuple[str, Static | Streamed]]       # output name → value
+    streamed_inputs: list[str]
+    resets: list[Callable] = field(default_factory=list)
+    steppers: dict[str, object] = field(default_factory=dict)   # layer name → its Stepper
+    limit: float = float("inf")        # steps available in static sequences read step by step
+    problems: list[Issue] = field(default_factory=list)
+    line_layers: dict[int, str] = field(default_factory=dict)
+
+    def reset(self) -> None:
+        for r in self.resets:
+            r()
+
+
+def build_program(net, static: dict[str, Static], capacity: int = 64,
+                  with_static_outputs: bool = True) -> Program:
+    """The program streaming `net` with the inputs named in `static` given whole."""
+    return _Builder(net, static, capacity).build(with_static_outputs)
+
+
+class _Builder:
+    def __init__(self, net, static, capacity):
+        self.net, self.static, self.capacity = net, static, capacity
+        self.analysis = net.analyze()
+        self.analysis.raise_if_errors("stream")
+        self.values: dict[tuple[str, str], Static | Streamed] = {}
+        self.callables: list = []       # f0, f1, …: modules, step methods, nested programs
+        self.constants: list = []       # c0, c1, …: static tensors the step code reads
+        self.body: list[str] = []
+        self.line_layers: dict[int, str] = {}
+        self.resets: list[Callable] = []
+        self.steppers: dict[str, object] = {}
+        self.problems: list[Issue] = []
+        self.limit = float("inf")
+        self.n_vars = 0
+
+    # -- the walk ---------------------------------------------------------------------------
+    def build(self, with_static_outputs: bool) -> Program:
+        net = self.net
+        layers, conns = net._layers, net._conns
+        args = []
+        for i, name in enumerate(net.input_names):
+            lname = name.partition("/")[0]
+            layer = layers[lname]
+            key = (lname, layer.output_ports[0]) if layer.is_input else ("<in>", name)
+            if name in self.static:
+                self.values[key] = self.static[name]
+            else:
+                self.values[key] = Streamed(f"x{i}")
+                args.append(name)
+        for name in self.analysis.order:
+            layer = layers[name]
+            if layer.is_input:
+                continue
+            ins = {}
+            for p in layer.input_ports:
+                src = conns.get((name, p))
+                ins[p] = self.values[src if src is not None else
+                                     ("<in>", name if len(layer.input_ports) == 1 else f"{name}/{p}")]
+            if all(isinstance(v, Static) for v in ins.values()):
+                outs = self._run_static(name, layer, ins)
+            else:
+                outs = self._stream_layer(name, layer, ins)
+            for port, v in zip(layer.output_ports, outs):
+                self.values[(name, port)] = v
+        outputs = []
+        for oname in net.output_names:
+            lname, _, port = oname.partition("/")
+            outputs.append((oname, self.values[(lname, port or layers[lname].output_ports[0])]))
+        returned = [self._ref(v) for _, v in outputs
+                    if with_static_outputs or isinstance(v, Streamed)]
+        fn, source = self._compile(args, returned)
+        return Program(fn, source, outputs, args, self.resets, self.steppers, self.limit,
+                       self.problems, self.line_layers)
+
+    # -- static layers: run once ------------------------------------------------------------
+    def _run_static(self, name, layer, ins) -> list[Static]:
+        """Runs a layer whose inputs are all static, with the conventions of the compiled
+        forward pass (masks in, masks out), and returns its outputs."""
+        from ..network import Network
+
+        module = self.net.layer_modules[name]
+        ports = layer.output_ports
+        xs = [ins[p].value for p in layer.input_ports]
+        ms = tuple(ins[p].mask for p in layer.input_ports)
+        in_specs, out_specs = self.analysis.in_specs[name], self.analysis.out_specs[name]
+        try:
+            with torch.no_grad():
+                if isinstance(layer, Network):
+                    outs, masks = module(*xs, _masks=ms)
+                elif layer.returns_mask:
+                    r = module(*xs, masks=ms)
+                    outs, masks = ((r[0],), (r[1],)) if len(ports) == 1 else r
+                else:
+                    r = module(*xs, masks=ms) if layer.uses_mask else module(*xs)
+                    outs = tuple(r) if len(ports) > 1 else (r,)
+                    # a sequence output keeps the padding of the first sequence input
+                    seq_mask = next((m for p, m in zip(layer.input_ports, ms)
+                                     if in_specs[p].is_sequence), None)
+                    masks = [seq_mask if out_specs[p].is_sequence else None for p in ports]
+        except (RuntimeError, IndexError, ValueError) as e:
+            raise DataError(f"layer '{name}': computing it from the static inputs failed: {e}. "
+                            "Check that static_inputs fit the network (print(net.analyze()) "
+                            "shows the sizes each layer expects).") from e
+        return [Static(o, m) for o, m in zip(outs, masks)]
+
+    # -- streamed layers: one line of step code each -----------------------------------------
+    def _stream_layer(self, name, layer, ins) -> list[Static | Streamed]:
+        from ..network import Network
+
+        if isinstance(layer, Network):
+            return self._nested(name, layer, ins)
+        ctx = LayerContext(
+            name=name, layer=layer, module=self.net.layer_modules[name],
+            in_specs=self.analysis.in_specs[name], out_specs=self.analysis.out_specs[name],
+            static={p: (v.value, v.mask) for p, v in ins.items() if isinstance(v, Static)},
+            streamed=tuple(p for p in layer.input_ports if isinstance(ins[p], Streamed)),
+            capacity=self.capacity)
+        try:
+            kind = stepper_for(ctx)
+            if kind is PER_STEP:
+                call = self._per_step_call(ctx, ins)
+            else:
+                call = self._stepper_call(kind, ctx, ins)
+        except NotStreamable as e:
+            self._problem(name, layer, e)
+            return [Streamed("None") for _ in layer.output_ports]
+        outs = [self._var() for _ in layer.output_ports]
+        if kind is PER_STEP and layer.returns_mask:           # (outputs, masks): masks unused
+            lhs = f"{outs[0]}, _" if len(outs) == 1 else f"({', '.join(outs)},), _"
+        else:
+            lhs = ", ".join(outs) + ("," if len(outs) > 1 else "")
+        specs = "; ".join(str(s) for s in ctx.out_specs.values())
+        self._line(name, f"{lhs} = {call}  # {name} ({layer.type_name}): {specs}")
+        return [Streamed(o) for o in outs]
+
+    def _per_step_call(self, ctx, ins) -> str:
+        """`fj(a, c0[:, pos:pos + t], masks=(None, None))`: the module on the new steps; a
+        static sequence input is read at the same positions as the streamed steps."""
+        args = []
+        for p in ctx.layer.input_ports:
+            v = ins[p]
+            if isinstance(v, Streamed):
+                args.append(v.var)
+                continue
+            c = self._const(v.value)
+            if ctx.in_specs[p].is_sequence:
+                if v.mask is not None:
+                    raise NotStreamable(f"its static input '{p}' is padded, and padding is not "
+                                        "carried along the streamed steps",
+                                        "give that static input without padding (equal lengths)")
+                self.limit = min(self.limit, v.value.shape[1])
+                args.append(f"{c}[:, pos:pos + t]")
+            else:
+                args.append(c)
+        if ctx.layer.uses_mask:                 # streamed steps carry no padding
+            args.append(f"masks=({'None, ' * len(ctx.layer.input_ports)})")
+        return f"{self._callable(bound_forward(ctx.module))}({', '.join(args)})"
+
+    def _stepper_call(self, stepper, ctx, ins) -> str:
+        self.resets.append(stepper.reset)
+        self.steppers[ctx.name] = stepper
+        args = (["pos"] if stepper.needs_pos else []) + [ins[p].var for p in ctx.streamed]
+        return f"{self._callable(stepper.step)}({', '.join(args)})"
+
+    def _nested(self, name, layer, ins) -> list[Static | Streamed]:
+        """A Network used as a layer streams with a program of its own (one line here)."""
+        static = {p: v for p, v in ins.items() if isinstance(v, Static)}
+        sub = build_program(layer, static, self.capacity, with_static_outputs=False)
+        for issue in sub.problems:
+            self.problems.append(Issue("error", "stream", f"inside '{name}': {issue.message}",
+                                       issue.layer, issue.port))
+        self.limit = min(self.limit, sub.limit)
+        self.resets.append(sub.reset)
+        self.steppers.update({f"{name}/{k}": v for k, v in sub.steppers.items()})
+        streamed_outs = [(o, v) for o, v in sub.outputs if isinstance(v, Streamed)]
+        if not streamed_outs:
+            return [v for _, v in sub.outputs]
+        outs = [self._var() for _ in streamed_outs]
+        args = ["pos", "t"] + [ins[p].var for p in sub.streamed_inputs]
+        self._line(name, f"{', '.join(outs)}, = {self._callable(sub.fn)}({', '.join(args)})"
+                         f"  # {name} (Network)")
+        new = iter(outs)
+        return [Streamed(next(new)) if isinstance(v, Streamed) else v for _, v in sub.outputs]
+
+    def _problem(self, name, layer, e: NotStreamable):
+        self.problems.append(Issue("error", "stream", f"layer '{name}' ({layer.type_name}): "
+                                   f"{e.reason}. Fix: {e.fix}.", name))
+
+    # -- code -------------------------------------------------------------------------------
+    def _var(self) -> str:
+        self.n_vars += 1
+        return f"v{self.n_vars - 1}"
+
+    def _callable(self, fn) -> str:
+        self.callables.append(fn)
+        return f"f{len(self.callables) - 1}"
+
+    def _const(self, value) -> str:
+        self.constants.append(value)
+        return f"c{len(self.constants) - 1}"
+
+    def _ref(self, v) -> str:
+        return v.var if isinstance(v, Streamed) else self._const(v.value)
+
+    def _line(self, name, text):
+        self.line_layers[len(self.body)] = name
+        self.body.append(f"        {text}")
+
+    def _compile(self, args, returned):
+        """Builds `step` as the closure of a generated factory: the callables and constants
+        are closure cells, so the step reads them as fast as locals."""
+        free = [f"f{i}" for i in range(len(self.callables))] + \
+               [f"c{i}" for i in range(len(self.constants))]
+        xs = [f"x{self.net.input_names.index(a)}" for a in args]
+        head = [f"def make({', '.join(free)}):",
+                f"    def step(pos, t{''.join(', ' + x for x in xs)}):",
+                '        """generated by attnlab.stream"""']
+        tail = [f"        return ({''.join(r + ', ' for r in returned)})", "    return step", ""]
+        src = "\n".join(head + (self.body or ["        pass"]) + tail)
+        make = _FACTORIES.get(src)
+        if make is None:    # networks of the same structure share their code (and its lines)
+            filename = f"<attnlab stream {next(_ids)}>"
+            linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+            ns: dict = {}
+            exec(compile(src, filename, "exec"), ns)
+            make = _FACTORIES[src] = ns["make"]
+            # body line i is line i + len(head) + 1 of the source (lines count from 1)
+            LINE_LAYERS[filename] = {i + len(head) + 1: n for i, n in self.line_layers.items()}
+        self.line_layers = LINE_LAYERS[make.__code__.co_filename]
+        return make(*self.callables, *self.constants), src

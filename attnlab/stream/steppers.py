@@ -1,0 +1,570 @@
+"""Per-layer step logic for streaming, dispatched on the layer type (a registry of steppers).
+
+A stream runs each layer that depends on a streamed input on the next t steps only. Most layers
+are *per-step* (Dense, activations, LayerNorm, Embedding, Addition, …): their module simply runs
+on the t new steps, and the program calls it directly. Layers that look along time keep state
+between calls in a `Stepper`:
+
+- LSTM/GRU: the recurrent state (h, c), started from static state inputs when given;
+- causal self-attention (and causal attention whose query/key/value are all streamed): a
+  key/value cache, preallocated and doubled when full;
+- cross-attention with static keys/values: the projected keys/values, computed once;
+- causal Conv1d: the last (kernel − 1)·dilation input steps as left context;
+- position layers: the position of the first new step.
+
+A factory registered for a layer type gets a `LayerContext` and returns `PER_STEP`, a
+`Stepper`, or raises `NotStreamable` with the reason and the fix. Factories are looked up along
+the layer class's MRO, so `register_stepper` also covers subclasses.
+
+Steppers read the layer module's own parameters (e.g. `torch.nn.LSTM.forward(module, x, state)`),
+so a stream needs no second model. Fused weights (self-attention's concatenated q/k/v
+projection) are read when the stream is created and again at `reset()`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .. import functional as AF
+from ..layers import (GELU, LSTM, Attention, AttentionPool1d, BatchNorm, Concatenation, Conv1d,
+                      Dense, Dropout, Embedding, GlobalAvgPool1d, GlobalMaxPool1d, GRU, Index1d,
+                      LayerNorm, LeakyReLU, Module, Multiplication, MultiHeadAttention,
+                      PositionEmbedding, ReLU, SelfAttention, Sigmoid, SinusoidalPositionEncoding,
+                      Softmax, Tanh, Addition)
+from ..layers.base import Layer
+from ..spec import Spec
+
+PER_STEP = "per-step"   # a factory's answer: call the layer's module on the new steps
+
+
+class NotStreamable(Exception):
+    """A layer cannot run step by step on the streamed time axis: why, and how to fix it."""
+
+    def __init__(self, reason: str, fix: str):
+        super().__init__(reason)
+        self.reason, self.fix = reason, fix
+
+
+@dataclass
+class LayerContext:
+    """What a stepper factory knows about the layer it is asked to stream."""
+
+    name: str
+    layer: Layer
+    module: nn.Module
+    in_specs: dict[str, Spec]
+    out_specs: dict[str, Spec]
+    static: dict[str, tuple[Tensor, Tensor | None]]   # port → (value, padding mask) given whole
+    streamed: tuple[str, ...]                         # ports fed by the stream, in port order
+    capacity: int = 64                                # initial key/value cache length
+
+
+class Stepper:
+    """State and step of one streamed layer.
+
+    `step(*xs)` gets the streamed inputs in port order (sequences B×t×C for the t new steps),
+    preceded by `pos` (the absolute position of the first new step) when `needs_pos`, and
+    returns the layer's outputs for those steps: one tensor, or a tuple in output-port order.
+    `reset()` forgets every step seen (static state is kept)."""
+
+    needs_pos = False
+
+    def reset(self) -> None:
+        pass
+
+    def step(self, *xs):
+        raise NotImplementedError
+
+
+_REGISTRY: dict[type, Callable[[LayerContext], object]] = {}
+
+
+def bound_forward(module: nn.Module):
+    """`module.forward` when no hook would run, else the module itself: calling `forward`
+    skips `nn.Module.__call__`'s hook bookkeeping (~2 µs a call, ~20 calls a step)."""
+    has_global = getattr(nn.modules.module, "_has_any_global_hook", None)
+    if has_global is None or has_global() or module._forward_hooks or \
+            module._forward_pre_hooks or module._backward_hooks or module._backward_pre_hooks:
+        return module
+    return module.forward
+
+
+def register_stepper(*layer_types: type):
+    """Decorator: `factory(ctx: LayerContext) -> PER_STEP | Stepper` streams these layer types
+    (and their subclasses); it raises `NotStreamable(reason, fix)` when it cannot."""
+    def deco(factory):
+        for t in layer_types:
+            _REGISTRY[t] = factory
+        return factory
+    return deco
+
+
+def stepper_for(ctx: LayerContext):
+    """PER_STEP or a Stepper for the layer; NotStreamable when none fits."""
+    for cls in type(ctx.layer).__mro__:
+        factory = _REGISTRY.get(cls)
+        if factory is not None:
+            return factory(ctx)
+    raise NotStreamable(f"{ctx.layer.type_name} has no step-wise form",
+                        "feed it from static inputs only (pass the inputs it depends on in "
+                        "static_inputs), or register one with attnlab.stream.register_stepper")
+
+
+# ------------------------------------------------------------------------ per-step layers ---
+
+@register_stepper(Dense, ReLU, LeakyReLU, GELU, Tanh, Sigmoid, Softmax, Dropout, LayerNorm,
+                  Embedding, Addition, Multiplication)
+def _per_step(ctx):
+    # each output step depends on the same input step only: run on the new steps as they come
+    return PER_STEP
+
+
+@register_stepper(BatchNorm)
+def _batch_norm(ctx):
+    if ctx.module.training:
+        raise NotStreamable("in training mode it normalises with statistics over the whole batch "
+                            "and time axis", "call net.eval() before stream() (running "
+                            "statistics then make it per-step)")
+    return PER_STEP
+
+
+@register_stepper(Concatenation)
+def _concatenation(ctx):
+    if ctx.layer.dim == "time":
+        raise NotStreamable("concatenates along time (dim='time'), so its steps come from "
+                            "sequences of unknown length", "concatenate channels (dim='channel') "
+                            "or give the concatenated inputs in static_inputs")
+    return PER_STEP
+
+
+@register_stepper(GlobalAvgPool1d, GlobalMaxPool1d, AttentionPool1d, Index1d)
+def _reduces_time(ctx):
+    raise NotStreamable("reduces the streamed time axis to one vector, which changes with every "
+                        "new step", "reduce only static sequences (pass the inputs it depends on "
+                        "in static_inputs), or keep the time axis, e.g. output_mode='sequence' "
+                        "and a per-step Dense")
+
+
+@register_stepper(Module)
+def _module(ctx):
+    if ctx.static:
+        raise NotStreamable("a wrapped torch module mixing streamed and static inputs cannot be "
+                            "checked step by step", "give all of its inputs in static_inputs or "
+                            "none of them")
+    if not all(ctx.out_specs[p].is_sequence for p in ctx.layer.output_ports):
+        raise NotStreamable("its wrapped module reduces the streamed time axis",
+                            "keep the time axis in the wrapped module")
+    if not _is_time_local(ctx.module, [ctx.in_specs[p] for p in ctx.layer.input_ports]):
+        raise NotStreamable(f"its wrapped {type(ctx.module).__name__} mixes time steps (its "
+                            "output at a step depends on other steps, or it is random)",
+                            "write a layer with a step-wise form (register_stepper), give its "
+                            "inputs in static_inputs, or call net.eval() if it uses dropout")
+    return PER_STEP
+
+
+def _is_time_local(module: nn.Module, specs: list[Spec], steps: int = 4) -> bool:
+    """True when the module maps each time step on its own: running it on the whole sequence
+    equals running it on each step separately (checked once, on random data)."""
+    ref = next(iter(module.parameters()), None)
+    kw = {} if ref is None else {"device": ref.device, "dtype": ref.dtype}
+    xs = [torch.randn(s.concrete(2, steps), **kw) for s in specs]
+    try:
+        with torch.no_grad():
+            full = _as_tuple(module(*xs))
+            parts = [_as_tuple(module(*[x[:, i:i + 1] for x in xs])) for i in range(steps)]
+            for j, y in enumerate(full):
+                if y.dim() < 2 or y.shape[1] != steps:
+                    return False
+                step_wise = torch.cat([p[j] for p in parts], 1)
+                if step_wise.shape != y.shape or not torch.allclose(step_wise, y, atol=1e-5, rtol=1e-4):
+                    return False
+    except Exception:   # noqa: BLE001 — a module that fails on single steps is not per-step
+        return False
+    return True
+
+
+def _as_tuple(y):
+    return tuple(y) if isinstance(y, (tuple, list)) else (y,)
+
+
+# ------------------------------------------------------------------------------ recurrent ---
+
+class RecurrentStepper(Stepper):
+    """LSTM/GRU: carries the state between calls. `step(x)`: B×t×C → B×t×H (or B×H for
+    output_mode='last': the state after the newest step), then the state outputs (B×H each)."""
+
+    def __init__(self, module, forward, init, last: bool, state_outputs: bool):
+        self.module, self.forward, self.init = module, forward, init
+        self.last, self.state_outputs = last, state_outputs
+        self.state = init
+
+    def reset(self):
+        self.state = self.init
+
+    def step(self, x):
+        y, state = self.forward(self.module, x, self.state)       # y: B×t×H; state 1×B×H each
+        self.state = state
+        out = y[:, -1] if self.last else y
+        if not self.state_outputs:
+            return out
+        states = state if isinstance(state, tuple) else (state,)
+        return (out,) + tuple(s[0] for s in states)                 # 1×B×H → B×H
+
+
+@register_stepper(LSTM, GRU)
+def _recurrent(ctx):
+    layer, mod = ctx.layer, ctx.module
+    if layer.bidirectional:
+        raise NotStreamable("it is bidirectional: its backward direction reads later steps first",
+                            "set bidirectional=False, or give its input in static_inputs")
+    if "in" not in ctx.streamed:
+        raise NotStreamable("its initial state comes from the streamed input but its sequence "
+                            "does not", "give the state inputs from static inputs")
+    if len(ctx.streamed) > 1:
+        raise NotStreamable("its initial state depends on the streamed input",
+                            "compute the initial state from static inputs only")
+    init = None
+    if layer.has_state_inputs:
+        # B×H → 1×B×H, as torch wants initial states (one direction, one layer)
+        init = tuple(ctx.static[p][0].unsqueeze(0).contiguous() for p in layer.state_names)
+        init = init if isinstance(layer, LSTM) else init[0]
+    forward = nn.LSTM.forward if isinstance(layer, LSTM) else nn.GRU.forward
+    return RecurrentStepper(mod, forward, init, layer.output_mode == "last",
+                            layer.has_state_outputs)
+
+
+# ---------------------------------------------------------------------------- convolution ---
+
+class CausalConv1dStepper(Stepper):
+    """Causal Conv1d: keeps the last `reach` = (kernel − 1)·dilation input steps as the left
+    context of the next call (zeros before the first step, as causal padding). B×t×C → B×t×F."""
+
+    def __init__(self, module: nn.Conv1d, reach: int):
+        self.module, self.reach = module, reach
+        self.context = None
+
+    def reset(self):
+        self.context = None
+
+    def step(self, x):
+        if self.reach:
+            ctx = self.context
+            if ctx is None:
+                ctx = x.new_zeros(x.shape[0], self.reach, x.shape[2])
+            x = torch.cat((ctx, x), 1)                              # B×(reach+t)×C
+            self.context = x[:, x.shape[1] - self.reach:]          # the next call's left context
+        y = nn.Conv1d.forward(self.module, x.transpose(1, 2))       # B×F×t (module has no padding)
+        return y.transpose(1, 2)                                    # B×t×F
+
+
+@register_stepper(Conv1d)
+def _conv1d(ctx):
+    layer = ctx.layer
+    if layer.padding != "causal":
+        raise NotStreamable(f"its padding={layer.padding!r} reads later steps (or changes the "
+                            "length)", "use padding='causal'")
+    if layer.stride != 1:
+        raise NotStreamable(f"its stride {layer.stride} skips steps",
+                            "use stride=1 for a streamed convolution")
+    return CausalConv1dStepper(ctx.module, (layer.kernel - 1) * layer.dilation)
+
+
+# ------------------------------------------------------------------------------ positions ---
+
+class PositionEmbeddingStepper(Stepper):
+    """Learned positions: runs the module with its `offset` at the stream's position (and puts
+    it back, so that the full forward pass still starts at 0)."""
+
+    needs_pos = True
+
+    def __init__(self, module):
+        self.module = module
+
+    def step(self, pos, x):
+        m = self.module
+        m.offset = pos
+        try:
+            return m(x)                                             # B×t×channels
+        finally:
+            m.offset = 0
+
+
+class SinusoidalStepper(Stepper):
+    """Sinusoidal positions: a table of the module's own encodings (1×capacity×dim, doubled
+    when outgrown) sliced at the stream's position: one view per step instead of recomputing."""
+
+    needs_pos = True
+
+    def __init__(self, module):
+        self.module = module
+        self.table = None
+
+    def step(self, pos, x):
+        end = pos + x.shape[1]
+        table = self.table
+        if table is None or end > table.shape[1] or table.dtype != x.dtype or \
+                table.device != x.device:
+            table = self.table = self._encode(max(2 * end, 64), x)
+        return table[:, pos:end].expand(x.shape[0], -1, -1)         # B×t×dim
+
+    def _encode(self, length, x):
+        with torch.no_grad():
+            m, saved = self.module, self.module.offset
+            m.offset = 0
+            try:
+                return m(x.new_zeros(1, length, 1))                # 1×length×dim
+            finally:
+                m.offset = saved
+
+
+@register_stepper(PositionEmbedding)
+def _position_embedding(ctx):
+    return PositionEmbeddingStepper(ctx.module)
+
+
+@register_stepper(SinusoidalPositionEncoding)
+def _sinusoidal(ctx):
+    return SinusoidalStepper(ctx.module)
+
+
+# ------------------------------------------------------------------------------ attention ---
+
+class KVCache:
+    """Keys and values of every step so far in preallocated buffers, B×capacity×Ck and
+    B×capacity×Cv, whose capacity doubles when full: appending t steps copies those t steps
+    only (a doubling copies the n cached ones, O(1) amortised per step).
+
+    Keys and values get separate buffers so that each head's keys stay contiguous in channels
+    (the CPU flash kernel is ~50× slower on keys interleaved with values)."""
+
+    def __init__(self, capacity: int = 64):
+        self.capacity0 = max(1, int(capacity))
+        self.k = self.v = None
+        self.n = 0
+
+    def reset(self):
+        self.n = 0
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """k B×t×Ck, v B×t×Cv → every key and value so far, views B×n×Ck and B×n×Cv."""
+        n, end = self.n, self.n + k.shape[1]
+        if self.k is None or end > self.k.shape[1] or self.k.shape[0] != k.shape[0] or \
+                self.k.dtype != k.dtype or self.k.device != k.device:
+            self._grow(k, v, end)
+        self.k[:, n:end] = k
+        self.v[:, n:end] = v
+        self.n = end
+        return self.k[:, :end], self.v[:, :end]
+
+    def _grow(self, k, v, end):
+        old_k, old_v, n = self.k, self.v, self.n
+        keep = old_k is not None and old_k.shape[0] == k.shape[0] and n > 0
+        cap = max(self.capacity0, end, 2 * (old_k.shape[1] if keep else 0))
+        b = k.shape[0]
+        self.k = k.new_empty(b, cap, k.shape[2])
+        self.v = v.new_empty(b, cap, v.shape[2])
+        if keep:
+            self.k[:, :n] = old_k[:, :n]
+            self.v[:, :n] = old_v[:, :n]
+        else:
+            self.n = 0
+
+
+def _scale(scale, dk: int) -> float:
+    return 1.0 / math.sqrt(dk) if isinstance(scale, str) else float(scale)
+
+
+class CachedAttentionStepper(Stepper):
+    """Causal attention whose queries, keys and values are all streamed: each call projects the
+    new steps, appends their keys/values to a `KVCache`, and lets the new queries attend to
+    every cached step up to their own (bottom-right causal alignment).
+
+    `project(*xs) → (q B×t×Ck, k B×t×Ckv, v B×t×Cv)`; `out` maps B×t×Cv → B×t×Cout.
+    One new step (decoding) takes a fast path: scaled_dot_product_attention on views of the
+    cache, no mask (the newest query sees every cached key) and no argument checks; several
+    new steps (a prefill) go through `attnlab.functional.attention`."""
+
+    def __init__(self, module, project, out, num_heads, num_kv_heads, key_channels,
+                 value_channels, scale, capacity, refresh=None):
+        # key_channels: the query's (num_heads·dk); value_channels: the cached values'
+        # (num_kv_heads·dv, fewer than the output's num_heads·dv with grouped-query attention)
+        self.module, self.project, self.out = module, project, out
+        self.h, self.hkv = num_heads, num_kv_heads
+        self.dk = key_channels // num_heads
+        self.dv = value_channels // num_kv_heads
+        self.scale_arg = scale
+        self.scale = _scale(scale, self.dk)
+        self.gqa = num_kv_heads != num_heads
+        self.sdpa_kw = {"enable_gqa": True} if self.gqa else {}
+        self.fast = not self.gqa or AF._SDPA_GQA
+        self.cache = KVCache(capacity)
+        self.refresh = refresh
+
+    def reset(self):
+        self.cache.reset()
+        if self.refresh is not None:
+            self.refresh()
+
+    def step(self, *xs):
+        q, k, v = self.project(*xs)
+        keys, values = self.cache.append(k, v)                      # B×n×Ckv, B×n×Cv
+        m = self.module
+        p = m.dropout if m.training else 0.0
+        b, t = q.shape[0], q.shape[1]
+        if t == 1 and self.fast and not p:
+            n = keys.shape[1]
+            qh = q.view(b, 1, self.h, self.dk).transpose(1, 2)             # B×H×1×dk
+            kh = keys.view(b, n, self.hkv, self.dk).transpose(1, 2)        # B×Hkv×n×dk (views)
+            vh = values.view(b, n, self.hkv, self.dv).transpose(1, 2)      # B×Hkv×n×dv
+            y = F.scaled_dot_product_attention(qh, kh, vh, scale=self.scale, **self.sdpa_kw)
+            y = y.transpose(1, 2).reshape(b, 1, self.h * self.dv)           # B×1×Cv
+        else:
+            y = AF.attention(q, keys, values, self.h, self.scale_arg, attention_mask="causal",
+                             causal_alignment="bottom-right", dropout=p, training=m.training,
+                             num_kv_heads=self.hkv if self.gqa else None)   # B×t×Cv
+        return self.out(y)
+
+
+class CrossAttentionStepper(Stepper):
+    """Attention of streamed queries over static keys/values, projected once at stream
+    creation. The static key padding (and mask port) is kept; with attention_mask='causal'
+    (top-left) the query at absolute position p sees keys 0…p. `step(xq)` (or `step(pos, xq)`
+    when causal): B×t×Cq → B×t×Cout (and scores B×heads×t×Tk when the layer outputs them)."""
+
+    def __init__(self, module, project_q, out, keys, values, key_mask, num_heads, num_kv_heads,
+                 scale, causal, need_weights):
+        self.module, self.project_q, self.out = module, project_q, out
+        self.keys, self.values, self.key_mask = keys, values, key_mask
+        self.h, self.hkv, self.scale = num_heads, num_kv_heads, scale
+        self.needs_pos = causal
+        self.key_pos = torch.arange(keys.shape[1], device=keys.device) if causal else None
+        self.need_weights = need_weights
+
+    def step(self, *args):
+        if self.needs_pos:
+            pos, xq = args
+            t = xq.shape[1]
+            query_pos = torch.arange(pos, pos + t, device=xq.device).unsqueeze(1)   # t×1
+            mask = self.key_pos <= query_pos                                        # t×Tk
+        else:
+            (xq,), mask = args, None
+        m = self.module
+        r = AF.attention(self.project_q(xq), self.keys, self.values, self.h, self.scale,
+                         key_padding_mask=self.key_mask, attention_mask=mask,
+                         dropout=m.dropout, need_weights=self.need_weights, training=m.training,
+                         num_kv_heads=None if self.hkv == self.h else self.hkv)
+        if self.need_weights:
+            return self.out(r[0]), r[1]
+        return self.out(r)
+
+
+def _identity(x):
+    return x
+
+
+def _qkv(ctx):
+    """(num_heads, num_kv_heads, query channels, projected value channels, scale, q/k/v
+    projections, output map) of an attention layer's module; `Attention` has no learned maps."""
+    m = ctx.module
+    if isinstance(ctx.layer, Attention):
+        ck = ctx.in_specs["query"].channels
+        cv = ctx.in_specs["value"].channels
+        return m.num_heads, m.num_heads, ck, cv, m.scale, (_identity,) * 3, _identity
+    return (m.num_heads, m.num_kv_heads, m.query.out_features, m.value.out_features, m.scale,
+            tuple(bound_forward(p) for p in (m.query, m.key, m.value)), bound_forward(m.output))
+
+
+def _static_key_mask(ctx):
+    """The key padding mask, B×Tk (True = attend): the key sequence's padding AND the `mask`
+    port (as the layer's forward combines them)."""
+    mask = ctx.static["key"][1]
+    if "mask" in ctx.static:
+        m = ctx.static["mask"][0]
+        m = (m[..., 0] if m.dim() == 3 else m) != 0                  # B×Tk×C → B×Tk
+        mask = m if mask is None else mask & m
+    return mask
+
+
+@register_stepper(SelfAttention)
+def _self_attention(ctx):
+    layer, m = ctx.layer, ctx.module
+    if layer.attention_mask != "causal":
+        raise NotStreamable("it attends over the whole streamed sequence, later steps included "
+                            "(attention_mask=None)", "set attention_mask='causal' so that each "
+                            "step sees only itself and earlier steps, or give its input in "
+                            "static_inputs")
+    _no_scores_or_mask(layer)
+    ck, ckv, cv = m.query.out_features, m.key.out_features, m.value.out_features
+    sizes = [ck, ckv, cv]
+    fused = {}
+
+    def refresh():
+        # one matmul for q, k and v against their concatenated weights (as the module does),
+        # concatenated once here rather than at every step
+        with torch.no_grad():
+            fused["w"] = torch.cat((m.query.weight, m.key.weight, m.value.weight))
+            fused["b"] = None if m.query.bias is None else torch.cat(
+                (m.query.bias, m.key.bias, m.value.bias))
+
+    def project(x):
+        qkv = F.linear(x, fused["w"], fused["b"])                   # B×t×(Ck + Ckv + Cv)
+        return qkv.split_with_sizes(sizes, -1)                      # views, no copies
+
+    refresh()
+    return CachedAttentionStepper(m, project, bound_forward(m.output), m.num_heads,
+                                  m.num_kv_heads, ck, cv, m.scale, ctx.capacity, refresh)
+
+
+def _no_scores_or_mask(layer):
+    if layer.has_scores_output:
+        raise NotStreamable("its scores output (B×heads×T×T) grows along both time axes",
+                            "set has_scores_output=False to stream it")
+    if layer.has_padding_mask_input:
+        raise NotStreamable("its padding-mask input marks streamed key steps",
+                            "set has_padding_mask_input=False (streamed steps are all valid)")
+
+
+@register_stepper(MultiHeadAttention, Attention)
+def _multi_head_attention(ctx):
+    layer, m = ctx.layer, ctx.module
+    heads, kv_heads, ck, cv, scale, (pq, pk, pv), out = _qkv(ctx)
+    streamed = set(ctx.streamed)
+    if "query" not in streamed:
+        raise NotStreamable("its keys/values are streamed but its query is not, so every output "
+                            "step would change with each new step", "stream the query too, or "
+                            "give the key and value inputs in static_inputs")
+    if streamed & {"key", "value"} and not {"key", "value"} <= streamed:
+        raise NotStreamable("one of key and value is streamed and the other is static",
+                            "feed key and value from the same side (both streamed or both "
+                            "static)")
+    if "mask" in streamed:
+        raise NotStreamable("its padding-mask input depends on the streamed input",
+                            "give the mask from static inputs")
+    if "key" in streamed:                               # attention over the streamed axis itself
+        if layer.attention_mask != "causal":
+            raise NotStreamable("it attends over the whole streamed sequence, later steps "
+                                "included (attention_mask=None)", "set attention_mask='causal' "
+                                "so that each step sees only itself and earlier steps")
+        _no_scores_or_mask(layer)
+
+        def project(xq, xk, xv):
+            return pq(xq), pk(xk), pv(xv)
+
+        return CachedAttentionStepper(m, project, out, heads, kv_heads, ck, cv, scale,
+                                      ctx.capacity)
+    # cross-attention: keys and values given whole, projected once
+    if layer.attention_mask == "causal" and layer.causal_alignment == "bottom-right":
+        raise NotStreamable("bottom-right causal alignment lines queries up with keys from the "
+                            "end, which depends on the final query length",
+                            "use causal_alignment='top-left' (or no attention mask)")
+    with torch.no_grad():
+        keys = pk(ctx.static["key"][0])                             # B×Tk×Ckv
+        values = pv(ctx.static["value"][0])                         # B×Tk×Cv
+    return CrossAttentionStepper(m, pq, out, keys, values, _static_key_mask(ctx), heads,
+                                 kv_heads, scale, layer.attention_mask == "causal",
+                                 layer.has_scores_output)
