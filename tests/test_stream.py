@@ -139,8 +139,8 @@ class _Builder:
             self.chain(L.Dense(C, name=self._name("fc")))
 
 
-KINDS = ["lstm", "gru", "self-attention", "mha-self", "attention-self", "cross", "attention-cross", "dense", "norm",
-         "residual", "position-embedding", "sinusoidal", "conv", "concat"]
+KINDS = ["lstm", "gru", "self-attention", "mha-self", "attention-self", "cross", "attention-cross",
+         "dense", "norm", "residual", "position-embedding", "sinusoidal", "conv", "concat"]
 
 
 def random_network(rng):
@@ -280,6 +280,32 @@ def test_nested_networks_stream_with_their_own_programs():
     close(step_by_step(s, x), full)
     close(step_by_step(s.reset(), x, [3, 4, 7]), full)
     assert any(name.startswith("network/") for name in s.steppers)
+
+
+def test_trax_attention_qkv_combinators_stream_as_self_and_cross_attention():
+    d = C
+
+    def attention_qkv(**kw):
+        return al.Serial(al.Parallel(L.Dense(d), L.Dense(d), L.Dense(d)), L.Attention(2, **kw),
+                         L.Dense(d), name="qkv")
+
+    x = torch.randn(2, 6, d)
+    net = al.Network([L.SequenceInput(d, name="x"), al.Select([0, 0, 0], name="sel"),
+                      attention_qkv(attention_mask="causal")])
+    net.connect("sel/out2", "qkv/in2")
+    net.connect("sel/out3", "qkv/in3")
+    net.eval()
+    close(step_by_step(stream(net), x), net(x))
+
+    cross = al.Network([L.SequenceInput(d, name="x"), attention_qkv()])
+    cross.add(L.SequenceInput(d, name="mem"))
+    cross.connect("mem", "qkv/in2")
+    cross.connect("mem", "qkv/in3")
+    cross.eval()
+    mem = [torch.randn(n, d) for n in (3, 5)]
+    s = stream(cross, {"mem": mem})
+    close(step_by_step(s, x, [2, 6]), cross({"x": x, "mem": mem}))
+    assert list(s.steppers) == ["qkv/attention"]           # the key/value Dense ran once
 
 
 def test_embedding_decoder_and_double_precision():

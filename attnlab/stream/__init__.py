@@ -15,7 +15,8 @@ To add to `Network` (DESIGN §2):
 """
 from .core import Stream, stream
 from .decode import Generated, forecast, generate
-from .steppers import (PER_STEP, KVCache, LayerContext, NotStreamable, Stepper, register_stepper)
+from .steppers import (PER_STEP, KVCache, LayerContext, NotStreamable, Route, Stepper,
+                       register_stepper)
 
 __all__ = ["stream", "Stream", "generate", "forecast", "Generated", "register_stepper", "Stepper",
-           "LayerContext", "NotStreamable", "PER_STEP", "KVCache"]
+           "LayerContext", "NotStreamable", "PER_STEP", "Route", "KVCache"]

@@ -24,7 +24,8 @@ from torch import Tensor
 
 from ..analysis import Issue
 from ..errors import DataError
-from .steppers import PER_STEP, LayerContext, NotStreamable, bound_forward, stepper_for
+from .steppers import (PER_STEP, LayerContext, NotStreamable, Route, bound_forward,
+                       stepper_for)
 
 _ids = itertools.count()
 _FACTORIES: dict[str, Callable] = {}           # generated source → its compiled factory
@@ -111,9 +112,9 @@ class _Builder:
                 continue
             ins = {}
             for p in layer.input_ports:
-                src = conns.get((name, p))
-                ins[p] = self.values[src if src is not None else
-                                     ("<in>", name if len(layer.input_ports) == 1 else f"{name}/{p}")]
+                src = conns.get((name, p))       # an unconnected port is a network input
+                own = name if len(layer.input_ports) == 1 else f"{name}/{p}"
+                ins[p] = self.values[src if src is not None else ("<in>", own)]
             if all(isinstance(v, Static) for v in ins.values()):
                 outs = self._run_static(name, layer, ins)
             else:
@@ -175,6 +176,8 @@ class _Builder:
             capacity=self.capacity)
         try:
             kind = stepper_for(ctx)
+            if isinstance(kind, Route):
+                return [ins[p] for p in kind.sources]
             if kind is PER_STEP:
                 call = self._per_step_call(ctx, ins)
             else:

@@ -13,7 +13,8 @@ between calls in a `Stepper`:
 - position layers: the position of the first new step.
 
 A factory registered for a layer type gets a `LayerContext` and returns `PER_STEP`, a
-`Stepper`, or raises `NotStreamable` with the reason and the fix. Factories are looked up along
+`Stepper`, a `Route` (for layers that only pass items on), or raises `NotStreamable` with the
+reason and the fix. Factories are looked up along
 the layer class's MRO, so `register_stepper` also covers subclasses.
 
 Steppers read the layer module's own parameters (e.g. `torch.nn.LSTM.forward(module, x, state)`),
@@ -36,10 +37,19 @@ from ..layers import (GELU, LSTM, Attention, AttentionPool1d, BatchNorm, Concate
                       LayerNorm, LeakyReLU, Module, Multiplication, MultiHeadAttention,
                       PositionEmbedding, ReLU, SelfAttention, Sigmoid, SinusoidalPositionEncoding,
                       Softmax, Tanh, Addition)
+from ..combinators import Pick, Port
 from ..layers.base import Layer
 from ..spec import Spec
 
 PER_STEP = "per-step"   # a factory's answer: call the layer's module on the new steps
+
+
+class Route:
+    """A factory's answer for layers that only pass items through (combinator ports, `Pick`):
+    output j is input port `sources[j]`, static or streamed as it is; no code runs."""
+
+    def __init__(self, sources: list[str]):
+        self.sources = list(sources)
 
 
 class NotStreamable(Exception):
@@ -124,6 +134,14 @@ def _per_step(ctx):
     return PER_STEP
 
 
+@register_stepper(Port, Pick)
+def _route(ctx):
+    layer = ctx.layer
+    if isinstance(layer, Port):
+        return Route(["in"])
+    return Route([layer.input_ports[i] for i in layer.indices])
+
+
 @register_stepper(BatchNorm)
 def _batch_norm(ctx):
     if ctx.module.training:
@@ -181,7 +199,8 @@ def _is_time_local(module: nn.Module, specs: list[Spec], steps: int = 4) -> bool
                 if y.dim() < 2 or y.shape[1] != steps:
                     return False
                 step_wise = torch.cat([p[j] for p in parts], 1)
-                if step_wise.shape != y.shape or not torch.allclose(step_wise, y, atol=1e-5, rtol=1e-4):
+                if step_wise.shape != y.shape or \
+                        not torch.allclose(step_wise, y, atol=1e-5, rtol=1e-4):
                     return False
     except Exception:   # noqa: BLE001 — a module that fails on single steps is not per-step
         return False
