@@ -260,7 +260,9 @@ def load(path, *, modules: Mapping[str, Callable[[], nn.Module]] | None = None,
     """Reads a network written by `net.save(path)`: same graph, same weights, same outputs.
 
     `modules` maps module class names to factories for `L.Module` layers (see
-    `register_module`); `device` moves the loaded network (default: CPU). Raises
+    `register_module`); `device` moves the loaded network (default: CPU). Like any new
+    module it comes back in training mode: `net.predict` switches to eval mode by itself, a
+    direct call needs `net.eval()` for Dropout and BatchNorm to act as at inference. Raises
     `NetworkError` for a file that is not an attnlab network (a pickle or `torch.save` file
     is refused without being opened), an unknown layer type, or weights that do not fit."""
     where = str(path) if not hasattr(path, "read") else getattr(path, "name", "<file>")
@@ -451,7 +453,7 @@ def _load_weights(net, blob: bytes, where: str):
                            f"to receive its weights: {e}") from e
     mine = net.state_dict()
     missing = [_friendly(net, k) for k in mine if k not in saved]
-    extra = [_friendly(net, k) for k in saved if k not in mine]
+    extra = sorted(_friendly(net, k) for k in saved if k not in mine)
     shapes = [f"{_friendly(net, k)}: file {'×'.join(map(str, saved[k].shape)) or 'scalar'}, "
               f"network {'×'.join(map(str, mine[k].shape)) or 'scalar'}"
               for k in mine if k in saved and saved[k].shape != mine[k].shape]

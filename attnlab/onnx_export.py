@@ -208,23 +208,27 @@ class _Example:
         return data
 
     def flat(self, data=None):
+        """(data, mask, data, …) on the network's device."""
         data = self.data if data is None else data
+        device = _device(self.net)
         out = []
         for n, m in zip(self.names, self.with_mask):
             x, mask = data[n]
-            out.append(x)
+            out.append(x.to(device))
             if m:
-                out.append(mask)
+                out.append(mask.to(device))
         return tuple(out)
 
     def as_network_inputs(self, data):
-        return {n: Padded(x, mask) if mask is not None else x for n, (x, mask) in data.items()}
+        device = _device(self.net)
+        return {n: Padded(x.to(device), mask.to(device)) if mask is not None else x.to(device)
+                for n, (x, mask) in data.items()}
 
     def feeds(self, *args, **kwargs):
         if kwargs:
             args = (kwargs,)
         data = self._from_user(args[0] if len(args) == 1 and isinstance(args[0], dict) else args)
-        return {k: v.numpy() for k, v in zip(self.onnx_inputs, self.flat(data))}
+        return {k: v.cpu().numpy() for k, v in zip(self.onnx_inputs, self.flat(data))}
 
     def lengths(self):
         return [self.data[n][0].shape[1] if s.is_sequence else None
@@ -262,6 +266,11 @@ def _example_length(spec, default):
 def _concrete(spec: Spec, batch, time):
     fill = {"B": batch, "T": time, "Q": time, "K": time, "S": 8, "C": 4, "H": 2}
     return tuple(s if s is not None else fill.get(l, 4) for l, s in zip(spec.labels, spec.sizes))
+
+
+def _device(net):
+    p = next(iter(net.parameters()), None)
+    return p.device if p is not None else torch.device("cpu")
 
 
 def _dtype(net):
@@ -465,7 +474,7 @@ def _check(net, ex, path, dynamic_lengths, atol, rtol) -> float:
             ref, _ = net.forward_with_masks(ex.as_network_inputs(data))
         except AttnlabError:
             continue      # the network itself refuses these sizes (e.g. Index1d(k) with T <= k)
-        feeds = {k: v.numpy() for k, v in zip(ex.onnx_inputs, ex.flat(data))}
+        feeds = {k: v.cpu().numpy() for k, v in zip(ex.onnx_inputs, ex.flat(data))}
         try:
             got = sess.run(list(ex.out_names), feeds)
         except Exception as e:  # noqa: BLE001
@@ -575,6 +584,9 @@ def _probe_layer(layer, mod, specs, masks, dynamic_lengths, opset, atol, rtol):
     ports = list(layer.input_ports)
     mask_ports = {p for p in ports if masks and specs[p].is_sequence}
     vocab = getattr(layer, "vocab", None) if isinstance(getattr(layer, "vocab", None), int) else None
+    p = next(iter(mod.parameters()), None) if isinstance(mod, nn.Module) else None
+    device = p.device if p is not None else torch.device("cpu")
+    dtype = p.dtype if p is not None and p.is_floating_point() else torch.get_default_dtype()
 
     def data(batch, time, seed):
         g = torch.Generator().manual_seed(seed)
@@ -583,12 +595,12 @@ def _probe_layer(layer, mod, specs, masks, dynamic_lengths, opset, atol, rtol):
             t = specs[p].time if specs[p].time is not None else time + (2 * i if dynamic_lengths else 0)
             shape = _concrete(specs[p], batch, t)
             x = torch.randint(0, vocab, shape, generator=g).float() if vocab else torch.randn(shape, generator=g)
-            flat.append(x)
+            flat.append(x.to(device, dtype))
             if p in mask_ports:
                 m = torch.ones(batch, shape[1], dtype=torch.bool)
                 if batch > 1 and shape[1] > 1:
                     m[-1, shape[1] // 2 + 1:] = False
-                flat.append(m)
+                flat.append(m.to(device))
         return tuple(flat)
 
     wrapper = _OneLayer(layer, mod, ports, mask_ports).eval()
@@ -629,10 +641,10 @@ def _probe_layer(layer, mod, specs, masks, dynamic_lengths, opset, atol, rtol):
                         ref = wrapper(*flat)
                     except Exception:  # noqa: BLE001
                         continue
-                feeds = {n: x.numpy() for n, x in zip(names, flat) if n in present}
+                feeds = {n: x.cpu().numpy() for n, x in zip(names, flat) if n in present}
                 got = sess.run(outs, feeds)
                 for r, g in zip(ref, got):
-                    r = r.numpy()
+                    r = r.detach().cpu().numpy()
                     if r.shape != g.shape or not np.allclose(g, r, atol=atol, rtol=rtol):
                         shape_note = "" if r.shape == g.shape else \
                             f" (ONNX {'×'.join(map(str, g.shape))}, PyTorch {'×'.join(map(str, r.shape))})"

@@ -328,7 +328,7 @@ def test_weights_that_do_not_fit_are_refused(tmp_path):
         al.load(path)
     msg = str(info.value)
     assert "different sizes: fc/weight: file 5×3, network 4×3, fc/bias: file 5, network 4" in msg
-    assert "in the file but not in the network: extra/bias, extra/weight" in msg
+    assert "in the file but not in the network: extra/bias, extra/weight" in msg, msg
 
 
 def test_layers_that_cannot_be_saved_say_why(tmp_path):
