@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -196,6 +197,7 @@ def main(argv=None):
     start = torch.zeros(args.batch, 1, 1)
     contenders = {"stream": decode_stream, "recompute": decode_recompute, "hand": decode_hand,
                   "hand-recompute": decode_hand_recompute}
+    load_before = os.getloadavg()[0]
     with torch.no_grad():
         for fn in contenders.values():                       # warm-up (allocator, kernels)
             fn(net, start, 16)
@@ -204,6 +206,7 @@ def main(argv=None):
             for name, fn in contenders.items():
                 t, outs[name] = timed(fn, net, start, args.steps)
                 best[name] = min(best[name], t)
+    load = max(load_before, os.getloadavg()[0])
     ref_tokens, ref_scores = outs["recompute"]
     same = {k: bool(torch.equal(v[0], ref_tokens)) for k, v in outs.items()}
     diff = {k: float((v[1] - ref_scores).abs().max()) for k, v in outs.items()}
@@ -213,7 +216,8 @@ def main(argv=None):
         "## Decoding with a key/value cache (`benchmarks/decoding.py`)", "",
         f"2-layer causal self-attention decoder (E256, H8, MLP 1024, vocabulary 1000), greedy, "
         f"{args.steps} tokens, batch {args.batch}; fastest of {args.repeats} interleaved runs; "
-        f"{machine()}.", "",
+        f"{machine()}; 1-minute load average up to {load:.1f} while it ran"
+        + (" (**a busy machine: rerun when quiet**)" if load > 2.5 else "") + ".", "",
         "| decoder | total | per token | vs recompute | tokens identical | max abs Δ scores |",
         "|---|---|---|---|---|---|",
     ]

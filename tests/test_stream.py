@@ -468,6 +468,12 @@ def test_runtime_errors_name_the_layer():
     s = stream(net)
     with pytest.raises(al.DataError, match="layer 'embed'.*vocabulary"):
         s.step(torch.full((1, 1, 1), 7.0))
+    pos = al.Network([L.SequenceInput(2, name="x"), L.PositionEmbedding(3, name="pos")]).eval()
+    s = stream(pos)
+    s.step(torch.randn(1, 3, 2))
+    with pytest.raises(al.DataError, match="layer 'pos'.*max_length 3"):
+        s.step(torch.randn(1, 1, 2))
+    assert net.layer_modules["embed"] is not None and pos.layer_modules["pos"].offset == 0
 
 
 # -- generate and forecast -----------------------------------------------------------------

@@ -76,7 +76,8 @@ def generate(net, static_inputs: dict | None = None, start=0, stop: int | None =
         raise ArgumentError(f"generate max_length must be a positive int, got {max_length!r}")
     with _eval_mode(net):
         x = _start_input(start)
-        s = stream(net, static_inputs, capacity=(x.shape[1] if x.dim() == 3 else 1) + max_length)
+        s = stream(net, static_inputs, capacity=(x.shape[1] if x.dim() >= 2 else 1) + max_length)
+        _one_streamed_input(s, "generate")
         x = _expand_start(x, s)
         pick = _output_picker(s, output)
         if feedback is None:
@@ -160,8 +161,14 @@ def _identity(y):
     return y
 
 
+def _one_streamed_input(s, what):
+    if len(s.input_names) != 1:
+        raise ArgumentError(f"{what} feeds one streamed input; this network streams "
+                            f"{', '.join(s.input_names)}. Give the others in static_inputs.")
+
+
 def _token_feedback(s):
-    (c,) = s._channels if len(s.input_names) == 1 else (None,)
+    c = s._channels[0]
     if c != 1:
         raise ArgumentError("generate feeds token ids back by default, into a one-channel "
                             f"decoder input (SequenceInput(1) → Embedding); this decoder input "
@@ -193,9 +200,7 @@ def forecast(net, history, steps: int, static_inputs: dict | None = None,
         h = h.unsqueeze(0)                                            # T×C → 1×T×C
     with _eval_mode(net):
         s = stream(net, static_inputs, capacity=h.shape[1] + steps)
-        if len(s.input_names) != 1:
-            raise ArgumentError(f"forecast streams one input; this network streams "
-                                f"{', '.join(s.input_names)}. Give the others in static_inputs.")
+        _one_streamed_input(s, "forecast")
         pick = _output_picker(s, output)
         p = pick(s.step(h))[:, -1:]                                   # B×1×C'
         if feedback is None and p.shape[-1] != s._channels[0]:

@@ -358,8 +358,9 @@ class KVCache:
     B×capacity×Cv, whose capacity doubles when full: appending t steps copies those t steps
     only (a doubling copies the n cached ones, O(1) amortised per step).
 
-    Keys and values get separate buffers so that each head's keys stay contiguous in channels
-    (the CPU flash kernel is ~50× slower on keys interleaved with values)."""
+    Keys and values get separate buffers, so that the views handed to the attention kernel
+    have the layout of ordinary B×T×C activations (rows of C channels), not rows of keys
+    interleaved with values."""
 
     def __init__(self, capacity: int = 64):
         self.capacity0 = max(1, int(capacity))
