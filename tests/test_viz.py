@@ -149,3 +149,12 @@ def test_plot_attention_heads_labels_and_errors(tmp_path):
         al.plot_attention(scores, batch=5)
     with pytest.raises(al.ArgumentError, match="5 dimensions"):
         al.plot_attention(torch.zeros(1, 1, 1, 2, 2))
+
+
+def test_drawing_into_given_axes_scales_the_text():
+    fig, (a, b) = matplotlib.pyplot.subplots(1, 2, figsize=(8, 3))
+    answer_network().plot(ax=a)
+    answer_network().plot(ax=b, direction="LR")
+    sizes = [t.get_fontsize() for t in a.texts]
+    assert max(sizes) < 9.0                        # smaller than in a figure of its own
+    matplotlib.pyplot.close(fig)

@@ -460,14 +460,18 @@ def plot_network(net, path=None, direction: str = "TB", sizes: bool = True, ax=N
         cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
         ax.set_xlim(cx - fw / 2, cx + fw / 2)
         ax.set_ylim(cy - fh / 2, cy + fh / 2)
-    else:
+        k = 1.0
+    else:                                   # someone else's axes: scale the text to fit them
         fig = ax.figure
         ax.set_xlim(x0, x1)
         ax.set_ylim(y0, y1)
         ax.set_aspect("equal")
+        box = ax.get_position()
+        fw, fh = fig.get_size_inches()
+        k = min(box.width * fw / width, box.height * fh / height)
     ax.axis("off")
     for i, (text, color, pts, weight) in enumerate(captions):
-        ax.text((x0 + x1) / 2, y1 - 0.22 - 0.3 * i, text, ha="center", va="center", fontsize=pts,
+        ax.text((x0 + x1) / 2, y1 - 0.22 - 0.3 * i, text, ha="center", va="center", fontsize=pts * k,
                 color=color, weight=weight)
 
     # edges, computed in layout coordinates and then turned for LR
@@ -488,10 +492,10 @@ def plot_network(net, path=None, direction: str = "TB", sizes: bool = True, ax=N
         color = _CYCLE if e.in_cycle else _EDGE
         verts, codes = _smooth(pts, 0.5 * _RANK_GAP)
         curve = MPath([to_xy(v) for v in verts], codes)
-        ax.add_patch(FancyArrowPatch(path=curve, arrowstyle="-|>", mutation_scale=9,
-                                     color=color, lw=1.7 if e.in_cycle else 0.9,
+        ax.add_patch(FancyArrowPatch(path=curve, arrowstyle="-|>", mutation_scale=9 * k,
+                                     color=color, lw=(1.7 if e.in_cycle else 0.9) * k,
                                      shrinkA=0, shrinkB=0, zorder=1))
-        label = dict(fontsize=_PORT_PT, zorder=4,
+        label = dict(fontsize=_PORT_PT * k, zorder=4,
                      bbox=dict(boxstyle="square,pad=0.04", fc="white", ec="none", alpha=0.9))
         if e.port:
             x, y = to_xy(end)
@@ -518,11 +522,11 @@ def plot_network(net, path=None, direction: str = "TB", sizes: bool = True, ax=N
         ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h,
                                     boxstyle="round,pad=0,rounding_size=0.07", fc=face,
                                     ec=_CYCLE if n.in_cycle else edge,
-                                    lw=1.8 if n.in_cycle else 1.0, zorder=2))
-        ax.text(x, y + 0.075, n.name, ha="center", va="center", fontsize=_NAME_PT,
+                                    lw=(1.8 if n.in_cycle else 1.0) * k, zorder=2))
+        ax.text(x, y + 0.075, n.name, ha="center", va="center", fontsize=_NAME_PT * k,
                 weight="bold", zorder=3, color="#111111")
         sub = n.type + (f"  ·  {n.sizes}" if sizes and n.sizes else "")
-        ax.text(x, y - 0.1, sub, ha="center", va="center", fontsize=_SUB_PT, color="#444444",
+        ax.text(x, y - 0.1, sub, ha="center", va="center", fontsize=_SUB_PT * k, color="#444444",
                 zorder=3)
     if path is not None:
         w_in, h_in = fig.get_size_inches()
