@@ -311,3 +311,49 @@ def test_tensorboard_logs_when_installed(tmp_path):
     x, y = separable(20)
     al.train(lstm_classifier(), x, y, max_epochs=1, batch_size=10, log_dir=str(tmp_path), **QUIET)
     assert any(p.name.startswith("events.out.tfevents") for p in tmp_path.iterdir())
+
+
+# ---------------------------------------------------------------------- hot path ---
+
+def test_no_host_reads_per_step(monkeypatch):
+    """Between logging points a step reads nothing back from its tensors: the calls that would
+    (item, tolist, bool, float, int, numpy, nonzero) made from attnlab code grow per epoch (the
+    epoch's flush and order), not per iteration."""
+    import traceback
+    calls = []
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "numpy", "nonzero"):
+        real = getattr(torch.Tensor, name)
+
+        def wrapper(self, *a, _real=real, _name=name, **k):
+            caller = traceback.extract_stack(limit=3)[0].filename
+            if "/attnlab/" in caller:
+                calls.append(_name)
+            return _real(self, *a, **k)
+        monkeypatch.setattr(torch.Tensor, name, wrapper)
+    x, y = separable(400, t=10)
+    xs = [xi[: 3 + i % 7] for i, xi in enumerate(x)]              # padded batches with masks
+    counts = []
+    for epochs in (1, 3):
+        net = attention_classifier()
+        net.initialize()
+        calls.clear()
+        al.train(net, xs, y, solver="adam", max_epochs=epochs, batch_size=16,
+                 verbose_frequency=1000, **QUIET)
+        counts.append(len(calls))
+    assert counts[1] - counts[0] <= 2 * 3          # 50 more iterations, a few reads per epoch
+
+
+def test_rich_progress_bar_in_a_terminal():
+    import io
+    from rich.console import Console
+    from attnlab.train.progress import Bar
+    buf = io.StringIO()
+    bar = Bar(Console(file=buf, force_terminal=True, width=120))
+    bar.start(total=4, epochs=2)
+    for i in range(1, 5):
+        bar.advance(i, (i - 1) // 2)
+    bar.log({"iteration": 4, "epoch": 2, "loss": 0.25, "accuracy": 0.9, "learning_rate": 0.01})
+    bar.validation({"iteration": 4, "epoch": 2, "loss": 0.3, "accuracy": 0.8})
+    bar.close()
+    out = buf.getvalue()
+    assert "epoch 2/2" in out and "4/4" in out and "loss 0.25" in out and "val_loss 0.3" in out
