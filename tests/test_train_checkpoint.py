@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 import attnlab as al
 from attnlab.train import checkpoint as ck
-from train_worker import ddp_case, lstm_classifier, resume_case, separable
+from train_worker import ddp_case, ddp_dataset_case, lstm_classifier, resume_case, separable
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = Path(__file__).with_name("train_worker.py")
@@ -137,3 +137,12 @@ def test_torchrun_two_processes_match_one_process(tmp_path, one_thread):
         torch.testing.assert_close(ddp[k], one[k], atol=1e-5, rtol=0)
     ddp_loss = json.loads((tmp_path / "ddp-loss.json").read_text())  # reduced across processes
     assert ddp_loss == pytest.approx(info.iterations["loss"], abs=1e-5)
+    # the Dataset path: per-process batches collated apart, validation parts of unequal size
+    ddp = load_file(str(tmp_path / "weights-ddp-dataset.safetensors"))
+    net, info = ddp_dataset_case()
+    for k, v in net.state_dict().items():
+        torch.testing.assert_close(ddp[k], v, atol=1e-5, rtol=0)
+    val = json.loads((tmp_path / "ddp-validation.json").read_text())
+    assert val["iteration"] == info.validation["iteration"]
+    assert val["loss"] == pytest.approx(info.validation["loss"], abs=1e-5)
+    assert val["accuracy"] == pytest.approx(info.validation["accuracy"], abs=1e-6)

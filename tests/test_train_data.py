@@ -92,6 +92,18 @@ def test_sequence_targets_are_masked_over_padding():
     assert info.iterations["loss"][0] == pytest.approx(want.item() / (steps * 3), rel=1e-5)
 
 
+def test_label_values_per_time_step_with_padding():
+    xs = _ragged()
+    words = [np.array(["up", "down"])[(np.arange(len(x)) % 2)] for x in xs]
+    net = al.Network([L.SequenceInput(3), L.LSTM(4), L.Dense(2, name="fc")])
+    al.train(net, xs, words, max_epochs=1, batch_size=4, **QUIET)
+    assert net.metadata["class_labels"] == ["down", "up"]              # no class for padding
+    out = al.classify(net, xs)
+    assert [len(o) for o in out] == [len(x) for x in xs] and set(np.concatenate(out)) <= {"up", "down"}
+    ints = [torch.full((len(x),), 7 + i % 2) for i, x in enumerate(xs)]  # labels 7, 8 → 2 classes
+    al.train(al.Network([L.SequenceInput(3), L.LSTM(4), L.Dense(2)]), xs, ints, max_epochs=1, **QUIET)
+
+
 def test_every_sequence_gives_what_it_gives_alone_after_training():
     x, y = separable(60)
     xs = [xi[: 3 + i % 8] for i, xi in enumerate(x)]

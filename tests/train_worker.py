@@ -82,6 +82,33 @@ def ddp_case(out_dir=None):
     return net, info
 
 
+class Items(torch.utils.data.Dataset):
+    """A map-style Dataset of (T_i×C sequence, label) items."""
+
+    def __init__(self, xs, y):
+        self.xs, self.y = xs, y
+
+    def __len__(self):
+        return len(self.xs)
+
+    def __getitem__(self, i):
+        return self.xs[i], self.y[i]
+
+
+def ddp_dataset_case():
+    """The Dataset path: variable lengths collated per batch, validation from a Dataset (whose
+    parts differ in batch count across processes)."""
+    x, y = separable(45, t=6)
+    xs = [xi[: 2 + i % 5] for i, xi in enumerate(x)]
+    torch.manual_seed(0)
+    net = lstm_classifier()
+    opts = al.TrainingOptions(solver="adam", learning_rate=0.01, max_epochs=2, batch_size=10,
+                              verbose=False, seed=2, validation_data=Items(xs[:13], y[:13]),
+                              validation_frequency=4)
+    info = al.train(net, Items(xs, y), options=opts)
+    return net, info
+
+
 def save_weights(net, path):
     from safetensors.torch import save_file
     save_file({k: v.detach().contiguous().clone() for k, v in net.state_dict().items()}, str(path))
@@ -102,9 +129,12 @@ def main(mode: str, out_dir: str):
     if mode == "ddp":
         torch.set_num_threads(1)
         net, info = ddp_case()
+        net2, info2 = ddp_dataset_case()
         if int(os.environ.get("RANK", "0")) == 0:
             save_weights(net, out / "weights-ddp.safetensors")
+            save_weights(net2, out / "weights-ddp-dataset.safetensors")
             (out / "ddp-loss.json").write_text(json.dumps(info.iterations["loss"]))
+            (out / "ddp-validation.json").write_text(json.dumps(info2.validation))
         return
     raise SystemExit(f"unknown mode {mode}")
 

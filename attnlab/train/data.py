@@ -245,8 +245,9 @@ class MemoryData:
             {name: f.units(idx_host) for name, f in self.targets.items()}
         return Batch(inputs, targets, units, len(idx_host), local)
 
-    def batches(self, epoch, start: int, rank: int, world: int, device):
-        """Yields (k, Batch) for batches k ≥ start of `epoch`: this process's part of each."""
+    def batches(self, epoch, start: int, rank: int, world: int, device, reduce: bool = True):
+        """Yields (k, Batch) for batches k ≥ start of `epoch`: this process's part of each.
+        (`reduce` is for DatasetData's signature: here global units come from host lengths.)"""
         order = torch.as_tensor(epoch.order, device=device)       # one upload per epoch
         for k in range(start, epoch.batches):
             lo, hi = epoch.batch(k)
@@ -255,8 +256,3 @@ class MemoryData:
             a, b = shard(lo, hi, rank, world)
             glob = epoch.order[lo:hi]
             yield k, self.batch(order[a:b], epoch.order[a:b] if world > 1 else glob, glob)
-
-    def head(self, k: int = 2) -> dict:
-        """The first k observations' inputs (for initialising a network sized by its data)."""
-        idx = torch.arange(min(k, self.n), device=next(iter(self.inputs.values())).data.device)
-        return self.batch(idx, idx.cpu().numpy(), idx.cpu().numpy()).inputs

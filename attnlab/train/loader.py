@@ -66,12 +66,15 @@ class DatasetData:
                             num_workers=self.num_workers, pin_memory=self.pin_memory)
         yield from loader
 
-    def batches(self, epoch: EpochOrder, start: int, rank: int, world: int, device):
+    def batches(self, epoch: EpochOrder, start: int, rank: int, world: int, device,
+                reduce: bool = True):
         """Yields (k, Batch) like MemoryData.batches (set `plans`, `specs`, `dtype`,
-        `units_sum` first)."""
+        `units_sum` first). `reduce=False` (validation, where processes see different numbers
+        of batches) keeps each batch's units local: no collective per batch."""
         ks = [k for k in range(start, epoch.batches) if usable(*epoch.batch(k), world)]
+        units_sum = self.units_sum if reduce else (lambda u: u)
         for k, (inputs, raw) in zip(ks, self.raw_batches(epoch, start, rank, world)):
-            yield k, to_batch(inputs, raw, self.plans, self.specs, device, self.dtype, self.units_sum)
+            yield k, to_batch(inputs, raw, self.plans, self.specs, device, self.dtype, units_sum)
 
     def first(self):
         """The first two observations, collated (to size and check the network)."""

@@ -147,7 +147,8 @@ def _loop(r: Run, st: State) -> None:
         for k, batch in r.data.batches(st.order, st.batch, r.d.rank, r.d.world, r.device):
             lr = current_lr(r.opt)
             try:
-                record = train_step(r.fwd, batch, r.heads, r.opt, r.clip, r.d.world, r.watch, r.d)
+                record = train_step(r.fwd, batch, r.heads, r.opt, r.clip, r.d.world, r.watch, r.d,
+                                    r.cdev)
             except NonFinite as e:
                 raise diverged(st.iteration + 1, st.epoch + 1, e.loss, lr, e.layer, checked=True) from None
             st.iteration += 1

@@ -5,7 +5,7 @@ Options are checked when the object is made, so a typo fails before any data is 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from ..errors import ArgumentError, close_matches

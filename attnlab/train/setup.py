@@ -16,7 +16,7 @@ from . import data as D
 from . import targets as T
 from .loader import DatasetData, is_dataset
 from .losses import Loss, make_loss
-from .metrics import Metric, bind_metric, make_metric
+from .metrics import bind_metric, make_metric
 
 
 @dataclass

@@ -44,7 +44,8 @@ def objective(outs: dict, batch: Batch, heads: list) -> tuple[torch.Tensor, list
     return total, parts
 
 
-def train_step(fwd, batch: Batch, heads: list, opt, clip, world: int, watch=None, d=None):
+def train_step(fwd, batch: Batch, heads: list, opt, clip, world: int, watch=None, d=None,
+               cdev=None):
     """Forward, backward, update. Returns the step's record (device tensor: loss, metrics).
     With `watch` (check_finite), a non-finite loss stops before the update."""
     if watch is not None:
@@ -52,7 +53,7 @@ def train_step(fwd, batch: Batch, heads: list, opt, clip, world: int, watch=None
     outs, _ = fwd(batch.inputs)
     total, parts = objective(outs, batch, heads)
     (total * world if world > 1 else total).backward()
-    if watch is not None and (d.any_(not bool(torch.isfinite(total)), total.device)):
+    if watch is not None and d.any_(not bool(torch.isfinite(total.detach())), cdev):
         raise _located(watch, total)
     if clip is not None:
         clip()
@@ -80,7 +81,7 @@ def evaluate(net, source, heads: list, batch_size: int, d, device, cdev) -> dict
         lo, hi = shard(0, len(source), d.rank, d.world)
         starts = np.append(np.arange(0, hi - lo, batch_size, dtype=np.int64), hi - lo)
         part = EpochOrder(np.arange(lo, hi, dtype=np.int64), starts if hi > lo else starts[-1:])
-        for _, batch in source.batches(part, 0, 0, 1, device):
+        for _, batch in source.batches(part, 0, 0, 1, device, reduce=False):
             outs, _ = net.forward_with_masks(batch.inputs)
             for i, (h, m, mult) in enumerate(slots):
                 out = outs[h.output]

@@ -229,12 +229,16 @@ def build(plan_: TargetPlan, raw: RawTarget, what: str) -> Field:
     spec, output = plan_.spec, plan_.output
     if plan_.kind == "class":
         values = raw.values.cpu().numpy() if isinstance(raw.values, torch.Tensor) else raw.values
-        idx, labels = lab.encode(values, spec.channels or 0, output, plan_.class_labels, what)
+        if raw.lengths is None:
+            idx, labels = lab.encode(values, spec.channels or 0, output, plan_.class_labels, what)
+        else:                            # only real steps are labels; padding slots get class 0
+            valid = np.arange(values.shape[1])[None, :] < raw.lengths[:, None]       # N×T
+            flat, labels = lab.encode(values[valid], spec.channels or 0, output,
+                                      plan_.class_labels, what)
+            idx = np.zeros(values.shape, dtype=np.int64)
+            idx[valid] = flat
         if plan_.class_labels is None:
             plan_.class_labels = labels
-        if raw.lengths is not None:                            # padding slots → class 0
-            steps = np.arange(idx.shape[1])[None, :] < raw.lengths[:, None]
-            idx = np.where(steps.reshape(steps.shape + (1,) * (idx.ndim - 2)), idx, 0)
         field = Field(output, torch.as_tensor(idx), raw.lengths)
         field.time_axis = spec.is_sequence
         field.step_units = int(np.prod(idx.shape[2 if spec.is_sequence else 1:], dtype=np.int64))
