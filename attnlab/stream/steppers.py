@@ -24,6 +24,7 @@ projection) are read when the stream is created and again at `reset()`.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -37,7 +38,6 @@ from ..layers import (GELU, LSTM, Attention, AttentionPool1d, BatchNorm, Concate
                       LayerNorm, LeakyReLU, Module, Multiplication, MultiHeadAttention,
                       PositionEmbedding, ReLU, SelfAttention, Sigmoid, SinusoidalPositionEncoding,
                       Softmax, Tanh, Addition)
-from ..combinators import Pick, Port
 from ..layers.base import Layer
 from ..spec import Spec
 
@@ -115,7 +115,8 @@ def register_stepper(*layer_types: type):
 
 
 def stepper_for(ctx: LayerContext):
-    """PER_STEP or a Stepper for the layer; NotStreamable when none fits."""
+    """PER_STEP, a Route or a Stepper for the layer; NotStreamable when none fits."""
+    _register_combinators()
     for cls in type(ctx.layer).__mro__:
         factory = _REGISTRY.get(cls)
         if factory is not None:
@@ -134,12 +135,20 @@ def _per_step(ctx):
     return PER_STEP
 
 
-@register_stepper(Port, Pick)
 def _route(ctx):
     layer = ctx.layer
-    if isinstance(layer, Port):
-        return Route(["in"])
-    return Route([layer.input_ports[i] for i in layer.indices])
+    if hasattr(layer, "indices"):                                   # Pick
+        return Route([layer.input_ports[i] for i in layer.indices])
+    return Route(["in"])                                            # Port
+
+
+def _register_combinators():
+    """Routes for the combinators' Port and Pick, once attnlab.combinators is loaded (a network
+    cannot hold them before; importing it here would register their layer types as a side
+    effect of streaming)."""
+    mod = sys.modules.get("attnlab.combinators")
+    if mod is not None and mod.Port not in _REGISTRY:
+        register_stepper(mod.Port, mod.Pick)(_route)
 
 
 @register_stepper(BatchNorm)
