@@ -513,9 +513,13 @@ class Network(nn.Module, Layer):
         from .io import save
         save(self, path)
 
-    def export_onnx(self, path, **kw) -> None:
+    def export_onnx(self, path, example_inputs=None, **kw):
+        """An ONNX file with dynamic batch and sequence lengths and, per sequence input, a bool
+        `<input>_mask` input (True = real step), checked with onnxruntime; returns an
+        `OnnxExport` (input and output names, largest difference from PyTorch). See
+        `attnlab.onnx_export.export_onnx` for the options."""
         from .io import export_onnx
-        export_onnx(self, path, **kw)
+        return export_onnx(self, path, example_inputs, **kw)
 
     def plot(self, path=None, **kw):
         from .viz.graph import plot_network
@@ -524,6 +528,14 @@ class Network(nn.Module, Layer):
     def to_dot(self) -> str:
         from .viz.graph import to_dot
         return to_dot(self)
+
+    def _repr_png_(self):           # Jupyter: a network displays as its picture
+        from .viz.graph import network_png
+        return network_png(self)
+
+    def _repr_svg_(self):
+        from .viz.graph import network_svg
+        return network_svg(self)
 
     def __getstate__(self):
         state = self.__dict__.copy()

@@ -5,6 +5,7 @@ from torch import nn
 
 import attnlab as al
 from attnlab import layers as L
+from attnlab.combinators import Pick, Port
 from attnlab.spec import Spec
 
 from helpers import concrete, data_for, single_layer_net
@@ -78,6 +79,8 @@ CASES = {
     "SinusoidalPositionEncoding": [(lambda: L.SinusoidalPositionEncoding(5), {"in": seq(4)}, 0)],
     "Module": [(lambda: L.Module(nn.Linear(4, 3)), {"in": seq(4)}, 15),
                (lambda: L.Module(nn.Conv2d(2, 3, 3)), {"in": img(2, 5, 5)}, 57)],
+    "Port": [(lambda: Port(), {"in": seq(3)}, 0)],
+    "Pick": [(lambda: Pick([1, 0, 0], n_in=2), {"in1": seq(4), "in2": feat(3)}, 0)],
     "SequenceInput": [], "ImageInput": [], "FeatureInput": [],   # exercised by every case above
     "Network": [],                                               # tests/test_network.py
 }

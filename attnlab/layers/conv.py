@@ -15,7 +15,10 @@ from .inputs import _positive
 
 def _same_pad(size: int, k: int, s: int, d: int) -> tuple[int, int]:
     """(before, after) padding so that the output has ceil(size / s) steps, as MATLAB's 'same'."""
-    total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
+    if s == 1:              # independent of the length, so an ONNX export keeps T dynamic
+        total = (k - 1) * d
+    else:
+        total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
     return total // 2, total - total // 2
 
 
