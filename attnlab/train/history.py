@@ -84,18 +84,25 @@ class TrainingInfo:
 class Recorder:
     """Collects per-iteration device records and turns them into history rows when flushed.
 
-    `names`: the columns after "loss" (metric names); `finish`: per metric, mean → value."""
+    A record is [loss part, raw metric sums…]; each metric's denominator (the global batch's
+    units) comes from the host. `names`: the metric columns; `finish`: per metric, mean →
+    reported value (rmse: the square root)."""
 
     def __init__(self, info: TrainingInfo, names: list[str], finish: list, reduce):
         self.info, self.names, self.finish, self.reduce = info, names, finish, reduce
         self.pending: list[torch.Tensor] = []
-        self.meta: list[tuple[int, int, float, float]] = []
-        self.epoch_sums = [0.0] * (1 + len(names))
-        self.epoch_weight = 0.0
+        self.meta: list[tuple] = []
+        self._reset_epoch()
 
-    def add(self, record: torch.Tensor, iteration: int, epoch: int, lr: float, weight: float):
+    def _reset_epoch(self):
+        self.epoch_loss, self.epoch_weight = 0.0, 0.0
+        self.epoch_sums = [0.0] * len(self.names)
+        self.epoch_denominators = [0.0] * len(self.names)
+
+    def add(self, record: torch.Tensor, iteration: int, epoch: int, lr: float, weight: float,
+            denominators: list):
         self.pending.append(record.detach())
-        self.meta.append((iteration, epoch, lr, weight))
+        self.meta.append((iteration, epoch, lr, weight, denominators))
 
     def flush(self) -> list[dict]:
         """Moves pending records into `info.iterations`; returns the new rows."""
@@ -103,12 +110,14 @@ class Recorder:
             return []
         values = self.reduce(torch.stack(self.pending)).tolist()     # one transfer
         rows = []
-        for vals, (it, ep, lr, w) in zip(values, self.meta):
-            for j, v in enumerate(vals):
-                self.epoch_sums[j] += v * w
+        for vals, (it, ep, lr, w, dens) in zip(values, self.meta):
+            self.epoch_loss += vals[0] * w
             self.epoch_weight += w
+            for j, (v, d) in enumerate(zip(vals[1:], dens)):
+                self.epoch_sums[j] += v
+                self.epoch_denominators[j] += d
             row = {"iteration": it, "epoch": ep, "loss": vals[0], "learning_rate": lr}
-            row.update({n: f(v) for n, f, v in zip(self.names, self.finish, vals[1:])})
+            row.update({n: f(_ratio(v, d)) for n, f, v, d in zip(self.names, self.finish, vals[1:], dens)})
             self.info.append("iterations", row)
             rows.append(row)
         self.pending.clear()
@@ -117,20 +126,24 @@ class Recorder:
 
     def end_epoch(self, epoch: int) -> dict:
         self.flush()
-        w = self.epoch_weight or math.nan
-        means = [s / w for s in self.epoch_sums]
-        row = {"epoch": epoch, "loss": means[0]}
-        row.update({n: f(v) for n, f, v in zip(self.names, self.finish, means[1:])})
+        row = {"epoch": epoch, "loss": _ratio(self.epoch_loss, self.epoch_weight)}
+        row.update({n: f(_ratio(s, d)) for n, f, s, d in
+                    zip(self.names, self.finish, self.epoch_sums, self.epoch_denominators)})
         val = self.info.final_validation
         if val is not None:
             row.update({f"val_{k}": v for k, v in val.items() if k not in ("iteration", "epoch")})
         self.info.append("epochs", row)
-        self.epoch_sums = [0.0] * len(self.epoch_sums)
-        self.epoch_weight = 0.0
+        self._reset_epoch()
         return row
 
     def state(self) -> dict:
-        return {"epoch_sums": self.epoch_sums, "epoch_weight": self.epoch_weight}
+        return {"epoch_loss": self.epoch_loss, "epoch_weight": self.epoch_weight,
+                "epoch_sums": self.epoch_sums, "epoch_denominators": self.epoch_denominators}
 
     def load_state(self, s: dict) -> None:
-        self.epoch_sums, self.epoch_weight = list(s["epoch_sums"]), s["epoch_weight"]
+        self.epoch_loss, self.epoch_weight = s["epoch_loss"], s["epoch_weight"]
+        self.epoch_sums, self.epoch_denominators = list(s["epoch_sums"]), list(s["epoch_denominators"])
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else math.nan

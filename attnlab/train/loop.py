@@ -147,15 +147,16 @@ def _loop(r: Run, st: State) -> None:
         for k, batch in r.data.batches(st.order, st.batch, r.d.rank, r.d.world, r.device):
             lr = current_lr(r.opt)
             try:
-                record = train_step(r.fwd, batch, r.heads, r.opt, r.clip, r.d.world, r.watch, r.d,
-                                    r.cdev)
+                record, denominators = train_step(r.fwd, batch, r.heads, r.opt, r.clip,
+                                                  r.d.world, r.watch, r.d, r.cdev)
             except NonFinite as e:
                 raise diverged(st.iteration + 1, st.epoch + 1, e.loss, lr, e.layer, checked=True) from None
             st.iteration += 1
             st.batch = k + 1
             if r.scheduler is not None and r.sched_unit == "iteration":
                 r.scheduler.step()
-            r.recorder.add(record, st.iteration, st.epoch + 1, lr, sum(batch.units.values()))
+            r.recorder.add(record, st.iteration, st.epoch + 1, lr, sum(batch.units.values()),
+                           denominators)
             r.progress.advance(st.iteration, st.epoch)
             _after_iteration(r, st)
             if st.stop_reason:

@@ -6,10 +6,10 @@ the padded-batch loss equal the mean of per-sequence losses, and the sum over pr
 the one-process mean.
 
 Classification losses work on logits. A network that ends in `Softmax` (MATLAB style) is
-trained from the Softmax's *input*: while training, a forward hook makes the final Softmax pass
-its input through, so `log_softmax` sees the logits and the loss stays finite for any logit size
+trained from the Softmax's *input*: while training, the final Softmax passes its input through
+(its forward is shadowed), so `log_softmax` sees the logits and the loss stays finite for any logit size
 (taking `log` of a saturated softmax would give -inf and zero gradients). The same holds for a
-final `Sigmoid` under "binary-crossentropy". The hook is removed when training ends.
+final `Sigmoid` under "binary-crossentropy". The Softmax is restored when training ends.
 """
 from __future__ import annotations
 
@@ -81,6 +81,12 @@ class CrossEntropy(Loss):
             logits = out if cd == 1 else out.movedim(cd, 1)
             return F.cross_entropy(logits, target, reduction="none")
         return -(target * F.log_softmax(out, dim=cd)).sum(cd)     # target: probabilities
+
+    def sum(self, out, target, mask, local_units=None):
+        if mask is None and self.kind == "class":      # the common case, one fused op
+            cd = self.channel_dim % out.dim()
+            return F.cross_entropy(out if cd == 1 else out.movedim(cd, 1), target, reduction="sum")
+        return super().sum(out, target, mask, local_units)
 
 
 class MSE(Loss):
@@ -185,24 +191,29 @@ def _on_channels(net, layer_name, mod) -> bool:
     return mod.dim is not None and mod.dim % n == cd % n
 
 
-def _pass_input(module, args, output):
-    return args[0]
+def _identity(x, *args, **kwargs):
+    return x
 
 
 @contextmanager
 def trained_from_logits(net, losses: dict[str, Loss]):
     """While active, each output's final Softmax (Sigmoid) that its loss bypasses passes its
-    input through, so the outputs are logits. Yields the names of the bypassed layers."""
-    handles, bypassed = [], []
+    input through, so the outputs are logits. Yields the names of the bypassed outputs.
+
+    The module's `forward` is shadowed by an instance attribute (`nn.Module.__call__` calls
+    `self.forward`), so the activation is neither computed nor hooked; deleting the attribute
+    restores the class's forward."""
+    patched, bypassed = [], []
     try:
         for output, loss in losses.items():
             if loss.bypass is None:
                 continue
             mod = final_module(net, output, loss.bypass)
-            if mod is not None:
-                handles.append(mod.register_forward_hook(_pass_input))
+            if mod is not None and "forward" not in mod.__dict__:
+                mod.forward = _identity
+                patched.append(mod)
                 bypassed.append(output)
         yield bypassed
     finally:
-        for h in handles:
-            h.remove()
+        for mod in patched:
+            del mod.forward

@@ -58,7 +58,7 @@ class Accuracy(Metric):
             hits = (out > self.threshold) == (target > 0.5)
         else:
             hits = out.argmax(cd) == target.argmax(cd)
-        return masked_sum(hits.to(out.dtype), mask)
+        return masked_sum(hits, mask)                # an integer count; divided later
 
 
 class RMSE(Metric):

@@ -13,10 +13,13 @@ from .options import TrainingOptions
 
 def make_optimizer(params: list[nn.Parameter], o: TrainingOptions) -> torch.optim.Optimizer:
     """The torch optimizer for `o.solver`. `l2` decays weights (≥ 2 dimensions) only."""
-    decay = [p for p in params if p.dim() >= 2]
-    rest = [p for p in params if p.dim() < 2]
-    groups = [g for g in ({"params": decay, "weight_decay": o.l2},
-                          {"params": rest, "weight_decay": 0.0}) if g["params"]]
+    if o.l2:
+        decay = [p for p in params if p.dim() >= 2]
+        rest = [p for p in params if p.dim() < 2]
+        groups = [g for g in ({"params": decay, "weight_decay": o.l2},
+                              {"params": rest, "weight_decay": 0.0}) if g["params"]]
+    else:
+        groups = [{"params": params, "weight_decay": 0.0}]     # one group: one update pass
     lr = o.lr
     if o.solver == "sgdm":
         return torch.optim.SGD(groups, lr=lr, momentum=o.momentum)

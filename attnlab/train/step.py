@@ -28,9 +28,12 @@ def check_shapes(head, out: torch.Tensor, y: torch.Tensor) -> None:
                            if head.spec.is_sequence else "") + ".")
 
 
-def objective(outs: dict, batch: Batch, heads: list) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """(this process's part of the mean loss, metric parts), each divided by global units."""
-    total, parts = 0.0, []
+def objective(outs: dict, batch: Batch, heads: list):
+    """(this process's part of the mean loss, raw metric sums, their global denominators).
+
+    The loss is divided by the global batch's units here (its gradient needs the mean); metric
+    sums stay raw and are divided on the host when logged (one op less per metric)."""
+    total, parts, denominators = 0.0, [], []
     for h in heads:
         out = outs[h.output]
         y, mask = batch.targets[h.output]
@@ -40,18 +43,20 @@ def objective(outs: dict, batch: Batch, heads: list) -> tuple[torch.Tensor, list
         with torch.no_grad():
             det = out.detach()
             for _, m, mult in h.metrics:
-                parts.append(m.sum(det, y, mask, local) / (units * mult))
-    return total, parts
+                parts.append(m.sum(det, y, mask, local))
+                denominators.append(units * mult)
+    return total, parts, denominators
 
 
 def train_step(fwd, batch: Batch, heads: list, opt, clip, world: int, watch=None, d=None,
                cdev=None):
-    """Forward, backward, update. Returns the step's record (device tensor: loss, metrics).
-    With `watch` (check_finite), a non-finite loss stops before the update."""
+    """Forward, backward, update. Returns the step's record (device tensor: the loss part, raw
+    metric sums) and the metrics' denominators (host numbers). With `watch` (check_finite), a
+    non-finite loss stops before the update."""
     if watch is not None:
         watch.reset()
     outs, _ = fwd(batch.inputs)
-    total, parts = objective(outs, batch, heads)
+    total, parts, denominators = objective(outs, batch, heads)
     (total * world if world > 1 else total).backward()
     if watch is not None and d.any_(not bool(torch.isfinite(total.detach())), cdev):
         raise _located(watch, total)
@@ -59,7 +64,8 @@ def train_step(fwd, batch: Batch, heads: list, opt, clip, world: int, watch=None
         clip()
     opt.step()
     opt.zero_grad(set_to_none=True)
-    return torch.stack([total.detach(), *parts]) if parts else total.detach().reshape(1)
+    record = torch.stack([total.detach(), *parts]) if parts else total.detach().reshape(1)
+    return record, denominators
 
 
 def _located(watch, total):
