@@ -175,10 +175,59 @@ def decode_hand_recompute(net, start, steps):
 
 # -- the run ---------------------------------------------------------------------------------
 
+CONTENDERS = {"stream": decode_stream, "recompute": decode_recompute, "hand": decode_hand,
+              "hand-recompute": decode_hand_recompute}
+LABELS = {"stream": "attnlab `stream` (KV cache)",
+          "recompute": "the network's full forward on the prefix at every step",
+          "hand": "hand-written torch, preallocated cache",
+          "hand-recompute": "hand-written torch, full pass on the prefix at every step"}
+
+
 def timed(fn, *args):
     t0 = time.perf_counter()
     out = fn(*args)
     return time.perf_counter() - t0, out
+
+
+def run(net, threads, steps, batch, repeats) -> dict:
+    """Times every contender `repeats` times, interleaved (drift hits all alike); the fastest
+    run of each, the outputs compared with the network's recomputation."""
+    torch.set_num_threads(threads)
+    start = torch.zeros(batch, 1, 1)
+    load = os.getloadavg()[0]
+    with torch.no_grad():
+        for fn in CONTENDERS.values():                       # warm-up (allocator, kernels)
+            fn(net, start, 16)
+        best, outs = {k: math.inf for k in CONTENDERS}, {}
+        for _ in range(repeats):
+            for name, fn in CONTENDERS.items():
+                t, outs[name] = timed(fn, net, start, steps)
+                best[name] = min(best[name], t)
+    ref_tokens, ref_scores = outs["recompute"]
+    return {"threads": threads, "best": best, "load": max(load, os.getloadavg()[0]),
+            "ms": {k: best[k] / steps * 1e3 for k in best},
+            "speedup": best["recompute"] / best["stream"],
+            "same": {k: bool(torch.equal(v[0], ref_tokens)) for k, v in outs.items()},
+            "diff": {k: float((v[1] - ref_scores).abs().max()) for k, v in outs.items()}}
+
+
+def table(r) -> list[str]:
+    best, ms = r["best"], r["ms"]
+    lines = [f"**{r['threads']} thread{'s' if r['threads'] > 1 else ''}** (1-minute load average "
+             f"up to {r['load']:.1f} while it ran"
+             + ("; **a busy machine: rerun when quiet**" if r["load"] > 2.5 else "") + "):", "",
+             "| decoder | total | per token | vs recompute | tokens identical | max abs Δ scores |",
+             "|---|---|---|---|---|---|"]
+    for k in ("stream", "hand", "recompute", "hand-recompute"):
+        lines.append(f"| {LABELS[k]} | {best[k]:.2f} s | {ms[k]:.3f} ms | "
+                     f"{best['recompute'] / best[k]:.1f}× | {'yes' if r['same'][k] else 'NO'} | "
+                     f"{r['diff'][k]:.1e} |")
+    lines += ["", f"Streaming is **{r['speedup']:.1f}×** faster than recomputing the prefix with "
+                  f"the network ({ms['stream']:.3f} ms a token), "
+                  f"{best['hand-recompute'] / best['stream']:.1f}× faster than a hand-written "
+                  f"recomputation; the stream costs {ms['stream'] / ms['hand']:.2f}× the "
+                  "hand-written cache.", ""]
+    return lines
 
 
 def main(argv=None):
@@ -186,61 +235,30 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=512)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--threads", default="2,1", help="thread counts to run, e.g. 2,1")
     ap.add_argument("--quick", action="store_true", help="64 steps, 1 repeat, no RESULTS.md")
     args = ap.parse_args(argv)
     if args.quick:
         args.steps, args.repeats = 64, 1
-    torch.set_num_threads(2)
     torch.manual_seed(0)
     net = decoder().eval()
     net.initialize()
-    start = torch.zeros(args.batch, 1, 1)
-    contenders = {"stream": decode_stream, "recompute": decode_recompute, "hand": decode_hand,
-                  "hand-recompute": decode_hand_recompute}
-    load_before = os.getloadavg()[0]
-    with torch.no_grad():
-        for fn in contenders.values():                       # warm-up (allocator, kernels)
-            fn(net, start, 16)
-        best, outs = {k: math.inf for k in contenders}, {}
-        for _ in range(args.repeats):                        # interleaved: drift hits all alike
-            for name, fn in contenders.items():
-                t, outs[name] = timed(fn, net, start, args.steps)
-                best[name] = min(best[name], t)
-    load = max(load_before, os.getloadavg()[0])
-    ref_tokens, ref_scores = outs["recompute"]
-    same = {k: bool(torch.equal(v[0], ref_tokens)) for k, v in outs.items()}
-    diff = {k: float((v[1] - ref_scores).abs().max()) for k, v in outs.items()}
-    ms = {k: best[k] / args.steps * 1e3 for k in best}
-    speedup = best["recompute"] / best["stream"]
-    lines = [
-        "## Decoding with a key/value cache (`benchmarks/decoding.py`)", "",
-        f"2-layer causal self-attention decoder (E256, H8, MLP 1024, vocabulary 1000), greedy, "
-        f"{args.steps} tokens, batch {args.batch}; fastest of {args.repeats} interleaved runs; "
-        f"{machine()}; 1-minute load average up to {load:.1f} while it ran"
-        + (" (**a busy machine: rerun when quiet**)" if load > 2.5 else "") + ".", "",
-        "| decoder | total | per token | vs recompute | tokens identical | max abs Δ scores |",
-        "|---|---|---|---|---|---|",
-    ]
-    labels = {"stream": "attnlab `stream` (KV cache)",
-              "recompute": "the network's full forward on the prefix at every step",
-              "hand": "hand-written torch, preallocated cache",
-              "hand-recompute": "hand-written torch, full pass on the prefix at every step"}
-    for k in ("stream", "hand", "recompute", "hand-recompute"):
-        lines.append(f"| {labels[k]} | {best[k]:.2f} s | {ms[k]:.3f} ms | "
-                     f"{best['recompute'] / best[k]:.1f}× | {'yes' if same[k] else 'NO'} | "
-                     f"{diff[k]:.1e} |")
-    lines += ["", f"Streaming is **{speedup:.1f}×** faster than recomputing the prefix with the "
-                  f"network ({ms['stream']:.3f} ms a token), "
-                  f"{best['hand-recompute'] / best['stream']:.1f}× faster than a hand-written "
-                  f"recomputation; the stream costs {ms['stream'] / ms['hand']:.2f}× the "
-                  "hand-written cache."]
-    text = "\n".join(lines) + "\n"
+    runs = [run(net, int(n), args.steps, args.batch, args.repeats)
+            for n in args.threads.split(",")]
+    lines = ["## Decoding with a key/value cache (`benchmarks/decoding.py`)", "",
+             f"2-layer causal self-attention decoder (E256, H8, MLP 1024, vocabulary 1000), "
+             f"greedy, {args.steps} tokens, batch {args.batch}; fastest of {args.repeats} "
+             f"interleaved runs; {machine().split(', ', 1)[0]}, "
+             f"{machine().split(', ', 2)[2]}.", ""]
+    for r in runs:
+        lines += table(r)
+    text = "\n".join(lines)
     print(text)
-    if not all(same.values()):
+    if not all(all(r["same"].values()) for r in runs):
         print("WARNING: tokens differ between decoders", file=sys.stderr)
     if not args.quick:
         write_section("decoding", text)
-    return {"speedup": speedup, "ms_per_step": ms, "identical": same, "max_diff": diff}
+    return runs
 
 
 if __name__ == "__main__":
