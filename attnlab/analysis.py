@@ -60,13 +60,13 @@ class Analysis:
     def total_learnables(self) -> int:
         return sum(_numel(s) for params in self.learnables.values() for s in params.values())
 
-    def raise_if_errors(self, doing: str = "run") -> None:
+    def raise_if_errors(self, doing: str = "run", subject: str = "the network") -> None:
         errors = self.errors
         if not errors:
             return
         classes = {i.error_class for i in errors}
         lines = "\n".join(f"  - {i.message}" for i in errors)
-        msg = f"cannot {doing} the network: {len(errors)} error(s)\n{lines}"
+        msg = f"cannot {doing} {subject}: {len(errors)} error(s)\n{lines}"
         raise network_error_class(classes)(msg, errors)
 
     # -- the table ------------------------------------------------------------------------
@@ -133,8 +133,13 @@ _CLASS_CACHE: dict[frozenset, type] = {}
 def network_error_class(classes) -> type:
     """NetworkError, also an instance of SizeError/FormatError when those caused it, so that
     `except SizeError` works for a size mistake found while running a network."""
-    extra = tuple(sorted((c for c in classes if c is not NetworkError and issubclass(c, AttnlabError)),
-                         key=lambda c: c.__name__))
+    flat = set()
+    for c in classes:
+        if issubclass(c, NetworkError):     # a nested network's NetworkSizeError: take its parts
+            flat.update(b for b in c.__bases__ if b is not NetworkError)
+        else:
+            flat.add(c)
+    extra = tuple(sorted((c for c in flat if issubclass(c, AttnlabError)), key=lambda c: c.__name__))
     if not extra:
         return NetworkError
     key = frozenset(extra)

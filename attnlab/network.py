@@ -339,7 +339,7 @@ class Network(nn.Module, Layer):
     def _compile(self, specs) -> Plan:
         """Analyse with these input sizes, build what is missing, generate the forward."""
         analysis = _analyze(self, specs)
-        analysis.raise_if_errors("initialize")
+        analysis.raise_if_errors("initialize", f"network '{self.name}'" if self.name else "the network")
         self._build_modules(analysis)
         self._plan = compile_plan(self, analysis)
         self._data_specs = specs
@@ -398,8 +398,7 @@ class Network(nn.Module, Layer):
             else:
                 given[name] = spec
         analysis = _analyze(self, given)
-        if not analysis.ok:
-            analysis.raise_if_errors("use as a layer")
+        analysis.raise_if_errors("use", f"network '{self.name}' as a layer")
         return analysis
 
     def infer(self, specs):

@@ -256,10 +256,9 @@ def test_size_errors_inside_a_combinator_surface_in_the_outer_analysis():
     assert "addition" in str(analysis.errors[0]) and "B×T×6" in str(analysis.errors[0])
 
 
-@pytest.mark.xfail(raises=TypeError, strict=False,
-                   reason="attnlab/analysis.py network_error_class cannot combine a nested "
-                          "network's NetworkSizeError (MRO); fix proposed in the issue-6 report")
 def test_running_a_network_with_a_size_error_inside_a_combinator_raises_size_error():
     net = al.Network([L.SequenceInput(4, name="x"), al.Residual(L.Dense(6))])
-    with pytest.raises(al.SizeError):
+    with pytest.raises(al.SizeError) as info:
         net(torch.randn(1, 2, 4))
+    assert isinstance(info.value, al.NetworkError)
+    assert "cannot use network 'residual' as a layer" in str(info.value)
