@@ -17,7 +17,9 @@ import torch
 class TrainingInfo:
     """What `al.train` returns: the history per iteration, per validation and per epoch.
 
-    `iterations`: columns "iteration", "epoch", "loss", "learning_rate" and one per metric.
+    Iterations and epochs count from 1, as MATLAB and the progress display do.
+    `iterations`: columns "iteration", "epoch", "loss", "learning_rate" and one per metric
+    (the mini-batch's values, as MATLAB's training table shows them).
     `validation`: "iteration", "epoch", "loss" and the metrics on the validation data.
     `epochs`: "epoch", "loss", metrics (means over the epoch) and "val_loss", "val_<metric>"
     (the last validation up to the epoch's end, or None). `history` gives the per-epoch columns

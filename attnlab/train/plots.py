@@ -36,8 +36,11 @@ def draw(info, path) -> str:
             ax.plot(*zip(*vp), "o--", color="black", ms=3.5, lw=1, label="validation")
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
-        if name == "loss" and pts and min(b for _, b in pts) > 0:
-            ax.set_yscale("log")
+        for b in _epoch_ends(it):
+            ax.axvline(b, color="gray", lw=0.6, alpha=0.35)
+        ys = [b for _, b in pts if b == b]
+        if name == "loss" and ys and min(ys) > 0 and max(ys) / min(ys) > 20:
+            ax.set_yscale("log")                         # losses spanning decades
     axes[0].legend(loc="upper right", fontsize=8)
     axes[-1].set_xlabel("iteration")
     epochs = info.epochs.get("epoch", [])
@@ -52,12 +55,22 @@ def draw(info, path) -> str:
     return str(path)
 
 
-def _smooth(values, alpha: float = 0.9):
+def _smooth(values):
+    """Exponential moving average over about 1/20 of the run (2 to 25 iterations), so that
+    short runs are not dragged behind their own progress."""
+    alpha = 1 - 1 / min(25, max(2, len(values) // 20))
     out, s = [], None
     for v in values:
         s = v if s is None or s != s else alpha * s + (1 - alpha) * v
         out.append(s)
     return out
+
+
+def _epoch_ends(it: dict) -> list:
+    """Iterations where an epoch ends (drawn as faint lines when there are few epochs)."""
+    ep, x = it.get("epoch", []), it.get("iteration", [])
+    ends = [a for a, e, f in zip(x, ep, ep[1:]) if e != f]
+    return ends if len(ends) <= 30 else []
 
 
 class Plotter:
