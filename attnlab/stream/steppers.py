@@ -14,8 +14,8 @@ between calls in a `Stepper`:
 
 A factory registered for a layer type gets a `LayerContext` and returns `PER_STEP`, a
 `Stepper`, a `Route` (for layers that only pass items on), or raises `NotStreamable` with the
-reason and the fix. Factories are looked up along
-the layer class's MRO, so `register_stepper` also covers subclasses.
+reason and the fix. Factories are looked up along the layer class's MRO, so `register_stepper`
+also covers subclasses.
 
 Steppers read the layer module's own parameters (e.g. `torch.nn.LSTM.forward(module, x, state)`),
 so a stream needs no second model. Fused weights (self-attention's concatenated q/k/v
