@@ -140,4 +140,7 @@ def main(mode: str, out_dir: str):
 
 
 if __name__ == "__main__":
+    import faulthandler
+    faulthandler.dump_traceback_later(float(os.environ.get("TRAIN_WORKER_STACKS_AFTER", "90")),
+                                      exit=True)              # a hang shows where, then ends
     main(sys.argv[1], sys.argv[2])

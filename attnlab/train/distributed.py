@@ -1,10 +1,17 @@
 """Several processes: DistributedDataParallel under torchrun (WORLD_SIZE > 1).
 
-`setup()` joins (or creates) the process group — gloo on CPU, nccl on GPUs. Rank 0 logs, plots
-and writes checkpoints; metrics and losses are summed across processes at logging time only.
+`setup()` joins (or creates) the process group — gloo on CPU, nccl on GPUs. A group attnlab
+creates stays for later `al.train` calls of the process and is destroyed at exit: destroying
+and re-creating it under one torchrun launch would meet the first group's stale rendezvous keys
+in torchrun's store and hang. Rank 0 logs, plots and writes checkpoints; metrics and losses are
+summed across processes at logging time only.
+
+BatchNorm statistics stay per process (as in plain DDP); the one-process equivalence holds for
+networks without BatchNorm.
 """
 from __future__ import annotations
 
+import atexit
 import os
 from dataclasses import dataclass
 
@@ -18,7 +25,6 @@ class Dist:
     rank: int = 0
     world: int = 1
     local_rank: int = 0
-    created: bool = False            # this call created the process group: destroy it at the end
 
     @property
     def active(self) -> bool:
@@ -51,23 +57,23 @@ class Dist:
         if self.active:
             dist.barrier()
 
-    def close(self):
-        if self.created and dist.is_initialized():
-            dist.destroy_process_group()
-
 
 def setup(device=None) -> Dist:
     """The process group of a torchrun launch, or a one-process Dist."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return Dist()
-    created = False
     if not dist.is_initialized():
         use_cuda = torch.cuda.is_available() and (device is None or torch.device(device).type == "cuda")
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")
-        created = True
+        atexit.register(_destroy)
     return Dist(rank=dist.get_rank(), world=dist.get_world_size(),
-                local_rank=int(os.environ.get("LOCAL_RANK", "0")), created=created)
+                local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def _destroy():
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def collective_device(d: Dist, device: torch.device) -> torch.device:

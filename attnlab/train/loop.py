@@ -70,10 +70,9 @@ def train(net, X, Y=None, loss="crossentropy", options: TrainingOptions | None =
     """
     o = make_options(options, overrides)
     d = dd.setup(o.device)
-    try:
-        return _train(net, X, Y, loss, o, d)
-    finally:
-        d.close()
+    info = _train(net, X, Y, loss, o, d)
+    d.barrier()                           # every process is done with this call's collectives
+    return info
 
 
 def _train(net, X, Y, loss, o, d) -> TrainingInfo:
