@@ -499,6 +499,12 @@ class Network(nn.Module, Layer):
         return DataError(f"{where_}{kind}: {e}. Check that the data fits the network "
                          "(print(net.analyze()) shows the sizes each layer expects).")
 
+    def stream(self, static_inputs=None, **kw):
+        """Step-wise execution (Trax `mode='predict'`): `s.step(x)` takes the next t ≥ 1 steps of
+        the streamed inputs and returns exactly what the full forward gives at those steps."""
+        from .stream import stream
+        return stream(self, static_inputs, **kw)
+
     @torch.no_grad()
     def predict(self, *args, batch_size: int = 128, **kwargs):
         """Outputs in eval mode without gradients, in mini-batches. Sequence outputs of a list of
