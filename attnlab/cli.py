@@ -16,7 +16,9 @@ import importlib
 import sys
 from pathlib import Path
 
-DEMOS = {"seed1": "attnlab.demos.seed1"}
+DEMOS = {"seed1": "attnlab.demos.seed1", "digits": "attnlab.demos.digits",
+         "vowels": "attnlab.demos.vowels", "forecast": "attnlab.demos.forecast",
+         "roman": "attnlab.demos.roman"}
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,103 @@
+"""What the demos share: the output folder, metrics, saving, pictures and attention scores."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+class Stopwatch:
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.cpu0 = time.process_time()
+
+    @property
+    def seconds(self) -> float:
+        return time.perf_counter() - self.t0
+
+    @property
+    def cpu_seconds(self) -> float:
+        return time.process_time() - self.cpu0
+
+
+def prepare(out) -> Path:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    import matplotlib
+    if os.environ.get("MPLBACKEND") is None:
+        matplotlib.use("Agg")
+    return out
+
+
+def write_metrics(out: Path, metrics: dict) -> Path:
+    path = Path(out) / "metrics.json"
+    path.write_text(json.dumps(metrics, indent=2, default=_jsonable) + "\n", encoding="utf-8")
+    return path
+
+
+def _jsonable(v):
+    if isinstance(v, (np.generic,)):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    if isinstance(v, torch.Tensor):
+        return v.tolist()
+    return str(v)
+
+
+def save_outputs(net, out: Path, info=None, plot_kw=None) -> list[str]:
+    """model.attnlab, network.png and (from the TrainingInfo) training-progress.png."""
+    written = []
+    net.save(out / "model.attnlab")
+    written.append("model.attnlab")
+    net.plot(out / "network.png", **(plot_kw or {}))
+    written.append("network.png")
+    if info is not None:
+        info.plot(out / "training-progress.png")
+        written.append("training-progress.png")
+    return written
+
+
+def with_scores(build, net, layer: str, **build_kw):
+    """A twin of `net` (made by `build(**build_kw, scores=True)`) whose attention layer `layer`
+    also outputs its weights, holding `net`'s trained weights: the trained network keeps a
+    single output, and the twin shows what it attends to."""
+    twin = build(**build_kw, scores=True)
+    twin.initialize()
+    twin.load_state_dict(net.state_dict())
+    twin.eval()
+    return twin
+
+
+def options_for(out: Path, epochs: int, verbose: bool = True, **kw):
+    import attnlab as al
+    return al.TrainingOptions(max_epochs=epochs, plots="training-progress",
+                              plots_file=str(out / "training-progress.png"),
+                              verbose=verbose, verbose_frequency=kw.pop("verbose_frequency", 100),
+                              **kw)
+
+
+def percent(x: float) -> str:
+    return f"{100 * x:.2f} %"
+
+
+class demo_threads:
+    """Runs a demo with `n` torch threads (ATTNLAB_DEMO_THREADS, default 1) and restores the
+    previous count. The demo networks are small: their operations are too short to gain from
+    intra-op threads, and on a busy 2-core machine one thread ran them several times faster."""
+
+    def __init__(self, n: int | None = None):
+        self.n = n or int(os.environ.get("ATTNLAB_DEMO_THREADS", "1"))
+
+    def __enter__(self):
+        self.before = torch.get_num_threads()
+        torch.set_num_threads(self.n)
+        return self
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.before)
+        return False

@@ -1,0 +1,191 @@
+"""Digits: the seed question "an example of selfAttentionLayer for image classification".
+
+scikit-learn's 8×8 handwritten digits, stratified 80/20 split (seed 0); 10 % of the training
+part is held out for validation. The network: two convolution blocks and a 2×2 max pooling →
+`ImageToSequence` (the 4×4 positions as 16 steps of 64 channels) + a learned position embedding
+→ `SelfAttention` with a residual connection and LayerNorm → global average pooling over the
+positions → `Dense(10)`. Training images are shifted by up to a pixel at random.
+Baseline on the same split: an RBF SVM. Writes the model, the network plot, the training
+progress, attention heatmaps, metrics.json and report.html."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import attnlab as al
+from attnlab import layers as L
+
+from . import _common as C
+from .baselines import svm_digits
+from .report import write_report
+
+EPOCHS = 120
+SEED = 0
+
+
+def build_network(channels: int = 64, heads: int = 4, pool: bool = True, dropout: float = 0.2,
+                  scores: bool = False) -> al.Network:
+    """conv blocks → ImageToSequence (+ position) → SelfAttention (+ residual, LayerNorm) →
+    GlobalAvgPool1d → Dense(10)."""
+    net = al.Network()
+    net.add([L.ImageInput((1, 8, 8), name="image"),
+             L.Conv2d(3, channels // 2, name="conv1"), L.BatchNorm(name="bn1"), L.ReLU(name="relu1"),
+             L.Conv2d(3, channels, name="conv2"), L.BatchNorm(name="bn2"), L.ReLU(name="relu2"),
+             *([L.MaxPool2d(2, stride=2, name="maxpool")] if pool else []),
+             L.ImageToSequence(name="to-sequence"),                     # B×16×C: 4×4 positions
+             L.Addition(2, name="add-position"),
+             L.SelfAttention(heads, channels, name="self-attention", has_scores_output=scores),
+             L.Addition(2, name="residual"), L.LayerNorm(name="layernorm"),
+             L.GlobalAvgPool1d(name="avgpool"), L.Dropout(dropout, name="dropout"),
+             L.Dense(10, name="fc")])
+    net.add(L.PositionEmbedding(16 if pool else 64, name="position"))
+    net.connect("to-sequence", "position")
+    net.connect("position", "add-position/in2")
+    net.connect("add-position", "residual/in2")
+    return net
+
+
+class Augmented(torch.utils.data.Dataset):
+    """Training images, each drawn with a small random affine change every time it is drawn:
+    a shift of up to `shift` pixels, and optionally a rotation of up to `degrees` and a scale
+    within 1 ± `scale` (bilinear resampling of the 8×8 image). By default only the shift: in
+    3 cross-validation splits of the training part, shifts alone scored 99.65 % and shifts
+    with ±10° rotations and ±10 % scaling 99.31 %."""
+
+    def __init__(self, X, y, seed: int = 0, degrees: float = 0.0, scale: float = 0.0,
+                 shift: float = 1.0):
+        self.X = torch.as_tensor(X)
+        self.y = torch.as_tensor(y)
+        self.rng = np.random.default_rng(seed)
+        self.degrees, self.scale, self.shift = degrees, scale, shift
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        r = self.rng
+        a = np.deg2rad(r.uniform(-self.degrees, self.degrees))
+        s = r.uniform(1 - self.scale, 1 + self.scale)
+        tx, ty = r.uniform(-self.shift, self.shift, 2) * 2 / 8          # pixels → [-1, 1] units
+        theta = torch.tensor([[np.cos(a) / s, -np.sin(a) / s, tx],
+                              [np.sin(a) / s, np.cos(a) / s, ty]], dtype=torch.float32)[None]
+        x = self.X[i][None]                                               # 1×1×8×8
+        grid = torch.nn.functional.affine_grid(theta, x.shape, align_corners=False)
+        x = torch.nn.functional.grid_sample(x, grid, align_corners=False, padding_mode="zeros")
+        return x[0], self.y[i]
+
+
+def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int = SEED,
+                  verbose: bool = True, augment: dict | None = None, **net_kw):
+    net = build_network(**net_kw)
+    opts = al.TrainingOptions(solver="adamw", learning_rate=2e-3, l2=1e-2, max_epochs=epochs,
+                              batch_size=32, learning_rate_schedule="warmup-cosine",
+                              warmup_iterations=100, validation_data=(Xv, yv),
+                              validation_frequency=max(1, len(y) // 32), seed=seed,
+                              verbose=verbose, verbose_frequency=200,
+                              plots="training-progress" if out else None,
+                              plots_file=str(out / "training-progress.png") if out else None)
+    source = (Augmented(X, y, seed, **(augment or {})),) if augment is not False else (X, y)
+    info = al.train(net, *source, loss="crossentropy", options=opts)
+    return net, info
+
+
+def run(out: Path, epochs: int | None = None) -> dict:
+    with C.demo_threads():
+        return _run(out, epochs)
+
+
+def _run(out: Path, epochs: int | None) -> dict:
+    from sklearn.model_selection import train_test_split
+
+    out = C.prepare(out)
+    watch = C.Stopwatch()
+    data = al.datasets.digits(test_size=0.2, seed=SEED)
+    Xtr, Xv, ytr, yv = train_test_split(data.X_train, data.y_train, test_size=0.1,
+                                        stratify=data.y_train, random_state=SEED)
+    print(f"digits: {len(ytr)} training, {len(yv)} validation, {len(data.y_test)} test images")
+
+    base_watch = C.Stopwatch()
+    base = svm_digits(data.X_train, data.y_train, data.X_test, data.y_test)
+    base_s = base_watch.seconds
+    print(f"baseline {base['name']}: test accuracy {C.percent(base['accuracy'])} ({base_s:.1f} s)")
+
+    net_watch = C.Stopwatch()
+    net, info = train_network(Xtr, ytr, Xv, yv, epochs or EPOCHS, out)
+    train_s = net_watch.seconds
+    print(net.analyze())
+    pred = al.classify(net, data.X_test)
+    acc = float(np.mean(np.asarray(pred) == data.y_test))
+    val_acc = float(np.mean(np.asarray(al.classify(net, Xv)) == yv))
+    print(f"attention network: test accuracy {C.percent(acc)} (validation {C.percent(val_acc)}, "
+          f"trained in {train_s:.1f} s)")
+
+    files = C.save_outputs(net, out, info)
+    twin = C.with_scores(build_network, net, "self-attention")
+    _attention_figure(twin, data, pred, out / "attention.png")
+    files += ["attention.png", "attention-map.png", "metrics.json", "report.html"]
+
+    metrics = {"test_accuracy": acc, "baseline_accuracy": base["accuracy"],
+               "baseline": base["name"], "validation_accuracy": val_acc,
+               "test_errors": int(np.sum(np.asarray(pred) != data.y_test)),
+               "baseline_errors": int(np.sum(base["predictions"] != data.y_test)),
+               "n_train": len(ytr), "n_validation": len(yv), "n_test": len(data.y_test),
+               "epochs": epochs or EPOCHS, "train_seconds": round(train_s, 1),
+               "baseline_seconds": round(base_s, 2),
+               "learnables": net.analyze().total_learnables, "seconds": None}
+    metrics["seconds"] = round(watch.seconds, 1)
+    C.write_metrics(out, metrics)
+    write_report(
+        out, "attnlab demo: digits (self-attention over image positions)",
+        "scikit-learn's 8×8 handwritten digits, stratified 80/20 split (seed 0), 10 % of the "
+        "training part held out for validation. Convolutions → <code>ImageToSequence</code> "
+        "(4×4 positions after max pooling) + position embedding → <code>SelfAttention</code> → average pooling → "
+        "<code>Dense(10)</code>, trained with <code>al.train</code>, against an RBF SVM on the "
+        "same split.",
+        [{"model": "attention network (attnlab)", "test accuracy": C.percent(acc),
+          "errors": metrics["test_errors"], "ours": True},
+         {"model": base["name"], "test accuracy": C.percent(base["accuracy"]),
+          "errors": metrics["baseline_errors"]}],
+        [("network.png", "the layer graph, with activation sizes"),
+         ("training-progress.png", "loss and accuracy, training and validation"),
+         ("attention.png", "self-attention weights of test images: for each head, how much "
+                           "each position (query) attends to each other position, averaged "
+                           "over queries and shown as an 8×8 map beside the image")],
+        {k: v for k, v in metrics.items() if k not in ("baseline",)},
+        "attnlab demo digits --out demo-out")
+    print(f"wrote {', '.join(files)} to {out}")
+    return metrics
+
+
+def _attention_figure(twin, data, pred, path):
+    """For a few test images: the image, and per head the attention each position receives,
+    averaged over the queries (an 8×8 map)."""
+    import matplotlib.pyplot as plt
+
+    picks = [int(np.flatnonzero(data.y_test == d)[0]) for d in (0, 3, 5, 8)]
+    X = torch.as_tensor(data.X_test[picks])
+    outs = twin.predict(X)
+    scores = outs["self-attention/scores"].numpy()                        # B×H×T×T
+    side = int(round(np.sqrt(scores.shape[-1])))
+    heads = scores.shape[1]
+    fig, axes = plt.subplots(len(picks), heads + 1, figsize=(1.9 * (heads + 1), 1.9 * len(picks)),
+                             constrained_layout=True)
+    for r, i in enumerate(picks):
+        axes[r, 0].imshow(data.X_test[i, 0], cmap="gray_r")
+        axes[r, 0].set_title(f"label {data.y_test[i]}, predicted {pred[i]}", fontsize=8)
+        for h in range(heads):
+            received = scores[r, h].mean(0).reshape(side, side)            # mean over queries
+            axes[r, h + 1].imshow(received, cmap="viridis")
+            if r == 0:
+                axes[r, h + 1].set_title(f"head {h}: attention received", fontsize=8)
+    for ax in axes.flat:
+        ax.set_xticks([]), ax.set_yticks([])
+    fig.savefig(path, dpi=110, facecolor="white")
+    plt.close(fig)
+    # and the full query × key weights of the first image, every head, with al.plot_attention
+    labels = [f"{i // side},{i % side}" for i in range(side * side)]
+    al.plot_attention(scores[:1], labels, labels, path=path.with_name("attention-map.png"),
+                      title=f"self-attention weights of a test '{data.y_test[picks[0]]}' "
+                            "(query position × key position, row,column)")
