@@ -72,7 +72,10 @@ def setup(device=None) -> Dist:
 
 
 def _destroy():
+    # all processes reach exit before any tears its group down: without the barrier (or
+    # without destroying at all) gloo aborts now and then when the first process leaves
     if dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 
