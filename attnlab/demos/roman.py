@@ -22,7 +22,7 @@ from attnlab import layers as L
 from . import _common as C
 from .report import write_report
 
-EPOCHS = 120
+EPOCHS = 200
 SEED = 0
 START, STOP = 0, 1
 
@@ -55,13 +55,16 @@ class Vocab:
 
 
 def build_network(source_vocab: int = 10, target_vocab: int = 9, embed: int = 32,
-                  hidden: int = 64, heads: int = 4, scores: bool = False) -> al.Network:
-    """encoder: SequenceInput → Embedding → LSTM (keys and values);
+                  hidden: int = 128, heads: int = 4, bidirectional: bool = True,
+                  scores: bool = False) -> al.Network:
+    """encoder: SequenceInput → Embedding → LSTM (keys and values; bidirectional, so that each
+    digit's key knows how many digits follow it: its place value);
     decoder: SequenceInput → Embedding → LSTM (query) → cross-attention;
     [decoder LSTM, attention] → Dense(target_vocab)."""
     net = al.Network()
     net.add([L.SequenceInput(1, name="source"), L.Embedding(source_vocab, embed, name="source-embedding"),
-             L.LSTM(hidden, name="lstm-encoder")])
+             L.LSTM(hidden // 2 if bidirectional else hidden, bidirectional=bidirectional,
+                    name="lstm-encoder")])
     net.add([L.SequenceInput(1, name="decoder-input"),
              L.Embedding(target_vocab, embed, name="target-embedding"),
              L.LSTM(hidden, name="lstm-decoder"),

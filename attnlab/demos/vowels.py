@@ -21,7 +21,7 @@ from . import _common as C
 from .baselines import logistic_sequences
 from .report import write_report
 
-EPOCHS = 100
+EPOCHS = 150
 SEED = 0
 
 
@@ -139,7 +139,8 @@ def _run(out: Path, epochs: int | None) -> dict:
     return metrics
 
 
-# chosen by 5-fold cross-validation on the 270 training utterances (see the report)
+# chosen by 5-fold cross-validation on the 270 training utterances (150 epochs): 97.0 % against
+# 96.7 % for lr 1e-3, dropout 0.1
 TUNED = {"lr": 3e-3, "dropout": 0.3}
 
 
