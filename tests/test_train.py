@@ -97,6 +97,17 @@ def test_integer_labels_that_are_not_indices_are_mapped():
     assert set(al.classify(net, x).tolist()) <= {10, 20, 30}
 
 
+def test_retraining_on_new_classes_says_where_the_old_ones_live():
+    x, y = separable(30)
+    net = lstm_classifier()
+    al.train(net, x, np.array(["a", "b", "c"])[y.numpy()], max_epochs=1, **QUIET)
+    with pytest.raises(al.DataError, match=r"'z'.*net.metadata\['class_labels'\]"):
+        al.train(net, x, np.array(["a", "b", "z"])[y.numpy()], max_epochs=1, **QUIET)
+    del net.metadata["class_labels"]
+    al.train(net, x, np.array(["a", "b", "z"])[y.numpy()], max_epochs=1, **QUIET)
+    assert net.metadata["class_labels"] == ["a", "b", "z"]
+
+
 def test_integer_indices_are_used_as_they_are():
     x, y = separable(60)
     net = lstm_classifier()
@@ -196,6 +207,13 @@ def test_schedules_follow_torch():
                     learning_rate_schedule="warmup-cosine", warmup_iterations=3, **QUIET)
     lr = info.iterations["learning_rate"]
     assert lr[0] == pytest.approx(1e-5) and lr[3] == pytest.approx(1e-3) and lr[-1] < 2e-4
+    info = al.train(lstm_classifier(), x, y, max_epochs=2, batch_size=10, learning_rate_schedule="cosine",
+                    **QUIET)
+    lr = info.iterations["learning_rate"]
+    assert lr[0] == pytest.approx(0.01) and lr[4] == pytest.approx(0.005) and lr[-1] < 4e-4
+    info = al.train(lstm_classifier(), x, y, max_epochs=1, batch_size=10, learning_rate_schedule="warmup",
+                    warmup_iterations=2, warmup_fraction=0.5, **QUIET)
+    assert info.iterations["learning_rate"] == pytest.approx([0.005, 0.0075, 0.01, 0.01])
     info = al.train(lstm_classifier(), x, y, max_epochs=1, batch_size=10, schedule_step="iteration",
                     learning_rate_schedule=lambda opt: torch.optim.lr_scheduler.ExponentialLR(opt, 0.5),
                     **QUIET)

@@ -60,9 +60,11 @@ def _map(values: np.ndarray, labels: list, output: str, what: str) -> np.ndarray
         unknown = sorted({repr(v) for v, i in zip(flat, out) if i < 0})
         shown = ", ".join(unknown[:8]) + (", …" if len(unknown) > 8 else "")
         known = ", ".join(repr(v) for v in labels[:12]) + (", …" if len(labels) > 12 else "")
+        fix = ("Remove those observations, or train with every class present." if "validation" in what
+               else "The network keeps the classes of its earlier training in "
+                    "net.metadata['class_labels']: delete that entry to train on new classes.")
         raise DataError(f"{what} for output '{output}': label value(s) {shown} were not among the "
-                        f"training classes ({known}). Remove those observations, or train with "
-                        "every class present.")
+                        f"training classes ({known}). {fix}")
     return out.reshape(values.shape)
 
 
