@@ -77,23 +77,35 @@ def train(net, X, Y=None, loss="crossentropy", options: TrainingOptions | None =
 
 def _train(net, X, Y, loss, o, d) -> TrainingInfo:
     t0 = time.perf_counter()
+    run, st = _prepare(net, X, Y, loss, o, d)
+    info = run.info
+    was_training = net.training
+    net.train()
+    elapsed_before = info.elapsed_s
+    try:
+        with trained_from_logits(net, {h.output: h.loss for h in run.heads}):
+            _loop(run, st)
+            _finish(run, st)
+    finally:
+        net.train(was_training)
+        run.progress.close()
+        run.board.close()
+        if run.watch is not None:
+            run.watch.remove()
+    info.elapsed_s = elapsed_before + time.perf_counter() - t0
+    return info
+
+
+def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
+    """Everything before the first step: device, seed, initialisation, data and targets,
+    optimizer, schedule, the first epoch's order, and the checkpoint to resume from."""
     device = S.resolve_device(net, o.device, d)
     cdev = dd.collective_device(d, device)
     seed = o.seed if o.seed is not None else d.broadcast_int(
         int(torch.randint(0, 2 ** 31 - 1, (1,))), cdev)
     S.initialize(net, X, seed)
     net.to(device)
-    specs = S.output_specs(net)
-    losses = S.losses_by_output(loss, list(specs))
-    dtype = S.float_dtype(net)
-    data, plans = S.load_data(net, X, Y, losses, specs, dtype)
-    val = S.validation_source(net, o.validation_data, losses, specs, dtype, plans)
-    _store_labels(net, plans)
-    heads = S.heads(plans, specs, o.metrics)
-    for src in (data, val):
-        if src is not None:
-            _place(src, device, d, cdev)
-
+    data, val, heads = _data(net, X, Y, loss, o, d, device, cdev)
     torch.manual_seed(seed + d.rank)            # dropout differs across processes, not data order
     generator = torch.Generator().manual_seed(seed)
     params = [p for p in net.parameters() if p.requires_grad]
@@ -112,29 +124,29 @@ def _train(net, X, Y, loss, o, d) -> TrainingInfo:
     st = State(order=first)
     if o.resume:
         _resume(st, net, opt, scheduler, generator, recorder, info, o)
-    fwd = dd.wrap(net, d, device)
     plot_path = _plot_path(o) if o.plots == "training-progress" and d.main else None
-    run = Run(net, o, d, device, cdev, data, val, heads, fwd, opt, scheduler, unit, clipper(params, o),
-              generator, recorder, info, make_progress(o.verbose, d.main),
+    info.plot_file = str(plot_path) if plot_path else None
+    run = Run(net, o, d, device, cdev, data, val, heads, dd.wrap(net, d, device), opt, scheduler,
+              unit, clipper(params, o), generator, recorder, info, make_progress(o.verbose, d.main),
               TensorBoard(o.log_dir if d.main else None),
               Plotter(plot_path) if plot_path else None,
               ActivationWatch(net) if o.check_finite else None, per_epoch)
-    info.plot_file = str(plot_path) if plot_path else None
-    was_training = net.training
-    net.train()
-    elapsed_before = info.elapsed_s
-    try:
-        with trained_from_logits(net, {h.output: h.loss for h in heads}):
-            _loop(run, st)
-            _finish(run, st)
-    finally:
-        net.train(was_training)
-        run.progress.close()
-        run.board.close()
-        if run.watch is not None:
-            run.watch.remove()
-    info.elapsed_s = elapsed_before + time.perf_counter() - t0
-    return info
+    return run, st
+
+
+def _data(net, X, Y, loss, o, d, device, cdev):
+    """(training data, validation data or None, heads), checked and on the device; class label
+    values go into net.metadata."""
+    specs = S.output_specs(net)
+    losses = S.losses_by_output(loss, list(specs))
+    dtype = S.float_dtype(net)
+    data, plans = S.load_data(net, X, Y, losses, specs, dtype)
+    val = S.validation_source(net, o.validation_data, losses, specs, dtype, plans)
+    _store_labels(net, plans)
+    for src in (data, val):
+        if src is not None:
+            _place(src, device, d, cdev)
+    return data, val, S.heads(plans, specs, o.metrics)
 
 
 # ------------------------------------------------------------------------- the loop ---
