@@ -16,8 +16,9 @@ __all__ = ["train", "TrainingOptions", "TrainingInfo", "classify"]
 
 
 # `import attnlab.train` binds the *package* to `attnlab.train`, shadowing the lazily exported
-# function of the same name: make the package callable so `al.train(net, X, Y, ...)` works in
-# either case.
+# function of the same name: make the package callable (with train's signature and help) so
+# `al.train(net, X, Y, ...)` works in either case.
+import inspect as _inspect
 import sys as _sys
 import types as _types
 
@@ -27,4 +28,6 @@ class _CallablePackage(_types.ModuleType):
         return train(*args, **kwargs)
 
 
+__signature__ = _inspect.signature(train)
+__doc__ += "\nal.train" + str(__signature__) + "\n\n    " + train.__doc__
 _sys.modules[__name__].__class__ = _CallablePackage
