@@ -4,9 +4,9 @@ Mauna Loa weekly CO₂ (statsmodels, 1958–2001, gaps interpolated). The last 5
 the test year; the 52 weeks before them (2000) validate. The network is a causal
 self-attention decoder: each step reads the week's change in CO₂ (standardised) and the time of
 year (sin, cos), and predicts the next week's change; causal attention (query i sees keys
-j ≤ i) lets it look back over the past two years. It forecasts the test year closed loop with
-`al.forecast` — each predicted change is fed back as the next input — and the changes are
-summed onto the last observed level. Baselines on the same split: seasonal naive, seasonal
+j ≤ i) looks back over the 156 weeks (three years) of history it is given. It forecasts the
+test year closed loop with `al.forecast` — each predicted change is fed back as the next
+input — and the changes are summed onto the last observed level. Baselines on the same split: seasonal naive, seasonal
 naive with drift, additive Holt–Winters (statsmodels)."""
 from __future__ import annotations
 
