@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 # The rest of the flat namespace, imported on first use (keeps `import attnlab` light).
 _LAZY = {
     "attention": "attnlab.functional",
-    "train": "attnlab.train", "TrainingOptions": "attnlab.train", "TrainingInfo": "attnlab.train",
-    "classify": "attnlab.train",
+    "train": "attnlab.training", "TrainingOptions": "attnlab.training", "TrainingInfo": "attnlab.training",
+    "classify": "attnlab.training",
     "Serial": "attnlab.combinators", "Parallel": "attnlab.combinators",
     "Branch": "attnlab.combinators", "Residual": "attnlab.combinators",
     "Select": "attnlab.combinators",

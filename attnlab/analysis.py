@@ -10,7 +10,6 @@ import io
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import torch
 
 from .errors import AttnlabError, FormatError, NetworkError, SizeError
 from .spec import Spec

@@ -1,7 +1,6 @@
 """Mini-batching of network inputs (for predict now, for training later)."""
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from .errors import DataError

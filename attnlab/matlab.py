@@ -49,13 +49,12 @@ Where attnlab differs from MATLAB
 """
 from __future__ import annotations
 
-import importlib
 import math
 import warnings
 from typing import Any
 
 from . import layers as L
-from .errors import ArgumentError, AttnlabError, NetworkError, close_matches
+from .errors import ArgumentError, NetworkError, close_matches
 from .layers.base import Layer
 from .network import Network
 
@@ -868,7 +867,7 @@ def _check_net(net, fn):
 
 _SOLVERS = ("sgdm", "adam", "rmsprop", "adamw")
 
-# MATLAB trainingOptions name → attnlab TrainingOptions field (DESIGN §2 and attnlab.train)
+# MATLAB trainingOptions name → attnlab TrainingOptions field (DESIGN §2 and attnlab.training)
 _TRAINING = {
     "InitialLearnRate": "learning_rate", "MaxEpochs": "max_epochs", "MiniBatchSize": "batch_size",
     "Shuffle": "shuffle", "ValidationData": "validation_data",
@@ -896,22 +895,13 @@ _TRAINING_NOOP = {
 _MATLAB_TRAINING_DEFAULTS = {"shuffle": "once", "l2": 1e-4}
 
 
-def _training_module():
-    try:
-        mod = importlib.import_module("attnlab.train")
-        return mod.TrainingOptions, mod.train
-    except (ImportError, AttributeError) as e:
-        raise AttnlabError(f"attnlab.train is not available ({e}): trainingOptions and trainnet "
-                           "map onto al.TrainingOptions and al.train.") from None
-
-
 def trainingOptions(solverName, *args, **kwargs):
     """`trainingOptions("adam", MaxEpochs=5, ...)` → `al.TrainingOptions(solver="adam",
     max_epochs=5, ...)`, with MATLAB's defaults (Shuffle "once", L2Regularization 1e-4,
     MaxEpochs 30, MiniBatchSize 128, learning rate 0.01 for sgdm, else 0.001).
     Inf (ValidationPatience, GradientThreshold) means no limit; Plots "none" means none."""
     fn = "trainingOptions"
-    TrainingOptions, _ = _training_module()
+    from .training import TrainingOptions
     solver = _word(fn, "solverName", solverName, _SOLVERS)
     options = {k: None for k in _TRAINING}
     options.update({k: None for k in _TRAINING_NOOP})
@@ -1006,7 +996,7 @@ def trainnet(*args):
         raise ArgumentError(f"{fn}: expected (X, T, net, lossFcn, options) or (data, net, lossFcn, "
                             f"options), received {len(args)} arguments.")
     _check_net(net, fn)
-    TrainingOptions, train = _training_module()
+    from .training import TrainingOptions, train
     if not isinstance(options, TrainingOptions):
         raise ArgumentError(f"{fn}: expected options from trainingOptions(...), received "
                             f"{type(options).__name__}.")
@@ -1049,5 +1039,5 @@ def classify(net: Network, *X, **kwargs):
     """Legacy `YPred = classify(net, X)` → `al.classify(net, X)`: class labels."""
     _check_net(net, "classify")
     _parse("classify", (), kwargs, {"MiniBatchSize": 128})
-    mod = importlib.import_module("attnlab.train")
-    return mod.classify(net, *X)
+    from .training import classify as _classify
+    return _classify(net, *X)

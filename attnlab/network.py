@@ -5,8 +5,7 @@ Editing (`add`, `connect`, …) never runs tensors. `analyze()` walks the graph 
 """
 from __future__ import annotations
 
-import math
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -16,7 +15,7 @@ from .analysis import Analysis, analyze as _analyze
 from .compile import Plan, compile_plan
 from .errors import AttnlabError, DataError, NetworkError, SizeError, close_matches
 from .layers.base import Layer, check_name
-from .sequences import Padded, pad_sequences, unpad
+from .sequences import Padded, pad_sequences
 from .spec import Spec, spec_of_tensor_shape
 
 

@@ -16,12 +16,10 @@ Without scikit-learn, synthetic digits-like data of the same shape are used.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 import warnings
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import attnlab as al
@@ -143,13 +141,6 @@ def sequence_network_attnlab(h=28, w=28) -> al.Network:
 
 # ---------------------------------------------------------------------------- train ----
 
-def _have_train() -> bool:
-    try:
-        return callable(importlib.import_module("attnlab.train").train)
-    except (ImportError, AttributeError):
-        return False
-
-
 def train_matlab(layers, train, val, epochs=5, plots_file=None):
     """The seed's trainingOptions and trainNetwork, line by line ({XVal, YVal} for the
     validation datastore)."""
@@ -174,21 +165,6 @@ def train_attnlab(net, train, val, epochs=5):
                               shuffle="every-epoch", validation_data=val, validation_frequency=30,
                               verbose=False, l2=1e-4)
     return al.train(net, *train, loss="crossentropy", options=opts)
-
-
-def manual_steps(net, x, y, steps=5, lr=0.01):
-    """Without attnlab.train: forward, cross-entropy, backward and a few SGD steps by hand."""
-    net(x[:2])                                                   # builds the parameters
-    opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=0.9)
-    losses = []
-    for _ in range(steps):
-        probs = net(x)
-        loss = torch.nn.functional.nll_loss(probs.clamp_min(1e-12).log(), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
 
 
 def accuracy(net, x, y) -> float:
@@ -232,22 +208,16 @@ def main(small: bool = False, out: Path | None = None) -> dict:
     result = {"flatten_error": problem.message, "flatten_error_class": problem.error_class,
               "fixed_ok": fixed_analysis.ok}
     torch.manual_seed(0)
-    if _have_train():
-        plots = out / "seed2-training-progress.png" if out is not None else None
-        net = train_matlab(sequence_layers_matlab(size, size), train, val, epochs, plots)
-        info = net.training_info
-        result["val_accuracy"] = accuracy(net, *val)
-        result["final_loss"] = _final_loss(info)
-        print(f"trainNetwork: {info}; validation accuracy {result['val_accuracy']:.3f}")
-        if not small:
-            twin = sequence_network_attnlab(size, size)
-            train_attnlab(twin, train, val, epochs)
-            print(f"al.train (idiomatic): validation accuracy {accuracy(twin, *val):.3f}")
-    else:
-        losses = manual_steps(sequence_network_attnlab(size, size), *train, steps=3 if small else 20)
-        result["final_loss"] = losses[-1]
-        print(f"attnlab.train is not available: {len(losses)} manual SGD steps, loss "
-              f"{losses[0]:.3f} → {losses[-1]:.3f}")
+    plots = out / "seed2-training-progress.png" if out is not None else None
+    net = train_matlab(sequence_layers_matlab(size, size), train, val, epochs, plots)
+    info = net.training_info
+    result["val_accuracy"] = accuracy(net, *val)
+    result["final_loss"] = _final_loss(info)
+    print(f"trainNetwork: {info}; validation accuracy {result['val_accuracy']:.3f}")
+    if not small:
+        twin = sequence_network_attnlab(size, size)
+        train_attnlab(twin, train, val, epochs)
+        print(f"al.train (idiomatic): validation accuracy {accuracy(twin, *val):.3f}")
     return result
 
 

@@ -19,7 +19,6 @@ Data: synthetic 1-channel signals of 12–32 steps whose class is their frequenc
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 import sys
 from pathlib import Path
@@ -170,13 +169,6 @@ def _formula_difference(net, x, heads, steps, channels):
 
 # ---------------------------------------------------------------------------- train ----
 
-def _have_train() -> bool:
-    try:
-        return callable(importlib.import_module("attnlab.train").train)
-    except (ImportError, AttributeError):
-        return False
-
-
 def fit(net, X, T, epochs, lr=0.01):
     options = trainingOptions("adam", InitialLearnRate=lr, MaxEpochs=epochs, MiniBatchSize=32,
                               Shuffle="every-epoch", Verbose=False, L2Regularization=0)
@@ -211,24 +203,17 @@ def main(small: bool = False) -> dict:
           "per sequence. Reduce time after the attention (globalAveragePooling1dLayer, "
           "indexing1dLayer(\"last\") or AttentionPool1d).")
     result["no_pooling_output"] = str(out_spec)
-    if _have_train():
-        try:
-            fit(bad, X, T, 1)
-            result["no_pooling_error"] = None
-        except al.AttnlabError as e:
-            result["no_pooling_error"] = e
-            print(f"trainnet says: {type(e).__name__}: {e}\n")
-        for name, net in nets.items():
-            before = accuracy(net, Xv, Tv)
-            fit(net, X, T, epochs)
-            result[name] = (before, accuracy(net, Xv, Tv))
-            print(f"{name:>20}: validation accuracy {before:.2f} → {result[name][1]:.2f}")
-    else:
-        for name, net in nets.items():
-            y = net(X[:8])
-            y.sum().backward()
-            result[name] = tuple(y.shape)
-        print("attnlab.train is not available: ran forward and backward only.")
+    try:
+        fit(bad, X, T, 1)
+        result["no_pooling_error"] = None
+    except al.AttnlabError as e:
+        result["no_pooling_error"] = e
+        print(f"trainnet says: {type(e).__name__}: {e}\n")
+    for name, net in nets.items():
+        before = accuracy(net, Xv, Tv)
+        fit(net, X, T, epochs)
+        result[name] = (before, accuracy(net, Xv, Tv))
+        print(f"{name:>20}: validation accuracy {before:.2f} → {result[name][1]:.2f}")
     return result
 
 

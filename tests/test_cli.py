@@ -2,7 +2,6 @@
 import sys
 import textwrap
 
-import torch
 
 import attnlab as al
 from attnlab import layers as L

@@ -31,13 +31,6 @@ follow = load("seed2_sequence_attention")
 seed3 = load("seed3_attention_qkv")
 
 
-def have_train():
-    try:
-        return callable(importlib.import_module("attnlab.train").train)
-    except (ImportError, AttributeError):
-        return False
-
-
 def _quiet(build):
     def run():
         with warnings.catch_warnings():
@@ -105,8 +98,7 @@ def test_seed2_follow_ups_sequence_to_label_and_lstm():
     assert r["no_pooling_output"] == "B×T×3"
     for name in [f"attention+{p}" for p in follow.POOLS] + ["lstm+attention"]:
         assert name in r
-    if have_train():
-        assert isinstance(r["no_pooling_error"], al.AttnlabError)   # one label vs B×T×3
+    assert isinstance(r["no_pooling_error"], al.AttnlabError)       # one label vs B×T×3
 
 
 def test_seed3_attention_qkv_equals_multi_head_attention():

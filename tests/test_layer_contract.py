@@ -3,7 +3,6 @@ import pytest
 import torch
 from torch import nn
 
-import attnlab as al
 from attnlab import layers as L
 from attnlab.combinators import Pick, Port
 from attnlab.spec import Spec

@@ -1,5 +1,4 @@
 """attnlab.matlab: MATLAB names and name–value options → the same attnlab objects."""
-import importlib
 import warnings
 
 import numpy as np
@@ -230,26 +229,13 @@ def test_plot_returns_a_figure(tmp_path):
 
 # -- training -----------------------------------------------------------------------------
 
-def _train_api():
-    try:
-        mod = importlib.import_module("attnlab.train")
-        return mod.TrainingOptions, mod.train
-    except (ImportError, AttributeError):
-        return None
-
-
-needs_train = pytest.mark.skipif(_train_api() is None,
-                                 reason="attnlab.train (al.TrainingOptions, al.train) is missing")
-
-
-@needs_train
 def test_training_options_map_matlab_names_and_defaults():
     opts = M.trainingOptions("SGDM", "InitialLearnRate", 0.01, "MaxEpochs", 5,
                              "Shuffle", "every-epoch", "ValidationFrequency", 30,
                              "Verbose", False, "Plots", "none", ValidationPatience=float("inf"),
                              GradientThreshold=float("inf"), MiniBatchSize=16,
                              L2Regularization=0, SequenceLength="longest")
-    TrainingOptions, _ = _train_api()
+    TrainingOptions = al.TrainingOptions
     assert isinstance(opts, TrainingOptions)
     assert (opts.solver, opts.learning_rate, opts.max_epochs, opts.shuffle,
             opts.validation_frequency, opts.verbose, opts.plots, opts.validation_patience,
@@ -262,7 +248,6 @@ def test_training_options_map_matlab_names_and_defaults():
     assert isinstance(v.validation_data, tuple) and v.device == "cpu" and v.metrics == ["accuracy"]
 
 
-@needs_train
 @pytest.mark.parametrize("call,match", [
     (lambda: M.trainingOptions("lbfgs"), "'sgdm', 'adam'"),
     (lambda: M.trainingOptions("adam", MaxEpoch=5), "Did you mean 'MaxEpochs'"),
@@ -280,7 +265,6 @@ def _toy_classification(n=64):
     return x, (x[:, 0] + x[:, 1] > 0).long()
 
 
-@needs_train
 def test_trainnet_trains_in_place_and_returns_the_network():
     x, t = _toy_classification()
     net = M.dlnetwork([M.featureInputLayer(4), M.fullyConnectedLayer(2), M.softmaxLayer()])
@@ -293,7 +277,6 @@ def test_trainnet_trains_in_place_and_returns_the_network():
     assert after > max(before, 0.85)
 
 
-@needs_train
 def test_legacy_train_network_reads_the_loss_from_the_output_layer():
     x, t = _toy_classification()
     layers = [M.featureInputLayer(4), M.fullyConnectedLayer(2), M.softmaxLayer(),

@@ -1,7 +1,6 @@
 """Streaming (issue 5): step-wise outputs equal the full forward pass at the same positions, one
 step at a time and after multi-step prefills; layers that cannot stream are refused at stream()
 with a fix; generate and forecast equal their definitions by repeated full forward passes."""
-import random
 
 import pytest
 import torch

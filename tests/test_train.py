@@ -10,8 +10,8 @@ from torch.nn import functional as F
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.train import plots as plots_mod
-from attnlab.train.optim import make_optimizer
+from attnlab.training import plots as plots_mod
+from attnlab.training.optim import make_optimizer
 from train_worker import attention_classifier, lstm_classifier, separable
 
 QUIET = dict(verbose=False)
@@ -364,7 +364,7 @@ def test_no_host_reads_per_step(monkeypatch):
 def test_rich_progress_bar_in_a_terminal():
     import io
     from rich.console import Console
-    from attnlab.train.progress import Bar
+    from attnlab.training.progress import Bar
     buf = io.StringIO()
     bar = Bar(Console(file=buf, force_terminal=True, width=120))
     bar.start(total=4, epochs=2)

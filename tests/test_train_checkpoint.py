@@ -13,7 +13,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 import attnlab as al
-from attnlab.train import checkpoint as ck
+from attnlab.training import checkpoint as ck
 from train_worker import ddp_case, ddp_dataset_case, lstm_classifier, resume_case, separable
 
 ROOT = Path(__file__).resolve().parents[1]

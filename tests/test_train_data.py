@@ -8,7 +8,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.train.sampler import draw_epoch, shard
+from attnlab.training.sampler import draw_epoch, shard
 from train_worker import attention_classifier, lstm_classifier, separable
 
 QUIET = dict(verbose=False)

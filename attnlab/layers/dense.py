@@ -1,7 +1,6 @@
 """Dense layers, activations and dropout."""
 from __future__ import annotations
 
-import torch
 from torch import nn
 from torch.nn import functional as F
 

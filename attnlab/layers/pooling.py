@@ -8,7 +8,6 @@ from ..errors import ArgumentError, FormatError, SizeError
 from ..spec import Spec
 from .base import Layer, as_pair
 from .conv import _out_size
-from .inputs import _positive
 
 
 def lengths_of(mask):
