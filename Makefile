@@ -13,7 +13,9 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/attnlab demo seed1 --out demo-out
+	$(VENV)/bin/attnlab demo digits --out demo-out
+	@echo "Open demo-out/digits/report.html. The other demos:"
+	@echo "  $(VENV)/bin/attnlab demo vowels|forecast|roman|seed1 --out demo-out [--epochs N]"
 
 test: $(STAMP)
 	$(PY) -m pytest
