@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Callable, Mapping
@@ -31,6 +29,7 @@ from typing import Callable, Mapping
 import torch
 from torch import nn
 
+from ._files import atomic_write
 from .errors import ArgumentError, AttnlabError, NetworkError, close_matches
 from .spec import Spec
 
@@ -99,18 +98,9 @@ def save(net, path) -> None:
     if hasattr(path, "write"):                    # a binary file object
         _write_zip(path, blobs)
         return
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            _write_zip(f, blobs)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    buf = io.BytesIO()
+    _write_zip(buf, blobs)
+    atomic_write(path, buf.getvalue())
 
 
 def _write_zip(f, blobs):

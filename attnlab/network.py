@@ -468,10 +468,7 @@ class Network(nn.Module, Layer):
                                 + (f"unknown {', '.join(unknown)}.{hint} " if unknown else "")
                                 + (f"missing {', '.join(missing)}." if missing else ""))
             args = [given[k] for k in names]
-        dtype = self._dtype
-        if dtype is None:
-            p = next((p for p in self.parameters() if p.is_floating_point()), None)
-            dtype = self._dtype = p.dtype if p is not None else torch.get_default_dtype()
+        dtype = self._dtype or self._float_dtype()
         flat = []
         for x, name, spec, checks in zip(args, names, self._input_specs, self._input_checks):
             if type(x) is torch.Tensor and x.dim() == len(checks[0]) and \
@@ -480,6 +477,12 @@ class Network(nn.Module, Layer):
             else:
                 flat += _as_batch(x, spec, name, dtype)
         return flat
+
+    def _float_dtype(self) -> torch.dtype:
+        """The dtype inputs are cast to: the parameters' (cached until .to()/.double())."""
+        p = next((p for p in self.parameters() if p.is_floating_point()), None)
+        self._dtype = p.dtype if p is not None else torch.get_default_dtype()
+        return self._dtype
 
     def _apply(self, fn, *a, **k):
         self._dtype = None  # .to()/.double() change the dtype inputs are cast to

@@ -39,8 +39,8 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64) -> "St
         hint = "".join(close_matches(k, names) for k in unknown)
         raise DataError(f"static_inputs: unknown input(s) {', '.join(map(repr, unknown))}.{hint} "
                         f"The network's inputs: {', '.join(names)}.")
-    dtype = _dtype(net)
-    specs = {n: _input_spec(net, analysis, n) for n in names}
+    dtype = net._float_dtype()
+    specs = dict(zip(net._in_names, net._input_specs))
     static, batch = {}, None
     for name, x in static_inputs.items():
         from ..network import _as_batch   # the forward pass's own input conversion and checks
@@ -67,19 +67,6 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64) -> "St
                            f"{len(program.problems)} layer(s) cannot run step by step:\n{lines}",
                            program.problems)
     return Stream(net, program, [specs[n] for n in program.streamed_inputs], batch, dtype)
-
-
-def _dtype(net) -> torch.dtype:
-    p = next((p for p in net.parameters() if p.is_floating_point()), None)
-    return p.dtype if p is not None else torch.get_default_dtype()
-
-
-def _input_spec(net, analysis, name):
-    lname, _, port = name.partition("/")
-    layer = net._layers[lname]
-    if layer.is_input:
-        return layer.spec
-    return analysis.in_specs[lname][port or layer.input_ports[0]]
 
 
 class Stream:

@@ -10,10 +10,8 @@ checkpoints or the new one, never a torn file.
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +19,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as st_save
 
+from .._files import atomic_write
 from ..errors import TrainingError
 
 PATTERN = re.compile(r"^checkpoint-(\d{9})\.safetensors$")
@@ -29,42 +28,6 @@ META_KEY = "attnlab.training"
 
 def path_for(directory: Path, iteration: int) -> Path:
     return Path(directory) / f"checkpoint-{iteration:09d}.safetensors"
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())             # mkstemp makes 0600; use the usual mode
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:                                  # e.g. Windows: directories cannot be opened
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def save(directory, iteration: int, tensors: dict[str, torch.Tensor], meta: dict,
