@@ -124,10 +124,24 @@ def test_sigkill_mid_training_then_resume_is_bit_identical(tmp_path, one_thread)
 
 # -------------------------------------------------------------------------- DDP ---
 
+def _run_group(cmd, timeout):
+    """Runs cmd in its own process group and, on a timeout, kills the whole group: torchrun's
+    workers would otherwise outlive the launcher."""
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{' '.join(cmd[-4:])} did not finish in {timeout} s:\n{out[-2000:]}{err[-2000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
 def test_torchrun_two_processes_match_one_process(tmp_path, one_thread):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            str(WORKER), "ddp", str(tmp_path)]
-    run = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=240, cwd=ROOT)
+    run = _run_group(cmd, timeout=240)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     ddp = load_file(str(tmp_path / "weights-ddp.safetensors"))
     net, info = ddp_case()
