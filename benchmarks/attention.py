@@ -23,6 +23,7 @@ import json
 import math
 import os
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -339,7 +340,11 @@ def child(args) -> None:
     try:
         mod(x).backward(g)
     except (RuntimeError, MemoryError) as e:
-        result.update(ok=False, error=str(e).splitlines()[0][:160])
+        msg = str(e)
+        wanted = re.search(r"allocate (\d+) bytes", msg)
+        if wanted:  # torch's allocator message is long; keep what it means
+            msg = f"out of memory: allocating {int(wanted.group(1)) / GiB:.1f} GiB failed"
+        result.update(ok=False, error=msg.splitlines()[0][:160])
     result["seconds"] = time.perf_counter() - t0
     peak = _proc_status("VmHWM") if hwm_method == "VmHWM reset" else \
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -557,12 +562,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats, shorter memory search")
     ap.add_argument("--no-write", action="store_true", help="print only; leave RESULTS.md alone")
+    ap.add_argument("--max-wait", type=float, default=WAIT_BUDGET[0], metavar="S",
+                    help="seconds the run may spend in all waiting for other processes to "
+                         "leave the CPUs alone (default %(default)s)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args)
         return
     torch.set_num_threads(THREADS)
+    WAIT_BUDGET[0] = args.max_wait
     quick = args.quick
     repeats, warmup = (5, 2) if quick else (15, 3)
     t_start = time.perf_counter()
