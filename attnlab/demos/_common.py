@@ -101,3 +101,26 @@ class demo_threads:
     def __exit__(self, *exc):
         torch.set_num_threads(self.before)
         return False
+
+
+def classification_metrics(net, pred, data, base, n_train, n_validation, val_acc, epochs,
+                           train_s, base_s) -> dict:
+    """metrics.json of a classification demo: the model beside its baseline on the test split."""
+    pred = np.asarray(pred)
+    return {"test_accuracy": float(np.mean(pred == data.y_test)),
+            "baseline_accuracy": base["accuracy"], "baseline": base["name"],
+            "validation_accuracy": val_acc,
+            "test_errors": int(np.sum(pred != data.y_test)),
+            "baseline_errors": int(np.sum(base["predictions"] != data.y_test)),
+            "n_train": n_train, "n_validation": n_validation, "n_test": len(data.y_test),
+            "epochs": epochs, "train_seconds": round(train_s, 1),
+            "baseline_seconds": round(base_s, 2),
+            "learnables": net.analyze().total_learnables}
+
+
+def classification_rows(metrics: dict) -> list[dict]:
+    """The report's table for a classification demo."""
+    return [{"model": "attention network (attnlab)", "test accuracy": percent(metrics["test_accuracy"]),
+             "errors": metrics["test_errors"], "ours": True},
+            {"model": metrics["baseline"], "test accuracy": percent(metrics["baseline_accuracy"]),
+             "errors": metrics["baseline_errors"]}]

@@ -127,14 +127,8 @@ def _run(out: Path, epochs: int | None) -> dict:
     _attention_figure(twin, data, pred, out / "attention.png")
     files += ["attention.png", "attention-map.png", "metrics.json", "report.html"]
 
-    metrics = {"test_accuracy": acc, "baseline_accuracy": base["accuracy"],
-               "baseline": base["name"], "validation_accuracy": val_acc,
-               "test_errors": int(np.sum(np.asarray(pred) != data.y_test)),
-               "baseline_errors": int(np.sum(base["predictions"] != data.y_test)),
-               "n_train": len(ytr), "n_validation": len(yv), "n_test": len(data.y_test),
-               "epochs": epochs or EPOCHS, "train_seconds": round(train_s, 1),
-               "baseline_seconds": round(base_s, 2),
-               "learnables": net.analyze().total_learnables, "seconds": None}
+    metrics = C.classification_metrics(net, pred, data, base, len(ytr), len(yv), val_acc,
+                                       epochs or EPOCHS, train_s, base_s)
     metrics["seconds"] = round(watch.seconds, 1)
     C.write_metrics(out, metrics)
     write_report(
@@ -144,10 +138,7 @@ def _run(out: Path, epochs: int | None) -> dict:
         "(4×4 positions after max pooling) + position embedding → <code>SelfAttention</code> → average pooling → "
         "<code>Dense(10)</code>, trained with <code>al.train</code>, against an RBF SVM on the "
         "same split.",
-        [{"model": "attention network (attnlab)", "test accuracy": C.percent(acc),
-          "errors": metrics["test_errors"], "ours": True},
-         {"model": base["name"], "test accuracy": C.percent(base["accuracy"]),
-          "errors": metrics["baseline_errors"]}],
+        C.classification_rows(metrics),
         [("network.png", "the layer graph, with activation sizes"),
          ("training-progress.png", "loss and accuracy, training and validation"),
          ("attention.png", "self-attention weights of test images: for each head, how much "

@@ -14,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
 import attnlab as al
 from attnlab import layers as L

@@ -12,7 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import torch
 
 import attnlab as al
 from attnlab import layers as L
@@ -107,14 +106,8 @@ def _run(out: Path, epochs: int | None) -> dict:
     _attention_figure(twin, data, Xte, pred, out / "attention.png")
     files += ["attention.png", "metrics.json", "report.html"]
 
-    metrics = {"test_accuracy": acc, "baseline_accuracy": base["accuracy"],
-               "baseline": base["name"], "validation_accuracy": val_acc,
-               "test_errors": int(np.sum(pred != data.y_test)),
-               "baseline_errors": int(np.sum(base["predictions"] != data.y_test)),
-               "n_train": len(ytr), "n_validation": len(yv), "n_test": len(data.y_test),
-               "epochs": epochs or EPOCHS, "train_seconds": round(train_s, 1),
-               "baseline_seconds": round(base_s, 2),
-               "learnables": net.analyze().total_learnables}
+    metrics = C.classification_metrics(net, pred, data, base, len(ytr), len(yv), val_acc,
+                                       epochs or EPOCHS, train_s, base_s)
     metrics["seconds"] = round(watch.seconds, 1)
     C.write_metrics(out, metrics)
     write_report(
@@ -125,10 +118,7 @@ def _run(out: Path, epochs: int | None) -> dict:
         "ignores padded steps. <code>Dense</code> + sinusoidal position → "
         "<code>SelfAttention</code> → <code>AttentionPool1d</code> → <code>Dense(9)</code>, "
         "against logistic regression on the utterances resampled to 20 steps.",
-        [{"model": "attention network (attnlab)", "test accuracy": C.percent(acc),
-          "errors": metrics["test_errors"], "ours": True},
-         {"model": base["name"], "test accuracy": C.percent(base["accuracy"]),
-          "errors": metrics["baseline_errors"]}],
+        C.classification_rows(metrics),
         [("network.png", "the layer graph, with activation sizes"),
          ("training-progress.png", "loss and accuracy, training and validation"),
          ("attention.png", "self-attention weights (query step × key step) of a test utterance, "
