@@ -149,15 +149,13 @@ class Network(nn.Module, Layer):
         old = self._layer(name)
         new = list(layers) if isinstance(layers, (list, tuple)) else [layers]
         first, last = new[0], new[-1]
-        ins = {p: s for (d, p), s in self._conns.items() if d == name}
-        outs = [(d, s[1]) for d, s in self._conns.items() if s[0] == name]
-        for port in ins:
-            if old.input_ports.index(port) >= len(first.input_ports):
+        touching = {d: s for d, s in self._conns.items() if name in (d[0], s[0])}
+        for (dst, port), (src, sport) in touching.items():
+            if dst == name and old.input_ports.index(port) >= len(first.input_ports):
                 raise NetworkError(f"replace('{name}'): its input '{port}' is connected but the new "
                                    f"layer {first.type_name} has only {len(first.input_ports)} input(s).")
-        for _, port in outs:
-            if old.output_ports.index(port) >= len(last.output_ports):
-                raise NetworkError(f"replace('{name}'): its output '{port}' is connected but the new "
+            if src == name and old.output_ports.index(sport) >= len(last.output_ports):
+                raise NetworkError(f"replace('{name}'): its output '{sport}' is connected but the new "
                                    f"layer {last.type_name} has only {len(last.output_ports)} output(s).")
         keep_order = list(self._layers)
         at = keep_order.index(name)
@@ -174,10 +172,14 @@ class Network(nn.Module, Layer):
             raise
         order = keep_order[:at] + [l.name for l in new] + keep_order[at + 1:]
         self._reorder(order)
-        for port, src in ins.items():
-            self._conns[(first.name, first.input_ports[old.input_ports.index(port)])] = src
-        for dst, port in outs:
-            self._conns[dst] = (last.name, last.output_ports[old.output_ports.index(port)])
+        # inputs of the old layer enter the first new layer, its outputs leave from the last
+        # (both ends of a connection from the layer to itself move)
+        for (dst, port), (src, sport) in touching.items():
+            if dst == name:
+                dst, port = first.name, first.input_ports[old.input_ports.index(port)]
+            if src == name:
+                src, sport = last.name, last.output_ports[old.output_ports.index(sport)]
+            self._conns[(dst, port)] = (src, sport)
         self._changed()
         return self
 

@@ -191,3 +191,14 @@ def test_cli_demo_seed1(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "4×7×256" in out and "cross-attention → layernorm → lstm_decoder → query" in out
     assert (tmp_path / "seed1" / "seed1-answer.png").stat().st_size > 10_000
+
+
+def test_replace_a_layer_connected_to_itself_moves_both_ends():
+    # found by the random-edit property test: the self-loop's destination port must move too
+    net = al.Network([L.SequenceInput(4, name="x"), L.Addition(2, name="add")])
+    net.connect("add", "add/in2")
+    net.replace("add", L.Multiplication(2, name="mul"))
+    assert sorted(map(str, net.connections)) == ["mul → mul/in2", "x → mul/in1"]
+    with pytest.raises(al.NetworkError, match="its input 'in2' is connected"):
+        net.replace("mul", L.Dense(4, name="fc"))             # one input cannot take two
+    assert sorted(map(str, net.connections)) == ["mul → mul/in2", "x → mul/in1"]
