@@ -12,6 +12,7 @@ networks without BatchNorm.
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 from dataclasses import dataclass
 
@@ -72,9 +73,11 @@ def setup(device=None) -> Dist:
 
 
 def _destroy():
-    # all processes reach exit before any tears its group down: without the barrier (or
-    # without destroying at all) gloo aborts now and then when the first process leaves
+    # Free unreachable DDP wrappers (their reducers hold the group) while the group still
+    # exists, then let all processes reach exit before any tears its group down: otherwise
+    # gloo now and then aborts a process ("terminate called without an active exception").
     if dist.is_initialized():
+        gc.collect()
         dist.barrier()
         dist.destroy_process_group()
 
