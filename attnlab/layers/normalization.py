@@ -6,7 +6,16 @@ from torch import nn
 from .base import Layer
 
 
-class LayerNorm(Layer):
+class _Norm(Layer):
+    """A normalisation: sequences, features or images in, the same shape out."""
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BTC", "BC", "BCSS"))
+        return s
+
+
+class LayerNorm(_Norm):
     """Layer normalisation [layerNormalizationLayer]. B×T×C, B×C: over channels (`nn.LayerNorm`);
     B×C×H×W: over channels and space with a per-channel scale (`nn.GroupNorm` with one group, as
     MATLAB normalises images). Same shape out. Learnables `weight`, `bias`."""
@@ -15,11 +24,6 @@ class LayerNorm(Layer):
         super().__init__(name)
         self.eps = eps
 
-    def infer(self, specs):
-        s = specs["in"]
-        self.require(s, "in", ("BTC", "BC", "BCSS"))
-        return s
-
     def build(self, specs):
         s = specs["in"]
         if s.is_image:
@@ -27,7 +31,7 @@ class LayerNorm(Layer):
         return nn.LayerNorm(s.channels, eps=self.eps)
 
 
-class BatchNorm(Layer):
+class BatchNorm(_Norm):
     """Batch normalisation [batchNormalizationLayer] over channels: B×C×H×W, B×C, B×T×C → same
     shape. Learnables `weight`, `bias`; running statistics as buffers."""
 
@@ -35,11 +39,6 @@ class BatchNorm(Layer):
         super().__init__(name)
         self.eps = eps
         self.momentum = momentum
-
-    def infer(self, specs):
-        s = specs["in"]
-        self.require(s, "in", ("BTC", "BC", "BCSS"))
-        return s
 
     def build(self, specs):
         s = specs["in"]
