@@ -15,6 +15,7 @@ from .analysis import Analysis, analyze as _analyze
 from .compile import Plan, compile_plan
 from .errors import AttnlabError, DataError, NetworkError, SizeError, close_matches
 from .layers.base import Layer, check_name
+from .batching import as_batch
 from .sequences import Padded, pad_sequences
 from .spec import Spec, spec_of_tensor_shape
 
@@ -477,7 +478,7 @@ class Network(nn.Module, Layer):
                     all(x.shape[i] == n for i, n in checks[1]):       # the hot path: a right tensor
                 flat += [x if x.dtype is dtype else x.to(dtype), None]
             else:
-                flat += _as_batch(x, spec, name, dtype)
+                flat += as_batch(x, spec, name, dtype)
         return flat
 
     def _float_dtype(self) -> torch.dtype:
@@ -570,43 +571,3 @@ def _fresh(stem, taken, first_plain=False):
 
 def _flat_learnables(analysis):
     return {f"{n}/{p}": s for n, params in analysis.learnables.items() for p, s in params.items()}
-
-
-def _as_batch(x, spec: Spec, name: str, dtype):
-    """One input value → (tensor, mask or None), checked against the input's spec."""
-    mask = None
-    if isinstance(x, Padded):
-        x, mask = x.data, x.mask
-    elif isinstance(x, (list, tuple)):
-        if not x:
-            raise DataError(f"input '{name}': received an empty list.")
-        if spec.is_sequence and all(getattr(s, "ndim", np.ndim(s)) in (1, 2) for s in x):
-            x, mask = pad_sequences(x, dtype=dtype)
-            if bool(mask.all()):     # equal lengths: no padding to carry
-                mask = None
-        else:
-            x = torch.as_tensor(np.stack([np.asarray(s) for s in x]))
-    elif not isinstance(x, torch.Tensor):
-        x = torch.as_tensor(np.asarray(x))
-    if x.dtype != dtype and x.dtype != torch.bool:
-        x = x.to(dtype)
-    if x.dim() != len(spec.labels) or any(
-            s is not None and i > 0 and s != n for i, (s, n) in enumerate(zip(spec.sizes, x.shape))):
-        raise DataError(f"input '{name}': expected {spec}, received "
-                        f"{'×'.join(map(str, x.shape))}. {_shape_fix(x, spec)}".rstrip())
-    return x, mask
-
-
-def _shape_fix(x, spec: Spec) -> str:
-    if spec.is_sequence and x.dim() == 2:
-        if spec.channels == 1:
-            return "Add the channel dimension: x.unsqueeze(-1) (B×T → B×T×1)."
-        if x.shape[-1] == spec.channels:
-            return "A single sequence needs a batch dimension: x.unsqueeze(0), or pass a list of sequences."
-    if spec.is_sequence and x.dim() == 3 and x.shape[1] == spec.channels:
-        return "Sequences are batch-first B×T×C in attnlab: use x.transpose(1, 2)."
-    if spec.is_image and x.dim() == 4 and x.shape[-1] == spec.channels:
-        return "Images are B×C×H×W in attnlab: use x.permute(0, 3, 1, 2)."
-    if spec.is_image and x.dim() == 3:
-        return "Add the channel dimension: x.unsqueeze(1) (B×H×W → B×1×H×W)."
-    return "Check the sizes the input layer was declared with."

@@ -43,8 +43,8 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64) -> "St
     specs = dict(zip(net._in_names, net._input_specs))
     static, batch = {}, None
     for name, x in static_inputs.items():
-        from ..network import _as_batch   # the forward pass's own input conversion and checks
-        value, mask = _as_batch(x, specs[name], name, dtype)
+        from ..batching import as_batch   # the forward pass's own input conversion and checks
+        value, mask = as_batch(x, specs[name], name, dtype)
         if batch is not None and value.shape[0] != batch:
             raise DataError(f"static_inputs differ in batch size: '{name}' has {value.shape[0]}, "
                             f"another has {batch}. Give every input one entry per observation.")
