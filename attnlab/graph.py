@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .errors import AttnlabError, NetworkError, close_matches
-from .layers.base import LAYER_TYPES, Layer
+from .layers.base import LAYER_TYPES, Layer, check_name
 
 
 class Connection(NamedTuple):
@@ -52,7 +52,8 @@ class Graph(Layer):
             if not isinstance(layer, Layer):
                 raise NetworkError(f"add() takes attnlab layers, received {type(layer).__name__}. "
                                    "Wrap a torch module with L.Module(module).")
-            if any(layer is l for l in self._layers.values()):
+            check_name(layer.name)        # also a name set on the layer after it was made
+            if layer.name is not None and self._layers.get(layer.name) is layer:
                 raise NetworkError(f"layer '{layer.name}' is already in this network: a layer can be "
                                    "added once; create another layer to use it twice.")
         if len({id(l) for l in new}) != len(new):
@@ -71,8 +72,9 @@ class Graph(Layer):
             if layer.name is None:
                 names[i] = _fresh(layer.stem, taken, first_plain=True)
                 taken.add(names[i])
-        keys = {module_key(n): n for n in self._layers}
-        for n in names:
+        dotted = [n for n in names if "." in n or "\u2024" in n]
+        keys = {module_key(n): n for n in self._layers if "." in n or "\u2024" in n} if dotted else {}
+        for n in dotted:
             other = keys.setdefault(module_key(n), n)
             if other != n:
                 raise NetworkError(f"layer names '{other}' and '{n}' differ only in '.' against "

@@ -282,6 +282,7 @@ class Network(nn.Module, Graph):
         return self._finish(analysis, specs)
 
     def _finish(self, analysis, specs) -> Plan:
+        self._build_tried = True          # compile_plan reads layer_modules: don't build twice
         self._build_modules(analysis)
         self._plan = compile_plan(self, analysis)
         self._data_specs = specs
