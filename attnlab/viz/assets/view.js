@@ -498,7 +498,7 @@
 
   fit(true);
   window.addEventListener("resize", () => fit(true));
-  window.attnlab = { data, select, fit, view };
+  window.attnlab = { data, select, fit, view, centreOn };
   window.attnlabReadyMs = performance.now();
   window.attnlabReady = true;
 })();
