@@ -17,7 +17,12 @@ demo: $(STAMP)
 	@echo "Open demo-out/digits/report.html. The other demos:"
 	@echo "  $(VENV)/bin/attnlab demo vowels|forecast|roman|seed1 --out demo-out [--epochs N]"
 
-test: $(STAMP)
+# the browser tests need Chromium: tried once per .venv (never fatal; they skip without it)
+$(VENV)/.chromium: .ci/chromium.sh | $(STAMP)
+	-sh .ci/chromium.sh
+	touch $@
+
+test: $(STAMP) $(VENV)/.chromium
 	$(PY) -m pytest
 
 bench: $(STAMP)
