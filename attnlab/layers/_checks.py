@@ -135,7 +135,7 @@ def flag(owner, arg: str, value) -> bool:
     """True or False (a numpy bool too); 'no', 0 and None are refused, not read as truth."""
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return bool(value)
-    raise fail(owner, arg, "True or False", value)
+    raise fail(owner, arg, "True or False", value, f"Use {arg}=True or {arg}=False.")
 
 
 def choice(owner, arg: str, value, choices: tuple, extra: str = ""):
