@@ -141,7 +141,8 @@ def flag(owner, arg: str, value) -> bool:
 def choice(owner, arg: str, value, choices: tuple, extra: str = ""):
     """One of `choices` (strings or None); lists them, with a close match for a typo.
     `extra` names further allowed forms that the caller checks itself (e.g. "an int ≥ 0")."""
-    if value in choices and (value is None or isinstance(value, str)):
+    # compare only strings and None: `tensor in choices` would ask a tensor for its truth
+    if (value is None and None in choices) or (isinstance(value, str) and value in choices):
         return value
     listed = " or ".join("None" if c is None else repr(c) for c in choices)
     if extra:
