@@ -27,6 +27,8 @@ FILES = DATA - {"trainNetwork", "trainnet", "predict", "minibatchpredict", "clas
 def _scalar(x):
     if isinstance(x, np.ndarray) and x.size == 1:
         x = x.reshape(()).item()
+    elif isinstance(x, np.generic):
+        x = x.item()
     if isinstance(x, float) and x.is_integer() and abs(x) < 2 ** 53:
         return int(x)
     return x

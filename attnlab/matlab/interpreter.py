@@ -109,6 +109,7 @@ class Interpreter:
         self.print = out
         self.functions: dict[str, Function] = {}
         self.toolbox = _toolbox()
+        self._data_depth = 0                     # > 0 inside the arguments of a data call
 
     # ---------------------------------------------------------------------------- running --
     def run(self) -> dict:
@@ -375,6 +376,8 @@ class Interpreter:
         idx = self._index_args(args, container, scope)
         if container is None:
             container = [] if _is_layerish(value) else Cell() if brace else np.zeros(0)
+        elif _is_layerish(container) and not isinstance(container, (list, Network)):
+            container = [container]                  # one layer is a 1×1 layer array
         if isinstance(container, list):
             items = list(container)
             if len(idx) != 1 or not isinstance(idx[0], int):
@@ -452,6 +455,11 @@ class Interpreter:
         if kind == "handle_operator":
             name = _text(node.named_children[0], self.src)
             return lambda *a: self._call(name, list(a), {}, node, scope)
+        if kind == "end_keyword":
+            stack = getattr(self, "_end_stack", [])
+            if not stack:
+                self._fail(node, "'end' is used outside of an index")
+            return stack[-1]
         if kind == "boolean":
             return _text(node, self.src) == "true"
         self._fail(node, f"{kind.replace('_', ' ')} is not in the MATLAB subset attnlab reads "
@@ -474,6 +482,8 @@ class Interpreter:
             return B.CONSTANTS[name]
         if name in self.functions or name in self.toolbox or name in B.BASE or name in B.DATA:
             return self._call(name, [], {}, node, scope, nargout)
+        if self.analyze and self._data_depth:
+            raise NeedsData(f"needs '{name}', data the script does not define")
         known = list(scope) + (list(self.toolbox) + list(B.BASE) if name.endswith("Layer") else [])
         self._fail(node, f"undefined variable or function '{name}'.{close_matches(name, known)} "
                    f"Give it a value: attnlab analyze FILE.m --set {name}=VALUE, or "
@@ -521,8 +531,9 @@ class Interpreter:
             return (np.logical_and if op == "&" else np.logical_or)(a, b) if \
                 isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else \
                 (bool(a) and bool(b) if op == "&" else bool(a) or bool(b))
-        if isinstance(a, str) and isinstance(b, str) and op == "+":
-            return String(a + b)
+        if (isinstance(a, String) or isinstance(b, String)) and op == "+":
+            return String(B._fmt_value(a) if not isinstance(a, str) else a) + \
+                (B._fmt_value(b) if not isinstance(b, str) else b)     # "sa" + 1 is "sa1"
         if op == "*":
             return a @ b if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and \
                 a.ndim == 2 and b.ndim == 2 else a * b
@@ -559,7 +570,12 @@ class Interpreter:
                     pos, kw = self._arguments(args, scope)
                     return container(*pos, **kw)
                 return self._index(container, args, scope, node, brace)
-            pos, kw = self._arguments(args, scope, function=name)
+            data = name in B.DATA or name == "trainingOptions"
+            self._data_depth += data
+            try:
+                pos, kw = self._arguments(args, scope, function=name)
+            finally:
+                self._data_depth -= data
             return self._call(name, pos, kw, node, scope, nargout)
         container = self.eval_in(name_node, scope)
         return self._index(container, args, scope, node, brace)
@@ -640,6 +656,10 @@ class Interpreter:
                                                  else i)]
                 return "".join(picked) if isinstance(container, str) else type(container)(picked) \
                     if isinstance(container, Cell) else picked
+            if _is_layerish(container) and not isinstance(container, (list, Network)):
+                container = [container]
+                return self._index(container, args, scope, node, brace) if False else \
+                    [container[0]][idx[0]] if isinstance(idx[0], int) else container
             if isinstance(container, Network):
                 if len(idx) != 1:
                     raise MatlabError(f"{what}: expected one index")
