@@ -62,7 +62,9 @@ from .networks import *  # noqa: F401,F403
 from .networks import __all__ as _network_names
 from .training import *  # noqa: F401,F403
 from .training import __all__ as _training_names
+from .extras import *  # noqa: F401,F403
+from .extras import __all__ as _extra_names
 from .interpreter import ScriptError, run_code, run_file
 
-__all__ = [*_layer_names, *_network_names, *_training_names, "MatlabNote", "ScriptError",
+__all__ = [*_layer_names, *_extra_names, *_network_names, *_training_names, "MatlabNote", "ScriptError",
            "run_code", "run_file"]

@@ -129,6 +129,8 @@ class Interpreter:
                            f"(attnlab analyze FILE.m --set {missing[0]}=…)")
             results = self._call_function(first, [self.ws[p] for p in first.params],
                                           len(first.outputs), stmts[0])
+            if not isinstance(results, tuple):
+                results = (results,)
             self.ws.update(zip(first.outputs, results))
             return self.ws
         self._block(script, self.ws)
@@ -146,6 +148,9 @@ class Interpreter:
         kind = node.type
         if kind in ("comment", "line_continuation", "function_definition") or not node.is_named:
             return
+        if self._given_data(node):
+            self._note(node, "skipped: its result was given in the workspace")
+            return
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -156,12 +161,27 @@ class Interpreter:
                     self._note(node, str(w.message))
                 else:
                     warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        except MatlabError as e:
+            if e.node is None:
+                e.node = node
+            raise
         except NeedsData as e:
             if not self.analyze:
                 raise
             for name in self._targets(node):
                 scope[name] = Missing(node.start_point.row + 1, e.why)
             self._note(node, f"skipped: {e.why}")
+
+    def _given_data(self, node) -> bool:
+        """A statement that loads data whose variables the caller gave (run_file's workspace,
+        --set): the given values stand."""
+        if node.type != "assignment":
+            return False
+        right = node.child_by_field_name("right") or node.named_children[-1]
+        targets = self._targets(node)
+        return (right.type == "function_call" and right.named_children[0].type == "identifier"
+                and _text(right.named_children[0], self.src) in B.FILES and bool(targets)
+                and all(t in self.given for t in targets))
 
     def _note(self, node, text):
         line = node.start_point.row + 1
@@ -719,7 +739,7 @@ class Interpreter:
             if name in B.FILES:
                 raise MatlabError(f"{name} reads files, which attnlab's MATLAB reader does not "
                                   "do: load the data in Python and pass it as a workspace "
-                                  "variable (run_file(path, workspace={...}))")
+                                  "variable (run_file(path, workspace={...}))", node=node)
         fn = self.toolbox.get(name)
         if fn is not None:
             if name in _NETWORK_BUILDERS:
