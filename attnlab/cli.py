@@ -2,6 +2,7 @@
 
     attnlab demo NAME [--out DIR]          train/run a demo, write its pictures and model
     attnlab analyze FILE                   print the analysis of a saved network
+    attnlab analyze FILE.m [--set N=V]...  run a MATLAB script, analyse the networks it builds
     attnlab plot FILE -o PICTURE           draw a saved network (PNG, SVG or PDF)
     attnlab view FILE [-o PAGE | --serve]  an interactive page of the network and its attention
 
@@ -32,12 +33,15 @@ def main(argv=None) -> int:
 
     analyze = sub.add_parser("analyze", help="print the analysis of a saved network "
                              "(exit status 1 when it has errors)")
-    analyze.add_argument("file", type=Path, help="a network written by net.save()")
+    analyze.add_argument("file", type=Path, help="a network written by net.save(), or a "
+                         "MATLAB script (.m)")
     analyze.add_argument("--width", type=int, default=120, help="table width in characters")
     _imports(analyze)
+    _sets(analyze)
 
     plot = sub.add_parser("plot", help="draw a saved network")
-    plot.add_argument("file", type=Path, help="a network written by net.save()")
+    plot.add_argument("file", type=Path, help="a network written by net.save(), or a MATLAB "
+                      "script (.m)")
     plot.add_argument("-o", "--out", type=Path, default=None,
                       help="picture to write (.png, .svg or .pdf; default: FILE with .png)")
     plot.add_argument("--direction", choices=("TB", "LR"), default="TB",
@@ -45,6 +49,7 @@ def main(argv=None) -> int:
     plot.add_argument("--no-sizes", action="store_true", help="leave out the activation sizes")
     plot.add_argument("--dpi", type=int, default=130)
     _imports(plot)
+    _sets(plot)
 
     view = sub.add_parser("view", help="write (or serve) an interactive page of a network and "
                           "its attention")
@@ -83,8 +88,21 @@ def _imports(parser):
                              "or registers Module factories); may be repeated")
 
 
+def _sets(parser):
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="NAME=VALUE",
+                        help="for a .m script: a workspace variable it uses undefined, as a "
+                             "MATLAB literal (8, \"[28 28 1]\", '\"adam\"'); may be repeated")
+
+
 def _on_file(args) -> int:
     from .errors import AttnlabError
+
+    if args.file.suffix.lower() == ".m":                 # a MATLAB script: attnlab.matlab.cli
+        from .matlab import cli as matlab_cli
+        if args.command == "analyze":
+            return matlab_cli.analyze(args.file, args.sets, width=args.width)
+        return matlab_cli.plot(args.file, args.sets, args.out, direction=args.direction,
+                               sizes=not args.no_sizes, dpi=args.dpi)
 
     try:
         for name in args.imports:
