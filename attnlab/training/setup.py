@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import ArgumentError, DataError
+from ..precision import resolve_device as resolve_device_choice
 from ..spec import Spec
 from . import data as D
 from . import targets as T
@@ -174,8 +175,13 @@ def float_dtype(net) -> torch.dtype:
 
 
 def resolve_device(net, device, d) -> torch.device:
+    """The device training runs on: the option (checked against this machine), else the
+    process's GPU under torchrun, else where the network already is."""
     if device is not None:
-        return torch.device(device)
+        dev = resolve_device_choice(device, "TrainingOptions device")
+        if d.active and dev.type == "cuda" and dev.index != d.local_rank:
+            dev = torch.device("cuda", d.local_rank)       # one GPU per torchrun process
+        return dev
     if d.active and torch.cuda.is_available():
         return torch.device("cuda", d.local_rank)
     if not net.initialized:     # don't build it here: initialize() builds it seeded
