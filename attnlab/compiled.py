@@ -35,7 +35,7 @@ def compile_options(compile, device: torch.device, purpose: str) -> dict:
     if purpose in ("inference", "decoding") and device.type == "cuda":
         kw["mode"] = "reduce-overhead"
     if purpose == "decoding":
-        kw["dynamic"] = False          # one graph per step length (1 for decoding, t for prefill)
+        kw["dynamic"] = True           # positions and cache lengths symbolic: one graph for all steps
     if isinstance(compile, dict):
         kw.update(compile)
     return kw
