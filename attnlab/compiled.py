@@ -8,8 +8,9 @@ the compiler was at fault: a `CompileWarning` names its reason and every later c
 A fallback call may have run part of the compiled forward first (BatchNorm's running statistics
 can then move twice in that one step).
 
-Modes: training and inference use torch.compile's default mode; on CUDA, inference and decoding
-take "reduce-overhead" (CUDA graphs: launch overhead dominates small steps). A dict given as
+Modes: training and decoding use torch.compile's default mode (decoding with dynamic shapes:
+positions and cache lengths are symbolic, so one graph serves every step); on CUDA, inference
+takes "reduce-overhead" (CUDA graphs: launch overhead dominates small batches). A dict given as
 `compile` overrides them (e.g. {"mode": "max-autotune"} or {"backend": "aot_eager"}).
 """
 from __future__ import annotations
@@ -32,8 +33,10 @@ def _reason(e: BaseException) -> str:
 def compile_options(compile, device: torch.device, purpose: str) -> dict:
     """torch.compile keyword arguments for `purpose` ("training", "inference", "decoding")."""
     kw = {}
-    if purpose in ("inference", "decoding") and device.type == "cuda":
-        kw["mode"] = "reduce-overhead"
+    if purpose == "inference" and device.type == "cuda":
+        kw["mode"] = "reduce-overhead"         # CUDA graphs: one per batch shape
+    # decoding stays in the default mode: its cache length changes every step, and CUDA graphs
+    # would record a graph per length
     if purpose == "decoding":
         kw["dynamic"] = True           # positions and cache lengths symbolic: one graph for all steps
     if isinstance(compile, dict):
