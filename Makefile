@@ -25,8 +25,14 @@ $(VENV)/.chromium: .ci/chromium.sh | $(STAMP)
 test: $(STAMP) $(VENV)/.chromium
 	$(PY) -m pytest
 
-bench: $(STAMP)
+# the bench extra (Keras on its torch backend) is installed for `make bench` only
+$(VENV)/.bench: pyproject.toml | $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,data,onnx,matlab,bench]"
+	touch $@
+
+bench: $(STAMP) $(VENV)/.bench
 	$(PY) benchmarks/run_all.py
+	$(PY) benchmarks/readme_table.py --write
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache
