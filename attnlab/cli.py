@@ -1,6 +1,7 @@
 """The `attnlab` command line.
 
-    attnlab demo NAME [--out DIR]          train/run a demo, write its pictures and model
+    attnlab demo NAME [--out DIR] [--seed S] [--seeds N]
+                                           train/run a demo, write its pictures and model
     attnlab analyze FILE                   print the analysis of a saved network
     attnlab plot FILE -o PICTURE           draw a saved network (PNG, SVG or PDF)
 
@@ -28,6 +29,11 @@ def main(argv=None) -> int:
     demo.add_argument("name", choices=sorted(DEMOS))
     demo.add_argument("--out", type=Path, default=Path("demo-out"))
     demo.add_argument("--epochs", type=int, default=None)
+    demo.add_argument("--seed", type=int, default=None,
+                      help="training seed (default: the demo's own); recorded in metrics.json")
+    demo.add_argument("--seeds", type=int, default=1,
+                      help="run N seeds (S, S+1, …), each in OUT/NAME/seed-S/, and write their "
+                           "mean ± sd to OUT/NAME/metrics.json")
 
     analyze = sub.add_parser("analyze", help="print the analysis of a saved network "
                              "(exit status 1 when it has errors)")
@@ -49,8 +55,9 @@ def main(argv=None) -> int:
     if args.command == "demo":
         import matplotlib
         matplotlib.use("Agg")
-        module = importlib.import_module(DEMOS[args.name])
-        module.run(args.out / args.name, epochs=args.epochs)
+        from .demos import seeds
+        seeds.run(DEMOS[args.name], args.name, args.out / args.name, epochs=args.epochs,
+                  seed=args.seed, seeds=args.seeds)
         return 0
     return _on_file(args)
 

@@ -124,3 +124,22 @@ def classification_rows(metrics: dict) -> list[dict]:
              "errors": metrics["test_errors"], "ours": True},
             {"model": metrics["baseline"], "test accuracy": percent(metrics["baseline_accuracy"]),
              "errors": metrics["baseline_errors"]}]
+
+
+def ensemble_scores(nets, X) -> torch.Tensor:
+    """The mean of the members' class probabilities (softmax of each network's scores)."""
+    total = None
+    for net in nets:
+        s = net.predict(X)
+        if isinstance(s, list):
+            s = torch.stack([t.reshape(-1) for t in s])
+        p = torch.softmax(s.float(), dim=-1)
+        total = p if total is None else total + p
+    return total / len(nets)
+
+
+def ensemble_classify(nets, X) -> np.ndarray:
+    """Class labels by the members' mean probability, in the label values seen in training."""
+    idx = ensemble_scores(nets, X).argmax(-1).numpy()
+    labels = nets[0].metadata.get("class_labels")
+    return np.asarray(labels)[idx] if labels is not None else idx

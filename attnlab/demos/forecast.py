@@ -125,12 +125,14 @@ def train_network(values, dates, val_steps: int, epochs: int, out: Path | None =
     return net, info, feats
 
 
-def run(out: Path, epochs: int | None = None) -> dict:
+def run(out: Path, epochs: int | None = None, seed: int = SEED) -> dict:
+    """Trains with `seed` (initialisation, batch order, dropout, augmentation); the data split
+    stays the demo's own."""
     with C.demo_threads():
-        return _run(out, epochs)
+        return _run(out, epochs, seed)
 
 
-def _run(out: Path, epochs: int | None) -> dict:
+def _run(out: Path, epochs: int | None, seed: int) -> dict:
     out = C.prepare(out)
     watch = C.Stopwatch()
     s = al.datasets.co2(test_weeks=HORIZON)
@@ -146,7 +148,7 @@ def _run(out: Path, epochs: int | None) -> dict:
         print(f"baseline {k.replace('_', ' ')}: test RMSE {v:.3f} ppm")
 
     net_watch = C.Stopwatch()
-    net, info, feats = train_network(values, dates, HORIZON, epochs or EPOCHS, out)
+    net, info, feats = train_network(values, dates, HORIZON, epochs or EPOCHS, out, seed=seed)
     train_s = net_watch.seconds
     print(net.analyze())
     # validation: the year before the test year, forecast from the weeks before it
@@ -179,6 +181,7 @@ def _run(out: Path, epochs: int | None) -> dict:
                "epochs": epochs or EPOCHS, "train_seconds": round(train_s, 1),
                "baseline_seconds": round(base_s, 2),
                "learnables": net.analyze().total_learnables}
+    metrics["seed"] = seed
     metrics["seconds"] = round(watch.seconds, 1)
     C.write_metrics(out, metrics)
     ppm = lambda v: f"{v:.3f} ppm"

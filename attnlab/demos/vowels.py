@@ -65,12 +65,14 @@ def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int 
     return net, info
 
 
-def run(out: Path, epochs: int | None = None) -> dict:
+def run(out: Path, epochs: int | None = None, seed: int = SEED) -> dict:
+    """Trains with `seed` (initialisation, batch order, dropout, augmentation); the data split
+    stays the demo's own."""
     with C.demo_threads():
-        return _run(out, epochs)
+        return _run(out, epochs, seed)
 
 
-def _run(out: Path, epochs: int | None) -> dict:
+def _run(out: Path, epochs: int | None, seed: int) -> dict:
     from sklearn.model_selection import train_test_split
 
     out = C.prepare(out)
@@ -92,7 +94,7 @@ def _run(out: Path, epochs: int | None) -> dict:
     print(f"baseline {base['name']}: test accuracy {C.percent(base['accuracy'])} ({base_s:.1f} s)")
 
     net_watch = C.Stopwatch()
-    net, info = train_network(Xtr, ytr, Xv, yv, epochs or EPOCHS, out, **TUNED)
+    net, info = train_network(Xtr, ytr, Xv, yv, epochs or EPOCHS, out, seed=seed, **TUNED)
     train_s = net_watch.seconds
     print(net.analyze())
     pred = np.asarray(al.classify(net, Xte))
@@ -108,6 +110,7 @@ def _run(out: Path, epochs: int | None) -> dict:
 
     metrics = C.classification_metrics(net, pred, data, base, len(ytr), len(yv), val_acc,
                                        epochs or EPOCHS, train_s, base_s)
+    metrics["seed"] = seed
     metrics["seconds"] = round(watch.seconds, 1)
     C.write_metrics(out, metrics)
     write_report(
