@@ -143,3 +143,23 @@ def ensemble_classify(nets, X) -> np.ndarray:
     idx = ensemble_scores(nets, X).argmax(-1).numpy()
     labels = nets[0].metadata.get("class_labels")
     return np.asarray(labels)[idx] if labels is not None else idx
+
+
+def member_seeds(seed: int, members: int) -> list[int]:
+    """The training seeds of an ensemble's members: demo seeds 0, 1, 2 never share a member."""
+    return [seed * members + k for k in range(members)]
+
+
+def train_members(train, members: int, seed: int):
+    """`members` networks from `train(k, member_seed)` → (net, info, …); returns (nets, infos)."""
+    got = [train(k, s) for k, s in enumerate(member_seeds(seed, members))]
+    return [g[0] for g in got], [g[1] for g in got]
+
+
+def save_members(nets, out: Path) -> list[str]:
+    """The ensemble's other members beside model.attnlab (the first): model-2.attnlab, …"""
+    names = []
+    for k, net in enumerate(nets[1:], start=2):
+        net.save(Path(out) / f"model-{k}.attnlab")
+        names.append(f"model-{k}.attnlab")
+    return names

@@ -4,7 +4,8 @@ scikit-learn's 8×8 handwritten digits, stratified 80/20 split (seed 0); 10 % of
 part is held out for validation. The network: two convolution blocks and a 2×2 max pooling →
 `ImageToSequence` (the 4×4 positions as 16 steps of 64 channels) + a learned position embedding
 → `SelfAttention` with a residual connection and LayerNorm → global average pooling over the
-positions → `Dense(10)`. Training images are shifted by up to a pixel at random.
+positions → `Dense(10)`. Training images are shifted by up to a pixel at random; two such
+networks (different seeds) vote by their mean probability.
 Baseline on the same split: an RBF SVM. Writes the model, the network plot, the training
 progress, attention heatmaps, metrics.json and report.html."""
 from __future__ import annotations
@@ -23,6 +24,13 @@ from .report import write_report
 
 EPOCHS = 120
 SEED = 0
+# Chosen by 3-fold stratified cross-validation on the training part (never the test split):
+# two networks (seeds 0, 1 in every fold) voting by their mean probability scored 99.16 %
+# against 98.96 % for one; a third would take the demo past two minutes.
+MEMBERS = 2
+CHOICES = ("shifts of up to a pixel (no rotation or scaling) by 3-fold CV on the training part "
+           "(99.65 % against 99.31 %); a 2-member ensemble by 3-fold stratified CV on the "
+           "training part (99.16 % against 98.96 % for a single network, 120 epochs each)")
 
 
 def build_network(channels: int = 64, heads: int = 4, pool: bool = True, dropout: float = 0.2,
@@ -115,23 +123,26 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     print(f"baseline {base['name']}: test accuracy {C.percent(base['accuracy'])} ({base_s:.1f} s)")
 
     net_watch = C.Stopwatch()
-    net, info = train_network(Xtr, ytr, Xv, yv, epochs or EPOCHS, out, seed=seed)
+    nets, infos = C.train_members(
+        lambda k, s: train_network(Xtr, ytr, Xv, yv, epochs or EPOCHS, out if k == 0 else None,
+                                   seed=s, verbose=k == 0), MEMBERS, seed)
+    net, info = nets[0], infos[0]
     train_s = net_watch.seconds
     print(net.analyze())
-    pred = al.classify(net, data.X_test)
-    acc = float(np.mean(np.asarray(pred) == data.y_test))
-    val_acc = float(np.mean(np.asarray(al.classify(net, Xv)) == yv))
-    print(f"attention network: test accuracy {C.percent(acc)} (validation {C.percent(val_acc)}, "
-          f"trained in {train_s:.1f} s)")
+    pred = C.ensemble_classify(nets, data.X_test)
+    acc = float(np.mean(pred == data.y_test))
+    val_acc = float(np.mean(C.ensemble_classify(nets, Xv) == yv))
+    print(f"attention network ({MEMBERS} member(s)): test accuracy {C.percent(acc)} (validation "
+          f"{C.percent(val_acc)}, trained in {train_s:.1f} s)")
 
-    files = C.save_outputs(net, out, info)
+    files = C.save_outputs(net, out, info) + C.save_members(nets, out)
     twin = C.with_scores(build_network, net, "self-attention")
     _attention_figure(twin, data, pred, out / "attention.png")
     files += ["attention.png", "attention-map.png", "metrics.json", "report.html"]
 
     metrics = C.classification_metrics(net, pred, data, base, len(ytr), len(yv), val_acc,
                                        epochs or EPOCHS, train_s, base_s)
-    metrics["seed"] = seed
+    metrics.update(seed=seed, members=MEMBERS, choices=CHOICES)
     metrics["seconds"] = round(watch.seconds, 1)
     C.write_metrics(out, metrics)
     write_report(
@@ -139,11 +150,14 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
         "scikit-learn's 8×8 handwritten digits, stratified 80/20 split (seed 0), 10 % of the "
         "training part held out for validation. Convolutions → <code>ImageToSequence</code> "
         "(4×4 positions after max pooling) + position embedding → <code>SelfAttention</code> → average pooling → "
-        "<code>Dense(10)</code>, trained with <code>al.train</code>, against an RBF SVM on the "
-        "same split.",
+        f"<code>Dense(10)</code>, trained with <code>al.train</code>; {MEMBERS} of them "
+        "(different seeds, training images shifted by up to a pixel) vote by their mean "
+        "probability, against an RBF SVM on the same split. How each choice was made (on the "
+        f"training part only): {CHOICES}.",
         C.classification_rows(metrics),
         [("network.png", "the layer graph, with activation sizes"),
-         ("training-progress.png", "loss and accuracy, training and validation"),
+         ("training-progress.png", "loss and accuracy of the first member, training and "
+                                   "validation"),
          ("attention.png", "self-attention weights of test images: for each head, the "
                            "attention each of the 4×4 positions (after the 2×2 max pooling) "
                            "receives, averaged over the queries, beside the 8×8 image; one "
