@@ -41,8 +41,6 @@ def test_readme_python_block_runs_on_its_own(index, tmp_path, monkeypatch, capsy
 
 def test_readme_tables_are_what_make_demo_table_writes():
     from attnlab.demos import table
-    if not table.RESULTS.is_file():                    # TEMPORARY until the first `make demos`
-        pytest.skip("docs/demo-results.json not recorded yet")
     results = json.loads(table.RESULTS.read_text(encoding="utf-8"))
     text = README.read_text(encoding="utf-8")
     assert table.render(text, results, table.BENCH.read_text(encoding="utf-8")) == text

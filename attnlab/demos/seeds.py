@@ -30,7 +30,8 @@ def machine() -> dict:
         load = None
     return {"platform": platform.platform(), "processor": _cpu_name(),
             "cpus": os.cpu_count(), "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(), "load_average_1min_at_start": load}
+            "torch_threads": torch.get_num_threads(), "load_average_1min_at_start": load,
+            "nice": os.nice(0) if hasattr(os, "nice") else None}
 
 
 def _cpu_name() -> str:

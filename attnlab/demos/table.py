@@ -54,10 +54,28 @@ def _pm(summary, key, scale=100.0, digits=2, unit=" %"):
     return f"{scale * m:.{digits}f} ± {scale * s:.{digits}f}{unit}"
 
 
+def versus(name: str, r: dict) -> str:
+    """The mean's margin over the best baseline, and whether it exceeds one sd of the seeds."""
+    m, sd = r["mean"], r["sd"]
+    if name in ("digits", "vowels"):
+        diff, spread, unit = 100 * (m["test_accuracy"] - m["baseline_accuracy"]), \
+            100 * sd["test_accuracy"], " points"
+    elif name == "forecast":
+        best = min(m[k] for k in ("holt_winters_rmse", "seasonal_naive_drift_rmse",
+                                  "seasonal_naive_rmse"))
+        diff, spread, unit = best - m["test_rmse"], sd["test_rmse"], " ppm"
+    else:
+        return "—"
+    word = "better" if diff > 0 else "worse" if diff < 0 else "level"
+    digits = 3 if name == "forecast" else 2
+    within = " (less than one sd)" if abs(diff) < spread else ""
+    return f"{word} by {abs(diff):.{digits}f}{unit}{within}"
+
+
 def demo_table(results: dict) -> str:
     lines = ["| demo | attention network, held-out test (mean ± sd, seeds) | aim | "
-             "classical baseline, same split and run | time per run |",
-             "|---|---|---|---|---|"]
+             "classical baseline, same split and run | against the best baseline | time per run |",
+             "|---|---|---|---|---|---|"]
     for name in DEMOS:
         if name not in results:
             continue
@@ -76,16 +94,22 @@ def demo_table(results: dict) -> str:
             ours = f"{_pm(r, 'test_exact_match')} exact ({r['mean']['test_errors']:.1f} errors; {n} seeds)"
             base = "— (a rule-based converter is exact by construction)"
         time = f"{r['mean']['seconds']:.0f} ± {r['sd']['seconds']:.0f} s"
-        lines.append(f"| {LABELS[name]} | {ours} | {AIMS[name]} | {base} | {time} |")
+        lines.append(f"| {LABELS[name]} | {ours} | {AIMS[name]} | {base} | {versus(name, r)} "
+                     f"| {time} |")
     m = next(iter(results.values())).get("machine") or {}
     loads = [(r.get("machine") or {}).get("load_average_1min_at_start") for x in results.values()
              for r in x["runs"]]
     loads = [v for v in loads if v is not None]
+    nices = [(r.get("machine") or {}).get("nice") for x in results.values() for r in x["runs"]]
+    nices = [v for v in nices if v is not None]
     lines += ["", f"Measured by `make demos` ({', '.join(f'`attnlab demo {d} --seeds 3`' for d in DEMOS if d in results)}) "
                   f"on {m.get('processor', '?')}, {m.get('cpus', '?')} CPUs, "
                   f"{m.get('torch_threads', '?')} torch thread(s), torch {m.get('torch', '?')}"
                   + (f", 1-minute load average {min(loads):.1f}–{max(loads):.1f} at the runs' starts"
                      if loads else "")
+                  + (" (other jobs shared the machine: these times are not a quiet machine's)"
+                     if loads and max(loads) >= 1.0 else "")
+                  + (f", the runs at nice {max(nices)}" if nices and max(nices) > 0 else "")
                   + "; the table is written by `make demo-table` from `docs/demo-results.json`."]
     return "\n".join(lines)
 
