@@ -296,6 +296,7 @@ LIMITS = {
     "list_items": 100_000,          # a list in a layer's config
     "metadata_bytes": 4 * 2**20,    # strings in the metadata, all together
     "members": 2,                   # members of the zip: network.json, weights.safetensors
+    "lazy_weights_bytes": 2**30,    # what a file without weights makes the first call allocate
 }
 """What `load` accepts; a file beyond these is refused before anything is allocated for it.
 Raise one (e.g. `al.io.LIMITS["graph_bytes"] = 64 * 2**20`) to load a bigger file you trust."""
@@ -388,6 +389,8 @@ def _load_from(f, where: str, modules: dict):
                                      at="network")
             if doc["weights"] is not None:
                 _load_weights(net, z, weights_info, where)
+            else:
+                _check_lazy_size(net, where)
     except zipfile.BadZipFile as e:
         raise NetworkError(f"cannot load '{where}': the file is damaged ({e}).") from None
     except (OSError, EOFError, zlib.error) as e:
@@ -868,6 +871,23 @@ def _expected_tensors(net, where) -> dict[str, tuple[tuple[int, ...], torch.dtyp
         raise NetworkError(f"cannot load '{where}': the saved network cannot be built "
                            f"({type(e).__name__}: {_first_line(e)}).") from None
     return {k: (tuple(t.shape), t.dtype) for k, t in probe.state_dict().items()}
+
+
+def _check_lazy_size(net, where):
+    """A file without weights builds them at the first call: refuse one whose graph implies
+    more than the limit, now, rather than let that call allocate it."""
+    try:
+        expected = _expected_tensors(net, where)
+    except NetworkError:
+        return                                       # not buildable yet: stays lazy, as saved
+    total = sum(math.prod(s) * d.itemsize for s, d in expected.values())
+    if total > LIMITS["lazy_weights_bytes"]:
+        big = max(expected, key=lambda k: math.prod(expected[k][0]))
+        raise NetworkError(f"cannot load '{where}': the graph (saved without weights) implies "
+                           f"{total:,} bytes of weights ({_friendly(net, big)} alone is "
+                           f"{'×'.join(map(str, expected[big][0]))}), over the limit of "
+                           f"{LIMITS['lazy_weights_bytes']:,} (attnlab.io.LIMITS"
+                           "['lazy_weights_bytes']); raise it if you trust this file.")
 
 
 def _header(z, info, where):
