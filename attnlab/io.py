@@ -7,16 +7,19 @@ A saved network is a zip archive holding
   labels, …) and, for a network without input layers, the input specs it was initialised with.
   Nested networks are stored as nested graphs.
 - ``weights.safetensors``: ``Network.state_dict()`` (parameters and buffers such as BatchNorm's
-  running statistics) in the safetensors format, which holds raw tensors and nothing else.
+  running statistics) in the safetensors format, which holds raw tensors and nothing else;
+  stored uncompressed, so that a member's declared size is exactly what it holds.
 
 Loading rebuilds each layer from the registry of layer types (``attnlab.layers.LAYER_TYPES``; a
 user's own ``Layer`` subclass registers itself when its module is imported), initialises the
 network and copies the weights in, checking every name and shape. Nothing is ever unpickled:
 a pickle or ``torch.save`` file is refused, not opened.
 
-A ``L.Module`` layer wraps arbitrary Python code, which a data file cannot hold: register a
-factory for its module class before loading (``al.register_module("MyBlock", MyBlock)``) or
-pass ``modules={"MyBlock": MyBlock}`` to ``load``.
+A ``L.Module`` layer wraps arbitrary Python code, which a data file cannot hold: the file names
+only the module's class (a plain identifier, never an import path), and loading makes the module
+with a factory the program registered — an explicit allow-list: register one before loading
+(``al.register_module("MyBlock", MyBlock)``) or pass ``modules={"MyBlock": MyBlock}`` to ``load``.
+Loading checks everything against a schema and the limits in ``LIMITS`` first (see ``load``).
 """
 from __future__ import annotations
 
@@ -375,6 +378,9 @@ def _open_source(path):
 
 def _load_from(f, where: str, modules: dict):
     head = f.read(16)
+    if not isinstance(head, (bytes, bytearray)):
+        raise ArgumentError(f"load(): the file object {where!r} gives {type(head).__name__}, "
+                            "not bytes: open it in binary mode (open(path, 'rb')).")
     f.seek(0)
     if not zipfile.is_zipfile(f):
         raise NetworkError(f"cannot load '{where}': {_what_is(head, f)}")
