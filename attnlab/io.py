@@ -40,6 +40,7 @@ from torch import nn
 
 from ._files import atomic_writer
 from .errors import ArgumentError, AttnlabError, NetworkError, close_matches
+from .graph import Graph, module_key
 from .spec import Spec
 
 FORMAT = "attnlab.network"
@@ -87,9 +88,7 @@ def register_module(name, factory: Callable[[], nn.Module] | None = None):
 def save(net, path) -> None:
     """Writes `net` to one file (see the module docstring). The file is written to a temporary
     name first and renamed, so an interrupted save never leaves a half-written file behind."""
-    from .network import Network
-
-    if not isinstance(net, Network):
+    if not (isinstance(net, Graph) and isinstance(net, torch.nn.Module)):
         raise ArgumentError(f"save() takes an attnlab Network, got {type(net).__name__}")
     weights = _weights_to_save(net)
     doc = {"format": FORMAT, "version": VERSION, "attnlab_version": _version(),
@@ -173,11 +172,10 @@ def _weights_to_save(net):
 
 def _graph_to_json(net, top=False) -> dict:
     from .layers.module import Module
-    from .network import Network
 
     layers = []
     for name, layer in net._layers.items():
-        if isinstance(layer, Network):
+        if isinstance(layer, Graph):
             layers.append({"type": "Network", "name": name, "class": type(layer).__name__,
                            "network": _graph_to_json(layer)})
             continue
@@ -394,6 +392,10 @@ def _load_from(f, where: str, modules: dict):
             net = _network_from_json(doc["network"], where, modules, top=True, depth=0,
                                      at="network")
             if doc["weights"] is not None:
+                if weights_info is None:
+                    raise NetworkError(f"cannot load '{where}': it names weights file "
+                                       f"'{WEIGHTS_FILE}' but does not contain it. The file is "
+                                       "damaged.")
                 _load_weights(net, z, weights_info, where)
             else:
                 _check_lazy_size(net, where)
@@ -594,9 +596,6 @@ def _check_top(doc, where, has_weights_member):
     if weights is not None and weights != WEIGHTS_FILE:
         raise _bad(where, "weights", f"expected \"{WEIGHTS_FILE}\" or null, found "
                                      f"{_show(repr(weights))}")
-    if weights is not None and not has_weights_member:
-        raise NetworkError(f"cannot load '{where}': it names weights file '{WEIGHTS_FILE}' but "
-                           "does not contain it. The file is damaged.")
     if not isinstance(doc.get("network"), dict):
         raise NetworkError(f"cannot load '{where}': {GRAPH_FILE} has no \"network\" object.")
 
@@ -680,7 +679,9 @@ def _metadata(v, where, at):
 
 def _network_from_json(doc: dict, where: str, modules: dict, top: bool = False, depth: int = 0,
                        at: str = "network"):
-    from .network import Network
+    from .layers.base import LAYER_TYPES
+
+    Network = LAYER_TYPES["Network"]      # the registry, not an import: io sits below network
 
     if depth > LIMITS["network_depth"]:
         raise _bad(where, at, f"networks nested deeper than {LIMITS['network_depth']} levels")
@@ -1052,13 +1053,12 @@ def _show(text: str, n: int = 60) -> str:
 
 def _friendly(net, key: str) -> str:
     """A state-dict key as the learnables name it: 'layer_modules.fc.weight' → 'fc/weight'."""
-    from .network import Network
     for name in sorted(net._layers, key=len, reverse=True):
-        prefix = f"layer_modules.{name}."
+        prefix = f"layer_modules.{module_key(name)}."
         if key.startswith(prefix):
             rest = key[len(prefix):]
             inner = net._layers[name]
-            return f"{name}/" + (_friendly(inner, rest) if isinstance(inner, Network) else rest)
+            return f"{name}/" + (_friendly(inner, rest) if isinstance(inner, Graph) else rest)
     if key.startswith("layer_modules.") and key.count(".") >= 2:        # not a layer of `net`
         name, _, rest = key[len("layer_modules."):].partition(".")
         return f"{name}/{rest}"

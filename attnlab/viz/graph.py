@@ -160,8 +160,8 @@ def compute_layout(net, sizes: bool = True, measure=None, direction: str = "TB")
 
 
 def _type_text(layer) -> str:
-    from ..network import Network
-    if isinstance(layer, Network):
+    from ..graph import Graph
+    if isinstance(layer, Graph):
         return f"Network · {len(layer._layers)} layers"
     return layer.type_name
 
