@@ -444,3 +444,79 @@ def test_index1d_past_the_end_of_variable_length_data_names_the_layer():
 
 def test_layer_argument_catalogue_is_large_enough():
     assert len(LAYER_ARGUMENT_CASES) + len(SIZE_CASES) >= 120
+
+# ==================================================================================================
+# Files (issue 13 item 5; owner: io) — load/save of missing paths, folders, non-paths, weights of
+# another dtype, a training checkpoint: each an attnlab error naming the path and what is wrong.
+# ==================================================================================================
+
+def _io_dense_file(tmp_path, dtype=None):
+    """A saved FeatureInput(3) → Dense(2) 'fc' network; its weights rewritten as `dtype`."""
+    import zipfile
+
+    from safetensors.torch import load as st_load, save as st_save
+    net = al.Network([L.FeatureInput(3, name="in"), L.Dense(2, name="fc")]).initialize()
+    path = tmp_path / "net.attnlab"
+    net.save(path)
+    if dtype is not None:
+        with zipfile.ZipFile(path) as z:
+            graph, weights = z.read("network.json"), st_load(z.read("weights.safetensors"))
+        weights = {k: (v * 10).to(dtype) for k, v in weights.items()}
+        with zipfile.ZipFile(path, "w") as z:
+            z.writestr("network.json", graph)
+            z.writestr("weights.safetensors", st_save(weights))
+    return net, path
+
+
+def _io_checkpoint(tmp_path):
+    x = torch.randn(8, 3)
+    net = al.Network([L.FeatureInput(3, name="in"), L.Dense(2, name="fc")])
+    al.train(net, x, torch.randint(0, 2, (8,)), max_epochs=1, batch_size=4, verbose=False,
+             checkpoint_dir=str(tmp_path / "ckpt"))
+    return next((tmp_path / "ckpt").glob("checkpoint-*.safetensors"))
+
+
+FILE_CASES = [
+    ("load-missing", lambda t: al.load(t / "nope.attnlab"), al.ArgumentError,
+     lambda t: ["no such file", str(t / "nope.attnlab")]),
+    ("load-missing-folder", lambda t: al.load(t / "no-dir" / "x.attnlab"), al.ArgumentError,
+     lambda t: ["no such file", "does not exist", str(t / "no-dir")]),
+    ("load-folder", lambda t: al.load(t), al.ArgumentError, lambda t: [str(t), "is a folder"]),
+    ("load-non-path", lambda t: al.load(42), al.ArgumentError, lambda t: ["path", "int", "42"]),
+    ("load-none", lambda t: al.load(None), al.ArgumentError, lambda t: ["path", "NoneType"]),
+    ("load-text-file-object", lambda t: al.load(__import__("io").StringIO("x")), al.ArgumentError,
+     lambda t: ["binary mode", "str"]),
+    ("save-missing-folder", lambda t: _io_dense_file(t)[0].save(t / "no-dir" / "x.attnlab"),
+     al.ArgumentError, lambda t: [str(t / "no-dir"), "does not exist", "mkdir"]),
+    ("save-onto-folder", lambda t: _io_dense_file(t)[0].save(t), al.ArgumentError,
+     lambda t: [str(t), "is a folder"]),
+    ("save-non-path", lambda t: _io_dense_file(t)[0].save(3.5), al.ArgumentError,
+     lambda t: ["path", "float", "3.5"]),
+    ("load-int64-weights", lambda t: al.load(_io_dense_file(t, torch.int64)[1]), al.NetworkError,
+     lambda t: [str(t / "net.attnlab"), "fc/", "int64", "float32"]),
+    ("load-checkpoint", lambda t: al.load(_io_checkpoint(t)), al.NetworkError,
+     lambda t: [str(t / "ckpt"), "training checkpoint", "resume=True", "checkpoint_dir"]),
+    ("load-bare-safetensors", lambda t: (__import__("safetensors.torch").torch.save_file(
+        {"w": torch.zeros(2)}, str(t / "w.safetensors")), al.load(t / "w.safetensors")),
+     al.NetworkError, lambda t: [str(t / "w.safetensors"), "safetensors file", "no graph"]),
+]
+
+
+@pytest.mark.parametrize("case", FILE_CASES, ids=[c[0] for c in FILE_CASES])
+def test_file_errors_name_the_path_and_the_problem(tmp_path, case):
+    _, action, cls, parts = case
+    with pytest.raises(cls) as info:
+        action(tmp_path)
+    msg = str(info.value)
+    for part in parts(tmp_path):
+        assert part in msg, f"{part!r} not in:\n{msg}"
+
+
+def test_float16_and_float64_weights_are_taken_as_saved_and_run(tmp_path):
+    for dtype in (torch.float16, torch.float64):
+        _, path = _io_dense_file(tmp_path, dtype)
+        net = al.load(path)
+        assert net.learnables["fc/weight"].dtype == dtype
+        out = net(torch.ones(2, 3, dtype=dtype))          # the first call works
+        assert out.dtype == dtype and out.shape == (2, 2)
+# ============================================ end of Files (io) ===================================
