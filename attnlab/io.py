@@ -142,8 +142,8 @@ def _write_zip(f, blobs):
 
 
 def _version():
-    import attnlab
-    return getattr(attnlab, "__version__", "0")
+    from ._version import __version__
+    return __version__
 
 
 def _weights_to_save(net):
