@@ -80,7 +80,7 @@ def memory_data(net, X, Y, losses, specs, dtype, plans=None, what="training data
         known = plans[out].class_labels if plans else known_labels(net, out, single)
         plan = T.TargetPlan(out, specs[out], losses[out], kind, class_labels=known)
         fields[out] = T.build(plan, raw, "validation targets" if plans else "targets")
-        T.align_lengths(fields[out], inputs, what)
+        T.align_lengths(fields[out], inputs, what, T.followed_input(net, out))
         new_plans[out] = plan
     return D.MemoryData(inputs, fields), new_plans
 
