@@ -99,7 +99,7 @@ def as_batch(x, spec: Spec, name: str, dtype):
     elif isinstance(x, (list, tuple)):
         x, mask = _from_list(x, spec, name, dtype)
     elif not isinstance(x, torch.Tensor):
-        x = _from_array(x, spec, name)
+        x = array_tensor(x, spec, name)
     check_values(x, spec, name)
     if x.dtype != dtype and x.dtype != torch.bool:
         x = x.to(dtype)
@@ -110,9 +110,11 @@ def as_batch(x, spec: Spec, name: str, dtype):
     return x, mask
 
 
-def expected(spec: Spec) -> str:
+def expected(spec: Spec | None) -> str:
     """What an input takes, in words: 'numbers B×T×3 (a tensor, an array or a list of T_i×3
     sequences)'."""
+    if spec is None:
+        return "numbers (a tensor, an array or a list of sequences)"
     if spec.is_sequence:
         per_step = "T_i" if spec.channels is None else f"T_i×{spec.channels}"
         return f"numbers {spec} (a tensor, an array or a list of {per_step} sequences)"
@@ -153,7 +155,7 @@ def _numeric_dtype(kind: str, dtype, name: str, spec: Spec, what: str = "input")
     raise DataError(f"{what} '{name}': expected {expected(spec)}, received an array of {dtype}.")
 
 
-def _from_array(x, spec: Spec, name: str, what: str = "input") -> torch.Tensor:
+def array_tensor(x, spec: Spec, name: str, what: str = "input") -> torch.Tensor:
     _refuse_non_numbers(x, spec, name, what)
     try:
         a = np.asarray(x)
@@ -164,7 +166,7 @@ def _from_array(x, spec: Spec, name: str, what: str = "input") -> torch.Tensor:
     return torch.as_tensor(a)
 
 
-def _element(s, i: int, spec: Spec, name: str, what: str = "input"):
+def observation(s, i: int, spec: Spec, name: str, what: str = "input"):
     """Observation i of a list as a tensor, checked to hold numbers."""
     if isinstance(s, torch.Tensor):
         if s.is_complex():
@@ -188,7 +190,7 @@ def _from_list(seqs, spec: Spec, name: str, dtype, what: str = "input"):
     if not seqs:
         raise DataError(f"{what} '{name}': received an empty list; expected at least one "
                         f"observation: {expected(spec)}.")
-    items = [_element(s, i, spec, name, what) for i, s in enumerate(seqs)]
+    items = [observation(s, i, spec, name, what) for i, s in enumerate(seqs)]
     if spec.is_sequence and all(t.dim() in (1, 2) for t in items):
         if len({t.dim() for t in items}) > 1:
             dims = sorted({t.dim() for t in items})
@@ -252,7 +254,8 @@ def check_values(x: torch.Tensor, spec: Spec, name: str, what: str = "input") ->
         raise DataError(f"{what} '{name}': received an empty batch, 0 observations "
                         f"({'×'.join(map(str, x.shape))}); expected {expected(spec)} with at least "
                         "one observation.")
-    if spec.is_sequence and x.dim() == len(spec.labels) and x.shape[spec.labels.index("T")] == 0:
+    if spec is not None and spec.is_sequence and x.dim() == len(spec.labels) and \
+            x.shape[spec.labels.index("T")] == 0:
         raise DataError(f"{what} '{name}': the sequences have 0 time steps "
                         f"({'×'.join(map(str, x.shape))}); every sequence needs at least one.")
 

@@ -131,6 +131,12 @@ def match(net, output: str, spec: Spec, loss: Loss, raw: RawTarget) -> str:
     if loss.classification and loss.name == "crossentropy":
         if rank == out_rank - 1 and labelish:
             return "class"
+        if rank == out_rank and labelish and raw.shape[-1] == 1 and spec.channels not in (None, 1) \
+                and raw.lengths is None and not _one_hot(values):
+            raw.values = values[..., 0]                     # an N×1 column of class ids
+            return "class"
+        if rank == out_rank - 1 and _is_float(values) and not labelish:
+            raise fractional_labels(output, values)
         if rank == out_rank and (_is_float(values) or raw.shape[-1] == spec.channels
                                  and _one_hot(values)):
             return "dense"                                  # probabilities, or one-hot ints
@@ -151,6 +157,19 @@ def match(net, output: str, spec: Spec, loss: Loss, raw: RawTarget) -> str:
         raise DataError(f"targets for output '{output}': expected numbers, received {values.dtype}.")
     raise DataError(f"targets for output '{output}' ({spec}, {spec.kind}): received "
                     f"{'×'.join(map(str, raw.shape))}. {_fix(spec, loss)}")
+
+
+def fractional_labels(output: str, values) -> DataError:
+    """Class labels that are not whole numbers (the failure path: reads the values back)."""
+    v = torch.as_tensor(values).reshape(len(values), -1).double()
+    bad = ~torch.isfinite(v) | (v != v.round())
+    i, j = (int(k) for k in bad.nonzero()[0])
+    where = f"observation {i}" + (f", position {j}" if v.shape[1] > 1 else "")
+    return DataError(f"targets for output '{output}': crossentropy needs class labels (whole numbers "
+                     f"0…C-1, or any label values) or probabilities with one column per class; "
+                     f"{where} is {float(v[i, j])}, not a whole number ({int(bad.sum())} such "
+                     "target(s)). Round or map them to class labels, or use loss='mse' for "
+                     "regression.")
 
 
 def _one_hot(v) -> bool:
