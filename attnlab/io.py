@@ -31,6 +31,7 @@ from torch import nn
 
 from ._files import atomic_write
 from .errors import ArgumentError, AttnlabError, NetworkError, close_matches
+from .graph import Graph, module_key
 from .spec import Spec
 
 FORMAT = "attnlab.network"
@@ -78,9 +79,7 @@ def register_module(name, factory: Callable[[], nn.Module] | None = None):
 def save(net, path) -> None:
     """Writes `net` to one file (see the module docstring). The file is written to a temporary
     name first and renamed, so an interrupted save never leaves a half-written file behind."""
-    from .network import Network
-
-    if not isinstance(net, Network):
+    if not (isinstance(net, Graph) and isinstance(net, torch.nn.Module)):
         raise ArgumentError(f"save() takes an attnlab Network, got {type(net).__name__}")
     weights = _weights_to_save(net)
     doc = {"format": FORMAT, "version": VERSION, "attnlab_version": _version(),
@@ -140,11 +139,10 @@ def _weights_to_save(net):
 
 def _graph_to_json(net, top=False) -> dict:
     from .layers.module import Module
-    from .network import Network
 
     layers = []
     for name, layer in net._layers.items():
-        if isinstance(layer, Network):
+        if isinstance(layer, Graph):
             layers.append({"type": "Network", "name": name, "class": type(layer).__name__,
                            "network": _graph_to_json(layer)})
             continue
@@ -327,8 +325,9 @@ def _need(cond, where, what):
 
 
 def _network_from_json(doc: dict, where: str, modules: dict, top: bool = False):
-    from .network import Network
+    from .layers.base import LAYER_TYPES
 
+    Network = LAYER_TYPES["Network"]      # the registry, not an import: io sits below network
     _need(isinstance(doc, dict), where, "a network entry is not an object")
     layers, conns = doc.get("layers"), doc.get("connections", [])
     _need(isinstance(layers, list), where, "a network has no list of layers")
@@ -471,13 +470,12 @@ def _load_weights(net, blob: bytes, where: str):
 
 def _friendly(net, key: str) -> str:
     """A state-dict key as the learnables name it: 'layer_modules.fc.weight' → 'fc/weight'."""
-    from .network import Network
     for name in sorted(net._layers, key=len, reverse=True):
-        prefix = f"layer_modules.{name}."
+        prefix = f"layer_modules.{module_key(name)}."
         if key.startswith(prefix):
             rest = key[len(prefix):]
             inner = net._layers[name]
-            return f"{name}/" + (_friendly(inner, rest) if isinstance(inner, Network) else rest)
+            return f"{name}/" + (_friendly(inner, rest) if isinstance(inner, Graph) else rest)
     if key.startswith("layer_modules.") and key.count(".") >= 2:        # not a layer of `net`
         name, _, rest = key[len("layer_modules."):].partition(".")
         return f"{name}/{rest}"

@@ -172,13 +172,13 @@ def make_loss(loss) -> Loss:
 def final_module(net, output: str, kind: type) -> nn.Module | None:
     """The module of type `kind` that produces `output` (looking inside nested networks), if
     it acts on the channel axis; else None."""
-    from ..network import Network
+    from ..graph import Graph
 
     layer_name, _, port = output.partition("/")
     if layer_name not in net.layer_modules:
         return None
     mod = net.layer_modules[layer_name]
-    if isinstance(mod, Network):
+    if isinstance(mod, Graph):
         inner = port or (mod.output_names[0] if mod.output_names else "")
         return final_module(mod, inner, kind) if inner else None
     if type(mod) is not kind:

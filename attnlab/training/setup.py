@@ -176,9 +176,12 @@ def float_dtype(net) -> torch.dtype:
 def resolve_device(net, device, d) -> torch.device:
     if device is not None and device != "auto":
         return available_device(device)
-    p = next(iter(net.parameters()), None)
     if d.active and torch.cuda.is_available():
         return torch.device("cuda", d.local_rank)
+    if not net.initialized:     # don't build it here: initialize() builds it seeded
+        target = getattr(net, "_target", None)
+        return target[1] if target else torch.device("cpu")
+    p = next(iter(net.parameters()), None)
     return p.device if p is not None else torch.device("cpu")
 
 
