@@ -280,3 +280,22 @@ def _shape_fix(x, spec: Spec) -> str:
     if spec.is_image and x.dim() == 3:
         return "Add the channel dimension: x.unsqueeze(1) (B×H×W → B×1×H×W)."
     return "Check the sizes the input layer was declared with."
+
+
+def input_problem(names, specs, values, device=None) -> DataError | None:
+    """For the forward pass's failure path (a torch error while running the plan): the input
+    to blame, if one is — a meta tensor, a complex or empty one, or a tensor on another device
+    than the network's parameters (`device`) — as a DataError naming it, else None. Reads only
+    tensor metadata."""
+    for name, spec, x in zip(names, specs, values):
+        if not isinstance(x, torch.Tensor):
+            continue
+        try:
+            check_values(x, spec, name)
+        except DataError as e:
+            return e
+        if device is not None and x.device != torch.device(device):
+            return DataError(f"input '{name}': the tensor is on {x.device}, the network's "
+                             f"parameters on {device}. Move one to the other: x.to('{device}') "
+                             f"or net.to('{x.device}').")
+    return None
