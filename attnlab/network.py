@@ -486,7 +486,17 @@ class Network(nn.Module, Graph):
         from .viz.graph import to_dot
         return to_dot(self)
 
-    def _repr_png_(self):           # Jupyter: a network displays as its picture
+    def view(self, path=None, **kw):
+        """The interactive page of the network (graph, analysis, attention); see
+        `attnlab.viz.view.view` for the options."""
+        from .viz.view import view
+        return view(self, path, **kw)
+
+    def _repr_html_(self):          # Jupyter: the same page as `attnlab view`
+        from .viz.view import notebook_html
+        return notebook_html(self)
+
+    def _repr_png_(self):           # a network displays as its picture where HTML is not shown
         from .viz.graph import network_png
         return network_png(self)
 

@@ -126,11 +126,3 @@ class Layer:
 def _label_text(labels: str) -> str:
     return "×".join(labels)
 
-
-def as_pair(v, what: str):
-    if isinstance(v, int):
-        return (v, v)
-    v = tuple(v)
-    if len(v) != 2 or not all(isinstance(i, int) for i in v):
-        raise ArgumentError(f"{what} must be an int or a pair of ints, got {v!r}")
-    return v

@@ -6,8 +6,8 @@ from torch import nn
 
 from ..errors import DataError
 from ..spec import Spec
+from . import _checks as check
 from .base import Layer
-from .inputs import _positive
 
 
 class Embedding(Layer):
@@ -16,12 +16,13 @@ class Embedding(Layer):
 
     def __init__(self, vocab: int, dim: int, name: str | None = None):
         super().__init__(name)
-        self.vocab = _positive(vocab, "Embedding vocab")
-        self.dim = _positive(dim, "Embedding dim")
+        self.vocab = check.integer(self, "vocab", vocab, example=1000)
+        self.dim = check.integer(self, "dim", dim, example=64)
 
     def infer(self, specs):
         s = specs["in"]
         self.require(s, "in", ("BTC", "BT"), "Embedding reads token ids, one channel per step.")
+        check.learnables_fit(self, "in", "Use a smaller vocab or dim.", weight=(self.vocab, self.dim))
         if s.labels == "BTC":
             self.require_channels(s, "in", 1, "Token ids come as one channel: SequenceInput(1).")
         return Spec.sequence(self.dim, s.time)

@@ -6,11 +6,13 @@ import copy
 import torch
 from torch import nn
 
-from ..errors import ArgumentError, SizeError
+from ..errors import FormatError, SizeError
 from ..spec import Spec
+from . import _checks as check
 from .base import Layer
 
 _BY_NDIM = {2: "BC", 3: "BTC", 4: "BCSS"}
+_FORMATS = ("BC", "BTC", "BCSS", "BT", "BHQK")
 
 
 class Module(Layer):
@@ -27,15 +29,18 @@ class Module(Layer):
                  output_format=None, output_specs=None, lengths=None, name: str | None = None):
         super().__init__(name)
         if not isinstance(module, nn.Module):
-            raise ArgumentError(f"Module wraps a torch.nn.Module, got {type(module).__name__}")
-        if lengths is not None and not callable(lengths):
-            raise ArgumentError(f"Module lengths must be a callable (valid lengths, an int64 "
-                                f"tensor B → the output's valid lengths), got {lengths!r}")
+            raise check.fail(self, "module", "a torch.nn.Module", module,
+                             "Wrap a module, e.g. L.Module(nn.Linear(8, 4)); for a function, "
+                             "write a small nn.Module whose forward calls it.")
         self.module = module
-        self.num_inputs = num_inputs
-        self.num_outputs = num_outputs
-        self.output_format = output_format
-        self.output_specs = output_specs
+        self.num_inputs = check.integer(self, "num_inputs", num_inputs, most=check.MAX_PORTS)
+        self.num_outputs = check.integer(self, "num_outputs", num_outputs, most=check.MAX_PORTS)
+        self.output_format = self._check_format(output_format)
+        self.output_specs = self._check_specs(output_specs)
+        if lengths is not None and not callable(lengths):
+            raise check.fail(self, "lengths", "None or a callable (the valid lengths, an int64 "
+                             "tensor B → the output's valid lengths)", lengths,
+                             "E.g. lengths=lambda n: n // 2 for a pooling of 2 over time.")
         self.lengths = lengths
         self._time_changes = lengths is not None   # found by the trial runs in infer()
 
@@ -44,6 +49,33 @@ class Module(Layer):
         """A module that changes the time length returns the padding mask of its new length
         (see `_NewLengthMask`); one that keeps it passes the input's mask on, as any layer."""
         return self._time_changes
+
+    def _check_format(self, fmt):
+        if fmt is None or (isinstance(fmt, str) and fmt in _FORMATS):
+            return fmt
+        allowed = f"None, one of {', '.join(map(repr, _FORMATS))}"
+        if isinstance(fmt, (list, tuple)) and not isinstance(fmt, str):
+            if len(fmt) == self.num_outputs and all(f in _FORMATS for f in fmt
+                                                    if isinstance(f, str)) \
+                    and all(isinstance(f, str) for f in fmt):
+                return list(fmt)
+            raise check.fail(self, "output_format", f"{allowed}, or a list of {self.num_outputs} "
+                             "of them (one per output)", fmt)
+        hint = check.close_matches(fmt, _FORMATS) if isinstance(fmt, str) else ""
+        raise check.fail(self, "output_format", f"{allowed} or a list of them (one per output)",
+                         fmt, hint.strip())
+
+    def _check_specs(self, specs):
+        if specs is None:
+            return None
+        if isinstance(specs, Spec):
+            specs = [specs]
+        if not isinstance(specs, (list, tuple)) or len(specs) != self.num_outputs or not all(
+                isinstance(s, Spec) for s in specs):
+            raise check.fail(self, "output_specs", f"None or a list of {self.num_outputs} Spec "
+                             "(one per output)", specs,
+                             "E.g. output_specs=[al.Spec.sequence(16)] for one B×T×16 output.")
+        return list(specs)
 
     @property
     def input_ports(self):
@@ -70,6 +102,11 @@ class Module(Layer):
                                          else _BY_NDIM.get(len(sa), "B" + "C" * (len(sa) - 1)))
             if isinstance(fmt, (list, tuple)):
                 fmt = fmt[self.output_ports.index(port)]
+            if len(fmt) != len(sa):
+                raise self.error(FormatError, port, f"expected an output of {len(fmt)} dimensions "
+                                 f"({'×'.join(fmt)}, from output_format), received one of "
+                                 f"{len(sa)} dimensions. Give an output_format of that rank, e.g. "
+                                 f"{_BY_NDIM.get(len(sa), 'B' + 'C' * (len(sa) - 1))!r}.")
             out[port] = Spec(fmt, tuple(x if x == y else None for x, y in zip(sa, sb)))
         return out
 
