@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,data,onnx]"
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,data,onnx,matlab]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -28,7 +28,12 @@ demos: $(STAMP)
 demo-table: $(STAMP)
 	$(PY) -m attnlab.demos.table --runs demo-out
 
-test: $(STAMP)
+# the browser tests need Chromium: tried once per .venv (never fatal; they skip without it)
+$(VENV)/.chromium: .ci/chromium.sh | $(STAMP)
+	-sh .ci/chromium.sh
+	touch $@
+
+test: $(STAMP) $(VENV)/.chromium
 	$(PY) -m pytest
 
 bench: $(STAMP)

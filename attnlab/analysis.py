@@ -6,16 +6,15 @@ graph: each problem becomes an `Issue`.
 """
 from __future__ import annotations
 
+import heapq
 import io
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+import torch
 
 from .errors import AttnlabError, FormatError, NetworkError, SizeError
+from .graph import Graph
 from .spec import Spec
-
-if TYPE_CHECKING:
-    from .network import Network
 
 
 @dataclass
@@ -150,7 +149,7 @@ def network_error_class(classes) -> type:
 
 # -- the walk -------------------------------------------------------------------------------
 
-def analyze(net: "Network", input_specs: dict[str, Spec] | None = None) -> Analysis:
+def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
     layers = net._layers
     conns = net._conns                                # (dst, dst_port) → (src, src_port)
     issues: list[Issue] = []
@@ -184,18 +183,19 @@ def analyze(net: "Network", input_specs: dict[str, Spec] | None = None) -> Analy
     indeg = {n: 0 for n in layers}
     for (dst, _), _src in conns.items():
         indeg[dst] += 1
-    ready = sorted((n for n in layers if indeg[n] == 0), key=position.get)
+    ready = [position[n] for n in layers if indeg[n] == 0]
+    heapq.heapify(ready)
+    names = list(layers)
     order = []
     while ready:
-        n = ready.pop(0)
+        n = names[heapq.heappop(ready)]
         order.append(n)
-        new = []
         for dst, _, _ in succ[n]:
             indeg[dst] -= 1
             if indeg[dst] == 0:
-                new.append(dst)
-        ready = sorted(ready + new, key=position.get)
-    blocked = [n for n in layers if n not in order]
+                heapq.heappush(ready, position[dst])
+    placed = set(order)
+    blocked = [n for n in layers if n not in placed]
     below = [n for n in blocked if n not in in_cycle]
     if below:
         issues.append(Issue("warning", "after-cycle", "sizes unknown for "
@@ -225,7 +225,7 @@ def analyze(net: "Network", input_specs: dict[str, Spec] | None = None) -> Analy
             continue
         try:
             out_specs[n] = layer.infer_all(specs)
-            learnables[n] = net._learnable_shapes(n, layer, specs)
+            learnables[n] = _learnable_shapes(net, n, layer, specs)
         except AttnlabError as e:
             kind = "size" if isinstance(e, SizeError) else "format" if isinstance(e, FormatError) else "network"
             issues.append(Issue("error", kind, str(e), n, getattr(e, "port", None), type(e)))
@@ -257,39 +257,69 @@ def analyze(net: "Network", input_specs: dict[str, Spec] | None = None) -> Analy
                     input_names=net.input_names, output_names=[o[2] for o in outputs])
 
 
+def _learnable_shapes(net, name, layer, specs) -> dict[str, tuple[int, ...]]:
+    mod = net._built_module(name, layer, specs)
+    if mod is None:
+        if isinstance(layer, Graph):       # analysed once per sizes (cached by the network)
+            return {k: tuple(s) for k, s in flat_learnables(layer.analyze_as_layer(specs)).items()}
+        with torch.device("meta"):
+            mod = layer.build(specs)
+    if isinstance(mod, Graph):
+        return {k: tuple(v.shape) for k, v in mod.learnables.items()}
+    return {k: tuple(v.shape) for k, v in mod.named_parameters()}
+
+
+def flat_learnables(analysis) -> dict[str, tuple[int, ...]]:
+    """'layer/param' → shape over an analysis, nested networks' already flattened."""
+    return {f"{n}/{p}": s for n, params in analysis.learnables.items() for p, s in params.items()}
+
+
 def _port_name(layer, name, port):
     return name if len(layer.input_ports) == 1 else f"{name}/{port}"
 
 
 def _cycles(layers, succ, conns) -> list[list[str]]:
-    """One cycle per strongly connected component, as the ordered list of its layers."""
+    """One cycle per strongly connected component, as the ordered list of its layers
+    (Tarjan's algorithm, iterative: a 5000-layer chain must not exhaust Python's stack)."""
     index, low, stack, on, comps = {}, {}, [], set(), []
-    counter = [0]
-
-    def strong(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w, _, _ in succ[v]:
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
+    counter = 0
+    for root in layers:
+        if root in index:
+            continue
+        work = [(root, iter(succ[root]))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, edges = work[-1]
+            advanced = False
+            for w, _, _ in edges:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(succ[w])))
+                    advanced = True
                     break
-            comps.append(comp)
-
-    for v in layers:
-        if v not in index:
-            strong(v)
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                comps.append(comp)
     position = {n: i for i, n in enumerate(layers)}
     cycles = []
     for comp in comps:

@@ -50,6 +50,7 @@ import re
 from torch import nn
 
 from .errors import ArgumentError, NetworkError
+from .layers._checks import MAX_PORTS
 from .layers.base import Layer
 from .layers.combine import Addition
 from .network import Network
@@ -354,14 +355,21 @@ def _check_indices(indices, n_in):
     except TypeError:
         raise ArgumentError(f"Select: expected a list of 0-based item indices, received "
                             f"{indices!r}. E.g. al.Select([0, 0, 0]).") from None
-    if not indices or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
-                              for i in indices):
-        raise ArgumentError(f"Select: expected a non-empty list of 0-based indices ≥ 0, received "
-                            f"{list(indices)!r}. E.g. al.Select([0, 0, 0]) copies item 0 three times.")
+    if not indices or len(indices) > MAX_PORTS or not all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < MAX_PORTS for i in indices):
+        raise ArgumentError(f"Select: expected a non-empty list of at most {MAX_PORTS} 0-based "
+                            f"indices in 0…{MAX_PORTS - 1}, received {_short(list(indices))}. "
+                            "E.g. al.Select([0, 0, 0]) copies item 0 three times.")
     least = max(indices) + 1
     if n_in is None:
         n_in = least
-    if not isinstance(n_in, int) or isinstance(n_in, bool) or n_in < least:
-        raise ArgumentError(f"Select: expected n_in ≥ {least} (the largest index + 1), received "
-                            f"{n_in!r}. Leave n_in out, or pass the number of items to select from.")
+    if not isinstance(n_in, int) or isinstance(n_in, bool) or not least <= n_in <= MAX_PORTS:
+        raise ArgumentError(f"Select: expected n_in ≥ {least} (the largest index + 1) and ≤ "
+                            f"{MAX_PORTS}, received {n_in!r}. Leave n_in out, or pass the number "
+                            "of items to select from.")
     return indices, n_in
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -3,6 +3,10 @@
 The generated code calls each layer's module in topological order with local variables, as a
 hand-written `forward` would: no dict lookups or graph walking per call. Masks travel beside
 sequence activations as their own variables (None when the batch has no padding).
+
+The source holds only identifiers and literals made here (`m3`, `v7`, `x0`, …): layer names and
+specs, which come from users and files, stay in the side table `Plan.line_layers` (line → layer)
+and never enter the code, not even a comment.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .analysis import Analysis
+from .graph import Graph
 
 _ids = itertools.count()
 
@@ -25,8 +30,6 @@ class Plan:
 
 
 def compile_plan(net, analysis: Analysis) -> Plan:
-    from .network import Network
-
     layers, conns = net._layers, net._conns
     var: dict[tuple[str, str], str] = {}       # (layer, port) → tensor variable
     mvar: dict[tuple[str, str], str] = {}      # (layer, port) → mask variable or "None"
@@ -61,7 +64,7 @@ def compile_plan(net, analysis: Analysis) -> Plan:
         n += len(outs)
         call = f"m{j}({', '.join(ins)}"
         specs = analysis.out_specs[name]
-        if isinstance(layer, Network):
+        if isinstance(layer, Graph):
             call += f", _masks=({', '.join(ims)},))"
             lhs = f"({', '.join(outs)},), ({', '.join(omasks)},)"
         elif layer.returns_mask:
@@ -76,9 +79,8 @@ def compile_plan(net, analysis: Analysis) -> Plan:
             seq_mask = next((m for p, m in zip(layer.input_ports, ims) if in_specs[p].is_sequence),
                             "None")
             omasks = [seq_mask if specs[p].is_sequence else "None" for p in layer.output_ports]
-        comment = "; ".join(str(s) for s in specs.values())
         line_layers[len(body) + 3] = name
-        body.append(f"    {lhs} = {call}  # {name}: {comment}")
+        body.append(f"    {lhs} = {call}  # layer {j}")
         for o, om, port in zip(outs, omasks, layer.output_ports):
             var[(name, port)] = o
             mvar[(name, port)] = om

@@ -44,7 +44,8 @@ MaskArg = Union[None, str, Tensor]
 
 def _divisor_hint(channels: int, num_heads: int) -> str:
     """' e.g. 4 or 8' — the divisors of `channels` nearest above `num_heads` (else below)."""
-    divisors = [d for d in range(1, channels + 1) if channels % d == 0]
+    small = [d for d in range(1, math.isqrt(channels) + 1) if channels % d == 0]  # O(√C)
+    divisors = sorted(set(small + [channels // d for d in small]))
     above = [d for d in divisors if d > num_heads][:2]
     picks = above if above else divisors[-2:]
     return ", e.g. " + " or ".join(str(d) for d in picks) if picks else ""
@@ -75,7 +76,7 @@ def _check_mask_tensor(name: str, mask: Tensor, ref: Tensor, expected: list, wan
 
 
 def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
-              causal_alignment, dropout):
+              causal_alignment, dropout, need_weights=False, training=False):
     """Check every argument; return (B, Tq, Tk, dk, dv, num_kv_heads, scale as float)."""
     for name, t in (("query", q), ("key", k), ("value", v)):
         if not isinstance(t, Tensor):
@@ -151,14 +152,15 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
     if isinstance(scale, str):
         if scale != "auto":
             raise ArgumentError(
-                f"attention: scale must be \"auto\" (1/sqrt(dk)) or a number, received "
-                f"{scale!r}. Use scale=\"auto\".")
+                f"attention: scale must be \"auto\" (1/sqrt(dk)) or a finite number > 0, "
+                f"received {scale!r}. Use scale=\"auto\".")
         scale_f = 1.0 / math.sqrt(dk) if dk else 1.0
-    elif isinstance(scale, Real) and not isinstance(scale, bool) and math.isfinite(scale):
+    elif isinstance(scale, Real) and not isinstance(scale, bool) and math.isfinite(scale) \
+            and scale > 0:
         scale_f = float(scale)
     else:
         raise ArgumentError(
-            f"attention: scale must be \"auto\" (1/sqrt(dk)) or a finite number, received "
+            f"attention: scale must be \"auto\" (1/sqrt(dk)) or a finite number > 0, received "
             f"{scale!r}. Use scale=\"auto\".")
 
     if causal_alignment not in _ALIGNMENTS:
@@ -170,6 +172,11 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
         raise ArgumentError(
             f"attention: dropout must be a probability in [0, 1), received {dropout!r}. "
             f"Use e.g. dropout=0.1, or 0 for none.")
+    for name, value in (("need_weights", need_weights), ("training", training)):
+        if not isinstance(value, bool):
+            raise ArgumentError(
+                f"attention: {name} must be True or False, received {value!r}. "
+                f"Pass a bool (a string such as 'no' would read as True).")
 
     if key_padding_mask is not None:
         _check_mask_tensor("key_padding_mask", key_padding_mask, q, [[B, Tk]],
@@ -260,7 +267,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",
     """
     B, Tq, Tk, dk, dv, kv_heads, scale_f = _validate(
         q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
-        causal_alignment, dropout)
+        causal_alignment, dropout, need_weights, training)
     p = float(dropout) if training else 0.0
     H = num_heads
     fused = not need_weights and Tk > 0  # softmax over zero keys is the explicit path's job
@@ -318,7 +325,7 @@ def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto
     """
     B, Tq, Tk, dk, dv, kv_heads, scale_f = _validate(
         q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
-        causal_alignment, 0.0)
+        causal_alignment, 0.0, need_weights)
     H, r = num_heads, num_heads // kv_heads
     allowed = torch.ones(B, Tq, Tk, dtype=torch.bool, device=q.device)
     if isinstance(attention_mask, str):

@@ -1,46 +1,65 @@
-"""The Network: the only graph object, and a `torch.nn.Module`.
+"""The Network: a `Graph` that is a `torch.nn.Module`.
 
-Editing (`add`, `connect`, …) never runs tensors. `analyze()` walks the graph once; the first call
-(or `initialize`) builds the layer modules and compiles a plan that runs them in order.
+Editing (`add`, `connect`, …, in attnlab.graph) never runs tensors. A network whose input sizes
+are known builds its layer modules and compiles its plan on first need: the first call, or the
+first `parameters()`, `state_dict()`, `to()`, `train()`/`eval()`, …, so PyTorch habits
+(optimizer before the first call, `net.eval()` then `net(x)`) hold. A network without input
+layers stays lazy until `initialize(example_inputs)` or its first call, like `LazyLinear`.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+import warnings
 
 import numpy as np
 import torch
 from torch import nn
 
 from .analysis import Analysis, analyze as _analyze
+from .batching import as_batch
 from .compile import Plan, compile_plan
 from .errors import AttnlabError, DataError, NetworkError, SizeError, close_matches
-from .layers.base import Layer, check_name
-from .batching import as_batch
+from .graph import Connection, Graph, LayerList, module_key
 from .sequences import Padded, pad_sequences
 from .spec import Spec, spec_of_tensor_shape
 
-
-class Connection(NamedTuple):
-    source: str
-    destination: str
-
-    def __str__(self):
-        return f"{self.source} → {self.destination}"
+__all__ = ["Network", "Connection", "LayerList"]
 
 
-class LayerList(tuple):
-    """The network's layers in order; also indexable by name."""
+class LayerModules(nn.ModuleDict):
+    """The built modules by layer name. A name holding '.' (which torch refuses in module names)
+    is stored under `graph.module_key(name)`; every lookup here takes the layer's own name."""
 
-    def __getitem__(self, key):
-        if isinstance(key, str):
-            for layer in self:
-                if layer.name == key:
-                    return layer
-            raise KeyError(f"no layer named '{key}'.{close_matches(key, [l.name for l in self])}")
-        return tuple.__getitem__(self, key)
+    def __init__(self):
+        super().__init__()
+        self._names: dict[str, str] = {}          # module key → layer name
+
+    def __getitem__(self, name: str) -> nn.Module:
+        return self._modules[module_key(name)]
+
+    def __setitem__(self, name: str, module: nn.Module) -> None:
+        key = module_key(name)
+        self._names[key] = name
+        self.add_module(key, module)
+
+    def __delitem__(self, name: str) -> None:
+        key = module_key(name)
+        del self._modules[key]
+        self._names.pop(key, None)
+
+    def __contains__(self, name) -> bool:
+        return isinstance(name, str) and module_key(name) in self._modules
+
+    def keys(self):
+        return [self._names.get(k, k) for k in self._modules]
+
+    def items(self):
+        return [(self._names.get(k, k), m) for k, m in self._modules.items()]
+
+    def __iter__(self):
+        return iter(self.keys())
 
 
-class Network(nn.Module, Layer):
+class Network(nn.Module, Graph):
     """A graph of named layers joined port to port. Call it with inputs by position (in
     `input_names` order) or as a dict by input name; several outputs come back as a dict."""
 
@@ -50,211 +69,131 @@ class Network(nn.Module, Layer):
 
     def __init__(self, layers=None, name: str | None = None):
         nn.Module.__init__(self)
-        self.name = check_name(name)
-        self._layers: dict[str, Layer] = {}
-        self._conns: dict[tuple[str, str], tuple[str, str]] = {}
-        self.layer_modules = nn.ModuleDict()
+        Graph.__init__(self, name)
+        self.layer_modules = LayerModules()
         self._built: dict[str, tuple] = {}
         self._plan: Plan | None = None
         self._data_specs: dict[str, Spec] | None = None
         self._dtype = None
+        self._target: tuple | None = None        # (dtype, device) of the last .to()/.double()/…
+        self._build_tried = False
+        self._lazy_warned = False
+        self._as_layer: dict = {}                # input specs → Analysis, for use as a layer
         self.metadata: dict = {}     # saved with the network (JSON): e.g. "class_labels"
         if layers is not None:
             self.add(layers)
 
-    # ------------------------------------------------------------------------- editing ---
-    def add(self, layers) -> "Network":
-        """Adds a layer, or a list of layers connected in order (each first output to the next
-        layer's first input). Returns the network, so calls can chain."""
-        new = list(layers) if isinstance(layers, (list, tuple)) else [layers]
-        for layer in new:
-            if not isinstance(layer, Layer):
-                raise NetworkError(f"add() takes attnlab layers, received {type(layer).__name__}. "
-                                   "Wrap a torch module with L.Module(module).")
-            if any(layer is l for l in self._layers.values()):
-                raise NetworkError(f"layer '{layer.name}' is already in this network: a layer can be "
-                                   "added once; create another layer to use it twice.")
-        if len({id(l) for l in new}) != len(new):
-            raise NetworkError("the same layer object appears twice in the list given to add(): "
-                               "create a separate layer for each position.")
-        taken = set(self._layers)
-        names = []
-        for layer in new:
-            if layer.name is not None:
-                if layer.name in taken:
-                    raise NetworkError(f"duplicate layer name '{layer.name}': names are unique. "
-                                       f"Rename one, e.g. name='{_fresh(layer.name, taken)}'.")
-                taken.add(layer.name)
-            names.append(layer.name)
-        for i, layer in enumerate(new):
-            if layer.name is None:
-                names[i] = _fresh(layer.stem, taken, first_plain=True)
-                taken.add(names[i])
-        for a, b in zip(new, new[1:]):
-            if not b.input_ports:
-                raise NetworkError(f"layer '{names[new.index(b)]}' ({b.type_name}) has no input, so it "
-                                   f"cannot follow '{names[new.index(a)]}' in a list. Start a new "
-                                   "list with it.")
-            if not a.output_ports:
-                raise NetworkError(f"layer '{names[new.index(a)]}' has no output to connect.")
-        for layer, name in zip(new, names):
-            layer.name = name
-            self._layers[name] = layer
-        for a, b in zip(new, new[1:]):
-            self._conns[(b.name, b.input_ports[0])] = (a.name, a.output_ports[0])
-        self._changed()
-        return self
-
-    def connect(self, source: str, destination: str) -> "Network":
-        """Connects an output ("layer" or "layer/port") to an input ("layer" or "layer/port")."""
-        src, sport = self._resolve(source, "output")
-        dst, dport = self._resolve(destination, "input")
-        if (dst, dport) in self._conns:
-            old = self._conns[(dst, dport)]
-            raise NetworkError(f"layer '{dst}' port '{dport}': already connected from "
-                               f"'{_fmt(self._layers[old[0]], old[0], old[1], 'output')}'. An input "
-                               f"takes one source: net.disconnect('{old[0]}', '{dst}/{dport}') first, "
-                               "or combine the sources with Addition or Concatenation.")
-        self._conns[(dst, dport)] = (src, sport)
-        self._changed()
-        return self
-
-    def disconnect(self, source: str, destination: str) -> "Network":
-        src, sport = self._resolve(source, "output")
-        dst, dport = self._resolve(destination, "input")
-        if self._conns.get((dst, dport)) != (src, sport):
-            have = [str(c) for c in self.connections if c.destination.split("/")[0] == dst]
-            raise NetworkError(f"no connection {source} → {destination}. Connections into '{dst}': "
-                               f"{', '.join(have) or 'none'}.")
-        del self._conns[(dst, dport)]
-        self._changed()
-        return self
-
-    def remove(self, *names: str) -> "Network":
-        """Removes layers and every connection that touches them."""
-        for n in names:
-            self._layer(n)
-        for n in names:
-            del self._layers[n]
-            self._built.pop(n, None)
-            if n in self.layer_modules:
-                del self.layer_modules[n]
-        self._conns = {d: s for d, s in self._conns.items()
-                       if d[0] not in names and s[0] not in names}
-        self._changed()
-        return self
-
-    def replace(self, name: str, layers) -> "Network":
-        """Replaces a layer by a layer or a list (connected in order); the old layer's input
-        connections go to the first new layer and its output connections leave from the last."""
-        old = self._layer(name)
-        new = list(layers) if isinstance(layers, (list, tuple)) else [layers]
-        first, last = new[0], new[-1]
-        touching = {d: s for d, s in self._conns.items() if name in (d[0], s[0])}
-        for (dst, port), (src, sport) in touching.items():
-            if dst == name and old.input_ports.index(port) >= len(first.input_ports):
-                raise NetworkError(f"replace('{name}'): its input '{port}' is connected but the new "
-                                   f"layer {first.type_name} has only {len(first.input_ports)} input(s).")
-            if src == name and old.output_ports.index(sport) >= len(last.output_ports):
-                raise NetworkError(f"replace('{name}'): its output '{sport}' is connected but the new "
-                                   f"layer {last.type_name} has only {len(last.output_ports)} output(s).")
-        keep_order = list(self._layers)
-        at = keep_order.index(name)
-        saved = dict(self._conns)
-        self.remove(name)
-        if len(new) == 1 and new[0].name is None:
-            new[0].name = name
-        try:
-            self.add(new)
-        except AttnlabError:
-            self._layers[name] = old   # put the old layer back so the network stays as it was
-            self._conns = saved
-            self._reorder(keep_order)
-            raise
-        order = keep_order[:at] + [l.name for l in new] + keep_order[at + 1:]
-        self._reorder(order)
-        # inputs of the old layer enter the first new layer, its outputs leave from the last
-        # (both ends of a connection from the layer to itself move)
-        for (dst, port), (src, sport) in touching.items():
-            if dst == name:
-                dst, port = first.name, first.input_ports[old.input_ports.index(port)]
-            if src == name:
-                src, sport = last.name, last.output_ports[old.output_ports.index(sport)]
-            self._conns[(dst, port)] = (src, sport)
-        self._changed()
-        return self
-
-    def _reorder(self, order):
-        self._layers = {n: self._layers[n] for n in order if n in self._layers}
-
+    # -- edits (attnlab.graph) drop what they invalidate ------------------------------------
     def _changed(self):
         self._plan = None
-        self._data_specs = None
+        self._data_specs = self._data_specs if not self._has_input_layers() else None
+        self._build_tried = False
+        self._as_layer = {}
 
-    # --------------------------------------------------------------------- addressing ---
-    def _layer(self, name: str) -> Layer:
-        if name not in self._layers:
-            raise NetworkError(f"unknown layer '{name}'.{close_matches(name, self._layers)} "
-                               f"Layers: {', '.join(self._layers) or 'none'}.")
-        return self._layers[name]
+    def _forget(self, name):
+        self._built.pop(name, None)
+        mods = self._modules["layer_modules"]
+        if name in mods:
+            del mods[name]
 
-    def _resolve(self, ref: str, side: str) -> tuple[str, str]:
-        if not isinstance(ref, str):
-            raise NetworkError(f"a port is named by a string 'layer' or 'layer/port', got {ref!r}")
-        name, _, port = ref.partition("/")
-        layer = self._layer(name)
-        ports = layer.output_ports if side == "output" else layer.input_ports
-        if not ports:
-            raise NetworkError(f"layer '{name}' ({layer.type_name}) has no {side}s"
-                               + (": it is an input layer; connect from it instead." if side == "input" else "."))
-        if not port:
-            if side == "input" and len(ports) > 1:
-                raise NetworkError(f"layer '{name}' has inputs {', '.join(repr(p) for p in ports)}: "
-                                   f"name one, e.g. '{name}/{ports[0]}'.")
-            return name, ports[0]
-        if port not in ports:
-            raise NetworkError(f"layer '{name}' has no {side} port '{port}'.{close_matches(port, ports)} "
-                               f"Its {side}s: {', '.join(ports)}.")
-        return name, port
-
-    # ----------------------------------------------------------------------- views -----
+    # -- the modules, built when the sizes are known ------------------------------------------
     @property
-    def layers(self) -> LayerList:
-        return LayerList(self._layers.values())
+    def layer_modules(self) -> LayerModules:
+        """The layers' torch modules by layer name (built first if the sizes are known)."""
+        self._ensure_built()
+        return self._modules["layer_modules"]
 
-    @property
-    def connections(self) -> tuple[Connection, ...]:
-        out = []
-        for (dst, dport), (src, sport) in self._conns.items():
-            out.append(Connection(_fmt(self._layers[src], src, sport, "output"),
-                                  _fmt(self._layers[dst], dst, dport, "input")))
-        return tuple(out)
+    @layer_modules.setter
+    def layer_modules(self, value):
+        nn.Module.__setattr__(self, "layer_modules", value)
 
-    @property
-    def input_names(self) -> list[str]:
-        inputs = [n for n, l in self._layers.items() if l.is_input]
-        if inputs:
-            return inputs
-        return [_fmt(l, n, p, "input") for n, l in self._layers.items()
-                for p in l.input_ports if (n, p) not in self._conns]
+    def _has_input_layers(self) -> bool:
+        return any(l.is_input for l in self._layers.values())
 
-    @property
-    def output_names(self) -> list[str]:
-        return [o[2] for o in self._dangling_outputs()]
+    def _ensure_built(self) -> None:
+        """Builds modules and plan once the sizes are known; quiet when they are not (a lazy
+        network warns once that it has no parameters yet)."""
+        d = self.__dict__
+        if d.get("_plan") is not None or d.get("_build_tried", True):
+            return
+        self._build_tried = True
+        specs = self._data_specs if not self._has_input_layers() else None
+        if specs is None and not self._has_input_layers():
+            specs = self._nested_input_specs()
+            if specs is None:
+                return
+        analysis = _analyze(self, specs)
+        if analysis.ok:
+            self._finish(analysis, specs)
 
-    def _dangling_outputs(self):
-        used = set(self._conns.values())
-        return [(n, p, _fmt(l, n, p, "output")) for n, l in self._layers.items() if not l.is_input
-                for p in l.output_ports if (n, p) not in used]
+    def _nested_input_specs(self) -> dict[str, Spec] | None:
+        """Sizes of a network without input layers whose every open port is an input layer of a
+        nested network (so the sizes are known after all); else None."""
+        specs = {}
+        for name in self.input_names:
+            lname, _, port = name.partition("/")
+            layer = self._layers[lname]
+            inner = layer._layers.get(port or layer.input_ports[0]) if isinstance(layer, Graph) else None
+            if inner is None or not inner.is_input:
+                return None
+            specs[name] = inner.spec
+        return specs or None
+
+    def _warn_lazy(self):
+        if self._plan is None and not self._lazy_warned and self._layers \
+                and not self._has_input_layers() and self._nested_input_specs() is None:
+            self._lazy_warned = True
+            warnings.warn("this network has no input layers, so it has no parameters until its sizes "
+                          "are known: call net.initialize(example_inputs) (or run it once) before "
+                          "making an optimizer or moving it.", UserWarning, stacklevel=3)
+
+    def named_parameters(self, *a, **k):
+        self._ensure_built()
+        self._warn_lazy()
+        return super().named_parameters(*a, **k)
+
+    def named_buffers(self, *a, **k):
+        self._ensure_built()
+        return super().named_buffers(*a, **k)
+
+    def named_children(self):
+        self._ensure_built()
+        return super().named_children()
+
+    def named_modules(self, *a, **k):
+        self._ensure_built()
+        return super().named_modules(*a, **k)
+
+    def state_dict(self, *a, **k):
+        self._ensure_built()
+        self._warn_lazy()
+        return super().state_dict(*a, **k)
+
+    def load_state_dict(self, *a, **k):
+        self._ensure_built()
+        return super().load_state_dict(*a, **k)
+
+    def train(self, mode: bool = True):
+        self._ensure_built()
+        return super().train(mode)
+
+    def _apply(self, fn, *a, **k):
+        self._ensure_built()
+        # remember where and in which dtype modules built later belong
+        probe = fn(torch.empty(0))
+        self._target = (probe.dtype, probe.device)
+        self._dtype = None  # .to()/.double() change the dtype inputs are cast to
+        return super()._apply(fn, *a, **k)
 
     @property
     def learnables(self) -> dict[str, nn.Parameter]:
-        """'layer/param' → Parameter, for the layers built so far (after initialisation)."""
+        """'layer/param' → Parameter (after initialisation; nested networks' flattened)."""
         out = {}
+        mods = self.layer_modules
         for name in self._layers:
-            mod = self.layer_modules[name] if name in self.layer_modules else None
-            if mod is None:
+            if name not in mods:
                 continue
+            mod = mods[name]
             if isinstance(mod, Network):
                 out.update({f"{name}/{k}": v for k, v in mod.learnables.items()})
             else:
@@ -270,7 +209,7 @@ class Network(nn.Module, Layer):
         """Checks the graph and infers every activation's size. Never raises for a bad graph.
         Without input layers, sizes come from example inputs (or the last call's data)."""
         specs = self._specs_from_data(example_inputs, named) if (example_inputs or named) \
-            else self._data_specs
+            else self._data_specs if self._data_specs is not None else self._nested_input_specs()
         return _analyze(self, specs)
 
     def _specs_from_data(self, args, kwargs) -> dict[str, Spec]:
@@ -299,18 +238,14 @@ class Network(nn.Module, Layer):
                 raise DataError(f"input '{name}': {e}; give B×C, B×T×C or B×C×H×W data.") from None
         return specs
 
-    def _learnable_shapes(self, name, layer, specs):
+    def _built_module(self, name, layer, specs):
+        """The module already built for this layer at these sizes, or None (analysis reads its
+        learnables from it instead of building one on the meta device)."""
         built = self._built.get(name)
-        if built is not None and built[0] is layer and built[1] == specs and name in self.layer_modules:
-            mod = self.layer_modules[name]
-        elif isinstance(layer, Network):
-            return {k: tuple(s) for k, s in _flat_learnables(layer.analyze_as_layer(specs)).items()}
-        else:
-            with torch.device("meta"):
-                mod = layer.build(specs)
-        if isinstance(mod, Network):
-            return {k: tuple(v.shape) for k, v in mod.learnables.items()}
-        return {k: tuple(v.shape) for k, v in mod.named_parameters()}
+        mods = self._modules["layer_modules"]
+        if built is not None and built[0] is layer and built[1] == specs and name in mods:
+            return mods[name]
+        return None
 
     def summary(self) -> str:
         """The analysis table, as Keras' `summary()` prints it."""
@@ -325,23 +260,29 @@ class Network(nn.Module, Layer):
         self._prepare(example_inputs, named)
         return self
 
+    @torch.compiler.disable
     def _prepare(self, args=(), kwargs=None) -> Plan:
-        has_inputs = any(l.is_input for l in self._layers.values())
         specs = None
-        if not has_inputs and self._layers:
-            if not args and not kwargs:
-                if self._data_specs is None:
-                    raise NetworkError("this network has no input layers, so its sizes come from data: "
-                                       "call it (or initialize) with example inputs first.")
+        if not self._has_input_layers() and self._layers:
+            if args or kwargs:
+                specs = self._specs_from_data(args, kwargs)
+            elif self._data_specs is not None:
                 specs = self._data_specs
             else:
-                specs = self._specs_from_data(args, kwargs)
+                specs = self._nested_input_specs()
+                if specs is None:
+                    raise NetworkError("this network has no input layers, so its sizes come from "
+                                       "data: call it (or initialize) with example inputs first.")
         return self._compile(specs)
 
     def _compile(self, specs) -> Plan:
         """Analyse with these input sizes, build what is missing, generate the forward."""
         analysis = _analyze(self, specs)
         analysis.raise_if_errors("initialize", f"network '{self.name}'" if self.name else "the network")
+        return self._finish(analysis, specs)
+
+    def _finish(self, analysis, specs) -> Plan:
+        self._build_tried = True          # compile_plan reads layer_modules: don't build twice
         self._build_modules(analysis)
         self._plan = compile_plan(self, analysis)
         self._data_specs = specs
@@ -350,21 +291,24 @@ class Network(nn.Module, Layer):
         return self._plan
 
     def _build_modules(self, analysis: Analysis):
-        ref = next((p for p in self.parameters()), None)
+        mods = self._modules["layer_modules"]
+        ref = next((p for m in mods.values() for p in m.parameters()), None)
+        dtype, device = (ref.dtype, ref.device) if ref is not None else self._target or (None, None)
         for name in analysis.order:
             layer = self._layers[name]
             specs = analysis.in_specs[name]
-            built = self._built.get(name)
-            if built is not None and built[0] is layer and built[1] == specs and name in self.layer_modules:
+            if self._built_module(name, layer, specs) is not None:
                 continue
             mod = layer.build(specs)
-            if ref is not None:
-                mod = mod.to(device=ref.device, dtype=ref.dtype if ref.is_floating_point() else None)
-            self.layer_modules[name] = mod
+            if device is not None:
+                mod = mod.to(device=device, dtype=dtype if dtype is not None and dtype.is_floating_point
+                             else None)
+            mod.train(self.training)             # a module takes the network's mode when built
+            mods[name] = mod
             self._built[name] = (layer, specs)
-        for name in list(self.layer_modules):
+        for name in list(mods.keys()):
             if name not in self._layers:
-                del self.layer_modules[name]
+                del mods[name]
 
     def _set_io(self, analysis):
         self._in_names = self.input_names
@@ -391,6 +335,12 @@ class Network(nn.Module, Layer):
         return tuple(self.output_names)
 
     def analyze_as_layer(self, specs: dict[str, Spec]) -> Analysis:
+        """The analysis of this network used as a layer with these input sizes (cached until
+        the next edit, so nested networks are analysed once each: linear in the depth)."""
+        key = tuple(sorted(specs.items()))
+        cached = self._as_layer.get(key)
+        if cached is not None:
+            return cached
         given = {}
         for name, spec in specs.items():
             layer = self._layers[name.partition("/")[0]]
@@ -401,6 +351,7 @@ class Network(nn.Module, Layer):
                 given[name] = spec
         analysis = _analyze(self, given)
         analysis.raise_if_errors("use", f"network '{self.name}' as a layer")
+        self._as_layer[key] = analysis
         return analysis
 
     def infer(self, specs):
@@ -408,8 +359,7 @@ class Network(nn.Module, Layer):
         return {o: analysis.out_specs[n][p] for n, p, o in self._dangling_outputs()}
 
     def build(self, specs):
-        has_inputs = any(l.is_input for l in self._layers.values())
-        self._compile(None if has_inputs else dict(specs))
+        self._compile(None if self._has_input_layers() else dict(specs))
         return self
 
     def config(self):
@@ -483,13 +433,10 @@ class Network(nn.Module, Layer):
 
     def _float_dtype(self) -> torch.dtype:
         """The dtype inputs are cast to: the parameters' (cached until .to()/.double())."""
-        p = next((p for p in self.parameters() if p.is_floating_point()), None)
-        self._dtype = p.dtype if p is not None else torch.get_default_dtype()
+        p = next((p for p in nn.Module.parameters(self) if p.is_floating_point()), None)
+        target = self._target[0] if self._target and self._target[0].is_floating_point else None
+        self._dtype = p.dtype if p is not None else target or torch.get_default_dtype()
         return self._dtype
-
-    def _apply(self, fn, *a, **k):
-        self._dtype = None  # .to()/.double() change the dtype inputs are cast to
-        return super()._apply(fn, *a, **k)
 
     def _translate(self, e: Exception) -> AttnlabError:
         tb = e.__traceback__
@@ -539,7 +486,17 @@ class Network(nn.Module, Layer):
         from .viz.graph import to_dot
         return to_dot(self)
 
-    def _repr_png_(self):           # Jupyter: a network displays as its picture
+    def view(self, path=None, **kw):
+        """The interactive page of the network (graph, analysis, attention); see
+        `attnlab.viz.view.view` for the options."""
+        from .viz.view import view
+        return view(self, path, **kw)
+
+    def _repr_html_(self):          # Jupyter: the same page as `attnlab view`
+        from .viz.view import notebook_html
+        return notebook_html(self)
+
+    def _repr_png_(self):           # a network displays as its picture where HTML is not shown
         from .viz.graph import network_png
         return network_png(self)
 
@@ -551,23 +508,3 @@ class Network(nn.Module, Layer):
         state = self.__dict__.copy()
         state["_plan"] = None  # generated code is rebuilt on the next call
         return state
-
-
-# ------------------------------------------------------------------------- helpers ---
-
-def _fmt(layer, name, port, side):
-    ports = layer.output_ports if side == "output" else layer.input_ports
-    return name if len(ports) == 1 else f"{name}/{port}"
-
-
-def _fresh(stem, taken, first_plain=False):
-    if first_plain and stem not in taken:
-        return stem
-    i = 1
-    while f"{stem}_{i}" in taken:
-        i += 1
-    return f"{stem}_{i}"
-
-
-def _flat_learnables(analysis):
-    return {f"{n}/{p}": s for n, params in analysis.learnables.items() for p, s in params.items()}

@@ -34,6 +34,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .errors import AttnlabError, DataError, NetworkError
+from .graph import Graph
 from .sequences import Padded, pad_sequences
 from .spec import Spec
 
@@ -74,9 +75,7 @@ def export_onnx(net, path, example_inputs=None, *, masks=True, opset: int = DEFA
     - `check`: run the model with onnxruntime at other sizes and compare with PyTorch within
       `atol`/`rtol` (skipped with a warning when onnxruntime is not installed).
     """
-    from .network import Network
-
-    if not isinstance(net, Network):
+    if not (isinstance(net, Graph) and isinstance(net, torch.nn.Module)):
         raise NetworkError(f"export_onnx() takes an attnlab Network, got {type(net).__name__}")
     _require("onnx")
     path = Path(path)
@@ -523,8 +522,6 @@ def _unexportable(net, ex, dynamic_lengths, opset, atol, rtol, cause) -> Network
 
 def _probe_network(net, analysis, prefix, masks, dynamic_lengths, opset, atol, rtol):
     """Exports every layer alone (with its weights, at its input sizes) to name those that fail."""
-    from .network import Network
-
     culprits = []
     for name in analysis.order:
         layer = net._layers[name]
@@ -535,7 +532,7 @@ def _probe_network(net, analysis, prefix, masks, dynamic_lengths, opset, atol, r
                            atol, rtol)
         if why is None:
             continue
-        if isinstance(layer, Network):
+        if isinstance(layer, Graph):
             try:
                 inner = layer.analyze_as_layer(specs)
             except AttnlabError:
@@ -560,14 +557,13 @@ class _OneLayer(nn.Module):
         self._ports, self._mask_ports = ports, mask_ports
 
     def forward(self, *flat):
-        from .network import Network
         layer = self._layer[0]
         it = iter(flat)
         xs, ms = [], []
         for p in self._ports:
             xs.append(next(it))
             ms.append(next(it) if p in self._mask_ports else None)
-        if isinstance(layer, Network):
+        if isinstance(layer, Graph):
             outs, _ = self.mod(*xs, _masks=tuple(ms))
             return tuple(outs)
         if layer.returns_mask:

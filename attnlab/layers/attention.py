@@ -3,12 +3,12 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..errors import ArgumentError, FormatError, SizeError
+from ..errors import FormatError, SizeError
 from ..functional import (AttentionPoolModule, MultiHeadAttentionModule, SelfAttentionModule,
                           attention)
 from ..spec import Spec
+from . import _checks as check
 from .base import Layer
-from .inputs import _positive
 
 
 def _check_heads(layer, port, channels, num_heads, what):
@@ -91,28 +91,35 @@ class _AttentionModule(nn.Module):
 
 def _options(layer, num_heads, scale, attention_mask, causal_alignment, dropout,
              has_padding_mask_input, has_scores_output, num_kv_heads):
-    if not isinstance(num_heads, int) or isinstance(num_heads, bool) or num_heads < 1:
-        raise ArgumentError(f"{type(layer).__name__} num_heads must be a positive int, got {num_heads!r}")
-    if attention_mask not in (None, "causal"):
-        raise ArgumentError(f"{type(layer).__name__} attention_mask must be None or 'causal', "
-                            f"got {attention_mask!r}")
-    if causal_alignment not in ("top-left", "bottom-right"):
-        raise ArgumentError(f"{type(layer).__name__} causal_alignment must be 'top-left' or "
-                            f"'bottom-right', got {causal_alignment!r}")
-    if not 0.0 <= dropout < 1.0:
-        raise ArgumentError(f"{type(layer).__name__} dropout must be in [0, 1), got {dropout!r}")
-    if num_kv_heads is not None and (not isinstance(num_kv_heads, int) or num_kv_heads < 1
-                                     or num_heads % num_kv_heads):
-        raise ArgumentError(f"{type(layer).__name__} num_kv_heads must divide num_heads "
-                            f"{num_heads}, got {num_kv_heads!r}")
-    layer.num_heads = num_heads
-    layer.scale = scale
-    layer.attention_mask = attention_mask
-    layer.causal_alignment = causal_alignment
-    layer.dropout = dropout
-    layer.has_padding_mask_input = bool(has_padding_mask_input)
-    layer.has_scores_output = bool(has_scores_output)
-    layer.num_kv_heads = num_kv_heads
+    layer.num_heads = check.integer(layer, "num_heads", num_heads, example=8)
+    layer.scale = check.scale(layer, scale)
+    layer.attention_mask = check.choice(layer, "attention_mask", attention_mask, (None, "causal"))
+    layer.causal_alignment = check.choice(layer, "causal_alignment", causal_alignment,
+                                          ("top-left", "bottom-right"))
+    layer.dropout = check.probability(layer, "dropout", dropout)
+    layer.has_padding_mask_input = check.flag(layer, "has_padding_mask_input", has_padding_mask_input)
+    layer.has_scores_output = check.flag(layer, "has_scores_output", has_scores_output)
+    kv = check.integer(layer, "num_kv_heads", num_kv_heads, none_ok=True)
+    if kv is not None and layer.num_heads % kv:
+        raise check.fail(layer, "num_kv_heads", f"a divisor of num_heads {layer.num_heads} or None",
+                         num_kv_heads, "Each key/value head serves num_heads / num_kv_heads query "
+                         "heads; use e.g. num_kv_heads=1, or None for one per query head.")
+    layer.num_kv_heads = kv
+
+
+def _projection_sizes(layer, key_channels, value_channels, output_channels):
+    layer.key_channels = check.integer(layer, "key_channels", key_channels, example=64)
+    layer.value_channels = check.integer(layer, "value_channels", value_channels, none_ok=True)
+    layer.output_channels = check.integer(layer, "output_channels", output_channels, none_ok=True)
+
+
+def _projections_fit(layer, port, query_channels, kv_channels):
+    value = layer.value_channels or layer.key_channels
+    check.learnables_fit(layer, port, "Use smaller key_channels, value_channels or output_channels.",
+                         **{"query weight": (layer.key_channels, query_channels),
+                            "key weight": (layer.key_channels, kv_channels),
+                            "value weight": (value, kv_channels),
+                            "output weight": (layer.output_channels or query_channels, value)})
 
 
 def _sequence_only(layer, spec, port):
@@ -158,9 +165,7 @@ class SelfAttention(Layer):
         super().__init__(name)
         _options(self, num_heads, scale, attention_mask, "top-left", dropout,
                  has_padding_mask_input, has_scores_output, num_kv_heads)
-        self.key_channels = _positive(key_channels, "SelfAttention key_channels")
-        self.value_channels = value_channels
-        self.output_channels = output_channels
+        _projection_sizes(self, key_channels, value_channels, output_channels)
 
     @property
     def input_ports(self):
@@ -173,6 +178,7 @@ class SelfAttention(Layer):
     def infer(self, specs):
         s = specs["in"]
         _sequence_only(self, s, "in")
+        _projections_fit(self, "in", s.channels, s.channels)
         _check_heads(self, "in", self.key_channels, self.num_heads, "key")
         _check_heads(self, "in", self.value_channels or self.key_channels, self.num_heads, "value")
         if self.has_padding_mask_input:
@@ -205,9 +211,7 @@ class MultiHeadAttention(Layer):
         super().__init__(name)
         _options(self, num_heads, scale, attention_mask, causal_alignment, dropout,
                  has_padding_mask_input, has_scores_output, num_kv_heads)
-        self.key_channels = _positive(key_channels, "MultiHeadAttention key_channels")
-        self.value_channels = value_channels
-        self.output_channels = output_channels
+        _projection_sizes(self, key_channels, value_channels, output_channels)
 
     input_ports = Attention.input_ports
     output_ports = Attention.output_ports
@@ -216,6 +220,7 @@ class MultiHeadAttention(Layer):
         q, k, v = specs["query"], specs["key"], specs["value"]
         for port, s in (("query", q), ("key", k), ("value", v)):
             _sequence_only(self, s, port)
+        _projections_fit(self, "query", q.channels, max(k.channels or 0, v.channels or 0) or None)
         if None not in (k.time, v.time) and k.time != v.time:
             raise self.error(SizeError, "value", f"expected {k.time} time steps (as 'key'), "
                              f"received {v}. Keys and values come from the same sequence.")
@@ -266,7 +271,7 @@ class ImageToSequence(Layer):
 
     def __init__(self, patch_size: int = 1, name: str | None = None):
         super().__init__(name)
-        self.patch_size = _positive(patch_size, "ImageToSequence patch_size")
+        self.patch_size = check.integer(self, "patch_size", patch_size, example=4)
 
     def infer(self, specs):
         s = specs["in"]

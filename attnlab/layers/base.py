@@ -10,7 +10,7 @@ axis sets `returns_mask`; its module returns `(outputs, masks)`.
 from __future__ import annotations
 
 import inspect
-import re
+import unicodedata
 from typing import ClassVar, Iterable
 
 from torch import nn
@@ -20,15 +20,37 @@ from ..spec import Spec
 
 LAYER_TYPES: dict[str, type["Layer"]] = {}
 
-_NAME_OK = re.compile(r"^[^/\s][^/]*$")
+MAX_NAME_LENGTH = 200
 
 
 def check_name(name):
+    """A layer name: a non-empty printable string without '/', at most MAX_NAME_LENGTH long.
+    Names are data: they never enter generated code, so these rules are for the people who read
+    them (tables, pictures, error messages) and for the 'layer/port' addressing."""
     if name is None:
         return None
-    if not isinstance(name, str) or not _NAME_OK.match(name):
-        raise ArgumentError(f"layer name {name!r} is not valid: use a non-empty string without '/' "
-                         "('/' separates a layer from its port, as in 'cross-attention/key')")
+    if not isinstance(name, str):
+        raise ArgumentError(f"layer name {name!r} ({type(name).__name__}) is not valid: a layer name "
+                            "is a string, e.g. name='fc1'.")
+    if not name or name.isspace():
+        raise ArgumentError("layer name '' is not valid: give a non-empty name, e.g. name='fc1', or "
+                            "leave it out for an automatic one.")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ArgumentError(f"layer name {name[:40]!r}… is not valid: it has {len(name)} characters, "
+                            f"the most is {MAX_NAME_LENGTH}.")
+    for i, ch in enumerate(name):
+        if ch == "/":
+            raise ArgumentError(f"layer name {name!r} is not valid: '/' (at position {i}) separates a "
+                                "layer from its port, as in 'cross-attention/key'. Use another "
+                                "character, e.g. '-' or '_'.")
+        if not ch.isprintable():
+            label = unicodedata.name(ch, None) or {"\n": "LINE FEED", "\r": "CARRIAGE RETURN",
+                                                    "\t": "TAB"}.get(ch, "control character")
+            raise ArgumentError(f"layer name {name!r} is not valid: character U+{ord(ch):04X} "
+                                f"({label.lower()}) at position {i} is not printable. Layer names are "
+                                "printable text on one line.")
+    if name[0].isspace() or name[-1].isspace():
+        raise ArgumentError(f"layer name {name!r} is not valid: it starts or ends with a space.")
     return name
 
 
@@ -104,11 +126,3 @@ class Layer:
 def _label_text(labels: str) -> str:
     return "×".join(labels)
 
-
-def as_pair(v, what: str):
-    if isinstance(v, int):
-        return (v, v)
-    v = tuple(v)
-    if len(v) != 2 or not all(isinstance(i, int) for i in v):
-        raise ArgumentError(f"{what} must be an int or a pair of ints, got {v!r}")
-    return v

@@ -4,17 +4,16 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import ArgumentError, FormatError, SizeError
+from ..errors import FormatError, SizeError
 from ..spec import Spec
+from . import _checks as check
 from .base import Layer
 
 
 class _Combine(Layer):
     def __init__(self, n: int = 2, name: str | None = None):
         super().__init__(name)
-        if not isinstance(n, int) or n < 2:
-            raise ArgumentError(f"{type(self).__name__} needs n >= 2 inputs, got {n!r}")
-        self.n = n
+        self.n = check.integer(self, "n", n, least=2, most=check.MAX_PORTS, example=2)
 
     @property
     def input_ports(self):
@@ -80,9 +79,7 @@ class Concatenation(_Combine):
 
     def __init__(self, n: int = 2, dim: str = "channel", name: str | None = None):
         super().__init__(n, name)
-        if dim not in ("channel", "time"):
-            raise ArgumentError(f"Concatenation dim must be 'channel' or 'time', got {dim!r}")
-        self.dim = dim
+        self.dim = check.choice(self, "dim", dim, ("channel", "time"))
 
     def infer(self, specs):
         first = specs["in1"]

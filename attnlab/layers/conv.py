@@ -9,8 +9,8 @@ from torch.nn import functional as F
 
 from ..errors import ArgumentError, SizeError
 from ..spec import Spec
-from .base import Layer, as_pair
-from .inputs import _positive
+from . import _checks as check
+from .base import Layer
 
 
 def _same_pad(size: int, k: int, s: int, d: int) -> tuple[int, int]:
@@ -40,14 +40,21 @@ class Conv2d(Layer):
     def __init__(self, kernel, filters: int, stride=1, padding="same", dilation=1,
                  bias: bool = True, name: str | None = None):
         super().__init__(name)
-        self.kernel = as_pair(kernel, "Conv2d kernel")
-        self.filters = _positive(filters, "Conv2d filters")
-        self.stride = as_pair(stride, "Conv2d stride")
-        self.dilation = as_pair(dilation, "Conv2d dilation")
-        if padding not in ("same", "valid"):
-            padding = as_pair(padding, "Conv2d padding")
+        self.kernel = check.int_pair(self, "kernel", kernel, example=3)
+        self.filters = check.integer(self, "filters", filters, example=16)
+        self.stride = check.int_pair(self, "stride", stride, example=2)
+        self.dilation = check.int_pair(self, "dilation", dilation, example=1)
+        if isinstance(padding, str):
+            padding = check.choice(self, "padding", padding, ("same", "valid"),
+                                   extra="an int ≥ 0 or a pair of them")
+        else:
+            try:
+                padding = check.int_pair(self, "padding", padding, least=0)
+            except ArgumentError:
+                raise check.fail(self, "padding", "'same', 'valid', an int ≥ 0 or a pair of them",
+                                 padding, "Use e.g. padding='same' or padding=1.") from None
         self.padding = padding
-        self.bias = bias
+        self.bias = check.flag(self, "bias", bias)
 
     def _pads(self):
         if self.padding == "same":
@@ -59,6 +66,8 @@ class Conv2d(Layer):
     def infer(self, specs):
         s = specs["in"]
         self.require(s, "in", ("BCSS",), "Conv2d works on images; use Conv1d for sequences.")
+        check.learnables_fit(self, "in", "Use a smaller kernel or fewer filters.",
+                             weight=(self.filters, s.channels, *self.kernel))
         hw = []
         for size, k, st, d, p in zip(s.sizes[2:], self.kernel, self.stride, self.dilation,
                                      self._pads()):
@@ -112,20 +121,35 @@ class Conv1d(Layer):
     def __init__(self, kernel: int, filters: int, stride: int = 1, padding="same",
                  dilation: int = 1, bias: bool = True, name: str | None = None):
         super().__init__(name)
-        self.kernel = _positive(kernel, "Conv1d kernel")
-        self.filters = _positive(filters, "Conv1d filters")
-        self.stride = _positive(stride, "Conv1d stride")
-        self.dilation = _positive(dilation, "Conv1d dilation")
-        if padding not in ("same", "causal", "valid") and not (isinstance(padding, int) and padding >= 0):
-            raise ArgumentError(f"Conv1d padding must be 'same', 'causal', 'valid' or an int >= 0, "
-                             f"got {padding!r}")
+        self.kernel = check.integer(self, "kernel", kernel, example=3)
+        self.filters = check.integer(self, "filters", filters, example=16)
+        self.stride = check.integer(self, "stride", stride, example=1)
+        self.dilation = check.integer(self, "dilation", dilation, example=1)
+        if isinstance(padding, str):
+            padding = check.choice(self, "padding", padding, ("same", "causal", "valid"),
+                                   extra="an int ≥ 0")
+        else:
+            try:
+                padding = check.integer(self, "padding", padding, least=0)
+            except ArgumentError:
+                raise check.fail(self, "padding", "'same', 'causal', 'valid' or an int ≥ 0", padding,
+                                 "Use e.g. padding='same' or padding=1.") from None
         self.padding = padding
-        self.bias = bias
+        self.bias = check.flag(self, "bias", bias)
 
     def infer(self, specs):
         s = specs["in"]
         self.require(s, "in", ("BTC",), "Conv1d works on sequences B×T×C; use Conv2d for images.")
-        return Spec("BTC", (None, None if s.time is None else self._length(s.time), self.filters))
+        check.learnables_fit(self, "in", "Use a smaller kernel or fewer filters.",
+                             weight=(self.filters, s.channels, self.kernel))
+        t = None if s.time is None else self._length(s.time)
+        if t is not None and t < 1:
+            reach = (self.kernel - 1) * self.dilation + 1
+            raise self.error(SizeError, "in", f"expected a sequence of at least {reach} steps for "
+                             f"kernel {self.kernel} (dilation {self.dilation}) with padding "
+                             f"{self.padding!r}, received {s}. Use padding='same' or 'causal', or a "
+                             "smaller kernel.")
+        return Spec("BTC", (None, t, self.filters))
 
     def _pads(self, t):
         reach = (self.kernel - 1) * self.dilation

@@ -1,13 +1,14 @@
 """Dense layers, activations and dropout."""
 from __future__ import annotations
 
+import math
+
 from torch import nn
 from torch.nn import functional as F
 
-from ..errors import ArgumentError
 from ..spec import Spec
+from . import _checks as check
 from .base import Layer
-from .inputs import _positive
 
 
 class Dense(Layer):
@@ -18,12 +19,15 @@ class Dense(Layer):
 
     def __init__(self, out: int, bias: bool = True, name: str | None = None):
         super().__init__(name)
-        self.out = _positive(out, "Dense out")
-        self.bias = bias
+        self.out = check.integer(self, "out", out, example=64)
+        self.bias = check.flag(self, "bias", bias)
 
     def infer(self, specs):
         s = specs["in"]
         self.require(s, "in", ("BTC", "BC", "BCSS"))
+        cin = math.prod(s.sizes[1:]) if s.is_image and None not in s.sizes[1:] else s.channels
+        check.learnables_fit(self, "in", "Use a smaller out, or reduce the input first.",
+                             weight=(self.out, cin))
         if s.is_image:
             return Spec.features(self.out)
         return s.with_channels(self.out)
@@ -60,7 +64,8 @@ class LeakyReLU(_Elementwise):
 
     def __init__(self, negative_slope: float = 0.01, name: str | None = None):
         super().__init__(name)
-        self.negative_slope = negative_slope
+        self.negative_slope = check.real(self, "negative_slope", negative_slope,
+                                         fix="Use e.g. negative_slope=0.01.")
 
     def build(self, specs):
         return nn.LeakyReLU(self.negative_slope)
@@ -99,9 +104,7 @@ class Dropout(_Elementwise):
 
     def __init__(self, p: float = 0.5, name: str | None = None):
         super().__init__(name)
-        if not 0.0 <= p < 1.0:
-            raise ArgumentError(f"Dropout p must be in [0, 1), got {p!r}")
-        self.p = p
+        self.p = check.probability(self, "p", p)
 
     def build(self, specs):
         return nn.Dropout(self.p)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..errors import ArgumentError
 from ..spec import Spec
+from . import _checks as check
 from .base import Layer
 
 
@@ -27,8 +27,8 @@ class SequenceInput(_Input):
 
     def __init__(self, channels: int, length: int | None = None, name: str | None = None):
         super().__init__(name)
-        self.channels = _positive(channels, "SequenceInput channels")
-        self.length = None if length is None else _positive(length, "SequenceInput length")
+        self.channels = check.integer(self, "channels", channels, example=1)
+        self.length = check.integer(self, "length", length, none_ok=True)
 
     @property
     def spec(self):
@@ -42,11 +42,11 @@ class ImageInput(_Input):
 
     def __init__(self, size, name: str | None = None):
         super().__init__(name)
-        size = tuple(size)
-        if len(size) != 3:
-            raise ArgumentError(f"ImageInput size must be (channels, height, width), got {size!r}; "
-                             "for a 28×28 grey image use ImageInput((1, 28, 28))")
-        self.size = tuple(_positive(s, "ImageInput size") for s in size)
+        fix = "For a 28×28 grey image use ImageInput((1, 28, 28)); for RGB, (3, H, W)."
+        if not isinstance(size, (tuple, list)) or len(size) != 3:
+            raise check.fail(self, "size", "(channels, height, width): 3 positive ints", size, fix)
+        self.size = tuple(check.integer(self, f"size[{i}] ({what})", s, example=28 if i else 1)
+                          for i, (s, what) in enumerate(zip(size, ("channels", "height", "width"))))
 
     @property
     def spec(self):
@@ -63,14 +63,9 @@ class FeatureInput(_Input):
 
     def __init__(self, channels: int, name: str | None = None):
         super().__init__(name)
-        self.channels = _positive(channels, "FeatureInput channels")
+        self.channels = check.integer(self, "channels", channels, example=4)
 
     @property
     def spec(self):
         return Spec.features(self.channels)
 
-
-def _positive(v, what):
-    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-        raise ArgumentError(f"{what} must be a positive int, got {v!r}")
-    return v

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from . import _checks as check
 from .base import Layer
 
 
@@ -22,7 +23,7 @@ class LayerNorm(_Norm):
 
     def __init__(self, eps: float = 1e-5, name: str | None = None):
         super().__init__(name)
-        self.eps = eps
+        self.eps = check.positive(self, "eps", eps)
 
     def build(self, specs):
         s = specs["in"]
@@ -37,8 +38,9 @@ class BatchNorm(_Norm):
 
     def __init__(self, eps: float = 1e-5, momentum: float = 0.1, name: str | None = None):
         super().__init__(name)
-        self.eps = eps
-        self.momentum = momentum
+        self.eps = check.positive(self, "eps", eps)
+        self.momentum = check.real(self, "momentum", momentum, 0, 1, what="a number in [0, 1]",
+                                   fix="Use e.g. momentum=0.1 (the weight of each new batch).")
 
     def build(self, specs):
         s = specs["in"]

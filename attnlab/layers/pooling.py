@@ -4,9 +4,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import ArgumentError, FormatError, SizeError
+from ..errors import ArgumentError, DataError, FormatError, SizeError
 from ..spec import Spec
-from .base import Layer, as_pair
+from . import _checks as check
+from .base import Layer
 from .conv import _out_size
 
 
@@ -19,9 +20,15 @@ class _Pool2d(Layer):
 
     def __init__(self, pool_size, stride=None, padding=0, name: str | None = None):
         super().__init__(name)
-        self.pool_size = as_pair(pool_size, f"{type(self).__name__} pool_size")
-        self.stride = self.pool_size if stride is None else as_pair(stride, "stride")
-        self.padding = as_pair(padding, "padding")
+        self.pool_size = check.int_pair(self, "pool_size", pool_size, example=2)
+        self.stride = self.pool_size if stride is None else \
+            check.int_pair(self, "stride", stride, example=2)
+        self.padding = check.int_pair(self, "padding", padding, least=0, example=0)
+        for k, p in zip(self.pool_size, self.padding):
+            if p > k // 2:      # torch refuses it at run time; say so when the layer is made
+                raise check.fail(self, "padding", f"at most half the pool size {self.pool_size} "
+                                 f"(here ≤ {k // 2})", padding,
+                                 "Use a smaller padding or a larger pool_size.")
 
     def infer(self, specs):
         s = specs["in"]
@@ -167,27 +174,44 @@ class Index1d(Layer):
 
     def __init__(self, index="last", name: str | None = None):
         super().__init__(name)
-        if index not in ("first", "last") and not (isinstance(index, int) and not isinstance(index, bool)):
-            raise ArgumentError(f"Index1d index must be 'first', 'last' or an int, got {index!r}")
+        if isinstance(index, str):
+            index = check.choice(self, "index", index, ("first", "last"),
+                                 extra="an int (0-based; negative counts from the end)")
+        else:
+            try:
+                index = check.integer(self, "index", index, least=-(2 ** 62))
+            except ArgumentError:
+                raise check.fail(self, "index", "'first', 'last' or an int (0-based; negative "
+                                 "counts from the end)", index, "Use e.g. index='last'.") from None
         self.index = index
 
     def infer(self, specs):
         s = specs["in"]
         self.require(s, "in", ("BTC",), "Index1d picks a time step of a sequence.")
+        if isinstance(self.index, int) and s.time is not None and not -s.time <= self.index < s.time:
+            raise self.error(SizeError, "in", f"expected a sequence with a step {self.index} "
+                             f"(0-based), received {s}: it has steps 0…{s.time - 1}. Use an index "
+                             f"in -{s.time}…{s.time - 1}, or index='last'.")
         return Spec.features(s.channels)
 
     def build(self, specs):
-        return _Index1d(0 if self.index == "first" else self.index)
+        return _Index1d(0 if self.index == "first" else self.index, self.name)
 
 
 class _Index1d(nn.Module):
-    def __init__(self, index):
+    def __init__(self, index, name=None):
         super().__init__()
         self.index = index
+        self.name = name
 
     def forward(self, x, masks=(None,)):
         mask = masks[0]
         if self.index != "last":
+            t = x.shape[1]          # a Python int: no device sync
+            if not -t <= self.index < t:
+                raise DataError(f"layer '{self.name}': expected sequences with a step "
+                                f"{self.index} (0-based), received {t} steps. Use an index in "
+                                f"-{t}…{t - 1}, index='last', or longer sequences.")
             return x[:, self.index]                               # B×C
         if mask is None:
             return x[:, -1]

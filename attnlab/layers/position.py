@@ -9,8 +9,8 @@ from torch import nn
 
 from ..errors import DataError, SizeError
 from ..spec import Spec
+from . import _checks as check
 from .base import Layer
-from .inputs import _positive
 
 
 class PositionEmbedding(Layer):
@@ -21,12 +21,14 @@ class PositionEmbedding(Layer):
 
     def __init__(self, max_length: int, channels: int | None = None, name: str | None = None):
         super().__init__(name)
-        self.max_length = _positive(max_length, "PositionEmbedding max_length")
-        self.channels = None if channels is None else _positive(channels, "PositionEmbedding channels")
+        self.max_length = check.integer(self, "max_length", max_length, example=512)
+        self.channels = check.integer(self, "channels", channels, none_ok=True)
 
     def infer(self, specs):
         s = specs["in"]
         self.require(s, "in", ("BTC",), "PositionEmbedding gives each time step its position.")
+        check.learnables_fit(self, "in", "Use a smaller max_length or channels.",
+                             weight=(self.max_length, self.channels or s.channels))
         if s.time is not None and s.time > self.max_length:
             raise self.error(SizeError, "in", f"expected at most {self.max_length} time steps, "
                              f"received {s}. Raise max_length.")
@@ -62,7 +64,7 @@ class SinusoidalPositionEncoding(Layer):
 
     def __init__(self, dim: int, name: str | None = None):
         super().__init__(name)
-        self.dim = _positive(dim, "SinusoidalPositionEncoding dim")
+        self.dim = check.integer(self, "dim", dim, example=64)
 
     def infer(self, specs):
         s = specs["in"]

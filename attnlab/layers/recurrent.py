@@ -5,10 +5,9 @@ import torch
 from torch import nn
 from torch.nn.utils import rnn as rnn_utils
 
-from ..errors import ArgumentError
 from ..spec import Spec
+from . import _checks as check
 from .base import Layer
-from .inputs import _positive
 
 
 class _Recurrent(Layer):
@@ -20,14 +19,11 @@ class _Recurrent(Layer):
                  has_state_inputs: bool = False, has_state_outputs: bool = False,
                  name: str | None = None):
         super().__init__(name)
-        self.hidden = _positive(hidden, f"{type(self).__name__} hidden")
-        if output_mode not in ("sequence", "last"):
-            raise ArgumentError(f"{type(self).__name__} output_mode must be 'sequence' or 'last', "
-                             f"got {output_mode!r}")
-        self.output_mode = output_mode
-        self.bidirectional = bool(bidirectional)
-        self.has_state_inputs = bool(has_state_inputs)
-        self.has_state_outputs = bool(has_state_outputs)
+        self.hidden = check.integer(self, "hidden", hidden, example=64)
+        self.output_mode = check.choice(self, "output_mode", output_mode, ("sequence", "last"))
+        self.bidirectional = check.flag(self, "bidirectional", bidirectional)
+        self.has_state_inputs = check.flag(self, "has_state_inputs", has_state_inputs)
+        self.has_state_outputs = check.flag(self, "has_state_outputs", has_state_outputs)
 
     @property
     def input_ports(self):
@@ -45,6 +41,10 @@ class _Recurrent(Layer):
         s = specs["in"]
         self.require(s, "in", ("BTC",), f"{type(self).__name__} reads sequences B×T×C; for images "
                      "insert ImageToSequence first, for features use Dense.")
+        gates = 4 if self.state_names == ("hidden", "cell") else 3
+        check.learnables_fit(self, "in", "Use a smaller hidden size.",
+                             weight_ih=(gates * self.hidden, s.channels),
+                             weight_hh=(gates * self.hidden, self.hidden))
         for port in self.input_ports[1:]:
             self.require(specs[port], port, ("BC",))
             self.require_channels(specs[port], port, self.width,

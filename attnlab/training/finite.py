@@ -73,9 +73,9 @@ class ActivationWatch:
 
 def _layer_modules(net, prefix=""):
     """(qualified layer name, module) for every layer, nested networks opened."""
-    from ..network import Network
+    from ..graph import Graph
     for name, mod in net.layer_modules.items():
-        if isinstance(mod, Network):
+        if isinstance(mod, Graph):
             yield from _layer_modules(mod, f"{prefix}{name}/")
         else:
             yield f"{prefix}{name}", mod

@@ -141,6 +141,13 @@ class CustomLoss(Loss):
             mean = self.fn(out[mask], target[mask])            # valid steps only: U×C
         else:
             mean = self.fn(out, target)
+        if not isinstance(mean, torch.Tensor) or mean.dim() != 0:   # metadata only: no sync
+            got = (f"a tensor {'×'.join(map(str, mean.shape))}" if isinstance(mean, torch.Tensor)
+                   else f"{type(mean).__name__} {mean!r}"[:60])
+            raise ArgumentError(f"loss '{self.name}': a loss callable must return a scalar tensor "
+                                f"(the mean over the batch), returned {got}. Reduce it, e.g. "
+                                "return ((outputs - targets) ** 2).mean(); a plain number cannot "
+                                "carry gradients.")
         return mean * local_units
 
 
@@ -165,13 +172,13 @@ def make_loss(loss) -> Loss:
 def final_module(net, output: str, kind: type) -> nn.Module | None:
     """The module of type `kind` that produces `output` (looking inside nested networks), if
     it acts on the channel axis; else None."""
-    from ..network import Network
+    from ..graph import Graph
 
     layer_name, _, port = output.partition("/")
     if layer_name not in net.layer_modules:
         return None
     mod = net.layer_modules[layer_name]
-    if isinstance(mod, Network):
+    if isinstance(mod, Graph):
         inner = port or (mod.output_names[0] if mod.output_names else "")
         return final_module(mod, inner, kind) if inner else None
     if type(mod) is not kind:

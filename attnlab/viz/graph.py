@@ -92,30 +92,14 @@ def layout(net, sizes: bool = True, measure=None, direction: str = "TB") -> tupl
 def compute_layout(net, sizes: bool = True, measure=None, direction: str = "TB") -> Layout:
     a = analyze(net, net._data_specs)
     layers = net._layers
-    cyc_edges, back_edges = set(), set()
+    cyc_edges = set()
     for c in a.cycles:
         ring = c + [c[0]]
         cyc_edges |= set(zip(ring, ring[1:]))
-        back_edges.add((c[-1], c[0]))     # the edge that closes the cycle is drawn going back up
     in_cycle = {n for c in a.cycles for n in c}
 
-    # 1. ranks: longest path from the sources, back edges reversed
-    preds: dict[str, list[str]] = {n: [] for n in layers}
-    for (dst, _), (src, _) in net._conns.items():
-        if (src, dst) not in back_edges and src != dst:
-            preds[dst].append(src)
-    rank: dict[str, int] = {}
-
-    def depth(n, stack=()):
-        if n in rank:
-            return rank[n]
-        ps = [p for p in preds[n] if p not in stack]
-        rank[n] = 0 if not ps else 1 + max(depth(p, stack + (n,)) for p in ps)
-        return rank[n]
-
-    for n in layers:
-        depth(n)
-
+    # 1. ranks: longest path from the sources once the edges that close cycles are turned round
+    rank, back_edges = _ranks(net)
     nodes: dict[str, Node] = {}
     for n, l in layers.items():
         outs = a.out_specs.get(n)
@@ -135,10 +119,9 @@ def compute_layout(net, sizes: bool = True, measure=None, direction: str = "TB")
         e = Edge(src, dst, port if len(ins) > 1 else None, (src, dst) in cyc_edges,
                  _port_slot(ins, port), sport if len(outs) > 1 else None, _port_slot(outs, sport))
         r0, r1 = rank[src], rank[dst]
-        if (src, dst) in back_edges or r1 <= r0:
+        if r1 <= r0:                       # an edge closing a cycle (or a layer feeding itself)
             e.reversed = True
-            lo, hi = (r1, r0) if r1 <= r0 else (r0, r1)
-            span = range(hi - 1, lo, -1)              # from the source's rank up to the destination's
+            span = range(r0 - 1, r1, -1)              # from the source's rank up to the destination's
         else:
             span = range(r0 + 1, r1)
         for r in span:
@@ -159,9 +142,55 @@ def compute_layout(net, sizes: bool = True, measure=None, direction: str = "TB")
     return Layout(list(nodes.values()), edges, virtual, ranks, a.cycles)
 
 
+def _ranks(net) -> tuple[dict[str, int], set[tuple[str, str]]]:
+    """Each layer's rank (longest path from a source) with the back edges of a depth-first walk
+    left out, so what remains is acyclic and every kept edge goes down by at least one rank.
+    Iterative throughout: thousands of layers in a chain must not exhaust Python's stack."""
+    layers = net._layers
+    succ: dict[str, list[str]] = {n: [] for n in layers}
+    for (dst, _), (src, _) in net._conns.items():
+        succ[src].append(dst)
+    state: dict[str, int] = {}                  # 1 on the walk's stack, 2 done
+    back: set[tuple[str, str]] = set()
+    for root in layers:
+        if root in state:
+            continue
+        state[root] = 1
+        work = [(root, iter(succ[root]))]
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in state:
+                    state[w] = 1
+                    work.append((w, iter(succ[w])))
+                    break
+                if state[w] == 1:
+                    back.add((v, w))
+            else:
+                state[v] = 2
+                work.pop()
+    indeg = {n: 0 for n in layers}
+    for v, ws in succ.items():
+        for w in ws:
+            if (v, w) not in back:
+                indeg[w] += 1
+    rank = {n: 0 for n in layers}
+    ready = [n for n in layers if indeg[n] == 0]
+    while ready:
+        v = ready.pop()
+        for w in succ[v]:
+            if (v, w) in back:
+                continue
+            rank[w] = max(rank[w], rank[v] + 1)
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    return rank, back
+
+
 def _type_text(layer) -> str:
-    from ..network import Network
-    if isinstance(layer, Network):
+    from ..graph import Graph
+    if isinstance(layer, Graph):
         return f"Network · {len(layer._layers)} layers"
     return layer.type_name
 

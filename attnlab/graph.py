@@ -1,0 +1,268 @@
+"""The graph: named layers joined port to port, and its editing. No tensors, no modules.
+
+`Graph` is what analysis, compilation, pictures, persistence and streaming read; `Network`
+(attnlab.network) is a `Graph` that is also a `torch.nn.Module`, owning the built modules and
+the compiled plan. This module imports nothing above the layers, so the flow of imports follows
+DESIGN §1: layers → graph → analysis/compile/io/viz/stream → network.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .errors import AttnlabError, NetworkError, close_matches
+from .layers.base import LAYER_TYPES, Layer, check_name
+
+
+class Connection(NamedTuple):
+    source: str
+    destination: str
+
+    def __str__(self):
+        return f"{self.source} → {self.destination}"
+
+
+class LayerList(tuple):
+    """The network's layers in order; also indexable by name."""
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            for layer in self:
+                if layer.name == key:
+                    return layer
+            raise KeyError(f"no layer named '{key}'.{close_matches(key, [l.name for l in self])}")
+        return tuple.__getitem__(self, key)
+
+
+class Graph(Layer):
+    """Layers by unique name and connections `(dst, dst_port) → (src, src_port)`."""
+
+    stem = "network"
+
+    def __init__(self, name: str | None = None):
+        Layer.__init__(self, name)
+        self._layers: dict[str, Layer] = {}
+        self._conns: dict[tuple[str, str], tuple[str, str]] = {}
+
+    # ------------------------------------------------------------------------- editing ---
+    def add(self, layers) -> "Graph":
+        """Adds a layer, or a list of layers connected in order (each first output to the next
+        layer's first input). Returns the network, so calls can chain."""
+        new = list(layers) if isinstance(layers, (list, tuple)) else [layers]
+        for layer in new:
+            if not isinstance(layer, Layer):
+                raise NetworkError(f"add() takes attnlab layers, received {type(layer).__name__}. "
+                                   "Wrap a torch module with L.Module(module).")
+            check_name(layer.name)        # also a name set on the layer after it was made
+            if layer.name is not None and self._layers.get(layer.name) is layer:
+                raise NetworkError(f"layer '{layer.name}' is already in this network: a layer can be "
+                                   "added once; create another layer to use it twice.")
+        if len({id(l) for l in new}) != len(new):
+            raise NetworkError("the same layer object appears twice in the list given to add(): "
+                               "create a separate layer for each position.")
+        taken = set(self._layers)
+        names = []
+        for layer in new:
+            if layer.name is not None:
+                if layer.name in taken:
+                    raise NetworkError(f"duplicate layer name '{layer.name}': names are unique. "
+                                       f"Rename one, e.g. name='{_fresh(layer.name, taken)}'.")
+                taken.add(layer.name)
+            names.append(layer.name)
+        for i, layer in enumerate(new):
+            if layer.name is None:
+                names[i] = _fresh(layer.stem, taken, first_plain=True)
+                taken.add(names[i])
+        dotted = [n for n in names if "." in n or "\u2024" in n]
+        keys = {module_key(n): n for n in self._layers if "." in n or "\u2024" in n} if dotted else {}
+        for n in dotted:
+            other = keys.setdefault(module_key(n), n)
+            if other != n:
+                raise NetworkError(f"layer names '{other}' and '{n}' differ only in '.' against "
+                                   "'\u2024', and both would store their module under the same key. "
+                                   "Rename one of them.")
+        for a, b in zip(new, new[1:]):
+            if not b.input_ports:
+                raise NetworkError(f"layer '{names[new.index(b)]}' ({b.type_name}) has no input, so it "
+                                   f"cannot follow '{names[new.index(a)]}' in a list. Start a new "
+                                   "list with it.")
+            if not a.output_ports:
+                raise NetworkError(f"layer '{names[new.index(a)]}' has no output to connect.")
+        for layer, name in zip(new, names):
+            layer.name = name
+            self._layers[name] = layer
+        for a, b in zip(new, new[1:]):
+            self._conns[(b.name, b.input_ports[0])] = (a.name, a.output_ports[0])
+        self._changed()
+        return self
+
+    def connect(self, source: str, destination: str) -> "Graph":
+        """Connects an output ("layer" or "layer/port") to an input ("layer" or "layer/port")."""
+        src, sport = self._resolve(source, "output")
+        dst, dport = self._resolve(destination, "input")
+        if (dst, dport) in self._conns:
+            old = self._conns[(dst, dport)]
+            raise NetworkError(f"layer '{dst}' port '{dport}': already connected from "
+                               f"'{_fmt(self._layers[old[0]], old[0], old[1], 'output')}'. An input "
+                               f"takes one source: net.disconnect('{old[0]}', '{dst}/{dport}') first, "
+                               "or combine the sources with Addition or Concatenation.")
+        self._conns[(dst, dport)] = (src, sport)
+        self._changed()
+        return self
+
+    def disconnect(self, source: str, destination: str) -> "Graph":
+        src, sport = self._resolve(source, "output")
+        dst, dport = self._resolve(destination, "input")
+        if self._conns.get((dst, dport)) != (src, sport):
+            have = [str(c) for c in self.connections if c.destination.split("/")[0] == dst]
+            raise NetworkError(f"no connection {source} → {destination}. Connections into '{dst}': "
+                               f"{', '.join(have) or 'none'}.")
+        del self._conns[(dst, dport)]
+        self._changed()
+        return self
+
+    def remove(self, *names: str) -> "Graph":
+        """Removes layers and every connection that touches them."""
+        for n in names:
+            self._layer(n)
+        for n in names:
+            del self._layers[n]
+            self._forget(n)
+        self._conns = {d: s for d, s in self._conns.items()
+                       if d[0] not in names and s[0] not in names}
+        self._changed()
+        return self
+
+    def replace(self, name: str, layers) -> "Graph":
+        """Replaces a layer by a layer or a list (connected in order); the old layer's input
+        connections go to the first new layer and its output connections leave from the last."""
+        old = self._layer(name)
+        new = list(layers) if isinstance(layers, (list, tuple)) else [layers]
+        first, last = new[0], new[-1]
+        touching = {d: s for d, s in self._conns.items() if name in (d[0], s[0])}
+        for (dst, port), (src, sport) in touching.items():
+            if dst == name and old.input_ports.index(port) >= len(first.input_ports):
+                raise NetworkError(f"replace('{name}'): its input '{port}' is connected but the new "
+                                   f"layer {first.type_name} has only {len(first.input_ports)} input(s).")
+            if src == name and old.output_ports.index(sport) >= len(last.output_ports):
+                raise NetworkError(f"replace('{name}'): its output '{sport}' is connected but the new "
+                                   f"layer {last.type_name} has only {len(last.output_ports)} output(s).")
+        keep_order = list(self._layers)
+        at = keep_order.index(name)
+        saved = dict(self._conns)
+        self.remove(name)
+        if len(new) == 1 and new[0].name is None:
+            new[0].name = name
+        try:
+            self.add(new)
+        except AttnlabError:
+            self._layers[name] = old   # put the old layer back so the network stays as it was
+            self._conns = saved
+            self._reorder(keep_order)
+            raise
+        order = keep_order[:at] + [l.name for l in new] + keep_order[at + 1:]
+        self._reorder(order)
+        # inputs of the old layer enter the first new layer, its outputs leave from the last
+        # (both ends of a connection from the layer to itself move)
+        for (dst, port), (src, sport) in touching.items():
+            if dst == name:
+                dst, port = first.name, first.input_ports[old.input_ports.index(port)]
+            if src == name:
+                src, sport = last.name, last.output_ports[old.output_ports.index(sport)]
+            self._conns[(dst, port)] = (src, sport)
+        self._changed()
+        return self
+
+    def _reorder(self, order):
+        self._layers = {n: self._layers[n] for n in order if n in self._layers}
+
+    def _changed(self):
+        """Called after every edit (a Network drops its plan here)."""
+
+    def _forget(self, name):
+        """Called for each removed layer (a Network drops its module here)."""
+
+    def _built_module(self, name, layer, specs):
+        """The module built for a layer at these sizes, if any (a Network has them)."""
+        return None
+
+    # --------------------------------------------------------------------- addressing ---
+    def _layer(self, name: str) -> Layer:
+        if name not in self._layers:
+            raise NetworkError(f"unknown layer '{name}'.{close_matches(name, self._layers)} "
+                               f"Layers: {', '.join(self._layers) or 'none'}.")
+        return self._layers[name]
+
+    def _resolve(self, ref: str, side: str) -> tuple[str, str]:
+        if not isinstance(ref, str):
+            raise NetworkError(f"a port is named by a string 'layer' or 'layer/port', got {ref!r}")
+        name, _, port = ref.partition("/")
+        layer = self._layer(name)
+        ports = layer.output_ports if side == "output" else layer.input_ports
+        if not ports:
+            raise NetworkError(f"layer '{name}' ({layer.type_name}) has no {side}s"
+                               + (": it is an input layer; connect from it instead." if side == "input" else "."))
+        if not port:
+            if side == "input" and len(ports) > 1:
+                raise NetworkError(f"layer '{name}' has inputs {', '.join(repr(p) for p in ports)}: "
+                                   f"name one, e.g. '{name}/{ports[0]}'.")
+            return name, ports[0]
+        if port not in ports:
+            raise NetworkError(f"layer '{name}' has no {side} port '{port}'.{close_matches(port, ports)} "
+                               f"Its {side}s: {', '.join(ports)}.")
+        return name, port
+
+    # ----------------------------------------------------------------------- views -----
+    @property
+    def layers(self) -> LayerList:
+        return LayerList(self._layers.values())
+
+    @property
+    def connections(self) -> tuple[Connection, ...]:
+        out = []
+        for (dst, dport), (src, sport) in self._conns.items():
+            out.append(Connection(_fmt(self._layers[src], src, sport, "output"),
+                                  _fmt(self._layers[dst], dst, dport, "input")))
+        return tuple(out)
+
+    @property
+    def input_names(self) -> list[str]:
+        inputs = [n for n, l in self._layers.items() if l.is_input]
+        if inputs:
+            return inputs
+        return [_fmt(l, n, p, "input") for n, l in self._layers.items()
+                for p in l.input_ports if (n, p) not in self._conns]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [o[2] for o in self._dangling_outputs()]
+
+    def _dangling_outputs(self):
+        used = set(self._conns.values())
+        return [(n, p, _fmt(l, n, p, "output")) for n, l in self._layers.items() if not l.is_input
+                for p in l.output_ports if (n, p) not in used]
+
+
+LAYER_TYPES.pop("Graph", None)     # a graph is saved and loaded as a Network, never on its own
+
+
+def module_key(name: str) -> str:
+    """The key of a layer's module in `Network.layer_modules`. torch refuses '.' in module names,
+    so a layer named 'fc.1' keeps its name everywhere else and its module sits under 'fc\u20241'
+    (ONE DOT LEADER)."""
+    return name.replace(".", "\u2024")
+
+
+# ------------------------------------------------------------------------- helpers ---
+
+def _fmt(layer, name, port, side):
+    ports = layer.output_ports if side == "output" else layer.input_ports
+    return name if len(ports) == 1 else f"{name}/{port}"
+
+
+def _fresh(stem, taken, first_plain=False):
+    if first_plain and stem not in taken:
+        return stem
+    i = 1
+    while f"{stem}_{i}" in taken:
+        i += 1
+    return f"{stem}_{i}"

@@ -1,0 +1,70 @@
+"""MATLAB's Deep Learning Toolbox names, and a reader of MATLAB scripts, on attnlab (DESIGN §2, "MATLAB compatibility").
+
+Every function here returns the same objects as attnlab's own API (`attnlab.layers` layers, an
+`al.Network`, `al.TrainingOptions`), so MATLAB code ports line by line and mixes freely with
+idiomatic attnlab::
+
+    from attnlab.matlab import *
+    net = dlnetwork()
+    layers = [sequenceInputLayer(1, Name="decoder-input"),
+              lstmLayer(64, 'OutputMode', 'sequence', Name='lstm-decoder'),
+              attentionLayer(8, Name="cross-attention")]
+    net = addLayers(net, layers)           # MATLAB functions return the network: keep the habit
+    net = connectLayers(net, "fc-key", "cross-attention/key")
+    analyzeNetwork(net)
+
+Arguments
+---------
+Required arguments are positional, as in MATLAB. Options are MATLAB's name–value arguments,
+given either as Python keywords (`OutputMode="last"`) or as MATLAB's positional pairs
+(`lstmLayer(64, 'OutputMode', 'last')`); names match case-insensitively, as MATLAB does, and so do
+the text values of options that choose among words (`OutputMode="Last"`). An unknown name raises
+`ArgumentError` listing the valid ones. MATLAB's learn-rate and L2 factors are accepted at their
+default 1; initializers and preset weights are refused with a pointer to `net.learnables`.
+
+Where attnlab differs from MATLAB
+---------------------------------
+- Layouts are PyTorch's, batch first: sequences B×T×C, images B×C×H×W, features B×C.
+  `imageInputLayer([h w c])` takes MATLAB's order and makes `ImageInput((c, h, w))`.
+- Input layers do not normalise: `Normalization="none"` only (MATLAB's image default is
+  "zerocenter"); normalise the data before training. `MinLength` is accepted and not needed.
+- Indices are converted: `indexing1dLayer(k)` (1-based) is `Index1d(k - 1)`;
+  `embeddingLayer(d, maxIndex)` and `wordEmbeddingLayer(d, numWords)` get `maxIndex + 1` rows, so
+  MATLAB's 1-based token indices work unchanged (row 0 is never used by them).
+- Pooling: MATLAB's default `Stride` is 1 (attnlab's default is the pool size); the mapping
+  passes MATLAB's value explicitly. Convolutions: MATLAB's default `Padding` is 0 ("valid").
+- `concatenationLayer(dim, n)`: dim 1 is the channel dimension of MATLAB's "CB"/"CBT" data and
+  maps to `dim="channel"`; images concatenate channels with `depthConcatenationLayer(n)`; the
+  words "channel"/"time" are accepted too. (dim 3 is ambiguous — channels of images, time of
+  sequences — and is refused with that explanation.)
+- Legacy output layers: `classificationLayer` and `regressionLayer` make an `OutputLayer` marker.
+  `dlnetwork`, `addLayers`, `layerGraph` and `analyzeNetwork` drop it from the graph with a
+  `MatlabNote` warning (attnlab networks end at their last layer; the loss is an argument of
+  `trainnet`). The legacy `trainNetwork(X, Y, layers, options)` reads the loss from it:
+  classificationLayer → "crossentropy", regressionLayer → "mse".
+- `trainnet` returns the trained network (as `net = trainnet(...)`); MATLAB's second output
+  `info` is at `net.training_info`.
+- `plot(net)` returns a matplotlib figure; `plot(net, "net.png")` also saves it.
+  `analyzeNetwork` prints the analysis table and returns the `Analysis`.
+
+Files: `layers.py` (layer functions), `networks.py` (dlnetwork, connectLayers, analyzeNetwork,
+predict), `training.py` (trainingOptions, trainnet, trainNetwork), `_options.py` (name–value
+parsing); the script reader: `reader.py` (parse tree), `interpreter.py` (the safe subset),
+`builtins.py` (base MATLAB functions), `terms.py` (messages in MATLAB terms), `cli.py` (`attnlab
+analyze/plot FILE.m`).
+"""
+from __future__ import annotations
+
+from ._options import MatlabNote
+from .layers import *  # noqa: F401,F403  (the layer functions, listed in layers.__all__)
+from .layers import __all__ as _layer_names
+from .networks import *  # noqa: F401,F403
+from .networks import __all__ as _network_names
+from .training import *  # noqa: F401,F403
+from .training import __all__ as _training_names
+from .extras import *  # noqa: F401,F403
+from .extras import __all__ as _extra_names
+from .interpreter import ScriptError, run_code, run_file
+
+__all__ = [*_layer_names, *_extra_names, *_network_names, *_training_names, "MatlabNote", "ScriptError",
+           "run_code", "run_file"]

@@ -1,0 +1,160 @@
+"""MATLAB name–value arguments → Python values: the parsing every attnlab.matlab function shares."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..errors import ArgumentError, close_matches
+
+
+class MatlabNote(UserWarning):
+    """A MATLAB construct that attnlab handles differently (e.g. a dropped classificationLayer)."""
+
+
+# ====================================================================== option parsing ===
+
+_HINTS = {
+    "outputmode": "Only lstmLayer, bilstmLayer and gruLayer have OutputMode. To reduce the time "
+                  "dimension after this layer, add indexing1dLayer(\"last\") or "
+                  "globalAveragePooling1dLayer.",
+    "sequencelength": "SequenceLength is a trainingOptions option (how mini-batches are padded), "
+                      "not a layer's. To reduce the time dimension after this layer, add "
+                      "indexing1dLayer(\"last\") or globalAveragePooling1dLayer.",
+}
+
+# MATLAB options without an attnlab counterpart, accepted at the value that changes nothing
+_EMPTY = ("weights", "bias", "inputweights", "recurrentweights", "offset", "cellstate",
+          "hiddenstate", "trainedmean", "trainedvariance", "mean", "standarddeviation", "min",
+          "max", "queryweights", "keyweights", "valueweights", "outputweights")
+
+
+def _matlab_only(fn: str, name: str, value) -> bool:
+    """True when `name` is a MATLAB option attnlab accepts only as a no-op; raises for any other
+    value. False when attnlab does not know the name at all."""
+    key = name.lower()
+    if key.endswith(("learnratefactor", "l2factor")):
+        if value == 1:
+            return True
+        raise ArgumentError(
+            f"{fn}: expected {name}=1, received {value!r}: attnlab has no per-layer learning-rate "
+            "or L2 factors. Give the optimizer parameter groups from net.learnables instead.")
+    if key.endswith("initializer"):
+        raise ArgumentError(
+            f"{fn}: expected no {name}, received {value!r}: attnlab initialises layers as PyTorch "
+            "does. To set weights, initialize the network and copy into net.learnables, e.g. "
+            "net.learnables['fc/weight'].data.copy_(W).")
+    if key in _EMPTY:
+        if value is None or (hasattr(value, "__len__") and len(value) == 0):
+            return True
+        raise ArgumentError(
+            f"{fn}: expected no preset {name}, received a value: attnlab layers hold no tensors "
+            "before initialisation. Initialize the network, then copy into net.learnables.")
+    return False
+
+
+def _parse(fn: str, args: tuple, kwargs: dict, options: dict[str, Any],
+           positional: int = 0) -> tuple[list, dict[str, Any]]:
+    """MATLAB arguments → (up to `positional` leading values, options by canonical name).
+
+    Leading values are taken until a string that names an option (case-insensitively) starts the
+    name–value pairs; the rest are pairs, then the Python keywords."""
+    valid = {k.lower(): k for k in options}
+    args = list(args)
+    pos = []
+    while args and len(pos) < positional and not (
+            isinstance(args[0], str) and args[0].lower() in valid and len(args) >= 2):
+        pos.append(args.pop(0))
+    if len(args) % 2:
+        raise ArgumentError(
+            f"{fn}: expected name–value pairs after the positional arguments, received "
+            f"{args[-1]!r} without a value. Write options as Name=value or 'Name', value, e.g. "
+            f"{fn}(..., {next(iter(options), 'Name')}=...).")
+    out = dict(options)
+    pairs = list(zip(args[::2], args[1::2])) + list(kwargs.items())
+    for name, value in pairs:
+        if not isinstance(name, str):
+            raise ArgumentError(f"{fn}: expected an option name (text), received {name!r}. "
+                                f"Options: {', '.join(options)}.")
+        key = name.lower()
+        if key in valid:
+            out[valid[key]] = value
+        elif not _matlab_only(fn, name, value):
+            hint = _HINTS.get(key, "")
+            raise ArgumentError(
+                f"{fn}: expected an option among {', '.join(options) or 'none'}, received "
+                f"'{name}'.{close_matches(name, options)} {hint}".rstrip())
+    return pos, out
+
+
+def _word(fn: str, option: str, value, allowed: tuple[str, ...]) -> str:
+    """A text option matched case-insensitively (MATLAB accepts "Last" for "last")."""
+    if isinstance(value, str) and value.lower() in allowed:
+        return value.lower()
+    raise ArgumentError(f"{fn}: expected {option} to be one of "
+                        f"{', '.join(repr(a) for a in allowed)}, received {value!r}."
+                        + (close_matches(value, allowed) if isinstance(value, str) else ""))
+
+
+def _flag(fn: str, option: str, value) -> bool:
+    if isinstance(value, bool) or value in (0, 1):
+        return bool(value)
+    raise ArgumentError(f"{fn}: expected {option} to be true/false (or 1/0), received {value!r}.")
+
+
+def _int(fn: str, what: str, value, least: int = 1) -> int:
+    if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+        value = value.item()
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)                 # MATLAB numbers are doubles: 64.0 means 64
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise ArgumentError(f"{fn}: expected {what} to be an integer ≥ {least}, received {value!r}.")
+    return value
+
+
+def _ints(fn: str, what: str, value, n: int, least: int = 1) -> tuple[int, ...]:
+    """A MATLAB scalar or row vector of n integers (a scalar repeats)."""
+    if _is_vector(value):
+        vals = tuple(_int(fn, what, v, least) for v in _as_list(value))
+        if len(vals) == 1:
+            return vals * n
+        if len(vals) != n:
+            raise ArgumentError(f"{fn}: expected {what} as a scalar or {n} values, received "
+                                f"{list(vals)}.")
+        return vals
+    return (_int(fn, what, value, least),) * n
+
+
+def _is_vector(value) -> bool:
+    return isinstance(value, (list, tuple)) or (hasattr(value, "shape") and getattr(value, "ndim", 0) > 0)
+
+
+def _as_list(value) -> list:
+    return list(value.tolist() if hasattr(value, "tolist") else value)
+
+
+def _auto(value):
+    """MATLAB's "auto" → None."""
+    return None if isinstance(value, str) and value.lower() == "auto" else value
+
+
+def _inf_none(value):
+    """MATLAB's Inf (no limit) → None."""
+    return None if isinstance(value, (int, float)) and math.isinf(value) else value
+
+
+def _normalization(fn: str, value) -> None:
+    if isinstance(value, str) and value.lower() == "none":
+        return
+    raise ArgumentError(
+        f"{fn}: expected Normalization=\"none\", received {value!r}: attnlab input layers do not "
+        "normalise. Normalise the data before training, e.g. X = (X - X.mean(0)) / X.std(0).")
+
+
+def _mask_option(fn: str, value):
+    if isinstance(value, str):
+        return None if _word(fn, "AttentionMask", value, ("none", "causal")) == "none" else "causal"
+    raise ArgumentError(f"{fn}: expected AttentionMask \"none\" or \"causal\", received a custom "
+                        "mask. Give a custom mask at run time through the layer's mask input "
+                        "(HasPaddingMaskInput=true) or use al.attention(..., attention_mask=M).")
+
+

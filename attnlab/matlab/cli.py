@@ -1,0 +1,117 @@
+"""`attnlab analyze FILE.m` and `attnlab plot FILE.m`: run a MATLAB script with analyze=True and
+report the networks it builds — the final ones: a layer array that went into a network is not
+analysed again on its own. Exit status 0 clean, 1 network errors, 2 the script cannot be run."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+import warnings
+from pathlib import Path
+
+from ..errors import AttnlabError
+from ..layers.base import Layer
+from ..network import Network
+from .interpreter import Interpreter, _run
+from .reader import ScriptError
+from .terms import in_matlab_terms
+
+
+def parse_sets(pairs: list[str]) -> dict:
+    """`NAME=VALUE` pairs; VALUE is a MATLAB literal (8, [28 28 1], "adam", 'adam', true)."""
+    ws = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise ScriptError(f"--set expects NAME=VALUE, received {pair!r}", "--set", 0, 0)
+        try:
+            ws[name] = _run(Interpreter(f"v = {text};", f"--set {name}"))[0]["v"]
+        except ScriptError as e:
+            raise ScriptError(f"the value of {name} is not a MATLAB value ({e.reason}); write "
+                              f"numbers as 8 or [28 28 1] and text in quotes, e.g. "
+                              f"--set {name}='\"adam\"'", "--set", 0, 0) from None
+    return ws
+
+
+def final_networks(ws: dict, consumed: set[int], notes=None) -> list[tuple[str, Network]]:
+    """The networks a script ends with, by variable name: each Network once, and layer arrays
+    whose layers went into no network (as MATLAB's analyzeNetwork(layers) would see them)."""
+    from .networks import layerGraph
+    seen: set[int] = set()
+    out = []
+    for name, value in ws.items():
+        if isinstance(value, Network) and id(value) not in seen and value.layers:
+            seen.add(id(value))
+            out.append((name, value))
+    in_nets = {id(l) for _, net in out for l in net.layers} | consumed
+    for name, value in ws.items():
+        if isinstance(value, list) and any(isinstance(v, Layer) for v in value) and \
+                not any(id(v) in in_nets for v in value):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out.append((name, layerGraph(value)))
+            if notes is not None:
+                notes.extend(f"'{name}': {w.message}" for w in caught)
+    return out
+
+
+def _matlab_analysis(analysis):
+    from .terms import _TERMS, TYPES
+    names = {a: b for a, b in _TERMS if "(" not in b}
+    names.update(TYPES)
+    issues = [dataclasses.replace(i, message=in_matlab_terms(i.message)) for i in analysis.issues]
+    types = {k: names.get(v, v) for k, v in analysis.types.items()}
+    return dataclasses.replace(analysis, issues=issues, types=types)
+
+
+def _load(path: Path, sets: list[str]):
+    ws = parse_sets(sets)
+    interp = Interpreter(path.read_bytes(), path.name, ws, analyze=True,
+                         out=lambda *a, **k: None)
+    ws, interp = _run(interp)
+    return final_networks(ws, interp.consumed, interp.notes), interp.notes
+
+
+def analyze(path: Path, sets: list[str], width: int = 120) -> int:
+    try:
+        nets, notes = _load(path, sets)
+    except FileNotFoundError:
+        print(f"error: no such file: {path}", file=sys.stderr)
+        return 2
+    except AttnlabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    status = 0
+    if not nets:
+        print(f"{path.name}: the script builds no network")
+    for name, net in nets:
+        analysis = _matlab_analysis(net.analyze())
+        print(f"{path.name}: network '{name}': {len(net.layers)} layers, inputs "
+              f"{', '.join(net.input_names) or '-'}, outputs {', '.join(net.output_names) or '-'}")
+        print(analysis.table(width=width), end="")
+        status = status or (0 if analysis.ok else 1)
+    for note in notes:
+        print(f"note: {note}")
+    return status
+
+
+def plot(path: Path, sets: list[str], out: Path | None, **kwargs) -> int:
+    try:
+        nets, _ = _load(path, sets)
+    except FileNotFoundError:
+        print(f"error: no such file: {path}", file=sys.stderr)
+        return 2
+    except AttnlabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not nets:
+        print(f"error: {path.name} builds no network to draw", file=sys.stderr)
+        return 2
+    import matplotlib
+    matplotlib.use("Agg")
+    out = out or path.with_suffix(".png")
+    for name, net in nets:
+        target = out if len(nets) == 1 else out.with_name(f"{out.stem}-{name}{out.suffix}")
+        net.plot(target, **kwargs)
+        print(f"wrote {target}")
+    return 0

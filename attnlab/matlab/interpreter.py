@@ -1,0 +1,865 @@
+"""A safe interpreter of the MATLAB subset deep-learning scripts use (never Python's eval/exec).
+
+It walks the tree from `reader.parse`: assignments (also `layers(end+1) = …`, `s.a.b = …`,
+`[a, b] = f(…)`), numbers, text, logicals, matrices, cells, ranges, arithmetic, layer-array
+concatenation, `if`/`elseif`/`else`, `for`, `while`, `switch`, `try`/`catch`, `break`/`continue`,
+command syntax (`rng default`, `close all`), anonymous functions `@(x) …`, local functions and
+function files. Calls go to the Deep Learning Toolbox functions of `attnlab.matlab` and the base
+functions of `builtins.py` only; any other name is an error naming the closest known one.
+
+With `analyze=True` (what `attnlab analyze FILE.m` does) statements that train, predict or read
+data are skipped with a note naming the line, and so is every statement that uses their results.
+"""
+from __future__ import annotations
+
+import operator
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import AttnlabError, close_matches
+from ..layers.base import Layer
+from ..network import Network
+from . import builtins as B
+from .reader import ScriptError, parse
+from .values import Cell, MatlabError, Missing, NeedsData, String, Struct
+
+_NETWORK_BUILDERS = {"dlnetwork", "layerGraph", "addLayers", "trainNetwork", "trainnet",
+                     "analyzeNetwork", "replaceLayer"}
+_DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
+
+
+def _toolbox() -> dict:
+    from . import layers, networks, training, extras
+    names = {}
+    for module in (layers, networks, training, extras):
+        names.update({n: getattr(module, n) for n in module.__all__
+                      if n[0].islower() and callable(getattr(module, n))})
+    return names
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class _Return(Exception):
+    pass
+
+
+class Function:
+    """A function defined in the script (local function, or the first function of a file)."""
+
+    def __init__(self, node, src: bytes):
+        self.node = node
+        self.name = _text(node.child_by_field_name("name") or _child(node, "identifier"), src)
+        out = _child(node, "function_output")
+        self.outputs = [_text(c, src) for c in _walk_ids(out)] if out else []
+        args = _child(node, "function_arguments")
+        self.params = [_text(c, src) for c in args.named_children if c.type == "identifier"] \
+            if args else []
+        self.body = _child(node, "block")
+
+
+class Lambda:
+    """`@(x) expr`: a closure over the workspace it was made in."""
+
+    def __init__(self, params, body, scope, interp):
+        self.params, self.body, self.scope, self.interp = params, body, scope, interp
+
+    def __call__(self, *args):
+        scope = dict(self.scope)
+        scope.update(zip(self.params, args))
+        return self.interp.eval_in(self.body, scope)
+
+
+def _child(node, kind):
+    return next((c for c in node.children if c.type == kind), None) if node is not None else None
+
+
+def _walk_ids(node):
+    return [c for c in node.named_children if c.type == "identifier"] if node.type != "identifier" \
+        else [node]
+
+
+def _text(node, src: bytes) -> str:
+    return src[node.start_byte:node.end_byte].decode("utf-8")
+
+
+_BINARY = {"+": operator.add, "-": operator.sub, ".*": operator.mul, "./": operator.truediv,
+           ".^": operator.pow, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+           ">=": operator.ge, "==": operator.eq, "~=": operator.ne, "!=": operator.ne}
+
+
+class Interpreter:
+    def __init__(self, source: str | bytes, file: str = "<script>", workspace=None,
+                 analyze: bool = False, out=print):
+        self.src = source.encode("utf-8") if isinstance(source, str) else source
+        self.file = file
+        self.given = dict(workspace or {})
+        self.ws: dict = dict(self.given)
+        self.analyze = analyze
+        self.notes: list[str] = []
+        self.consumed: set[int] = set()          # layers that went into a network
+        self.state: dict = {}
+        self.print = out
+        self.functions: dict[str, Function] = {}
+        self.toolbox = _toolbox()
+        self._data_depth = 0                     # > 0 inside the arguments of a data call
+
+    # ---------------------------------------------------------------------------- running --
+    def run(self) -> dict:
+        root = parse(self.src, self.file)
+        stmts = [c for c in root.named_children if c.type not in ("comment", "line_continuation")]
+        for c in stmts:
+            if c.type == "function_definition":
+                fn = Function(c, self.src)
+                self.functions.setdefault(fn.name, fn)
+        script = [c for c in stmts if c.type != "function_definition"]
+        if not script and stmts:                 # a function file: run its first function
+            first = Function(stmts[0], self.src)
+            missing = [p for p in first.params if p not in self.ws]
+            if missing:
+                self._fail(stmts[0], f"function {first.name} needs its arguments "
+                           f"{', '.join(missing)}: give them as workspace variables "
+                           f"(attnlab analyze FILE.m --set {missing[0]}=…)")
+            results = self._call_function(first, [self.ws[p] for p in first.params],
+                                          len(first.outputs), stmts[0])
+            if not isinstance(results, tuple):
+                results = (results,)
+            self.ws.update(zip(first.outputs, results))
+            return self.ws
+        self._block(script, self.ws)
+        return self.ws
+
+    def _fail(self, node, message):
+        raise ScriptError(message, self.file, node.start_point.row + 1,
+                          node.start_point.column + 1)
+
+    def _block(self, nodes, scope):
+        for node in nodes:
+            self._statement(node, scope)
+
+    def _statement(self, node, scope):
+        kind = node.type
+        if kind in ("comment", "line_continuation", "function_definition") or not node.is_named:
+            return
+        if self._given_data(node):
+            self._note(node, "skipped: its result was given in the workspace")
+            return
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                self._execute(node, scope)
+            for w in caught:
+                if issubclass(w.category, UserWarning) and "attnlab" in (w.filename or "") or \
+                        w.category.__name__ == "MatlabNote":
+                    self._note(node, str(w.message))
+                else:
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        except MatlabError as e:
+            if e.node is None:
+                e.node = node
+            raise
+        except NeedsData as e:
+            if not self.analyze:
+                raise
+            for name in self._targets(node):
+                scope[name] = Missing(node.start_point.row + 1, e.why)
+            self._note(node, f"skipped: {e.why}")
+
+    def _given_data(self, node) -> bool:
+        """A statement that loads data whose variables the caller gave (run_file's workspace,
+        --set): the given values stand."""
+        if node.type != "assignment":
+            return False
+        right = node.child_by_field_name("right") or node.named_children[-1]
+        targets = self._targets(node)
+        return (right.type == "function_call" and right.named_children[0].type == "identifier"
+                and _text(right.named_children[0], self.src) in B.FILES and bool(targets)
+                and all(t in self.given for t in targets))
+
+    def _note(self, node, text):
+        line = node.start_point.row + 1
+        self.notes.append(f"{self.file}:{line}: {text}")
+
+    def _targets(self, node) -> list[str]:
+        if node.type != "assignment":
+            return []
+        left = node.child_by_field_name("left") or node.named_children[0]
+        ids = _walk_ids(left) if left.type in ("identifier", "multioutput_variable") else \
+            [left.named_children[0]] if left.named_children else []
+        return [_text(i, self.src) for i in ids if i.type == "identifier"]
+
+    def _execute(self, node, scope):
+        kind = node.type
+        if kind == "assignment":
+            self._assign(node, scope)
+        elif kind == "if_statement":
+            self._if(node, scope)
+        elif kind == "for_statement":
+            self._for(node, scope)
+        elif kind == "while_statement":
+            cond = node.named_children[0]
+            body = _child(node, "block")
+            while self._truth(self.eval_in(cond, scope), cond):
+                try:
+                    self._block(body.named_children if body else [], scope)
+                except _Break:
+                    break
+                except _Continue:
+                    continue
+        elif kind == "switch_statement":
+            self._switch(node, scope)
+        elif kind == "try_statement":
+            self._try(node, scope)
+        elif kind == "break_statement":
+            raise _Break
+        elif kind == "continue_statement":
+            raise _Continue
+        elif kind == "return_statement":
+            raise _Return
+        elif kind == "command":
+            self._command(node, scope)
+        elif kind == "block":
+            self._block(node.named_children, scope)
+        else:                                    # an expression statement: f(x), x
+            value = self.eval_in(node, scope, nargout=0)
+            if value is not None and not isinstance(value, tuple):
+                scope["ans"] = value
+
+    def _if(self, node, scope):
+        cond = node.child_by_field_name("condition") or node.named_children[0]
+        if self._truth(self.eval_in(cond, scope), cond):
+            body = _child(node, "block")
+            return self._block(body.named_children if body else [], scope)
+        for clause in node.named_children:
+            if clause.type == "elseif_clause":
+                c = clause.child_by_field_name("condition") or clause.named_children[0]
+                if self._truth(self.eval_in(c, scope), c):
+                    body = _child(clause, "block")
+                    return self._block(body.named_children if body else [], scope)
+            elif clause.type == "else_clause":
+                body = _child(clause, "block")
+                return self._block(body.named_children if body else [], scope)
+
+    def _for(self, node, scope):
+        it = _child(node, "iterator")
+        var, expr = it.named_children[0], it.named_children[1]
+        values = self.eval_in(expr, scope)
+        body = _child(node, "block")
+        if isinstance(values, np.ndarray):
+            items = [B._scalar(v) for v in values.ravel()] if values.ndim == 1 or 1 in values.shape \
+                else [values[:, j] for j in range(values.shape[1])]
+        elif isinstance(values, (list, tuple)):
+            items = list(values)
+        else:
+            items = [values]
+        name = _text(var, self.src)
+        for v in items:
+            scope[name] = v
+            try:
+                self._block(body.named_children if body else [], scope)
+            except _Break:
+                break
+            except _Continue:
+                continue
+
+    def _switch(self, node, scope):
+        value = self.eval_in(node.named_children[0], scope)
+        for clause in node.named_children[1:]:
+            body = _child(clause, "block")
+            if clause.type == "otherwise_clause":
+                return self._block(body.named_children if body else [], scope)
+            if clause.type == "case_clause":
+                case = self.eval_in(clause.named_children[0], scope)
+                options = case if isinstance(case, Cell) else [case]
+                if any(_equal(value, o) for o in options):
+                    return self._block(body.named_children if body else [], scope)
+
+    def _try(self, node, scope):
+        body = _child(node, "block")
+        catch = _child(node, "catch_clause")
+        try:
+            self._block(body.named_children if body else [], scope)
+        except (MatlabError, ScriptError) as e:
+            if catch is None:
+                return
+            ident = _child(catch, "identifier")
+            if ident is not None:
+                msg = e.reason if isinstance(e, ScriptError) else e.message
+                scope[_text(ident, self.src)] = Struct(
+                    message=msg, identifier=getattr(e, "identifier", ""), stack=Cell())
+            cbody = _child(catch, "block")
+            self._block(cbody.named_children if cbody else [], scope)
+
+    def _command(self, node, scope):
+        name = _text(_child(node, "command_name"), self.src)
+        args = [_text(c, self.src) for c in node.named_children if c.type == "command_argument"]
+        self._call(name, [String(a) for a in args], {}, node, scope, nargout=0)
+
+    def _truth(self, value, node) -> bool:
+        if isinstance(value, Missing):
+            raise NeedsData(f"uses a value from line {value.line}, which was skipped")
+        if isinstance(value, np.ndarray):
+            return value.size > 0 and bool(np.all(value))
+        if isinstance(value, (bool, int, float, np.bool_)):
+            return bool(value)
+        if isinstance(value, str):
+            return len(value) > 0 and all(value)
+        self._fail(node, f"expected a logical condition, received {type(value).__name__}")
+
+    # --------------------------------------------------------------------------- assigning --
+    def _assign(self, node, scope):
+        left = node.child_by_field_name("left") or node.named_children[0]
+        right = node.child_by_field_name("right") or node.named_children[-1]
+        if left.type == "multioutput_variable":
+            outs = [c for c in left.named_children]
+            values = self.eval_in(right, scope, nargout=len(outs))
+            if not isinstance(values, tuple):
+                values = (values,)
+            if len(values) < len(outs):
+                self._fail(right, f"expected {len(outs)} outputs, received {len(values)}")
+            for target, value in zip(outs, values):
+                if target.type == "identifier":
+                    scope[_text(target, self.src)] = value
+            return
+        value = self.eval_in(right, scope)
+        if isinstance(value, tuple):
+            value = value[0] if value else None
+        if value is None:
+            self._fail(right, "this call returns no value to assign")
+        self._store(left, value, scope)
+
+    def _store(self, target, value, scope):
+        if target.type == "identifier":
+            scope[_text(target, self.src)] = value
+        elif target.type == "function_call":           # x(i) = v, c{i} = v
+            name_node = target.named_children[0]
+            container = self._lvalue(name_node, scope)
+            args = _child(target, "arguments")
+            new = self._set_index(container, args, value, _text(target, self.src), scope,
+                                  brace=_child(target, "{") is not None)
+            self._store(name_node, new, scope) if name_node.type != "identifier" else \
+                scope.__setitem__(_text(name_node, self.src), new)
+        elif target.type == "field_expression":       # s.a.b = v
+            parts = target.named_children
+            obj_node, fields = parts[0], parts[1:]
+            obj = self._lvalue(obj_node, scope)
+            self._store(obj_node, self._set_field(obj, fields, value, scope, target), scope)
+        else:
+            self._fail(target, f"cannot assign to {target.type.replace('_', ' ')}")
+
+    def _lvalue(self, node, scope):
+        if node.type == "identifier":
+            return scope.get(_text(node, self.src))
+        try:
+            return self.eval_in(node, scope)
+        except ScriptError:
+            return None
+
+    def _set_field(self, obj, fields, value, scope, node):
+        head, rest = fields[0], fields[1:]
+        if head.type == "function_call":
+            name = _text(head.named_children[0], self.src)
+            inner = self._get_field(obj, name, head) if obj is not None and _has(obj, name) else None
+            if rest:
+                element = self._index(inner, _child(head, "arguments"), scope, head) \
+                    if inner is not None else None
+                value = self._set_field(element, rest, value, scope, node)
+            value = self._set_index(inner, _child(head, "arguments"), value,
+                                    _text(head, self.src), scope)
+        else:
+            name = _text(head, self.src) if head.type == "identifier" else \
+                str(self.eval_in(head.named_children[0], scope))
+            if rest:
+                inner = self._get_field(obj, name, head) if obj is not None and _has(obj, name) \
+                    else None
+                value = self._set_field(inner, rest, value, scope, node)
+        if obj is None:
+            obj = Struct()
+        if isinstance(obj, Struct):
+            obj[name] = value
+            return obj
+        from .properties import set_property
+        try:
+            set_property(obj, name, value)
+        except AttnlabError as e:
+            self._fail(node, str(e))
+        return obj
+
+    def _set_index(self, container, args, value, what, scope, brace=False):
+        idx = self._index_args(args, container, scope)
+        if container is None:
+            container = [] if _is_layerish(value) else Cell() if brace else np.zeros(0)
+        elif _is_layerish(container) and not isinstance(container, (list, Network)):
+            container = [container]                  # one layer is a 1×1 layer array
+        if isinstance(container, list):
+            items = list(container)
+            if len(idx) != 1 or not isinstance(idx[0], int):
+                if len(idx) == 1 and isinstance(value, np.ndarray) and value.size == 0:
+                    drop = set(np.atleast_1d(idx[0]).tolist())
+                    return type(container)(x for i, x in enumerate(items) if i not in drop)
+                raise MatlabError(f"{what}: expected one index when assigning into a list")
+            i = idx[0]
+            if isinstance(value, np.ndarray) and value.size == 0 and not brace:
+                del items[i]
+            else:
+                while len(items) <= i:
+                    items.append(None)
+                items[i] = value
+            return type(container)(items) if isinstance(container, Cell) else items
+        arr = np.array(container, dtype=float) if not isinstance(container, np.ndarray) \
+            else container.copy()
+        if len(idx) == 1 and isinstance(idx[0], int) and idx[0] >= arr.size:
+            grown = np.zeros(idx[0] + 1)
+            grown[:arr.size] = arr.ravel()
+            arr = grown
+        arr[tuple(idx) if len(idx) > 1 else idx[0]] = value
+        return arr
+
+    # -------------------------------------------------------------------------- evaluating --
+    def eval_in(self, node, scope, nargout=1):
+        kind = node.type
+        if kind == "number":
+            text = _text(node, self.src)
+            if text.endswith(("i", "j")):
+                self._fail(node, "complex numbers are not supported")
+            return int(text) if text.isdigit() else float(text)
+        if kind == "string":
+            text = _text(node, self.src)
+            q = text[0]
+            body = text[1:-1].replace(q + q, q)
+            return String(body) if q == '"' else body
+        if kind == "identifier":
+            return self._name(node, scope, nargout)
+        if kind == "parenthesis":
+            return self.eval_in(node.named_children[0], scope)
+        if kind == "matrix":
+            return self._matrix(node, scope)
+        if kind == "cell":
+            return Cell(v for row in node.named_children if row.type == "row"
+                        for v in self._row(row, scope))
+        if kind == "function_call":
+            return self._function_call(node, scope, nargout)
+        if kind == "field_expression":
+            return self._field_expression(node, scope)
+        if kind in ("binary_operator", "comparison_operator", "boolean_operator"):
+            return self._binary(node, scope)
+        if kind == "unary_operator":
+            op = _text(node.children[0], self.src)
+            v = self._value(node.named_children[0], scope)
+            return -v if op == "-" else v
+        if kind == "not_operator":
+            v = self._value(node.named_children[0], scope)
+            return np.logical_not(v) if isinstance(v, np.ndarray) else not v
+        if kind == "postfix_operator":
+            v = self._value(node.named_children[0], scope)
+            if isinstance(v, np.ndarray):
+                return v.reshape(-1, 1) if v.ndim == 1 else (v.ravel() if v.shape[1] == 1 else v.T)
+            return v
+        if kind == "range":
+            parts = [B._scalar(self._value(c, scope)) for c in node.named_children]
+            start, step, stop = (parts[0], 1, parts[1]) if len(parts) == 2 else parts
+            n = int(np.floor((stop - start) / step + 1e-10)) + 1 if step else 0
+            vals = start + step * np.arange(max(n, 0))
+            return vals.astype(int) if all(isinstance(p, int) for p in (start, step)) else vals
+        if kind == "lambda":
+            args = _child(node, "arguments")
+            params = [_text(c, self.src) for c in args.named_children] if args else []
+            return Lambda(params, node.named_children[-1], dict(scope), self)
+        if kind == "handle_operator":
+            name = _text(node.named_children[0], self.src)
+            return lambda *a: self._call(name, list(a), {}, node, scope)
+        if kind == "end_keyword":
+            stack = getattr(self, "_end_stack", [])
+            if not stack:
+                self._fail(node, "'end' is used outside of an index")
+            return stack[-1]
+        if kind == "boolean":
+            return _text(node, self.src) == "true"
+        self._fail(node, f"{kind.replace('_', ' ')} is not in the MATLAB subset attnlab reads "
+                   f"('{_text(node, self.src)[:30]}'); see docs/matlab.md for what is supported")
+
+    def _value(self, node, scope):
+        v = self.eval_in(node, scope)
+        if isinstance(v, Missing):
+            raise NeedsData(f"uses a value from line {v.line}, which was skipped")
+        return v
+
+    def _name(self, node, scope, nargout):
+        name = _text(node, self.src)
+        if name in scope:
+            v = scope[name]
+            if isinstance(v, Missing):
+                raise NeedsData(f"uses '{name}' from line {v.line}, which was skipped")
+            return v
+        if name in B.CONSTANTS:
+            return B.CONSTANTS[name]
+        if name in self.functions or name in self.toolbox or name in B.BASE or name in B.DATA:
+            return self._call(name, [], {}, node, scope, nargout)
+        if self.analyze and self._data_depth:
+            raise NeedsData(f"needs '{name}', data the script does not define")
+        known = list(scope) + (list(self.toolbox) + list(B.BASE) if name.endswith("Layer") else [])
+        self._fail(node, f"undefined variable or function '{name}'.{close_matches(name, known)} "
+                   f"Give it a value: attnlab analyze FILE.m --set {name}=VALUE, or "
+                   f"run_file(path, workspace={{'{name}': …}})".replace(". .", "."))
+
+    def _row(self, row, scope):
+        return [self._value(c, scope) for c in row.named_children
+                if c.type not in ("comment", "line_continuation")]
+
+    def _matrix(self, node, scope):
+        rows = [self._row(r, scope) for r in node.named_children if r.type == "row"]
+        items = [v for r in rows for v in r]
+        if not items:
+            return np.zeros(0)
+        if any(_is_layerish(v) for v in items):
+            out = []
+            for v in items:
+                if isinstance(v, (list, tuple)):
+                    out.extend(v)
+                elif isinstance(v, np.ndarray) and v.size == 0:
+                    continue
+                else:
+                    out.append(v)
+            return out
+        if all(isinstance(v, str) for v in items):
+            if any(isinstance(v, String) for v in items):
+                return [String(v) for v in items]
+            return "".join(items) if len(rows) == 1 else items
+        try:
+            built = [np.hstack([np.atleast_1d(np.asarray(v, dtype=float)) for v in r]) for r in rows if r]
+            return built[0] if len(built) == 1 else np.vstack(built)
+        except (ValueError, TypeError) as e:
+            self._fail(node, f"cannot concatenate these values: {e}")
+
+    def _binary(self, node, scope):
+        left, right = node.named_children[0], node.named_children[-1]
+        op = _text(node.children[1], self.src)
+        if op in ("&&", "||"):
+            a = self._truth(self._value(left, scope), left)
+            if (op == "&&" and not a) or (op == "||" and a):
+                return a
+            return self._truth(self._value(right, scope), right)
+        a, b = self._value(left, scope), self._value(right, scope)
+        if op in ("&", "|"):
+            return (np.logical_and if op == "&" else np.logical_or)(a, b) if \
+                isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else \
+                (bool(a) and bool(b) if op == "&" else bool(a) or bool(b))
+        if (isinstance(a, String) or isinstance(b, String)) and op == "+":
+            return String(B._fmt_value(a) if not isinstance(a, str) else a) + \
+                (B._fmt_value(b) if not isinstance(b, str) else b)     # "sa" + 1 is "sa1"
+        if op == "*":
+            return a @ b if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and \
+                a.ndim == 2 and b.ndim == 2 else a * b
+        if op == "/":
+            if isinstance(b, np.ndarray) and b.size > 1:
+                self._fail(node, "matrix right division is not supported; use ./")
+            r = a / b
+            return r
+        if op == "^":
+            if isinstance(a, np.ndarray) and a.size > 1:
+                self._fail(node, "matrix power is not supported; use .^")
+            return a ** b
+        fn = _BINARY.get(op)
+        if fn is None:
+            self._fail(node, f"operator {op} is not supported")
+        if op in ("==", "~=") and isinstance(a, str) and isinstance(b, str):
+            return fn(a, b)
+        try:
+            return fn(a, b)
+        except (TypeError, ValueError) as e:
+            self._fail(node, f"{op}: {e}")
+
+    # -------------------------------------------------------------------- indexing, fields --
+    def _function_call(self, node, scope, nargout):
+        name_node = node.named_children[0]
+        args = _child(node, "arguments")
+        brace = _child(node, "{") is not None
+        if name_node.type == "identifier":
+            name = _text(name_node, self.src)
+            if name in scope:
+                container = self._name(name_node, scope, 1)
+                if isinstance(container, (Lambda,)) or callable(container) and \
+                        not isinstance(container, (Network, Layer, list, np.ndarray)):
+                    pos, kw = self._arguments(args, scope)
+                    return container(*pos, **kw)
+                return self._index(container, args, scope, node, brace)
+            data = name in B.DATA or name == "trainingOptions"
+            self._data_depth += data
+            try:
+                pos, kw = self._arguments(args, scope, function=name)
+            finally:
+                self._data_depth -= data
+            return self._call(name, pos, kw, node, scope, nargout)
+        container = self.eval_in(name_node, scope)
+        return self._index(container, args, scope, node, brace)
+
+    def _arguments(self, args, scope, function=None):
+        pos, kw = [], {}
+        if args is None:
+            return pos, kw
+        children = [c for c in args.children if c.type not in ("comment", "line_continuation")]
+        i = 0
+        while i < len(children):
+            c = children[i]
+            if c.type in (",", "(", ")"):
+                i += 1
+                continue
+            if i + 2 < len(children) and children[i + 1].type == "=":       # Name=value
+                kw[_text(c, self.src)] = self._value(children[i + 2], scope)
+                i += 3
+                continue
+            if c.type == "spread_operator":
+                pos.append(slice(None))
+            else:
+                v = self.eval_in(c, scope)
+                if isinstance(v, Missing):
+                    if function in B.DATA:
+                        raise NeedsData(f"{function} needs data the script does not have")
+                    raise NeedsData(f"uses a value from line {v.line}, which was skipped")
+                pos.append(v)
+            i += 1
+        return pos, kw
+
+    def _index_args(self, args, container, scope):
+        self._end_stack = getattr(self, "_end_stack", [])
+        children = [c for c in (args.named_children if args else [])
+                    if c.type not in ("comment", "line_continuation")]
+        out = []
+        shape = B._shape(container) if container is not None else (0, 0)
+        for k, c in enumerate(children):
+            if c.type == "spread_operator":
+                out.append(slice(None))
+                continue
+            end = int(np.prod(shape)) if len(children) == 1 else \
+                (shape[k] if k < len(shape) else 1)
+            if isinstance(container, np.ndarray) and container.ndim == 1 and len(children) == 2:
+                end = 1 if k == 0 else container.shape[0]
+            self._end_stack.append(end)
+            try:
+                v = self._value(c, scope)
+            finally:
+                self._end_stack.pop()
+            if isinstance(v, (bool, np.bool_)) or (isinstance(v, np.ndarray) and v.dtype == bool):
+                out.append(np.flatnonzero(v))
+            elif isinstance(v, np.ndarray):
+                out.append(v.astype(int).ravel() - 1)
+            elif isinstance(v, (int, float)):
+                if v < 1 or not float(v).is_integer():
+                    raise MatlabError(f"index must be a positive integer, received {v!r}")
+                out.append(int(v) - 1)
+            elif isinstance(v, str) and v == ":":
+                out.append(slice(None))
+            else:
+                raise MatlabError(f"expected a numeric index, received {type(v).__name__}")
+        return out
+
+    def _index(self, container, args, scope, node, brace=False):
+        idx = self._index_args(args, container, scope)
+        what = _text(node, self.src)
+        try:
+            if isinstance(container, (list, tuple, str)):
+                if len(idx) == 2 and (idx[0] == 0 or idx[0] == slice(None)):
+                    idx = idx[1:]
+                if len(idx) != 1:
+                    raise MatlabError(f"{what}: expected one index into a list")
+                i = idx[0]
+                if isinstance(i, int):
+                    return container[i]
+                picked = [container[j] for j in (range(len(container))[i] if isinstance(i, slice)
+                                                 else i)]
+                return "".join(picked) if isinstance(container, str) else type(container)(picked) \
+                    if isinstance(container, Cell) else picked
+            if _is_layerish(container) and not isinstance(container, (list, Network)):
+                container = [container]
+                return self._index(container, args, scope, node, brace) if False else \
+                    [container[0]][idx[0]] if isinstance(idx[0], int) else container
+            if isinstance(container, Network):
+                if len(idx) != 1:
+                    raise MatlabError(f"{what}: expected one index")
+                return container.layers[idx[0]]
+            arr = np.asarray(container)
+            if arr.ndim == 0:
+                arr = arr.reshape(1)
+            if arr.ndim == 1 and len(idx) == 2:
+                idx = idx[1:]
+            result = arr[tuple(idx)] if len(idx) > 1 else arr.ravel(order="F")[idx[0]] \
+                if arr.ndim > 1 else arr[idx[0]]
+            return B._scalar(result) if np.ndim(result) == 0 or np.size(result) == 1 and \
+                all(isinstance(i, int) for i in idx) else result
+        except IndexError:
+            raise MatlabError(f"{what}: index exceeds the number of elements "
+                              f"({int(np.prod(B._shape(container)))})") from None
+
+    def _field_expression(self, node, scope):
+        parts = node.named_children
+        obj = self._value(parts[0], scope)
+        for part in parts[1:]:
+            if part.type == "function_call":
+                name = _text(part.named_children[0], self.src)
+                obj = self._index(self._get_field(obj, name, part), _child(part, "arguments"),
+                                  scope, part)
+            elif part.type == "indirect_access":
+                obj = self._get_field(obj, str(self._value(part.named_children[0], scope)), part)
+            else:
+                obj = self._get_field(obj, _text(part, self.src), part)
+        return obj
+
+    def _get_field(self, obj, name, node):
+        if isinstance(obj, Struct):
+            if name not in obj:
+                self._fail(node, f"unknown field '{name}'; the struct has "
+                           f"{', '.join(obj) or 'no fields'}.{close_matches(name, list(obj))}")
+            return obj[name]
+        from .properties import get_property
+        try:
+            return get_property(obj, name)
+        except AttnlabError as e:
+            self._fail(node, str(e))
+
+    # ---------------------------------------------------------------------------- calling --
+    def _call(self, name, pos, kw, node, scope, nargout=1):
+        if name in self.functions:
+            return self._call_function(self.functions[name], pos, nargout, node, kw)
+        if name in _DISPLAY and (self.analyze or name == "plot"):
+            for a in pos:
+                self._consume(a)
+            return None                  # pictures: `attnlab plot FILE.m` draws the networks
+        if name in B.DATA:
+            if self.analyze:
+                raise NeedsData(f"{name} trains, predicts or reads data; analyze does not run it"
+                                if name not in B.FILES else
+                                f"{name} reads data the script does not have")
+            if name in B.FILES:
+                raise MatlabError(f"{name} reads files, which attnlab's MATLAB reader does not "
+                                  "do: load the data in Python and pass it as a workspace "
+                                  "variable (run_file(path, workspace={...}))", node=node)
+        fn = self.toolbox.get(name)
+        if fn is not None:
+            if name in _NETWORK_BUILDERS:
+                for a in pos:
+                    self._consume(a)
+            try:
+                return fn(*[_to_python(a) for a in pos], **{k: _to_python(v) for k, v in kw.items()})
+            except (AttnlabError, ValueError, TypeError) as e:
+                if isinstance(e, ScriptError):
+                    raise
+                from .terms import in_matlab_terms
+                raise MatlabError(in_matlab_terms(str(e)), type(e).__name__, node) from e
+        base = B.BASE.get(name)
+        if base is not None:
+            try:
+                result = base(self, *pos, **kw)
+            except (TypeError, ValueError) as e:
+                raise MatlabError(f"{name}: {e}", node=node) from e
+            if name == "size" and nargout > 1 and isinstance(result, np.ndarray):
+                dims = [int(d) for d in result] + [1] * nargout
+                return tuple(dims[:nargout - 1]) + (int(np.prod(dims[nargout - 1:len(result)]))
+                                                   if nargout <= len(result) else 1,)
+            return result
+        known = list(self.toolbox) + list(B.BASE) + list(self.functions)
+        hint = close_matches(name, known)
+        what = "not a Deep Learning Toolbox function that attnlab knows" if \
+            name.endswith(("Layer", "Layers", "network", "Network")) else \
+            "an unknown function (attnlab reads the Deep Learning Toolbox subset listed in " \
+            "docs/matlab.md)"
+        self._fail(node, f"{name} is {what}.{hint}".rstrip("."))
+
+    def _consume(self, value):
+        if isinstance(value, Layer):
+            self.consumed.add(id(value))
+        elif isinstance(value, list):
+            self.consumed.update(id(v) for v in value if isinstance(v, Layer))
+        elif isinstance(value, Network):
+            self.consumed.update(id(l) for l in value.layers)
+
+    def _call_function(self, fn: Function, args, nargout, node, kw=None):
+        if kw:
+            self._fail(node, f"{fn.name}: name–value arguments to script functions are not "
+                       "supported")
+        if len(args) > len(fn.params):
+            self._fail(node, f"{fn.name}: expected at most {len(fn.params)} arguments, received "
+                       f"{len(args)}")
+        scope = dict(zip(fn.params, args))
+        scope["nargin"] = len(args)
+        try:
+            self._block(fn.body.named_children if fn.body else [], scope)
+        except _Return:
+            pass
+        results = []
+        for out in fn.outputs[:max(nargout, 1)]:
+            if out not in scope:
+                if nargout == 0 and not results:
+                    break
+                self._fail(node, f"{fn.name}: output '{out}' was not assigned")
+            results.append(scope[out])
+        self._consume_from(scope)
+        return results[0] if len(results) == 1 and nargout <= 1 else tuple(results)
+
+    def _consume_from(self, scope):
+        pass
+
+
+def _has(obj, name):
+    return isinstance(obj, Struct) and name in obj or not isinstance(obj, Struct)
+
+
+def _is_layerish(v) -> bool:
+    from .layers import OutputLayer
+    if isinstance(v, (Layer, OutputLayer, Network)):
+        return True
+    return isinstance(v, list) and not isinstance(v, Cell) and any(
+        isinstance(x, (Layer, OutputLayer)) for x in v)
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    try:
+        return bool(np.all(np.asarray(a) == np.asarray(b)))
+    except (TypeError, ValueError):
+        return False
+
+
+def _to_python(v):
+    """MATLAB values → what attnlab.matlab's functions take (numbers, lists, arrays)."""
+    if isinstance(v, np.ndarray):
+        if v.size == 1 and v.ndim <= 1:
+            return B._scalar(v)
+        if v.ndim == 2 and 1 in v.shape and v.dtype != object:
+            return v.ravel()
+        return v
+    if isinstance(v, Lambda):
+        return v
+    return B._scalar(v) if isinstance(v, float) else v
+
+
+def run_code(text: str, workspace: dict | None = None, *, file: str = "<script>",
+             analyze: bool = False, out=print) -> dict:
+    """Runs MATLAB code and returns its workspace (a dict by variable name). `workspace` gives
+    variables the code uses undefined (and data a script would load). Errors are ScriptError
+    `FILE.m:LINE:COL: …`."""
+    return _run(Interpreter(text, file, workspace, analyze, out))[0]
+
+
+def run_file(path, workspace: dict | None = None, *, analyze: bool = False, out=print) -> dict:
+    """Runs a MATLAB script or function file (its first function, with its arguments taken
+    from `workspace`) and returns the workspace."""
+    path = Path(path)
+    return _run(Interpreter(path.read_bytes(), path.name, workspace, analyze, out))[0]
+
+
+def _run(interp: Interpreter):
+    try:
+        ws = interp.run()
+    except MatlabError as e:
+        node = e.node
+        line, col = (node.start_point.row + 1, node.start_point.column + 1) if node else (0, 0)
+        raise ScriptError(e.message, interp.file, line, col) from e
+    return ws, interp

@@ -1,0 +1,157 @@
+"""Network functions: `dlnetwork`, `layerGraph`, `connectLayers`, `analyzeNetwork`, `predict`, …"""
+from __future__ import annotations
+
+from ..errors import ArgumentError, close_matches
+from ..network import Network
+from ._options import _flag, _int, _parse, _word
+from .layers import _layer_array
+
+__all__ = ['dlnetwork', 'layerGraph', 'addLayers', 'connectLayers', 'disconnectLayers', 'removeLayers', 'replaceLayer', 'analyzeNetwork', 'plot', 'initialize', 'predict', 'minibatchpredict']
+
+
+# ========================================================================== networks ===
+
+def dlnetwork(*args, **kwargs) -> Network:
+    """`dlnetwork()` (empty), `dlnetwork(layers)`, `dlnetwork(layers, X1, …)` (example inputs
+    for a network without input layers), `dlnetwork(layers, Initialize=False)`.
+
+    Like MATLAB, the network is initialised when it has input layers (or examples) and no
+    unconnected inputs; a network with errors then raises NetworkError listing them."""
+    _, o = _parse("dlnetwork", (), kwargs, {"Initialize": True, "OutputNames": None})
+    if o["OutputNames"] is not None:
+        raise ArgumentError("dlnetwork: expected no OutputNames, received "
+                            f"{o['OutputNames']!r}: an attnlab network's outputs are its "
+                            "unconnected layer outputs (net.output_names).")
+    if not args:
+        return Network()
+    layers, examples = args[0], args[1:]
+    if isinstance(layers, Network):
+        net = layers
+    else:
+        net = Network()
+        net.add(_layer_array(layers, "dlnetwork")[0])
+    if _flag("dlnetwork", "Initialize", o["Initialize"]):
+        _initialize_if_complete(net, examples)
+    return net
+
+
+def layerGraph(*args) -> Network:
+    """Legacy `layerGraph(layers)`: the network, not initialised."""
+    net = Network()
+    if args:
+        net.add(_layer_array(args[0], "layerGraph")[0])
+    return net
+
+
+def _initialize_if_complete(net: Network, examples) -> None:
+    has_inputs = any(l.is_input for l in net.layers)
+    if not (has_inputs or examples):
+        return
+    analysis = net.analyze(*examples)
+    if any(i.kind == "unconnected" for i in analysis.errors):
+        return                       # MATLAB leaves such a network uninitialised
+    net.initialize(*examples)
+
+
+def addLayers(net: Network, layers) -> Network:
+    """Adds a layer or a layer array (connected in order); returns the network."""
+    _check_net(net, "addLayers")
+    net.add(_layer_array(layers, "addLayers")[0])
+    return net
+
+
+def connectLayers(net: Network, s: str, d: str) -> Network:
+    """Connects "layer" or "layer/port" to "layer" or "layer/port"; returns the network."""
+    _check_net(net, "connectLayers")
+    return net.connect(s, d)
+
+
+def disconnectLayers(net: Network, s: str, d: str) -> Network:
+    _check_net(net, "disconnectLayers")
+    return net.disconnect(s, d)
+
+
+def removeLayers(net: Network, layerNames) -> Network:
+    """Removes a layer name or a list of names, with their connections."""
+    _check_net(net, "removeLayers")
+    names = [layerNames] if isinstance(layerNames, str) else list(layerNames)
+    return net.remove(*names)
+
+
+def replaceLayer(net: Network, layerName: str, larray, *args, **kwargs) -> Network:
+    """Replaces a layer by a layer or layer array; inputs go to the first new layer and outputs
+    leave from the last, port by port (ReconnectBy "name" and "order" agree for one-port
+    layers, the common case)."""
+    _check_net(net, "replaceLayer")
+    _, o = _parse("replaceLayer", args, kwargs, {"ReconnectBy": "name"})
+    _word("replaceLayer", "ReconnectBy", o["ReconnectBy"], ("name", "order"))
+    return net.replace(layerName, _layer_array(larray, "replaceLayer")[0])
+
+
+def analyzeNetwork(net_or_layers, *X, **kwargs):
+    """Prints the analysis table (layers, activation sizes, learnables, issues) and returns the
+    `Analysis`. Takes a network or a layer array; `X` are example inputs for a network without
+    input layers. Never raises for a bad graph."""
+    _parse("analyzeNetwork", (), kwargs, {"TargetUsage": "dlnetwork"})
+    net = net_or_layers if isinstance(net_or_layers, Network) else layerGraph(net_or_layers)
+    analysis = net.analyze(*X)
+    print(analysis.table())
+    return analysis
+
+
+def plot(net: Network, path=None, **kwargs):
+    """Draws the network (a matplotlib Figure); saves it to `path` when given."""
+    _check_net(net, "plot")
+    return net.plot(path, **kwargs)
+
+
+def initialize(net: Network, *X) -> Network:
+    """Builds the parameters (sizes from input layers, or from example inputs `X`)."""
+    _check_net(net, "initialize")
+    return net.initialize(*X)
+
+
+def predict(net: Network, *X, **kwargs):
+    """Outputs in inference mode without gradients: one output, or a tuple in `Outputs` order
+    (default: net.output_names), as MATLAB's `[Y1, …, YN] = predict(net, X1, …)`."""
+    _check_net(net, "predict")
+    _, o = _parse("predict", (), kwargs, {"Outputs": None, "Acceleration": "auto"})
+    return _select_outputs(net, net.predict(*X), o["Outputs"], "predict")
+
+
+def minibatchpredict(net: Network, *X, **kwargs):
+    """`predict` in mini-batches of `MiniBatchSize` (default 128)."""
+    _check_net(net, "minibatchpredict")
+    _, o = _parse("minibatchpredict", (), kwargs,
+                  {"MiniBatchSize": 128, "Outputs": None, "Acceleration": "auto",
+                   "ExecutionEnvironment": "auto", "UniformOutput": True})
+    y = net.predict(*X, batch_size=_int("minibatchpredict", "MiniBatchSize", o["MiniBatchSize"]))
+    return _select_outputs(net, y, o["Outputs"], "minibatchpredict")
+
+
+def _select_outputs(net, y, outputs, fn):
+    if not isinstance(y, dict):
+        if outputs is not None:
+            names = [outputs] if isinstance(outputs, str) else list(outputs)
+            _known_outputs(net, names, fn)
+        return y
+    names = list(y) if outputs is None else ([outputs] if isinstance(outputs, str) else list(outputs))
+    _known_outputs(net, names, fn)
+    picked = tuple(y[n] for n in names)
+    return picked[0] if len(picked) == 1 else picked
+
+
+def _known_outputs(net, names, fn):
+    for n in names:
+        if n not in net.output_names:
+            raise ArgumentError(f"{fn}: expected Outputs among {', '.join(net.output_names)}, "
+                                f"received '{n}'.{close_matches(n, net.output_names)} Only "
+                                "unconnected layer outputs are network outputs.")
+
+
+def _check_net(net, fn):
+    if not isinstance(net, Network):
+        raise ArgumentError(f"{fn}: expected a network (dlnetwork), received "
+                            f"{type(net).__name__}. Create one with net = dlnetwork.")
+
+

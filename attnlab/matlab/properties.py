@@ -1,0 +1,47 @@
+"""MATLAB properties of attnlab objects, read and set by name in scripts (`net.Layers`,
+`layer.Name`, `net.OutputNames`, …). Only the names listed here are reachable: a script never
+reaches a Python attribute directly."""
+from __future__ import annotations
+
+from ..errors import ArgumentError, close_matches
+from ..layers.base import Layer
+from ..network import Network
+
+
+def _net_props(net: Network) -> dict:
+    return {"Layers": lambda: list(net.layers), "InputNames": lambda: list(net.input_names),
+            "OutputNames": lambda: list(net.output_names),
+            "Connections": lambda: [(c.source, c.destination) if hasattr(c, "source") else str(c)
+                                    for c in net.connections],
+            "Initialized": lambda: net.initialized,
+            "Learnables": lambda: dict(net.learnables) if net.initialized else {}}
+
+
+def get_property(obj, name: str):
+    if isinstance(obj, Network):
+        props = _net_props(obj)
+    elif isinstance(obj, Layer):
+        props = {"Name": lambda: obj.name}
+        from .weights import layer_weights
+        props.update(layer_weights(obj))
+    elif hasattr(obj, "loss") and hasattr(obj, "kind"):          # an output layer
+        props = {"Name": lambda: obj.name}
+    else:
+        raise ArgumentError(f"expected a struct, network or layer before '.{name}', received "
+                            f"{type(obj).__name__}")
+    if name not in props:
+        raise ArgumentError(f"{type(obj).__name__} has no property '{name}'; readable: "
+                            f"{', '.join(props)}.{close_matches(name, list(props))}")
+    return props[name]()
+
+
+def set_property(obj, name: str, value) -> None:
+    if isinstance(obj, Layer) and name == "Name":
+        obj.name = str(value)
+        return
+    if isinstance(obj, Layer):
+        from .weights import set_layer_weight
+        set_layer_weight(obj, name, value)
+        return
+    raise ArgumentError(f"cannot set '{name}' of a {type(obj).__name__}; settable: a layer's Name "
+                        "and weights (before it joins a network)")

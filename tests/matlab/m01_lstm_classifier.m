@@ -1,0 +1,16 @@
+% Sequence-to-label classifier: the shape of MathWorks' Japanese Vowels example
+numFeatures = 12;
+numHiddenUnits = 16;
+numClasses = 9;
+layers = [ ...
+    sequenceInputLayer(numFeatures, 'Name', 'sequence')
+    lstmLayer(numHiddenUnits, 'OutputMode', 'last', 'Name', 'lstm')
+    fullyConnectedLayer(numClasses, 'Name', 'fc')
+    softmaxLayer('Name', 'softmax')
+    classificationLayer('Name', 'classification')];
+options = trainingOptions('adam', ...
+    'MaxEpochs', 1, ...
+    'MiniBatchSize', 8, ...
+    'Verbose', false, ...
+    'Plots', 'none');
+net = trainNetwork(XTrain, YTrain, layers, options);
