@@ -102,7 +102,8 @@ def demo_table(results: dict) -> str:
     loads = [v for v in loads if v is not None]
     nices = [(r.get("machine") or {}).get("nice") for x in results.values() for r in x["runs"]]
     nices = [v for v in nices if v is not None]
-    lines += ["", f"Measured by `make demos` ({', '.join(f'`attnlab demo {d} --seeds 3`' for d in DEMOS if d in results)}) "
+    lines += ["", f"Measured by {', '.join(f'`attnlab demo {d} --seeds 3`' for d in DEMOS if d in results)} "
+                  "(what `make demos` runs) "
                   f"on {m.get('processor', '?')}, {m.get('cpus', '?')} CPUs, "
                   f"{m.get('torch_threads', '?')} torch thread(s), torch {m.get('torch', '?')}"
                   + (f", 1-minute load average {min(loads):.1f}–{max(loads):.1f} at the runs' starts"
