@@ -841,8 +841,6 @@ def test_inputs_catalogue(action, cls, parts):
     _in_check(action, cls, parts)
 
 
-@pytest.mark.xfail(reason="needs the batching checks wired into network.py / stream/core.py",
-                   strict=False)
 @pytest.mark.parametrize("action,cls,parts", [c[1:] for c in INPUTS_PENDING],
                          ids=[c[0] for c in INPUTS_PENDING])
 def test_inputs_catalogue_pending(action, cls, parts):
