@@ -33,6 +33,17 @@ def _mps_available() -> bool:
     return bool(mps is not None and mps.is_available())
 
 
+def machine_devices() -> str:
+    """What this machine offers, in words (for the errors below)."""
+    have = ["cpu"]
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        have.append("cuda" if n == 1 else f"cuda:0…cuda:{n - 1}")
+    if _mps_available():
+        have.append("mps")
+    return ", ".join(have)
+
+
 def resolve_device(device, what: str = "device", default: torch.device | None = None) \
         -> torch.device:
     """A device choice → the torch.device to run on, checked against this machine.
@@ -61,23 +72,27 @@ def resolve_device(device, what: str = "device", default: torch.device | None = 
         if not torch.cuda.is_available():
             build = "a CPU-only build" if torch.version.cuda is None else \
                 f"built for CUDA {torch.version.cuda}, but no GPU or driver is visible"
-            raise ArgumentError(f"{what} {device!r}: CUDA is not available here (torch "
-                                f"{torch.__version__}, {build}). Use device='cpu' or 'auto', "
-                                "or install a CUDA build of torch on a machine with a GPU.")
+            raise ArgumentError(f"{what} {str(device)!r}: CUDA is not available here (torch "
+                                f"{torch.__version__}, {build}). This machine has: "
+                                f"{machine_devices()}. Use device='cpu' or 'auto' "
+                                "(ExecutionEnvironment='auto' in attnlab.matlab), or install a "
+                                "CUDA build of torch on a machine with a GPU.")
         count = torch.cuda.device_count()
         if dev.index is not None and dev.index >= count:
-            raise ArgumentError(f"{what} {device!r}: this machine has {count} CUDA device(s), "
-                                f"cuda:0 … cuda:{count - 1}. Pick one of them.")
+            raise ArgumentError(f"{what} {str(device)!r}: This machine has {count} CUDA "
+                                f"device(s), cuda:0 … cuda:{count - 1}. Pick one of them.")
         if dev.index is None:
             dev = torch.device("cuda", torch.cuda.current_device())
     elif dev.type == "mps":
         if not _mps_available():
-            raise ArgumentError(f"{what} {device!r}: Apple's MPS backend is not available here "
-                                "(it needs an Apple-silicon Mac and a torch built with MPS). "
-                                "Use device='cpu' or 'auto'.")
+            raise ArgumentError(f"{what} {str(device)!r}: Apple's MPS backend is not available "
+                                "here (it needs an Apple-silicon Mac and a torch built with MPS)."
+                                f" This machine has: {machine_devices()}. Use device='cpu' or "
+                                "'auto'.")
     elif dev.type != "cpu":
         raise ArgumentError(f"{what} must be one of {', '.join(map(repr, DEVICES))}; got "
-                            f"{device!r} (attnlab runs on the CPU, CUDA GPUs and MPS).")
+                            f"{str(device)!r} (attnlab runs on the CPU, CUDA GPUs and MPS). "
+                            f"This machine has: {machine_devices()}.")
     return dev
 
 

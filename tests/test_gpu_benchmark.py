@@ -26,11 +26,3 @@ def test_gpu_benchmark_smoke_run_writes_its_report(tmp_path):
     assert "Tokens identical to recomputation: yes" in text
     assert "peak memory (CUDA only)" in text
 
-
-def test_readme_benchmark_table_is_generated_from_results():
-    import readme_table as rt
-    text = rt.README.read_text()
-    inside = text.split(rt.BEGIN, 1)[1].split(rt.END, 1)[0].strip()
-    assert inside == rt.benchmark_table(rt.RESULTS.read_text()), \
-        "README's benchmark table differs from RESULTS.md: run benchmarks/readme_table.py --write"
-    assert "| decoding 512 tokens with `net.stream()` |" in inside

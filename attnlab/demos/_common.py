@@ -1,6 +1,7 @@
 """What the demos share: the output folder, metrics, saving, pictures and attention scores."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -8,6 +9,31 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+
+# the data extra (pip install 'attnlab[data]'): the packages each demo's data or baseline comes from
+DATA_EXTRA = "pip install 'attnlab[data]'"
+DATA_PACKAGES = {"sklearn": "scikit-learn", "sktime": "sktime", "statsmodels": "statsmodels"}
+DEMO_PACKAGES = {"digits": ("sklearn",), "vowels": ("sklearn", "sktime"), "forecast": ("statsmodels",)}
+
+
+def missing_data_packages(demo: str) -> list[str]:
+    """The data-extra modules demo `demo` needs that are not installed (found without importing)."""
+    missing = []
+    for module in DEMO_PACKAGES.get(demo, ()):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):        # a broken or half-removed install
+            found = False
+        if not found:
+            missing.append(module)
+    return missing
+
+
+def data_extra_message(demo: str, missing) -> str:
+    names = ", ".join(DATA_PACKAGES.get(m, m) for m in missing) or "a package of the data extra"
+    return (f"demo '{demo}' needs {names}, which is not installed: install attnlab's data extra "
+            f"with {DATA_EXTRA}")
 
 
 class Stopwatch:
@@ -124,3 +150,42 @@ def classification_rows(metrics: dict) -> list[dict]:
              "errors": metrics["test_errors"], "ours": True},
             {"model": metrics["baseline"], "test accuracy": percent(metrics["baseline_accuracy"]),
              "errors": metrics["baseline_errors"]}]
+
+
+def ensemble_scores(nets, X) -> torch.Tensor:
+    """The mean of the members' class probabilities (softmax of each network's scores)."""
+    total = None
+    for net in nets:
+        s = net.predict(X)
+        if isinstance(s, list):
+            s = torch.stack([t.reshape(-1) for t in s])
+        p = torch.softmax(s.float(), dim=-1)
+        total = p if total is None else total + p
+    return total / len(nets)
+
+
+def ensemble_classify(nets, X) -> np.ndarray:
+    """Class labels by the members' mean probability, in the label values seen in training."""
+    idx = ensemble_scores(nets, X).argmax(-1).numpy()
+    labels = nets[0].metadata.get("class_labels")
+    return np.asarray(labels)[idx] if labels is not None else idx
+
+
+def member_seeds(seed: int, members: int) -> list[int]:
+    """The training seeds of an ensemble's members: demo seeds 0, 1, 2 never share a member."""
+    return [seed * members + k for k in range(members)]
+
+
+def train_members(train, members: int, seed: int):
+    """`members` networks from `train(k, member_seed)` → (net, info, …); returns (nets, infos)."""
+    got = [train(k, s) for k, s in enumerate(member_seeds(seed, members))]
+    return [g[0] for g in got], [g[1] for g in got]
+
+
+def save_members(nets, out: Path) -> list[str]:
+    """The ensemble's other members beside model.attnlab (the first): model-2.attnlab, …"""
+    names = []
+    for k, net in enumerate(nets[1:], start=2):
+        net.save(Path(out) / f"model-{k}.attnlab")
+        names.append(f"model-{k}.attnlab")
+    return names

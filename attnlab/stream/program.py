@@ -27,7 +27,6 @@ from ..analysis import Issue
 from ..errors import DataError
 from ..graph import Graph
 from ..layers.combine import _Sum
-from ..layers.embedding import _Embedding
 from .steppers import (PER_STEP, LayerContext, NotStreamable, Route, bound_forward,
                        stepper_for)
 
@@ -239,9 +238,6 @@ class _Builder:
             return f"{self._callable(F.gelu)}({args[0]}, approximate={self._const(module.approximate)})"
         if kind is nn.ReLU and not module.inplace:
             return f"{self._callable(F.relu)}({args[0]})"
-        if kind is _Embedding and module.padding_idx is None and module.max_norm is None:
-            ids = f"{args[0]}{'.squeeze(-1)' if module.squeeze else ''}.long()"
-            return f"{self._callable(F.embedding)}({ids}, {self._const(module.weight)})"
         if kind is _Sum and len(args) >= 2:
             return " + ".join(args)
         return None

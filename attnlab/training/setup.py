@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import ArgumentError, DataError
+from ..precision import machine_devices  # noqa: F401 (re-exported)
 from ..precision import resolve_device as resolve_device_choice
 from ..spec import Spec
 from . import data as D
@@ -81,7 +82,7 @@ def memory_data(net, X, Y, losses, specs, dtype, plans=None, what="training data
         known = plans[out].class_labels if plans else known_labels(net, out, single)
         plan = T.TargetPlan(out, specs[out], losses[out], kind, class_labels=known)
         fields[out] = T.build(plan, raw, "validation targets" if plans else "targets")
-        T.align_lengths(fields[out], inputs, what)
+        T.align_lengths(fields[out], inputs, what, T.followed_input(net, out))
         new_plans[out] = plan
     return D.MemoryData(inputs, fields), new_plans
 
@@ -175,10 +176,10 @@ def float_dtype(net) -> torch.dtype:
 
 
 def resolve_device(net, device, d) -> torch.device:
-    """The device training runs on: the option (checked against this machine), else the
-    process's GPU under torchrun, else where the network already is."""
+    """The device training runs on: the option (checked against this machine; "auto" is a
+    GPU when there is one), else the process's GPU under torchrun, else where the network is."""
     if device is not None:
-        dev = resolve_device_choice(device, "TrainingOptions device")
+        dev = available_device(device)
         if d.active and dev.type == "cuda" and dev.index != d.local_rank:
             dev = torch.device("cuda", d.local_rank)       # one GPU per torchrun process
         return dev
@@ -189,3 +190,9 @@ def resolve_device(net, device, d) -> torch.device:
         return target[1] if target else torch.device("cpu")
     p = next(iter(net.parameters()), None)
     return p.device if p is not None else torch.device("cpu")
+
+
+def available_device(device) -> torch.device:
+    """torch.device for the option, or an ArgumentError when this machine (or this torch build)
+    lacks it — instead of torch's AssertionError at the first .to()."""
+    return resolve_device_choice(device, "device")
