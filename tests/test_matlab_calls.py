@@ -261,3 +261,28 @@ def test_datastores_must_be_combined():
     net = M.dlnetwork([M.featureInputLayer(1), M.fullyConnectedLayer(1)])
     with pytest.raises(ArgumentError, match=r"trainnet: expected predictors and targets.*combine\(dsX, dsT\)"):
         M.trainnet(M.arrayDatastore(np.zeros((2, 1))), net, "mse", M.trainingOptions("adam"))
+
+
+# -- messages in MATLAB terms (issue 14, item 4) ------------------------------------------------
+
+def test_attention_layer_without_num_heads_says_it_is_missing(tmp_path, capsys):
+    from attnlab.matlab.cli import analyze
+    f = tmp_path / "att.m"
+    f.write_text("layers = [sequenceInputLayer(3)\n    attentionLayer('SequenceLength','last')];\n")
+    assert analyze(f, []) == 2
+    err = capsys.readouterr().err
+    assert "att.m:2:5: attentionLayer: numHeads is missing" in err and "'SequenceLength'" in err
+    with pytest.raises(ArgumentError, match=r"selfAttentionLayer: numHeads is missing.*received 'NumKeyChannels'"):
+        M.selfAttentionLayer("NumKeyChannels", 64)
+
+
+def test_indexing_before_lstm_says_the_time_axis_is_gone(tmp_path, capsys):
+    from attnlab.matlab.cli import analyze
+    f = tmp_path / "idx.m"
+    f.write_text('layers = [sequenceInputLayer(3)\n    indexing1dLayer("last", Name="pick")\n'
+                 '    lstmLayer(8, Name="lstm")\n    fullyConnectedLayer(2)];\n'
+                 'net = dlnetwork(layers, Initialize=false);\n')
+    assert analyze(f, []) == 1
+    out = capsys.readouterr().out.replace("\n", " ")
+    assert "layer 'lstm' (lstmLayer) port 'in': the time axis is gone: 'pick' before it" in out
+    assert "indexing1dLayer" in out and "move 'pick' after 'lstm'" in out

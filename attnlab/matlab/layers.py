@@ -126,6 +126,7 @@ def attentionLayer(numHeads, *args, **kwargs) -> L.Attention:
     """`attentionLayer(numHeads)` → `L.Attention(numHeads)`: inputs query, key, value (+ mask),
     output out (+ scores); no learnables."""
     fn = "attentionLayer"
+    _heads_given(fn, numHeads, "attentionLayer(8)")
     _, o = _parse(fn, args, kwargs,
                   {"Name": None, "Scale": "auto", "HasPaddingMaskInput": False,
                    "HasScoresOutput": False, "AttentionMask": "none", "DropoutProbability": 0.0})
@@ -142,6 +143,11 @@ def selfAttentionLayer(numHeads, numKeyChannels, *args, **kwargs) -> L.SelfAtten
     numKeyChannels)`: B×T×C → B×T×OutputSize (default C); NumValueChannels defaults to
     numKeyChannels. Learnables query, key, value, output (weight out×in, bias)."""
     fn = "selfAttentionLayer"
+    _heads_given(fn, numHeads, "selfAttentionLayer(8, 64)")
+    if isinstance(numKeyChannels, str):
+        raise ArgumentError(f"{fn}: numKeyChannels is missing: expected selfAttentionLayer(numHeads, "
+                            f"numKeyChannels, …) with a positive integer second, received "
+                            f"'{numKeyChannels}'. For example selfAttentionLayer(8, 64).")
     _, o = _parse(fn, args, kwargs,
                   {"Name": None, "NumValueChannels": "auto", "OutputSize": "auto",
                    "HasPaddingMaskInput": False, "HasScoresOutput": False,
@@ -156,6 +162,17 @@ def selfAttentionLayer(numHeads, numKeyChannels, *args, **kwargs) -> L.SelfAtten
         has_padding_mask_input=_flag(fn, "HasPaddingMaskInput", o["HasPaddingMaskInput"]),
         has_scores_output=_flag(fn, "HasScoresOutput", o["HasScoresOutput"]),
         name=o["Name"])
+
+
+def _heads_given(fn, numHeads, example):
+    """MATLAB code often starts with an option (attentionLayer('SequenceLength','last')): the
+    required numHeads is missing, whatever else is wrong."""
+    if isinstance(numHeads, str):
+        from ._options import _HINTS
+        hint = _HINTS.get(numHeads.lower(), "")
+        raise ArgumentError(f"{fn}: numHeads is missing: expected the number of heads (a positive "
+                            f"integer) as the first argument, received '{numHeads}'. Write "
+                            f"{example}, options after it. {hint}".rstrip())
 
 
 def _scale(fn, value):
