@@ -490,7 +490,7 @@ class OutputLayer:
         cross-entropy of ClassWeights."""
         if self.class_weights is None:
             return self.loss
-        from .training import WeightedCrossEntropy
+        from .losses import WeightedCrossEntropy
         return WeightedCrossEntropy(self.class_weights)
 
     def __repr__(self):

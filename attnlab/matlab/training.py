@@ -7,13 +7,12 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from ..errors import ArgumentError, DataError, NetworkError
 from ..network import Network
-from ..training.losses import CrossEntropy, Loss
+from ..training.losses import Loss
 from ._options import MatlabNote, _flag, _inf_none, _int, _parse, _word
-from .layers import _layer_array
+from .losses import WeightedCrossEntropy  # noqa: F401  (re-exported for callers)
 from .networks import _check_net, dlnetwork, layerGraph, output_layers
 from .values import Categorical
 
@@ -170,31 +169,6 @@ def _loss(fn, lossFcn):
     return _LOSSES[_word(fn, "lossFcn", lossFcn, tuple(_LOSSES))]
 
 
-class WeightedCrossEntropy(CrossEntropy):
-    """classificationLayer's ClassWeights: −(1/N) Σₙ w_cₙ log softmax(zₙ)_cₙ, MATLAB's weighted
-    cross-entropy (normalised by the number of observations, not by the weights)."""
-
-    def __init__(self, weights, spec=None, kind="dense"):
-        super().__init__(spec, kind)
-        self.weights = torch.as_tensor(weights, dtype=torch.float32)
-
-    def terms(self, out, target):
-        cd = self.channel_dim % out.dim()
-        w = self.weights.to(out.device, out.dtype)
-        if w.numel() != out.shape[cd]:
-            raise DataError(f"classificationLayer: expected ClassWeights with one value per class "
-                            f"({out.shape[cd]} network outputs), received {w.numel()}.")
-        if self.kind == "class":
-            logits = out if cd == 1 else out.movedim(cd, 1)
-            return F.cross_entropy(logits, target, weight=w, reduction="none")
-        shape = [1] * out.dim()
-        shape[cd] = -1
-        return -(target * w.view(shape) * F.log_softmax(out, dim=cd)).sum(cd)
-
-    def sum(self, out, target, mask, local_units=None):
-        return Loss.sum(self, out, target, mask, local_units)
-
-
 def _labels(net, Y, classes=None):
     """MATLAB targets → what al.train takes: a categorical becomes its labels, its categories
     (or the output layer's Classes) fix the class order in net.metadata["class_labels"]."""
@@ -208,14 +182,6 @@ def _labels(net, Y, classes=None):
     if classes is not None:
         net.metadata["class_labels"] = list(classes)
     return Y
-
-
-def _check_device(options, fn):
-    dev = options.device
-    if isinstance(dev, str) and dev.startswith("cuda") and not torch.cuda.is_available():
-        raise ArgumentError(f"{fn}: expected a CUDA GPU for ExecutionEnvironment=\"gpu\", but none "
-                            "is available to PyTorch (torch.cuda.is_available() is false). Use "
-                            "ExecutionEnvironment=\"auto\" or \"cpu\", or install PyTorch with CUDA.")
 
 
 def _fit_normalization(net, X, options, fn):
@@ -290,7 +256,7 @@ def _train(fn, X, T, net, loss, options, classes=None):
     if not isinstance(options, TrainingOptions):
         raise ArgumentError(f"{fn}: expected options from trainingOptions(...), received "
                             f"{type(options).__name__}.")
-    _check_device(options, fn)
+    # a GPU that is not there: the core's device error names ExecutionEnvironment
     from .data import as_training_data
     X, T = as_training_data(X, T, fn)
     if T is not None:
