@@ -286,3 +286,19 @@ def test_indexing_before_lstm_says_the_time_axis_is_gone(tmp_path, capsys):
     out = capsys.readouterr().out.replace("\n", " ")
     assert "layer 'lstm' (lstmLayer) port 'in': the time axis is gone: 'pick' before it" in out
     assert "indexing1dLayer" in out and "move 'pick' after 'lstm'" in out
+
+
+def test_a_saved_network_with_matlab_layers_loads_without_importing_attnlab_matlab(tmp_path):
+    import subprocess
+    import sys
+    from attnlab.matlab import dlnetwork, fullyConnectedLayer, scalingLayer, sequenceInputLayer
+    net = dlnetwork([sequenceInputLayer(3, Name="in"), scalingLayer(Scale=2.0),
+                     fullyConnectedLayer(2)])
+    path = tmp_path / "m.attnlab"
+    net.save(path)
+    code = ("import sys, torch, attnlab as al; n = al.load(sys.argv[1]); "
+            "print(tuple(n(torch.randn(1, 4, 3)).shape))")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "(1, 4, 2)"
