@@ -28,6 +28,11 @@ _EMPTY = ("weights", "bias", "inputweights", "recurrentweights", "offset", "cell
           "max", "queryweights", "keyweights", "valueweights", "outputweights")
 
 
+def _record(name, value) -> bool:
+    from .weights import record_option
+    return record_option(name, value)
+
+
 def _matlab_only(fn: str, name: str, value) -> bool:
     """True when `name` is a MATLAB option attnlab accepts only as a no-op; raises for any other
     value. False when attnlab does not know the name at all."""
@@ -38,6 +43,8 @@ def _matlab_only(fn: str, name: str, value) -> bool:
         raise ArgumentError(
             f"{fn}: expected {name}=1, received {value!r}: attnlab has no per-layer learning-rate "
             "or L2 factors. Give the optimizer parameter groups from net.learnables instead.")
+    if (key.endswith("initializer") or key in _EMPTY) and _record(name, value):
+        return True                        # a preset of the layer being made (weights.py)
     if key.endswith("initializer"):
         raise ArgumentError(
             f"{fn}: expected no {name}, received {value!r}: attnlab initialises layers as PyTorch "

@@ -582,3 +582,10 @@ def _layer_array(layers, fn: str) -> tuple[list, list[OutputLayer]]:
     return keep, dropped
 
 
+
+
+# weight and initializer options (Weights=W, WeightsInitializer="he") become presets of the layer
+from .weights import collect_presets as _collect  # noqa: E402
+for _fn in ("lstmLayer", "bilstmLayer", "fullyConnectedLayer", "convolution1dLayer",
+            "convolution2dLayer", "selfAttentionLayer"):
+    globals()[_fn] = _collect(globals()[_fn])

@@ -6,9 +6,10 @@ import weakref
 from ..errors import ArgumentError, close_matches
 from ..network import Network
 from ._options import _flag, _int, _parse, _word
+from .weights import apply_presets, getLayerWeights, setLayerWeights
 from .layers import _layer_array
 
-__all__ = ['dlnetwork', 'layerGraph', 'addLayers', 'connectLayers', 'disconnectLayers', 'removeLayers', 'replaceLayer', 'analyzeNetwork', 'plot', 'initialize', 'predict', 'minibatchpredict']
+__all__ = ['getLayerWeights', 'setLayerWeights', 'dlnetwork', 'layerGraph', 'addLayers', 'connectLayers', 'disconnectLayers', 'removeLayers', 'replaceLayer', 'analyzeNetwork', 'plot', 'initialize', 'predict', 'minibatchpredict']
 
 
 # ========================================================================== networks ===
@@ -70,6 +71,7 @@ def _initialize_if_complete(net: Network, examples) -> None:
     if any(i.kind == "unconnected" for i in analysis.errors):
         return                       # MATLAB leaves such a network uninitialised
     net.initialize(*examples)
+    apply_presets(net)
 
 
 def addLayers(net: Network, layers) -> Network:
@@ -156,7 +158,9 @@ def plot(net: Network, path=None, **kwargs):
 def initialize(net: Network, *X) -> Network:
     """Builds the parameters (sizes from input layers, or from example inputs `X`)."""
     _check_net(net, "initialize")
-    return net.initialize(*X)
+    net.initialize(*X)
+    apply_presets(net)
+    return net
 
 
 def predict(net: Network, *X, **kwargs):

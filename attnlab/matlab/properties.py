@@ -9,7 +9,8 @@ from ..network import Network
 
 
 def _net_props(net: Network) -> dict:
-    return {"Layers": lambda: list(net.layers), "InputNames": lambda: list(net.input_names),
+    from .weights import remember_owner
+    return {"Layers": lambda: remember_owner(net, list(net.layers)), "InputNames": lambda: list(net.input_names),
             "OutputNames": lambda: list(net.output_names),
             "Connections": lambda: [(c.source, c.destination) if hasattr(c, "source") else str(c)
                                     for c in net.connections],

@@ -266,6 +266,10 @@ def _train(fn, X, T, net, loss, options, classes=None):
         options = options.replace(validation_data=(vd[0], np.array([str(v) for v in vd[1].values],
                                                                    dtype=object)))
     _fit_normalization(net, X, options, fn)
+    from .weights import apply_presets, has_presets
+    if not net.initialized and has_presets(net) and hasattr(X, "shape"):
+        net.initialize(X[:1])              # presets need the built modules before step one
+    apply_presets(net)
     data = (X,) if T is None else (X, T)
     info = train(net, *data, loss=loss, options=options)
     net.training_info = info
