@@ -144,3 +144,20 @@ def test_presets_wait_for_a_network_sized_by_data():
     x = _r(4, 3)
     net = M.initialize(net, x)
     torch.testing.assert_close(_t(M.predict(net, x)), F.linear(_t(x), _t(W)))
+
+
+def test_predict_outputs_of_inner_layers_match_python():
+    net = M.dlnetwork([M.sequenceInputLayer(3, Name="in"), M.lstmLayer(4, Name="lstm"),
+                       M.fullyConnectedLayer(5, Name="fc1"), M.reluLayer(Name="r"),
+                       M.fullyConnectedLayer(2, Name="fc2")])
+    x = _r(2, 6, 3)
+    h, y = M.predict(net, x, Outputs=["lstm", "fc2"])
+    torch.testing.assert_close(y, _t(M.predict(net, x)))
+    w = M.getLayerWeights(net, "fc1")
+    ref = net.layer_modules["lstm"]
+    with torch.no_grad():
+        torch.testing.assert_close(h, ref(_t(x)))
+    fc1 = M.minibatchpredict(net, x, Outputs="fc1", MiniBatchSize=1)   # two batches, joined
+    torch.testing.assert_close(fc1, F.linear(h, _t(w["Weights"]), _t(w["Bias"]).reshape(-1)))
+    with pytest.raises(al.ArgumentError, match=r"predict: expected Outputs .*received 'fc3'.*fc2"):
+        M.predict(net, x, Outputs="fc3")

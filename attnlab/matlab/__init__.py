@@ -20,7 +20,8 @@ given either as Python keywords (`OutputMode="last"`) or as MATLAB's positional 
 (`lstmLayer(64, 'OutputMode', 'last')`); names match case-insensitively, as MATLAB does, and so do
 the text values of options that choose among words (`OutputMode="Last"`). An unknown name raises
 `ArgumentError` listing the valid ones. MATLAB's learn-rate and L2 factors are accepted at their
-default 1; initializers and preset weights are refused with a pointer to `net.learnables`.
+default 1. Weights by MATLAB name (`Weights`, `QueryWeights`, …) and `WeightsInitializer`/
+`BiasInitializer` are presets applied when the network is built (weights.py, docs/matlab.md).
 
 Where attnlab differs from MATLAB
 ---------------------------------
@@ -49,7 +50,7 @@ Where attnlab differs from MATLAB
 
 Files: `layers.py` (layer functions), `networks.py` (dlnetwork, connectLayers, analyzeNetwork,
 predict), `training.py` (trainingOptions, trainnet, trainNetwork), `_options.py` (name–value
-parsing); the script reader: `reader.py` (parse tree), `interpreter.py` (the safe subset),
+parsing), `weights.py` (weights by MATLAB name, initializers); the script reader: `reader.py` (parse tree), `interpreter.py` (the safe subset),
 `builtins.py` (base MATLAB functions), `terms.py` (messages in MATLAB terms), `cli.py` (`attnlab
 analyze/plot FILE.m`).
 """

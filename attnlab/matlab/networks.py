@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import weakref
 
+import torch
+
 from ..errors import ArgumentError, close_matches
 from ..network import Network
 from ._options import _flag, _int, _parse, _word
@@ -168,6 +170,8 @@ def predict(net: Network, *X, **kwargs):
     (default: net.output_names), as MATLAB's `[Y1, …, YN] = predict(net, X1, …)`."""
     _check_net(net, "predict")
     _, o = _parse("predict", (), kwargs, {"Outputs": None, "Acceleration": "auto"})
+    if _inner(net, o["Outputs"]):
+        return _predict_inner(net, X, o["Outputs"], "predict", {})
     return _select_outputs(net, net.predict(*X), o["Outputs"], "predict")
 
 
@@ -177,8 +181,72 @@ def minibatchpredict(net: Network, *X, **kwargs):
     _, o = _parse("minibatchpredict", (), kwargs,
                   {"MiniBatchSize": 128, "Outputs": None, "Acceleration": "auto",
                    "ExecutionEnvironment": "auto", "UniformOutput": True})
-    y = net.predict(*X, batch_size=_int("minibatchpredict", "MiniBatchSize", o["MiniBatchSize"]))
+    bs = _int("minibatchpredict", "MiniBatchSize", o["MiniBatchSize"])
+    if _inner(net, o["Outputs"]):
+        return _predict_inner(net, X, o["Outputs"], "minibatchpredict", {"batch_size": bs})
+    y = net.predict(*X, batch_size=bs)
     return _select_outputs(net, y, o["Outputs"], "minibatchpredict")
+
+
+def _names(outputs):
+    return [outputs] if isinstance(outputs, str) else list(outputs)
+
+
+def _inner(net, outputs) -> bool:
+    """True when `Outputs` names a layer output inside the network (MATLAB allows any layer)."""
+    return outputs is not None and any(n not in net.output_names for n in _names(outputs))
+
+
+def _predict_inner(net, X, outputs, fn, kw):
+    """Outputs of inner layers, as MATLAB's `predict(net, X, Outputs=["fc1", "lstm/hidden"])`:
+    forward hooks on the named layers' modules record what they return during one prediction
+    (the network's own forward stays as it is)."""
+    names = _names(outputs)
+    if not net.initialized:
+        net.initialize(*X)
+    apply_presets(net)
+    mods, wanted = net.layer_modules, []
+    layers = {l.name: l for l in net.layers}
+    for n in names:
+        lname, _, port = n.partition("/")
+        layer = layers.get(lname)
+        ports = getattr(layer, "output_ports", ())
+        if layer is None or layer.is_input or (port and port not in ports):
+            choices = [l.name for l in net.layers if not l.is_input]
+            raise ArgumentError(f"{fn}: expected Outputs to name layers of the network (or "
+                                f"'layer/port'), received '{n}'.{close_matches(n, choices)}")
+        wanted.append((n, lname, ports.index(port) if port else 0, layer))
+    seen: dict[str, list] = {}
+
+    def hook_for(lname, layer):
+        def hook(module, args, out):
+            if not module.training:
+                seen.setdefault(lname, []).append(out)
+        return hook
+    handles = [mods[l].register_forward_hook(hook_for(l, layer))
+               for l, layer in {w[1]: w[3] for w in wanted}.items()]
+    try:
+        net.predict(*X, **kw)
+    finally:
+        for h in handles:
+            h.remove()
+    picked = []
+    for n, lname, i, layer in wanted:
+        parts = [_port_value(o, i, layer) for o in seen.get(lname, [])]
+        if not parts:
+            raise ArgumentError(f"{fn}: layer '{lname}' did not run for these inputs; "
+                                f"received no value for Outputs '{n}'.")
+        picked.append(parts[0] if len(parts) == 1 else torch.cat(parts))
+    return picked[0] if len(picked) == 1 else tuple(picked)
+
+
+def _port_value(out, i, layer):
+    if isinstance(layer, Network):                 # ((outputs,), (masks,))
+        return out[0][i]
+    if layer.returns_mask:
+        out = out[0] if len(layer.output_ports) == 1 else out[0][i]
+        return out
+    return out[i] if len(layer.output_ports) > 1 else out
 
 
 def _select_outputs(net, y, outputs, fn):
