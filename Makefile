@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -25,8 +25,19 @@ $(VENV)/.chromium: .ci/chromium.sh | $(STAMP)
 test: $(STAMP) $(VENV)/.chromium
 	$(PY) -m pytest
 
+# The documentation site (Sphinx, see docs/conf.py), strict: any warning fails the build.
+# Offline: the docs extra comes from the package index once, the build itself fetches nothing.
+# Open docs/_build/html/index.html from disk.
+$(VENV)/.docs: pyproject.toml | $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[docs]"
+	touch $@
+
+docs: $(VENV)/.docs
+	$(PY) -m sphinx -E -W --keep-going -n -q -b html docs docs/_build/html
+	@echo "Open docs/_build/html/index.html"
+
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache
+	rm -rf $(VENV) demo-out .pytest_cache docs/_build

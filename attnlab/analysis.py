@@ -44,21 +44,28 @@ class Analysis:
 
     @property
     def errors(self) -> list[Issue]:
+        """The issues that stop the network from running (severity ``"error"``)."""
         return [i for i in self.issues if i.severity == "error"]
 
     @property
     def warnings(self) -> list[Issue]:
+        """The issues that do not stop it (severity ``"warning"``)."""
         return [i for i in self.issues if i.severity == "warning"]
 
     @property
     def ok(self) -> bool:
+        """True when there is no error, so the network can be initialised, run and trained."""
         return not self.errors
 
     @property
     def total_learnables(self) -> int:
+        """The number of learnable values (a size still unknown counts as 0)."""
         return sum(_numel(s) for params in self.learnables.values() for s in params.values())
 
     def raise_if_errors(self, doing: str = "run", subject: str = "the network") -> None:
+        """Raise the error class of the issues (e.g. `NetworkError`) listing every error, if any.
+
+        `doing` and `subject` word the first line: "cannot run the network: …"."""
         errors = self.errors
         if not errors:
             return
@@ -85,6 +92,7 @@ class Analysis:
         return rows
 
     def table(self, width: int = 110) -> str:
+        """The analysis as text: one row per layer (name, type, output sizes, learnables), then the issues."""
         from rich.console import Console
         from rich.table import Table
 

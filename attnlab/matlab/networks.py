@@ -67,6 +67,7 @@ def connectLayers(net: Network, s: str, d: str) -> Network:
 
 
 def disconnectLayers(net: Network, s: str, d: str) -> Network:
+    """Removes the connection from `s` to `d` (``"layer/port"`` names, as `connectLayers`)."""
     _check_net(net, "disconnectLayers")
     return net.disconnect(s, d)
 
