@@ -9,7 +9,7 @@ from .network import Connection, Network
 from .sequences import Padded, pad_sequences
 from .spec import Spec
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 # The rest of the flat namespace, imported on first use (keeps `import attnlab` light).
 _LAZY = {

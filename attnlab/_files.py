@@ -1,34 +1,121 @@
-"""Files written whole or not at all."""
+"""Files written whole or not at all, and the temporaries of killed writers cleaned up.
+
+A file is written to a temporary beside it, `.NAME.PID-RANDOM.partial`, fsync'ed and renamed
+over NAME (then the folder is fsync'ed): a crash at any moment leaves the old file or the new
+one, never a torn one. A writer killed mid-write leaves its temporary behind; the pid in its
+name says whose it was, and the writer holds an exclusive lock on it while writing, so a later
+writer can tell a dead writer's leftovers (removed) from a file that a live process is still
+writing (kept): a temporary is removed only when its pid is gone AND its lock is free.
+"""
 from __future__ import annotations
 
+import contextlib
 import os
-import tempfile
+import re
+import secrets
 from pathlib import Path
 
+try:                                                # POSIX; elsewhere the pid check alone decides
+    import fcntl
+except ImportError:                                 # pragma: no cover - Windows
+    fcntl = None
 
-def atomic_write(path, data: bytes) -> None:
-    """Writes to a temporary name in the same folder, fsyncs, renames over `path` and fsyncs the
-    folder: a crash at any moment leaves the old file or the new one, never a torn one."""
+SUFFIX = ".partial"
+_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{8}\.partial$")
+
+
+def temp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}{SUFFIX}")
+
+
+@contextlib.contextmanager
+def atomic_writer(path):
+    """`with atomic_writer(path) as f: f.write(...)` — `path` appears only once the block has
+    finished (fsync'ed); an exception or a kill leaves the old file as it was."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    remove_stale(path.parent, path.name)
+    tmp = temp_name(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)   # the umask applies
     try:
-        os.chmod(tmp, 0o666 & ~_umask())             # mkstemp makes 0600; use the usual mode
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)           # held until the file is closed (or we die)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)                    # still locked: never seen as stale
     except BaseException:
-        if os.path.exists(tmp):
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+def atomic_write(path, data: bytes) -> None:
+    """Writes `data` to `path` atomically (see `atomic_writer`)."""
+    with atomic_writer(path) as f:
+        f.write(data)
+
+
+def stale_temporaries(directory, name: str | None = None) -> list[Path]:
+    """The temporaries in `directory` (of final file `name`, or of any file) whose writer is
+    gone: its pid is not a live process and nobody holds the file's lock."""
+    directory = Path(directory)
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:                                  # no folder, or not readable: nothing to do
+        return []
+    found = []
+    for e in entries:
+        m = _TEMP.match(e.name)
+        if m is None or (name is not None and m.group("name") != name):
+            continue
+        if _alive(int(m.group("pid"))) or _locked(e.path):
+            continue
+        found.append(Path(e.path))
+    return found
+
+
+def remove_stale(directory, name: str | None = None) -> int:
+    """Removes `stale_temporaries(directory, name)`; returns how many were removed."""
+    n = 0
+    for p in stale_temporaries(directory, name):
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            p.unlink()
+            n += 1
+    return n
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True                                  # maybe another thread of ours is writing it
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):     # no such process (or no such pid at all)
+        return False
+    except OSError:                                  # PermissionError: exists, another user's
+        return True
+    return True
+
+
+def _locked(path: str) -> bool:
+    """True when some process holds the writer's lock on `path` (its pid may be another pid
+    namespace's, e.g. a container sharing the folder)."""
+    if fcntl is None:
+        return False
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return True                                  # vanished or unreadable: leave it alone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)                                 # releases our probe lock
+    return False
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -4,15 +4,29 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .errors import DataError
+from .errors import ArgumentError, DataError
 from .sequences import Padded, pad_sequences, unpad
 from .spec import Spec
 
 
-def _length(x) -> int:
+def _length(x, name: str) -> int:
+    """Observations in one input's value (predict's batching counts them before converting)."""
     if isinstance(x, Padded):
         return x.data.shape[0]
-    return len(x)
+    if x is None or isinstance(x, (str, bytes, dict, set)):
+        raise DataError(f"input '{name}': expected numbers (a tensor, an array or a list of "
+                        f"sequences), received {_kind_of(x)}.")
+    shape = getattr(x, "shape", None)
+    if shape is not None:
+        if len(shape) == 0:
+            raise DataError(f"input '{name}': expected one entry per observation, received a "
+                            "single number. Give the observations along the first dimension.")
+        return shape[0]
+    try:
+        return len(x)
+    except TypeError:
+        raise DataError(f"input '{name}': expected numbers (a tensor, an array or a list of "
+                        f"sequences), received {_kind_of(x)}.") from None
 
 
 def _slice(x, i, j):
@@ -34,15 +48,21 @@ def normalize_inputs(net, args, kwargs) -> dict:
 
 
 def batch_count(given: dict) -> int:
-    counts = {k: _length(v) for k, v in given.items()}
+    counts = {k: _length(v, k) for k, v in given.items()}
     if len(set(counts.values())) > 1:
         raise DataError("inputs differ in the number of observations: "
                         + ", ".join(f"'{k}' has {n}" for k, n in counts.items())
                         + ". Every input needs one entry per observation.")
-    return next(iter(counts.values()))
+    n = next(iter(counts.values()), 0)
+    if n == 0:
+        name = next(iter(counts), "?")
+        raise DataError(f"input '{name}': received an empty batch, 0 observations; give at least "
+                        "one observation.")
+    return n
 
 
 def predict(net, args, kwargs, batch_size: int):
+    check_batch_size(batch_size)
     given = normalize_inputs(net, args, kwargs)
     n = batch_count(given)
     was_training = net.training
@@ -69,21 +89,18 @@ def predict(net, args, kwargs, batch_size: int):
 
 
 def as_batch(x, spec: Spec, name: str, dtype):
-    """One input value → (tensor, mask or None), checked against the input's spec."""
+    """One input value → (tensor, mask or None), checked against the input's spec.
+
+    The forward pass calls this only off its hot path (anything but a tensor of the right shape
+    and dtype), so the checks here cost nothing to a right call."""
     mask = None
     if isinstance(x, Padded):
-        x, mask = x.data, x.mask
+        x, mask = _padded(x, name)
     elif isinstance(x, (list, tuple)):
-        if not x:
-            raise DataError(f"input '{name}': received an empty list.")
-        if spec.is_sequence and all(getattr(s, "ndim", np.ndim(s)) in (1, 2) for s in x):
-            x, mask = pad_sequences(x, dtype=dtype)
-            if bool(mask.all()):     # equal lengths: no padding to carry
-                mask = None
-        else:
-            x = torch.as_tensor(np.stack([np.asarray(s) for s in x]))
+        x, mask = _from_list(x, spec, name, dtype)
     elif not isinstance(x, torch.Tensor):
-        x = torch.as_tensor(np.asarray(x))
+        x = array_tensor(x, spec, name)
+    check_values(x, spec, name)
     if x.dtype != dtype and x.dtype != torch.bool:
         x = x.to(dtype)
     if x.dim() != len(spec.labels) or any(
@@ -91,6 +108,163 @@ def as_batch(x, spec: Spec, name: str, dtype):
         raise DataError(f"input '{name}': expected {spec}, received "
                         f"{'×'.join(map(str, x.shape))}. {_shape_fix(x, spec)}".rstrip())
     return x, mask
+
+
+def expected(spec: Spec | None) -> str:
+    """What an input takes, in words: 'numbers B×T×3 (a tensor, an array or a list of T_i×3
+    sequences)'."""
+    if spec is None:
+        return "numbers (a tensor, an array or a list of sequences)"
+    if spec.is_sequence:
+        per_step = "T_i" if spec.channels is None else f"T_i×{spec.channels}"
+        return f"numbers {spec} (a tensor, an array or a list of {per_step} sequences)"
+    return f"numbers {spec} (a tensor or an array)"
+
+
+def _kind_of(x) -> str:
+    if x is None:
+        return "None"
+    if isinstance(x, (str, bytes)):
+        text = x if len(x) <= 20 else x[:19] + "…"
+        return f"a string {text!r}"
+    return f"a {type(x).__name__}"
+
+
+def _refuse_non_numbers(x, spec: Spec, name: str, what: str = "input") -> None:
+    if x is None or isinstance(x, (str, bytes, dict, set)):
+        fix = (" Text goes in as token ids: map each token to an int with a vocabulary first."
+               if isinstance(x, (str, bytes)) else
+               " A dict gives several inputs by name, at the top level only." if isinstance(x, dict)
+               else "")
+        raise DataError(f"{what} '{name}': expected {expected(spec)}, received {_kind_of(x)}.{fix}")
+
+
+def _numeric_dtype(kind: str, dtype, name: str, spec: Spec, what: str = "input") -> None:
+    """DataError unless numpy dtype kind `kind` is bool/int/float (complex, strings, objects)."""
+    if kind in "biuf":
+        return
+    if kind == "c":
+        raise DataError(f"{what} '{name}': received complex numbers ({dtype}); attnlab networks "
+                        "are real-valued and casting would drop the imaginary part. Give the real "
+                        "and imaginary parts as channels (torch.view_as_real(x).flatten(-2)) or "
+                        "x.abs() / x.real, as the model needs.")
+    if kind in "USO":
+        raise DataError(f"{what} '{name}': expected {expected(spec)}, received an array of {dtype}"
+                        + (" (strings). Map text to token ids first." if kind in "US" else
+                           " (Python objects: None, strings, or rows of different lengths)."))
+    raise DataError(f"{what} '{name}': expected {expected(spec)}, received an array of {dtype}.")
+
+
+def array_tensor(x, spec: Spec, name: str, what: str = "input") -> torch.Tensor:
+    _refuse_non_numbers(x, spec, name, what)
+    try:
+        a = np.asarray(x)
+    except ValueError as e:               # numpy ≥ 1.24 refuses ragged nesting
+        raise DataError(f"{what} '{name}': the rows have different lengths ({e}). Give one "
+                        f"array N×…, or {expected(spec)}.") from None
+    _numeric_dtype(a.dtype.kind, a.dtype, name, spec, what)
+    return torch.as_tensor(a)
+
+
+def observation(s, i: int, spec: Spec, name: str, what: str = "input"):
+    """Observation i of a list as a tensor, checked to hold numbers."""
+    if isinstance(s, torch.Tensor):
+        if s.is_complex():
+            _numeric_dtype("c", s.dtype, name, spec, what)
+        return s
+    if s is None or isinstance(s, (str, bytes, dict, set)):
+        raise DataError(f"{what} '{name}': observation {i} is {_kind_of(s)}; expected "
+                        f"{expected(spec)}.")
+    try:
+        a = np.asarray(s)
+    except ValueError:
+        raise DataError(f"{what} '{name}': observation {i} has rows of different lengths; each "
+                        f"observation needs one size per step (expected {expected(spec)}).") from None
+    if a.dtype.kind not in "biuf":
+        _numeric_dtype(a.dtype.kind, a.dtype, f"{name}", spec, what)
+    return torch.as_tensor(a)
+
+
+def _from_list(seqs, spec: Spec, name: str, dtype, what: str = "input"):
+    """A list of observations → (N×… tensor, mask or None): sequences padded, others stacked."""
+    if not seqs:
+        raise DataError(f"{what} '{name}': received an empty list; expected at least one "
+                        f"observation: {expected(spec)}.")
+    items = [observation(s, i, spec, name, what) for i, s in enumerate(seqs)]
+    if spec.is_sequence and all(t.dim() in (1, 2) for t in items):
+        if len({t.dim() for t in items}) > 1:
+            dims = sorted({t.dim() for t in items})
+            i = next(i for i, t in enumerate(items) if t.dim() != items[0].dim())
+            raise DataError(f"{what} '{name}': the sequences mix {dims[0]}-D and {dims[1]}-D arrays "
+                            f"(observation 0 is {items[0].dim()}-D, observation {i} "
+                            f"{items[i].dim()}-D); give each as T_i×C.")
+        items = [t.unsqueeze(-1) if t.dim() == 1 else t for t in items]
+        widths = [t.shape[1] for t in items]
+        want = spec.channels if spec.channels is not None else widths[0]
+        bad = next((i for i, w in enumerate(widths) if w != want), None)
+        if bad is not None:
+            raise DataError(f"{what} '{name}': sequence {bad} has {widths[bad]} channel(s) per step, "
+                            f"expected {want} ({spec}); channel counts received: "
+                            f"{sorted(set(widths))}. Every step of every sequence needs the same "
+                            "channels.")
+        empty = next((i for i, t in enumerate(items) if t.shape[0] == 0), None)
+        if empty is not None:
+            raise DataError(f"{what} '{name}': sequence {empty} has 0 time steps; every sequence "
+                            "needs at least one. Drop the empty sequences (and their targets).")
+        x, mask = pad_sequences(items, dtype=dtype)
+        return x, (None if bool(mask.all()) else mask)     # equal lengths: no padding to carry
+    shapes = [tuple(t.shape) for t in items]
+    bad = next((i for i, sh in enumerate(shapes) if sh != shapes[0]), None)
+    if bad is not None:
+        show = lambda sh: "×".join(map(str, sh)) or "a scalar"      # noqa: E731
+        raise DataError(f"{what} '{name}': observation {bad} is {show(shapes[bad])}, observation 0 "
+                        f"is {show(shapes[0])}; every observation needs the same size (expected "
+                        f"{expected(spec)}).")
+    return torch.stack(items), None
+
+
+def _padded(p: Padded, name: str):
+    data, mask = p.data, p.mask
+    if not isinstance(data, torch.Tensor) or not isinstance(mask, torch.Tensor):
+        raise DataError(f"input '{name}': a Padded batch holds tensors, received data "
+                        f"{type(data).__name__} and mask {type(mask).__name__}. Make it with "
+                        "al.pad_sequences(list_of_sequences).")
+    if mask.dtype != torch.bool or mask.dim() != 2 or tuple(mask.shape) != tuple(data.shape[:2]):
+        raise DataError(f"input '{name}': the Padded mask must be a bool B×T tensor matching the "
+                        f"data {'×'.join(map(str, data.shape))}, received "
+                        f"{'×'.join(map(str, mask.shape))} {mask.dtype}. Make it with "
+                        "al.pad_sequences(list_of_sequences).")
+    return data, mask
+
+
+def check_values(x: torch.Tensor, spec: Spec, name: str, what: str = "input") -> None:
+    """DataError for a tensor that cannot be an input's value whatever its shape: complex or
+    non-numeric, on the meta device (no data), no observations, or sequences of zero steps.
+    No host sync (only the tensor's metadata is read)."""
+    if x.is_complex():
+        _numeric_dtype("c", x.dtype, name, spec, what)
+    if x.is_meta:
+        raise DataError(f"{what} '{name}': the tensor is on the meta device, which has sizes but "
+                        f"no values ({'×'.join(map(str, x.shape))}). Give a tensor with data, e.g. "
+                        "on the network's device.")
+    if x.dim() == 0:
+        raise DataError(f"{what} '{name}': expected {expected(spec)}, received a single number "
+                        f"({x.dtype}). Give one entry per observation along the first dimension.")
+    if x.shape[0] == 0:
+        raise DataError(f"{what} '{name}': received an empty batch, 0 observations "
+                        f"({'×'.join(map(str, x.shape))}); expected {expected(spec)} with at least "
+                        "one observation.")
+    if spec is not None and spec.is_sequence and x.dim() == len(spec.labels) and \
+            x.shape[spec.labels.index("T")] == 0:
+        raise DataError(f"{what} '{name}': the sequences have 0 time steps "
+                        f"({'×'.join(map(str, x.shape))}); every sequence needs at least one.")
+
+
+def check_batch_size(batch_size, where: str = "predict") -> int:
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ArgumentError(f"{where} batch_size must be a whole number ≥ 1, received "
+                            f"{batch_size!r}.")
+    return batch_size
 
 
 def _shape_fix(x, spec: Spec) -> str:
@@ -106,3 +280,22 @@ def _shape_fix(x, spec: Spec) -> str:
     if spec.is_image and x.dim() == 3:
         return "Add the channel dimension: x.unsqueeze(1) (B×H×W → B×1×H×W)."
     return "Check the sizes the input layer was declared with."
+
+
+def input_problem(names, specs, values, device=None) -> DataError | None:
+    """For the forward pass's failure path (a torch error while running the plan): the input
+    to blame, if one is — a meta tensor, a complex or empty one, or a tensor on another device
+    than the network's parameters (`device`) — as a DataError naming it, else None. Reads only
+    tensor metadata."""
+    for name, spec, x in zip(names, specs, values):
+        if not isinstance(x, torch.Tensor):
+            continue
+        try:
+            check_values(x, spec, name)
+        except DataError as e:
+            return e
+        if device is not None and x.device != torch.device(device):
+            return DataError(f"input '{name}': the tensor is on {x.device}, the network's "
+                             f"parameters on {device}. Move one to the other: x.to('{device}') "
+                             f"or net.to('{x.device}').")
+    return None

@@ -1,6 +1,7 @@
 """The `attnlab` command line.
 
     attnlab demo NAME [--out DIR]          train/run a demo, write its pictures and model
+                  [--epochs N]           (N ≥ 1; default: the demo's own)
     attnlab analyze FILE                   print the analysis of a saved network
     attnlab analyze FILE.m [--set N=V]...  run a MATLAB script, analyse the networks it builds
     attnlab plot FILE -o PICTURE           draw a saved network (PNG, SVG or PDF)
@@ -28,8 +29,12 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a demo end to end and write its outputs to a folder")
     demo.add_argument("name", choices=sorted(DEMOS))
-    demo.add_argument("--out", type=Path, default=Path("demo-out"))
-    demo.add_argument("--epochs", type=int, default=None)
+    demo.add_argument("--out", type=Path, default=Path("demo-out"), metavar="DIR",
+                      help="folder for the outputs; the demo writes into DIR/NAME "
+                           "(default: demo-out)")
+    demo.add_argument("--epochs", default=None, metavar="N",
+                      help="training epochs, a whole number ≥ 1 (default: the demo's own, "
+                           "which reaches the accuracy in its report)")
 
     analyze = sub.add_parser("analyze", help="print the analysis of a saved network "
                              "(exit status 1 when it has errors)")
@@ -74,12 +79,52 @@ def main(argv=None) -> int:
     if args.command == "view":
         return _view(args)
     if args.command == "demo":
-        import matplotlib
-        matplotlib.use("Agg")
-        module = importlib.import_module(DEMOS[args.name])
-        module.run(args.out / args.name, epochs=args.epochs)
-        return 0
+        return _demo(args)
     return _on_file(args)
+
+
+def _demo(args) -> int:
+    """Checks the arguments and the data extra before any work, then runs the demo; a missing
+    package or an attnlab error is one line on stderr (exit 2), not a traceback."""
+    from .demos import _common
+    from .errors import AttnlabError
+
+    epochs = _epochs(args.epochs)
+    if isinstance(epochs, str):
+        print(f"error: {epochs}", file=sys.stderr)
+        return 2
+    missing = _common.missing_data_packages(args.name)
+    if missing:
+        print(f"error: {_common.data_extra_message(args.name, missing)}", file=sys.stderr)
+        return 2
+    import matplotlib
+    matplotlib.use("Agg")
+    try:
+        module = importlib.import_module(DEMOS[args.name])
+        module.run(args.out / args.name, epochs=epochs)
+    except AttnlabError as e:             # MissingDataPackageError among them
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        top = (e.name or "").partition(".")[0]
+        if top not in _common.DATA_PACKAGES:
+            raise                             # not the data extra: a real bug, keep its traceback
+        print(f"error: {_common.data_extra_message(args.name, [top])}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _epochs(text):
+    """--epochs as an int ≥ 1 (None: the demo's default), or the error message."""
+    if text is None:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        return f"--epochs must be a whole number ≥ 1, received {text!r}"
+    if n < 1:
+        return f"--epochs must be a whole number ≥ 1, received {n} (leave it out for the demo's default)"
+    return n
 
 
 def _imports(parser):

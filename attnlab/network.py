@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from .analysis import Analysis, analyze as _analyze
-from .batching import as_batch
+from .batching import as_batch, input_problem
 from .compile import Plan, compile_plan
 from .errors import AttnlabError, DataError, NetworkError, SizeError, close_matches
 from .graph import Connection, Graph, LayerList, module_key
@@ -382,7 +382,7 @@ class Network(nn.Module, Graph):
         try:
             outs, _ = plan.fn(plan.mods, *flat)
         except (RuntimeError, IndexError, ValueError) as e:
-            raise self._translate(e) from e
+            raise self._translate(e, flat[0::2]) from None  # torch's error stays as __context__
         if len(outs) == 1:
             return outs[0]
         return dict(zip(self._out_names, outs))
@@ -395,7 +395,7 @@ class Network(nn.Module, Graph):
         try:
             outs, masks = plan.fn(plan.mods, *flat)
         except (RuntimeError, IndexError, ValueError) as e:
-            raise self._translate(e) from e
+            raise self._translate(e, flat[0::2]) from None  # torch's error stays as __context__
         names = self._out_names
         return dict(zip(names, outs)), dict(zip(names, masks))
 
@@ -425,9 +425,9 @@ class Network(nn.Module, Graph):
         dtype = self._dtype or self._float_dtype()
         flat = []
         for x, name, spec, checks in zip(args, names, self._input_specs, self._input_checks):
-            if type(x) is torch.Tensor and x.dim() == len(checks[0]) and \
-                    all(x.shape[i] == n for i, n in checks[1]):       # the hot path: a right tensor
-                flat += [x if x.dtype is dtype else x.to(dtype), None]
+            if type(x) is torch.Tensor and x.dtype is dtype and x.dim() == len(checks[0]) and \
+                    x.numel() and all(x.shape[i] == n for i, n in checks[1]):   # the hot path
+                flat += [x, None]
             else:
                 flat += as_batch(x, spec, name, dtype)
         return flat
@@ -439,18 +439,26 @@ class Network(nn.Module, Graph):
         self._dtype = p.dtype if p is not None else target or torch.get_default_dtype()
         return self._dtype
 
-    def _translate(self, e: Exception) -> AttnlabError:
+    def _translate(self, e: Exception, values=()) -> AttnlabError:
+        """A torch error while running the plan → a DataError naming the input to blame (a meta
+        tensor, one on another device) or the layer whose line failed, with torch's text quoted
+        inside; it is raised `from None` by the caller, so this message is the last one read."""
+        p = next((p for p in nn.Module.parameters(self)), None)
+        blame = input_problem(self._in_names, self._input_specs, values,
+                              p.device if p is not None else None)
+        if blame is not None:
+            return blame
         tb = e.__traceback__
         layer = None
         while tb is not None:
             if tb.tb_frame.f_code.co_name == "plan" and self._plan is not None:
                 layer = self._plan.line_layers.get(tb.tb_lineno, layer)
             tb = tb.tb_next
-        where_ = f"layer '{layer}': " if layer else ""
-        kind = "a token id is outside the embedding's vocabulary" if isinstance(e, IndexError) \
-            else "the computation failed"
-        return DataError(f"{where_}{kind}: {e}. Check that the data fits the network "
-                         "(print(net.analyze()) shows the sizes each layer expects).")
+        where_ = f"layer '{layer}' ({self._layers[layer].type_name}): " \
+            if layer in self._layers else ""
+        text = " ".join(str(e).split())[:500]
+        return DataError(f"{where_}running it failed; torch says: {text}. Check that the data fits "
+                         "the network: print(net.analyze()) shows the sizes each layer expects.")
 
     def stream(self, static_inputs=None, **kw):
         """Step-wise execution (Trax `mode='predict'`): `s.step(x)` takes the next t ≥ 1 steps of

@@ -1,6 +1,7 @@
 """What the demos share: the output folder, metrics, saving, pictures and attention scores."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import time
@@ -8,6 +9,31 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+
+# the data extra (pip install 'attnlab[data]'): the packages each demo's data or baseline comes from
+DATA_EXTRA = "pip install 'attnlab[data]'"
+DATA_PACKAGES = {"sklearn": "scikit-learn", "sktime": "sktime", "statsmodels": "statsmodels"}
+DEMO_PACKAGES = {"digits": ("sklearn",), "vowels": ("sklearn", "sktime"), "forecast": ("statsmodels",)}
+
+
+def missing_data_packages(demo: str) -> list[str]:
+    """The data-extra modules demo `demo` needs that are not installed (found without importing)."""
+    missing = []
+    for module in DEMO_PACKAGES.get(demo, ()):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):        # a broken or half-removed install
+            found = False
+        if not found:
+            missing.append(module)
+    return missing
+
+
+def data_extra_message(demo: str, missing) -> str:
+    names = ", ".join(DATA_PACKAGES.get(m, m) for m in missing) or "a package of the data extra"
+    return (f"demo '{demo}' needs {names}, which is not installed: install attnlab's data extra "
+            f"with {DATA_EXTRA}")
 
 
 class Stopwatch:

@@ -1,8 +1,10 @@
 """Token embeddings."""
 from __future__ import annotations
 
+import torch
 from torch import nn
 
+from ..errors import DataError
 from ..spec import Spec
 from . import _checks as check
 from .base import Layer
@@ -26,15 +28,59 @@ class Embedding(Layer):
         return Spec.sequence(self.dim, s.time)
 
     def build(self, specs):
-        return _Embedding(self.vocab, self.dim, squeeze=specs["in"].labels == "BTC")
+        return _Embedding(self.vocab, self.dim, squeeze=specs["in"].labels == "BTC", layer=self.name)
 
 
 class _Embedding(nn.Embedding):
-    def __init__(self, vocab, dim, squeeze):
+    """nn.Embedding reading token ids given as floats (inputs take the network's dtype) or ints.
+
+    Bad ids (fractional, negative, ≥ vocab, NaN) become a DataError naming the layer, the id,
+    where it is and the vocabulary size. On the CPU this costs no host sync: a fractional id is
+    turned into -1, which the embedding kernel's own bounds check refuses, and only then (the
+    failure path) are the ids read back to say which one was wrong. Other devices report a bad
+    index with an asynchronous device-side assert that leaves the device unusable, so there
+    the ids are checked first (one host read per call)."""
+
+    def __init__(self, vocab, dim, squeeze, layer=None):
         super().__init__(vocab, dim)
         self.squeeze = squeeze
+        self.layer = layer
 
     def forward(self, x):
         if self.squeeze:
             x = x.squeeze(-1)                       # B×T×1 → B×T
-        return super().forward(x.long())            # B×T×dim
+        ids = x
+        if x.is_floating_point():
+            ids = x.long()
+            ids = torch.where(ids == x, ids, -1)    # fractional or NaN: out of range on purpose
+        elif x.dtype is torch.bool:
+            ids = x.long()
+        if ids.device.type != "cpu" and bool(((ids < 0) | (ids >= self.num_embeddings)).any()):
+            raise bad_token_ids(x, self.num_embeddings, self.layer)
+        try:
+            return super().forward(ids)             # B×T×dim
+        except IndexError:
+            raise bad_token_ids(x, self.num_embeddings, self.layer) from None
+
+
+def bad_token_ids(x: torch.Tensor, vocab: int, layer: str | None) -> DataError:
+    """The first bad token id in `x` (B×T), as a DataError (the failure path: host reads)."""
+    where = f"layer '{layer}': " if layer else ""
+    v = x.detach().to("cpu", torch.float64)
+    bad = (v != v.round()) | (v < 0) | (v >= vocab)          # NaN is != itself: counted bad
+    if not bool(bad.any()):        # the kernel refused something the checks here do not see
+        return DataError(f"{where}the token ids could not be looked up in the vocabulary of {vocab} "
+                         f"(ids 0…{vocab - 1}).")
+    pos = [int(i) for i in bad.nonzero()[0]]
+    at = (", ".join(f"{n} {i}" for n, i in zip(("observation", "step"), pos)) if len(pos) <= 2
+          else f"position {tuple(pos)}")
+    value = float(v[tuple(pos)])
+    count = int(bad.sum())
+    others = f" ({count} bad ids in all)" if count > 1 else ""
+    if value != value or value != round(value):               # NaN or fractional
+        return DataError(f"{where}token id {value} at {at} is not a whole number{others}: token ids "
+                         f"are integers 0…{vocab - 1} (the vocabulary has {vocab} entries). Give "
+                         "each token's index in the vocabulary.")
+    return DataError(f"{where}token id {int(value)} at {at} is outside the vocabulary of {vocab} "
+                     f"(ids 0…{vocab - 1}){others}. Make Embedding's vocab at least the largest id "
+                     "+ 1, or map unknown tokens to a reserved id.")

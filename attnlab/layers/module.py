@@ -26,7 +26,7 @@ class Module(Layer):
     stem = "module"
 
     def __init__(self, module: nn.Module, num_inputs: int = 1, num_outputs: int = 1,
-                 output_format=None, output_specs=None, name: str | None = None):
+                 output_format=None, output_specs=None, lengths=None, name: str | None = None):
         super().__init__(name)
         if not isinstance(module, nn.Module):
             raise check.fail(self, "module", "a torch.nn.Module", module,
@@ -37,6 +37,18 @@ class Module(Layer):
         self.num_outputs = check.integer(self, "num_outputs", num_outputs, most=check.MAX_PORTS)
         self.output_format = self._check_format(output_format)
         self.output_specs = self._check_specs(output_specs)
+        if lengths is not None and not callable(lengths):
+            raise check.fail(self, "lengths", "None or a callable (the valid lengths, an int64 "
+                             "tensor B → the output's valid lengths)", lengths,
+                             "E.g. lengths=lambda n: n // 2 for a pooling of 2 over time.")
+        self.lengths = lengths
+        self._time_changes = lengths is not None   # found by the trial runs in infer()
+
+    @property
+    def returns_mask(self) -> bool:
+        """A module that changes the time length returns the padding mask of its new length
+        (see `_NewLengthMask`); one that keeps it passes the input's mask on, as any layer."""
+        return self._time_changes
 
     def _check_format(self, fmt):
         if fmt is None or (isinstance(fmt, str) and fmt in _FORMATS):
@@ -83,6 +95,7 @@ class Module(Layer):
             return dict(zip(self.output_ports, self.output_specs))
         a = self._trial(ins, batch=2, time=5)
         b = self._trial(ins, batch=3, time=7)
+        self._time_changes = self.lengths is not None or _changes_time(ins, a, b)
         out = {}
         for port, sa, sb in zip(self.output_ports, a, b):
             fmt = self.output_format or (ins[0].labels if len(sa) == len(ins[0].labels)
@@ -118,4 +131,81 @@ class Module(Layer):
         return [tuple(o.shape) for o in outs]
 
     def build(self, specs):
-        return self.module
+        if not self._time_changes:
+            return self.module
+        first = next((s for s in (specs[p] for p in self.input_ports) if s.is_sequence), None)
+        return _NewLengthMask(self.module, first, self.lengths)
+
+
+def _changes_time(ins, a, b) -> bool:
+    """Whether the trial outputs (shapes `a`, `b` at two time lengths) have a time axis of
+    another length than the first sequence input's."""
+    seq = next((i for i, s in enumerate(ins) if s.is_sequence and s.labels == "BTC"), None)
+    if seq is None:
+        return False
+    ta, tb = ins[seq].concrete(2, 5)[1], ins[seq].concrete(3, 7)[1]
+    return any(len(sa) == 3 and (sa[1], sb[1]) != (ta, tb) for sa, sb in zip(a, b))
+
+
+class _NewLengthMask(nn.Module):
+    """Runs a wrapped module that changes the time length and gives its sequence outputs the
+    padding mask of the new length: `(outputs, masks)`, as layers with `returns_mask` do.
+
+    The wrapper shares the wrapped module's parameters, buffers and children (the same dicts),
+    so parameter names, `state_dict` and `.to()` are exactly the wrapped module's. A sequence of
+    valid length L keeps the output steps the module gives a sequence of length L alone: the
+    `lengths` callable when given, else a table L → output length found once per padded length
+    by trial runs on meta tensors (no host sync per call)."""
+
+    def __init__(self, module: nn.Module, spec: Spec | None, lengths=None):
+        super().__init__()
+        object.__setattr__(self, "inner", module)        # not a child: its dicts are ours
+        self._parameters, self._buffers, self._modules = \
+            module._parameters, module._buffers, module._modules
+        self.spec, self.lengths_fn = spec, lengths
+        self.table = torch.zeros(0, dtype=torch.long)     # table[L] = output length
+        object.__setattr__(self, "probe", None)          # a meta copy, made on first use
+
+    def train(self, mode: bool = True):
+        self.inner.train(mode)
+        return super().train(mode)
+
+    def forward(self, *xs, masks=None):
+        outs = self.inner(*xs)
+        many = isinstance(outs, (tuple, list))
+        outs = tuple(outs) if many else (outs,)
+        mask = next((m for m in (masks or ()) if m is not None), None)
+        if mask is None:
+            return (outs if many else outs[0]), ((None,) * len(outs) if many else None)
+        valid = mask.sum(1)                                          # B, on the device
+        new = self.lengths_fn(valid) if self.lengths_fn is not None else \
+            self._table(mask.shape[1], xs).to(valid.device)[valid]
+        oms = tuple(torch.arange(o.shape[1], device=o.device).unsqueeze(0) < new.unsqueeze(1)
+                    if o.dim() == 3 else None for o in outs)
+        return (outs, oms) if many else (outs[0], oms[0])
+
+    def _table(self, t: int, xs) -> torch.Tensor:
+        if len(self.table) > t:
+            return self.table
+        if self.probe is None:
+            try:
+                probe = copy.deepcopy(self.inner).to("meta")
+            except (NotImplementedError, RuntimeError):    # cannot live on meta: a CPU copy
+                probe = copy.deepcopy(self.inner).cpu()
+            object.__setattr__(self, "probe", probe)
+        ref = next(self.probe.parameters(), None)
+        dev = ref.device if ref is not None else torch.device("meta")
+        rows = []
+        for n in range(len(self.table), t + 1):
+            shapes = [(1, n) + tuple(x.shape[2:]) if x.dim() == 3 else (1,) + tuple(x.shape[1:])
+                      for x in xs]
+            dtypes = [ref.dtype if ref is not None and x.is_floating_point() else x.dtype for x in xs]
+            try:
+                with torch.no_grad():
+                    o = self.probe(*[torch.zeros(sh, device=dev, dtype=d) for sh, d in zip(shapes, dtypes)])
+                o = o[0] if isinstance(o, (tuple, list)) else o
+                rows.append(o.shape[1] if n else 0)
+            except (RuntimeError, ValueError, IndexError):  # too short for the module: no valid step
+                rows.append(0)
+        self.table = torch.cat([self.table, torch.tensor(rows, dtype=torch.long)])
+        return self.table

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor
 
 from ..errors import DataError, NetworkError, close_matches
+from ..batching import check_values
 from .program import LINE_LAYERS, Static, build_program
 
 
@@ -152,7 +153,7 @@ class Stream:
             try:
                 outs = self._fn(pos, t, *xs)
             except (RuntimeError, IndexError, ValueError) as e:
-                raise self._translate(e) from e
+                raise self._translate(e) from None  # torch's error stays as __context__
         self._pos = pos + t
         return outs[0] if self._single_out else dict(zip(self._out_names, outs))
 
@@ -173,6 +174,8 @@ class Stream:
             except (TypeError, ValueError) as e:
                 raise DataError(f"input '{name}': expected a B×t×{c} tensor, received "
                                 f"{type(x).__name__} ({e}).") from None
+        if x.is_complex() or x.is_meta or (x.dim() and not x.numel()):
+            check_values(x, None, name)          # metadata only: the step stays sync-free
         shape = "×".join(map(str, x.shape))
         if x.dim() != 3:
             fix = ("Add the channel dimension: x.unsqueeze(-1) (B×t → B×t×1)." if x.dim() == 2
@@ -223,8 +226,7 @@ class Stream:
                 layer = lines.get(tb.tb_lineno, layer)
             tb = tb.tb_next
         where = f"layer '{layer}': " if layer else ""
-        kind = "a token id is outside the embedding's vocabulary" if isinstance(e, IndexError) \
-            else "the step failed"
-        return DataError(f"{where}{kind}: {e}. Check that the data fits the network (print("
-                         "net.analyze()) shows the sizes each layer expects); reset() the "
-                         "stream before going on.")
+        text = " ".join(str(e).split())[:500]
+        return DataError(f"{where}the step failed; torch says: {text}. Check that the data fits the "
+                         "network (print(net.analyze()) shows the sizes each layer expects); reset() "
+                         "the stream before going on.")

@@ -5,7 +5,9 @@ weights for early stopping) are safetensors entries; everything else (counters, 
 optimizer hyperparameters, Python/numpy RNG states, history) is one JSON document in the file's
 metadata. A file is written to a temporary name in the same folder, fsync'ed, then renamed over
 the final name (and the folder fsync'ed), so a crash at any moment leaves either the old set of
-checkpoints or the new one, never a torn file.
+checkpoints or the new one, never a torn file. The temporaries of a killed run (their names carry
+the writer's pid) are removed by the next checkpoint written to, or resumed from, the same folder;
+never one that a live process is still writing.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as st_save
 
-from .._files import atomic_write
+from .._files import atomic_write, remove_stale
 from ..errors import TrainingError
 
 PATTERN = re.compile(r"^checkpoint-(\d{9})\.safetensors$")
@@ -35,6 +37,7 @@ def save(directory, iteration: int, tensors: dict[str, torch.Tensor], meta: dict
     """Writes checkpoint `iteration` and deletes all but the newest `keep`."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    remove_stale(directory)                          # a killed earlier run's temporaries
     flat = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
     data = st_save(flat, metadata={META_KEY: json.dumps(meta, default=_json_default)})
     path = path_for(directory, iteration)
@@ -60,11 +63,18 @@ def load(path) -> tuple[dict[str, torch.Tensor], dict]:
             raise TrainingError(f"'{path}' is not an attnlab training checkpoint (no "
                                 f"'{META_KEY}' metadata).")
         tensors = {k: f.get_tensor(k) for k in f.keys()}
-    return tensors, json.loads(meta[META_KEY])
+    try:
+        doc = json.loads(meta[META_KEY])
+    except (ValueError, RecursionError) as e:
+        raise TrainingError(f"'{path}': its '{META_KEY}' metadata is not valid JSON ({e}).") from None
+    if not isinstance(doc, dict):
+        raise TrainingError(f"'{path}': its '{META_KEY}' metadata is not a JSON object.")
+    return tensors, doc
 
 
 def load_latest(directory):
     """(tensors, meta, path) of the newest readable checkpoint, or None when there is none."""
+    remove_stale(directory)                          # what a killed run was writing
     for path in reversed(checkpoints(directory)):
         try:
             return (*load(path), path)

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from .. import batching as B
 from ..errors import DataError, close_matches
 from ..sequences import Padded, as_tensor
 from ..spec import Spec
@@ -108,7 +109,8 @@ def to_field(name: str, x, spec: Spec | None, dtype, what: str = "input") -> Fie
     elif isinstance(x, (list, tuple)):
         x, lengths = _from_list(name, x, spec, what)
     elif not isinstance(x, torch.Tensor):
-        x = _as_array_tensor(name, x, what)
+        x = B.array_tensor(x, spec, name, what)
+    B.check_values(x, spec, name, what)
     if x.is_floating_point() and dtype is not None and x.dtype != dtype:
         x = x.to(dtype)
     if spec is not None:
@@ -122,10 +124,11 @@ def to_field(name: str, x, spec: Spec | None, dtype, what: str = "input") -> Fie
 def _from_list(name, seqs, spec, what):
     if not len(seqs):
         raise DataError(f"{what} '{name}': received an empty list.")
-    first = np.ndim(seqs[0])
+    items = [B.observation(s, i, spec, name, what) for i, s in enumerate(seqs)]
+    first = items[0].dim()
     sequential = spec is None or spec.is_sequence
     if sequential and first in (1, 2) and (first == 2 or (spec is not None and spec.channels == 1)):
-        tensors = [as_tensor(s) for s in seqs]
+        tensors = items
         if any(t.dim() != first for t in tensors):
             raise DataError(f"{what} '{name}': the sequences have different numbers of dimensions; "
                             "give each as T_i×C.")
@@ -135,20 +138,20 @@ def _from_list(name, seqs, spec, what):
             raise DataError(f"{what} '{name}': the sequences have different channel counts "
                             f"{sorted(widths)}; every step needs the same channels.")
         lengths = np.array([t.shape[0] for t in tensors], dtype=np.int64)
+        if lengths.min() == 0:
+            raise DataError(f"{what} '{name}': sequence {int(np.argmin(lengths))} has 0 time steps; "
+                            "every sequence needs at least one. Drop the empty sequences (and "
+                            "their targets).")
         data = torch.nn.utils.rnn.pad_sequence(tensors, batch_first=True)   # N×T_max×C
         return data, (lengths if lengths.min() != lengths.max() else None)
-    try:
-        return torch.as_tensor(np.stack([np.asarray(s) for s in seqs])), None
-    except ValueError as e:
-        raise DataError(f"{what} '{name}': cannot stack the list into one array ({e}). Give one "
-                        "array N×…, or a list of T_i×C sequences for a sequence input.") from None
-
-
-def _as_array_tensor(name, x, what):
-    a = np.asarray(x)
-    if a.dtype.kind not in "biuf":
-        raise DataError(f"{what} '{name}': expected numbers, received an array of {a.dtype}.")
-    return torch.as_tensor(a)
+    shapes = [tuple(t.shape) for t in items]
+    bad = next((i for i, sh in enumerate(shapes) if sh != shapes[0]), None)
+    if bad is not None:
+        show = lambda sh: "×".join(map(str, sh)) or "a scalar"      # noqa: E731
+        raise DataError(f"{what} '{name}': observation {bad} is {show(shapes[bad])}, observation 0 "
+                        f"is {show(shapes[0])}; cannot stack them into one array. Give one array "
+                        "N×…, or a list of T_i×C sequences for a sequence input.")
+    return torch.stack(items), None
 
 
 def check_shape(name: str, x: torch.Tensor, spec: Spec, what: str = "input") -> None:

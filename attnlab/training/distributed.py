@@ -65,7 +65,7 @@ def setup(device=None) -> Dist:
     if world <= 1:
         return Dist()
     if not dist.is_initialized():
-        use_cuda = torch.cuda.is_available() and (device is None or torch.device(device).type == "cuda")
+        use_cuda = torch.cuda.is_available() and (device in (None, "auto") or torch.device(device).type == "cuda")
         dist.init_process_group(backend="nccl" if use_cuda else "gloo")
         atexit.register(_destroy)
     return Dist(rank=dist.get_rank(), world=dist.get_world_size(),

@@ -52,6 +52,9 @@ class DatasetData:
         return self.n
 
     def _collate(self, items):
+        if self.collate is None:
+            for it in items[:1]:          # one item per batch tells: a Dataset gives one kind
+                check_item(it)
         if self.collate is not None:
             x, y = self.collate(items)
         else:
@@ -79,6 +82,22 @@ class DatasetData:
     def first(self):
         """The first two observations, collated (to size and check the network)."""
         return self._collate([self.dataset[i] for i in range(min(2, self.n))])
+
+
+def check_item(item) -> None:
+    """A Dataset item must be a pair (x, y); a bare tensor (a Dataset of inputs only, or
+    TensorDataset(X) without Y) gets a DataError saying how to pair it."""
+    if isinstance(item, (tuple, list)) and len(item) == 2:
+        return
+    if isinstance(item, (tuple, list)):
+        got = f"a {type(item).__name__} of {len(item)}"
+    elif isinstance(item, (torch.Tensor, np.ndarray)):
+        got = f"a bare {type(item).__name__} {'×'.join(map(str, item.shape)) or 'scalar'}"
+    else:
+        got = f"a {type(item).__name__}"
+    raise DataError(f"Dataset items must be (x, y) pairs: input and target; item 0 is {got}. "
+                    "Pair them, e.g. torch.utils.data.TensorDataset(X, Y), or return (x, y) from "
+                    "__getitem__; x and y may be dicts by input and output name.")
 
 
 def _default_collate(loader) -> bool:

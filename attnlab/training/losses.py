@@ -141,6 +141,13 @@ class CustomLoss(Loss):
             mean = self.fn(out[mask], target[mask])            # valid steps only: U×C
         else:
             mean = self.fn(out, target)
+        if not isinstance(mean, torch.Tensor) or mean.dim() != 0:   # metadata only: no sync
+            got = (f"a tensor {'×'.join(map(str, mean.shape))}" if isinstance(mean, torch.Tensor)
+                   else f"{type(mean).__name__} {mean!r}"[:60])
+            raise ArgumentError(f"loss '{self.name}': a loss callable must return a scalar tensor "
+                                f"(the mean over the batch), returned {got}. Reduce it, e.g. "
+                                "return ((outputs - targets) ** 2).mean(); a plain number cannot "
+                                "carry gradients.")
         return mean * local_units
 
 

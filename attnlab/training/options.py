@@ -5,10 +5,19 @@ Options are checked when the object is made, so a typo fails before any data is 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
+import numbers
+import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
+import torch
+from torch.utils.data import DataLoader, Dataset
+
 from ..errors import ArgumentError, close_matches
+from .metrics import NAMES as METRIC_NAMES
 
 SOLVERS = ("sgdm", "adam", "adamw", "rmsprop")
 SHUFFLES = ("every-epoch", "once", "never")
@@ -122,17 +131,57 @@ class TrainingOptions:
             _positive_float("learning_rate", self.learning_rate)
         if self.gradient_threshold is not None:
             _positive_float("gradient_threshold", self.gradient_threshold)
-        for name in ("l2", "momentum"):
-            if not isinstance(getattr(self, name), (int, float)) or getattr(self, name) < 0:
-                raise ArgumentError(f"TrainingOptions {name} must be a number ≥ 0, "
-                                    f"got {getattr(self, name)!r}")
-        if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)):
+        _positive_float("epsilon", self.epsilon)
+        _in_range("l2", self.l2, 0, None, "≥ 0 (0: no weight decay)")
+        # decay rates are fractions of the running average kept per step: 1 would never update
+        _in_range("momentum", self.momentum, 0, 1, "in [0, 1), e.g. 0.9", upper_open=True)
+        _in_range("gradient_decay", self.gradient_decay, 0, 1, "in [0, 1), e.g. 0.9 (Adam's β1)",
+                  upper_open=True)
+        if self.squared_gradient_decay is not None:
+            _in_range("squared_gradient_decay", self.squared_gradient_decay, 0, 1,
+                      "in [0, 1), e.g. 0.999 (Adam's β2) or 0.9 (RMSprop)", upper_open=True)
+        _in_range("learning_rate_drop_factor", self.learning_rate_drop_factor, 0, 1,
+                  "in [0, 1], e.g. 0.1 (the rate is multiplied by it every drop period)")
+        _in_range("warmup_fraction", self.warmup_fraction, 0, 1, "in [0, 1], e.g. 0.01")
+        for name in ("sort_by_length", "verbose", "resume", "check_finite"):
+            if not isinstance(getattr(self, name), bool):
+                raise ArgumentError(f"TrainingOptions {name} must be True or False, got "
+                                    f"{getattr(self, name)!r}")
+        if self.seed is not None and (not isinstance(self.seed, numbers.Integral)
+                                      or isinstance(self.seed, bool)):
             raise ArgumentError(f"TrainingOptions seed must be an int or None, got {self.seed!r}")
+        for name in ("checkpoint_dir", "log_dir"):
+            _folder(name, getattr(self, name))
+        if self.plots_file is not None:
+            _path("plots_file", self.plots_file)
+            if os.path.isdir(self.plots_file):
+                raise ArgumentError(f"TrainingOptions plots_file {str(self.plots_file)!r} is a "
+                                    "folder; give a picture file name such as "
+                                    "'training-progress.png'.")
+        if isinstance(self.metrics, str):
+            self.metrics = [self.metrics]         # metrics="accuracy" as MATLAB writes it
+        if self.metrics is not None:
+            if not isinstance(self.metrics, (list, tuple)):
+                raise ArgumentError(f"TrainingOptions metrics must be None or a list of names "
+                                    f"({', '.join(METRIC_NAMES)}) or callables, got {self.metrics!r}")
+            for m in self.metrics:
+                if not callable(m) and not (isinstance(m, str) and m.lower() in METRIC_NAMES):
+                    hint = close_matches(m, METRIC_NAMES) if isinstance(m, str) else ""
+                    raise ArgumentError(f"TrainingOptions metrics: unknown metric {m!r}.{hint} "
+                                        f"Metrics: {', '.join(METRIC_NAMES)}, or a callable "
+                                        "(outputs, targets) -> mean.")
+        vd = self.validation_data
+        if vd is not None and not isinstance(vd, (Dataset, DataLoader)) and \
+                not (isinstance(vd, (tuple, list)) and len(vd) == 2):
+            raise ArgumentError("TrainingOptions validation_data must be (X, Y) or a "
+                                f"Dataset/DataLoader of (x, y) items, got {_short(vd)}.")
+        _device_name(self.device)
         if self.resume and not self.checkpoint_dir:
             raise ArgumentError("TrainingOptions resume=True needs checkpoint_dir: the folder "
                                 "where the checkpoints to resume from are written.")
         if self.output_fn is not None and not callable(self.output_fn):
-            raise ArgumentError("TrainingOptions output_fn must be callable (state -> bool)")
+            raise ArgumentError(f"TrainingOptions output_fn must be callable (state -> bool), got "
+                                f"{_short(self.output_fn)}")
 
     @property
     def lr(self) -> float:
@@ -177,12 +226,75 @@ def _choice(name, value, allowed):
         raise ArgumentError(f"TrainingOptions {name} must be one of {shown}; got {value!r}.{hint}")
 
 
+def _checked_init(init):
+    """TrainingOptions(max_epoch=3) gets the close-match hint that al.train(..., max_epoch=3)
+    gives, instead of the dataclass's bare TypeError."""
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        names = [f.name for f in dataclasses.fields(TrainingOptions)]
+        unknown = [k for k in kwargs if k not in names]
+        if unknown:
+            k = unknown[0]
+            raise ArgumentError(f"unknown training option '{k}'.{close_matches(k, names)} "
+                                "help(al.TrainingOptions) lists them all.")
+        if len(args) > len(names):
+            raise ArgumentError(f"TrainingOptions takes at most {len(names)} positional options "
+                                f"(solver first), received {len(args)}; give the others by name.")
+        init(self, *args, **kwargs)
+    return __init__
+
+
+TrainingOptions.__init__ = _checked_init(TrainingOptions.__init__)
+
+
+def _short(v, n: int = 40) -> str:
+    text = repr(v)
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _number(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _in_range(name, v, lo, hi, allowed: str, upper_open: bool = False):
+    ok = _number(v) and math.isfinite(v) and v >= lo and (
+        hi is None or (v < hi if upper_open else v <= hi))
+    if not ok:
+        raise ArgumentError(f"TrainingOptions {name} must be a number {allowed}, got {_short(v)}")
+
+
+def _path(name, v):
+    if not isinstance(v, (str, os.PathLike)) or not str(v):
+        raise ArgumentError(f"TrainingOptions {name} must be a path (str or pathlib.Path), got "
+                            f"{_short(v)}")
+
+
+def _folder(name, v):
+    if v is None:
+        return
+    _path(name, v)
+    if os.path.exists(v) and not os.path.isdir(v):
+        raise ArgumentError(f"TrainingOptions {name} {str(v)!r} names a file, not a folder: give a "
+                            "folder (it is created if missing), e.g. 'checkpoints/'.")
+
+
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def _device_name(v):
+    """The device option's form (whether this machine has it is checked when training starts)."""
+    if v is None or isinstance(v, torch.device) or (isinstance(v, str) and _DEVICE.match(v)):
+        return
+    raise ArgumentError(f"TrainingOptions device must be None, 'auto', 'cpu', 'cuda', 'cuda:N' "
+                        f"or 'mps' (or a torch.device), got {_short(v)}")
+
+
 def _positive_int(name, v, allow_zero=False):
-    if not isinstance(v, int) or isinstance(v, bool) or v < (0 if allow_zero else 1):
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < (0 if allow_zero else 1):
         raise ArgumentError(f"TrainingOptions {name} must be a {'non-negative' if allow_zero else 'positive'}"
                             f" int, got {v!r}")
 
 
 def _positive_float(name, v):
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
+    if not _number(v) or not math.isfinite(v) or not v > 0:
         raise ArgumentError(f"TrainingOptions {name} must be a positive number, got {v!r}")

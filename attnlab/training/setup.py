@@ -80,7 +80,7 @@ def memory_data(net, X, Y, losses, specs, dtype, plans=None, what="training data
         known = plans[out].class_labels if plans else known_labels(net, out, single)
         plan = T.TargetPlan(out, specs[out], losses[out], kind, class_labels=known)
         fields[out] = T.build(plan, raw, "validation targets" if plans else "targets")
-        T.align_lengths(fields[out], inputs, what)
+        T.align_lengths(fields[out], inputs, what, T.followed_input(net, out))
         new_plans[out] = plan
     return D.MemoryData(inputs, fields), new_plans
 
@@ -174,8 +174,8 @@ def float_dtype(net) -> torch.dtype:
 
 
 def resolve_device(net, device, d) -> torch.device:
-    if device is not None:
-        return torch.device(device)
+    if device is not None and device != "auto":
+        return available_device(device)
     if d.active and torch.cuda.is_available():
         return torch.device("cuda", d.local_rank)
     if not net.initialized:     # don't build it here: initialize() builds it seeded
@@ -183,3 +183,40 @@ def resolve_device(net, device, d) -> torch.device:
         return target[1] if target else torch.device("cpu")
     p = next(iter(net.parameters()), None)
     return p.device if p is not None else torch.device("cpu")
+
+
+def machine_devices() -> str:
+    """What this machine offers, in words (for the error below)."""
+    have = ["cpu"]
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        have.append("cuda" if n == 1 else f"cuda:0…cuda:{n - 1}")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        have.append("mps")
+    return ", ".join(have)
+
+
+def available_device(device) -> torch.device:
+    """torch.device(device), or an ArgumentError when this machine (or this torch build) lacks
+    it — instead of torch's AssertionError at the first .to()."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            why = "this torch build has no CUDA" if torch.version.cuda is None else \
+                "no CUDA GPU is visible"
+            raise ArgumentError(f"device {str(device)!r}: {why}. This machine has: "
+                                f"{machine_devices()}. Use device='cpu' (or 'auto', or "
+                                "ExecutionEnvironment='auto' in attnlab.matlab).")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ArgumentError(f"device {str(device)!r}: this machine has "
+                                f"{torch.cuda.device_count()} CUDA device(s) (cuda:0…cuda:"
+                                f"{torch.cuda.device_count() - 1}).")
+    elif dev.type == "mps":
+        mps = getattr(torch.backends, "mps", None)
+        if mps is None or not mps.is_available():
+            raise ArgumentError(f"device {str(device)!r}: MPS (Apple GPUs) is not available here. "
+                                f"This machine has: {machine_devices()}. Use device='cpu' or 'auto'.")
+    elif dev.type != "cpu":
+        raise ArgumentError(f"device {str(device)!r}: attnlab trains on 'cpu', 'cuda', 'cuda:N' or "
+                            f"'mps'. This machine has: {machine_devices()}.")
+    return dev

@@ -69,6 +69,17 @@ def snapshot(st: State, net, opt, scheduler, generator, recorder, info: Training
 
 def restore(tensors: dict, meta: dict, st: State, net, opt, scheduler, generator, recorder,
             info: TrainingInfo, path) -> None:
+    try:
+        _restore(tensors, meta, st, net, opt, scheduler, generator, recorder, info, path)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
+        # a file that passed the safetensors check but lacks what attnlab writes: damaged
+        raise TrainingError(f"checkpoint '{path}' cannot be resumed from: it is damaged or was "
+                            f"not written by this attnlab ({type(e).__name__}: {e}). Delete it to "
+                            "resume from the previous one, or use another checkpoint_dir.") from None
+
+
+def _restore(tensors: dict, meta: dict, st: State, net, opt, scheduler, generator, recorder,
+             info: TrainingInfo, path) -> None:
     if meta.get("version") != VERSION:
         raise TrainingError(f"checkpoint '{path}' has format version {meta.get('version')}; this "
                             f"attnlab reads version {VERSION}.")

@@ -131,6 +131,12 @@ def match(net, output: str, spec: Spec, loss: Loss, raw: RawTarget) -> str:
     if loss.classification and loss.name == "crossentropy":
         if rank == out_rank - 1 and labelish:
             return "class"
+        if rank == out_rank and labelish and raw.shape[-1] == 1 and spec.channels not in (None, 1) \
+                and raw.lengths is None and not _one_hot(values):
+            raw.values = values[..., 0]                     # an N×1 column of class ids
+            return "class"
+        if rank == out_rank - 1 and _is_float(values) and not labelish:
+            raise fractional_labels(output, values)
         if rank == out_rank and (_is_float(values) or raw.shape[-1] == spec.channels
                                  and _one_hot(values)):
             return "dense"                                  # probabilities, or one-hot ints
@@ -151,6 +157,19 @@ def match(net, output: str, spec: Spec, loss: Loss, raw: RawTarget) -> str:
         raise DataError(f"targets for output '{output}': expected numbers, received {values.dtype}.")
     raise DataError(f"targets for output '{output}' ({spec}, {spec.kind}): received "
                     f"{'×'.join(map(str, raw.shape))}. {_fix(spec, loss)}")
+
+
+def fractional_labels(output: str, values) -> DataError:
+    """Class labels that are not whole numbers (the failure path: reads the values back)."""
+    v = torch.as_tensor(values).reshape(len(values), -1).double()
+    bad = ~torch.isfinite(v) | (v != v.round())
+    i, j = (int(k) for k in bad.nonzero()[0])
+    where = f"observation {i}" + (f", position {j}" if v.shape[1] > 1 else "")
+    return DataError(f"targets for output '{output}': crossentropy needs class labels (whole numbers "
+                     f"0…C-1, or any label values) or probabilities with one column per class; "
+                     f"{where} is {float(v[i, j])}, not a whole number ({int(bad.sum())} such "
+                     "target(s)). Round or map them to class labels, or use loss='mse' for "
+                     "regression.")
 
 
 def _one_hot(v) -> bool:
@@ -266,18 +285,66 @@ def build(plan_: TargetPlan, raw: RawTarget, what: str) -> Field:
     return field
 
 
-def align_lengths(field: Field, inputs: dict[str, Field], what: str) -> None:
-    """Sequence targets and the variable-length input they follow must agree step for step: a
-    padded target array adopts the input's lengths; given lengths must equal them."""
+def followed_input(net, output: str) -> str | None:
+    """The network input whose time steps the sequence output `output` follows: the one whose
+    padding mask reaches it. The compiled plan passes on the mask of each layer's first
+    sequence input (an attention's query, not its key and value), so the walk back from the
+    output takes that port at every layer. None when the walk ends elsewhere."""
+    analysis = net.analyze()
+    layers = net.layers
+    sources = {}
+    for c in net.connections:
+        layer, _, port = c.destination.partition("/")
+        sources[(layer, port or layers[layer].input_ports[0])] = c.source.partition("/")[0]
+    names = set(net.input_names)
+    current = output.partition("/")[0]
+    for _ in range(len(layers) + 1):
+        layer = layers[current]
+        if layer.is_input:
+            return current if current in names else None
+        specs = analysis.in_specs.get(current) or {}
+        port = next((p for p in layer.input_ports if p in specs and specs[p].is_sequence), None)
+        if port is None:
+            return None
+        if (current, port) not in sources:       # an open port: an input of a layer-less network
+            name = current if len(layer.input_ports) == 1 else f"{current}/{port}"
+            return name if name in names else None
+        current = sources[(current, port)]
+    return None
+
+
+def align_lengths(field: Field, inputs: dict[str, Field], what: str, follows: str | None = None) -> None:
+    """Sequence targets and the input their output follows (`follows`, see `followed_input`)
+    agree step for step: a padded target array adopts the input's lengths; given lengths must
+    equal them. Other inputs (an encoder's keys and values) may have any lengths."""
     if not field.time_axis:
         return
-    seq = [f for f in inputs.values() if f.lengths is not None]
-    if len(seq) != 1:
-        if field.lengths is None and seq:
-            raise DataError(f"{what} for output '{field.name}': several inputs have variable lengths; "
-                            "give the targets as a list of T_i×… sequences so each has its own length.")
+    src = inputs.get(follows) if follows is not None else None
+    if src is None:
+        seq = [f for f in inputs.values() if f.lengths is not None]
+        if len(seq) != 1:
+            if field.lengths is None and seq:
+                raise DataError(f"{what} for output '{field.name}': several inputs have variable "
+                                "lengths; give the targets as a list of T_i×… sequences so each has "
+                                "its own length.")
+            return
+        src = seq[0]
+    if src.lengths is None:                      # the followed input has one length for all
+        t = src.data.shape[1]
+        if field.lengths is None:
+            if field.data.shape[1] != t:
+                raise DataError(f"{what} for output '{field.name}': {field.data.shape[1]} time steps, "
+                                f"but input '{src.name}', whose steps the output follows, has {t}. "
+                                "Give one target per step of that input.")
+            return
+        bad = np.nonzero(field.lengths != t)[0]
+        if len(bad):
+            i = int(bad[0])
+            raise DataError(f"{what} for output '{field.name}': observation {i} has "
+                            f"{field.lengths[i]} target steps but input '{src.name}', whose steps "
+                            f"the output follows, has {t}. Give one target per step of that input.")
+        field.set_lengths(None)                  # every observation whole: no mask to carry
         return
-    src = seq[0]
     if field.lengths is None:
         if field.data.shape[1] != src.data.shape[1]:
             raise DataError(f"{what} for output '{field.name}': {field.data.shape[1]} time steps, the "
@@ -290,4 +357,4 @@ def align_lengths(field: Field, inputs: dict[str, Field], what: str) -> None:
         i = int(bad[0])
         raise DataError(f"{what} for output '{field.name}': observation {i} has {field.lengths[i]} "
                         f"target steps but input '{src.name}' has {src.lengths[i]} steps. A sequence "
-                        "output needs one target per input step.")
+                        "output needs one target per step of the input it follows.")
