@@ -19,6 +19,11 @@ from .spec import Spec
 
 @dataclass
 class Issue:
+    """One problem `analyze` found: its severity, kind, message and where (layer and port).
+
+    `error_class` is the `AttnlabError` subclass raised for it when the network is run.
+    """
+
     severity: str                 # "error" | "warning"
     kind: str                     # "cycle", "unconnected", "size", "format", "unused-output", ...
     message: str
@@ -32,6 +37,13 @@ class Issue:
 
 @dataclass
 class Analysis:
+    """What `Network.analyze` returns: the graph checked and every activation's size.
+
+    Printing it shows the table (layer, type, output sizes, learnables) and the issues. By layer
+    name: `in_specs`/`out_specs` (by port), `learnables` (shape by parameter), `types`; `order` is
+    a topological order; `cycles` lists each cycle's layers in order.
+    """
+
     order: list[str]
     in_specs: dict[str, dict[str, Spec]]
     out_specs: dict[str, dict[str, Spec]]
