@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench docs clean
+.PHONY: demo demos demo-table test bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -16,6 +16,17 @@ demo: $(STAMP)
 	$(VENV)/bin/attnlab demo digits --out demo-out
 	@echo "Open demo-out/digits/report.html. The other demos:"
 	@echo "  $(VENV)/bin/attnlab demo vowels|forecast|roman|seed1 --out demo-out [--epochs N]"
+
+# every trained demo over three seeds (a few minutes each), then the README's tables from them
+demos: $(STAMP)
+	for d in digits vowels forecast roman; do \
+		$(VENV)/bin/attnlab demo $$d --seeds 3 --out demo-out || exit 1; done
+	$(PY) -m attnlab.demos.table --runs demo-out
+
+# the README's demo table (from docs/demo-results.json, first updated with the seed summaries
+# found in demo-out/) and its benchmark table (from benchmarks/RESULTS.md)
+demo-table: $(STAMP)
+	$(PY) -m attnlab.demos.table --runs demo-out
 
 # the browser tests need Chromium: tried once per .venv (never fatal; they skip without it)
 $(VENV)/.chromium: .ci/chromium.sh | $(STAMP)

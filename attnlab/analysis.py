@@ -157,12 +157,15 @@ def network_error_class(classes) -> type:
             flat.update(b for b in c.__bases__ if b is not NetworkError)
         else:
             flat.add(c)
-    extra = tuple(sorted((c for c in flat if issubclass(c, AttnlabError)), key=lambda c: c.__name__))
+    # AttnlabError itself says nothing NetworkError does not
+    extra = tuple(sorted((c for c in flat if issubclass(c, AttnlabError) and c is not AttnlabError),
+                         key=lambda c: c.__name__))
     if not extra:
         return NetworkError
     key = frozenset(extra)
     if key not in _CLASS_CACHE:
-        name = "Network" + "".join(c.__name__ for c in extra)
+        # named as the mistake reads (SizeError), not NetworkSizeError; it is a NetworkError too
+        name = extra[0].__name__ if len(extra) == 1 else "NetworkError"
         _CLASS_CACHE[key] = type(name, (NetworkError,) + extra, {"__module__": "attnlab.errors"})
     return _CLASS_CACHE[key]
 

@@ -2,6 +2,7 @@
 
     attnlab demo NAME [--out DIR]          train/run a demo, write its pictures and model
                   [--epochs N]           (N ≥ 1; default: the demo's own)
+                  [--seed S] [--seeds N] (training seed; N seeds S…S+N−1 and their mean ± sd)
     attnlab analyze FILE                   print the analysis of a saved network
     attnlab analyze FILE.m [--set N=V]...  run a MATLAB script, analyse the networks it builds
     attnlab plot FILE -o PICTURE           draw a saved network (PNG, SVG or PDF)
@@ -35,6 +36,11 @@ def main(argv=None) -> int:
     demo.add_argument("--epochs", default=None, metavar="N",
                       help="training epochs, a whole number ≥ 1 (default: the demo's own, "
                            "which reaches the accuracy in its report)")
+    demo.add_argument("--seed", type=int, default=None, metavar="S",
+                      help="training seed (default: the demo's own); recorded in metrics.json")
+    demo.add_argument("--seeds", type=int, default=1, metavar="N",
+                      help="run N seeds (S, S+1, …), each in DIR/NAME/seed-S/, and write their "
+                           "mean ± sd to DIR/NAME/metrics.json")
 
     analyze = sub.add_parser("analyze", help="print the analysis of a saved network "
                              "(exit status 1 when it has errors)")
@@ -100,8 +106,9 @@ def _demo(args) -> int:
     import matplotlib
     matplotlib.use("Agg")
     try:
-        module = importlib.import_module(DEMOS[args.name])
-        module.run(args.out / args.name, epochs=epochs)
+        from .demos import seeds
+        seeds.run(DEMOS[args.name], args.name, args.out / args.name, epochs=epochs,
+                  seed=args.seed, seeds=args.seeds)
     except AttnlabError as e:             # MissingDataPackageError among them
         print(f"error: {e}", file=sys.stderr)
         return 2

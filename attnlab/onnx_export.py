@@ -33,7 +33,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .errors import AttnlabError, DataError, NetworkError
+from .errors import ArgumentError, AttnlabError, DataError, NetworkError
 from .graph import Graph
 from .sequences import Padded, pad_sequences
 from .spec import Spec
@@ -78,7 +78,16 @@ def export_onnx(net, path, example_inputs=None, *, masks=True, opset: int = DEFA
     if not (isinstance(net, Graph) and isinstance(net, torch.nn.Module)):
         raise NetworkError(f"export_onnx() takes an attnlab Network, got {type(net).__name__}")
     _require("onnx")
+    if not isinstance(path, (str, Path)) or not str(path):
+        raise ArgumentError(f"export_onnx(path=...): expected a file path such as 'net.onnx', "
+                            f"received {path!r} ({type(path).__name__}).")
     path = Path(path)
+    if path.is_dir():
+        raise ArgumentError(f"export_onnx: '{path}' is a folder; give a file path inside it, e.g. "
+                            f"'{path / 'net.onnx'}'.")
+    if not path.parent.exists():
+        raise ArgumentError(f"export_onnx: the folder '{path.parent}' of '{path}' does not exist. "
+                            "Create it first (Path(...).mkdir(parents=True)).")
     ex = _Example.make(net, example_inputs, masks)
     dyn = _dynamic_axes(net, ex, dynamic_lengths)
     with _export_mode(net):
@@ -506,7 +515,9 @@ def _unexportable(net, ex, dynamic_lengths, opset, atol, rtol, cause) -> Network
     reason = _first_line(cause)
     if not culprits:
         return NetworkError(f"cannot export the network to ONNX: {reason}. Each layer exports on "
-                            "its own, so the combination fails; please report it.")
+                            "its own, so it is the combination that fails: try "
+                            "dynamic_lengths=False (every length fixed to the example's), another "
+                            f"opset than {opset}, or export the parts of the network separately.")
     lines = "\n".join(f"  - '{name}' ({kind}): {why}" for name, kind, why in culprits)
     sizes_only = dynamic_lengths and all(why.endswith(_FIXED) for _, _, why in culprits)
     fix = " Replace them, or leave them out of the exported network."

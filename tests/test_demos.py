@@ -29,7 +29,7 @@ def _skip_without(name):
 def test_demo_runs_and_writes_everything(name, tmp_path):
     _skip_without(name)
     assert name in DEMOS
-    assert main(["demo", name, "--out", str(tmp_path), "--epochs", "1"]) == 0
+    assert main(["demo", name, "--out", str(tmp_path), "--epochs", "1", "--seed", "3"]) == 0
     out = tmp_path / name
     for f in COMMON + EXTRA.get(name, []):
         assert (out / f).is_file() and (out / f).stat().st_size > 0, f
@@ -37,6 +37,7 @@ def test_demo_runs_and_writes_everything(name, tmp_path):
     assert KEYS[name] <= set(metrics)
     for k in KEYS[name]:
         assert isinstance(metrics[k], float)
+    assert metrics["seed"] == 3 and metrics["machine"]["cpus"] >= 1
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") >= 3 and "src=\"http" not in html
     net = al.load(out / "model.attnlab")
@@ -52,3 +53,39 @@ def test_demo_baselines_on_the_issue_splits():
     assert B.rmse(f["seasonal_naive"], s.test) == pytest.approx(1.57, abs=0.005)
     assert B.rmse(f["seasonal_naive_drift"], s.test) == pytest.approx(0.60, abs=0.005)
     assert B.rmse(f["holt_winters"], s.test) == pytest.approx(0.52, abs=0.005)
+
+
+def test_demo_seeds_write_each_run_and_their_mean_and_sd(tmp_path, capsys):
+    assert main(["demo", "roman", "--out", str(tmp_path), "--epochs", "1", "--seed", "4",
+                 "--seeds", "2"]) == 0
+    out = tmp_path / "roman"
+    runs = [json.loads((out / f"seed-{s}" / "metrics.json").read_text()) for s in (4, 5)]
+    assert [r["seed"] for r in runs] == [4, 5]
+    summary = json.loads((out / "metrics.json").read_text())
+    assert summary["seeds"] == [4, 5] and summary["headline"] == "test_exact_match"
+    values = [r["test_exact_match"] for r in runs]
+    assert summary["mean"]["test_exact_match"] == pytest.approx(sum(values) / 2)
+    assert summary["sd"]["test_exact_match"] == pytest.approx(abs(values[0] - values[1]) / 2 ** 0.5)
+    assert "mean ± sd over seeds 4, 5" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("seed, seeds, bad", [(-1, 1, "'seed'"), (0, 0, "'seeds'"),
+                                              (0, 2.5, "'seeds'")])
+def test_demo_seed_arguments_are_checked(seed, seeds, bad):
+    from attnlab.demos import seeds as S
+    with pytest.raises(al.ArgumentError) as e:
+        S.check(seed, seeds)
+    assert bad in str(e.value) and repr(seed if bad == "'seed'" else seeds) in str(e.value)
+
+
+def test_training_prints_a_line_per_validation_outside_a_terminal(capsys):
+    import torch
+    from attnlab import layers as L
+    torch.manual_seed(0)
+    x, y = torch.randn(64, 4), torch.randint(0, 2, (64,))
+    net = al.Network([L.FeatureInput(4), L.Dense(2)])
+    al.train(net, x, y, max_epochs=6, batch_size=8, verbose_frequency=2,
+             validation_data=(x, y), validation_frequency=8)
+    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("epoch ")]
+    assert len(lines) == 4 + 6         # 48 iterations: logs at 2, 4, 6, 8, then 6 validations
+    assert all("val_loss" in l and "  loss " in l for l in lines[4:])

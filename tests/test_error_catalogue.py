@@ -978,3 +978,48 @@ def test_demo_without_the_data_extra_is_one_line(demo, module, tmp_path, capsys,
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pip install 'attnlab[data]'" in err and f"demo '{demo}'" in err
     assert "Traceback" not in err
+
+
+# ======================================================================================
+# One message, last (issue 13 item 6): plain class names, torch's text quoted inside, no
+# misleading fixes.
+# ======================================================================================
+
+def test_error_classes_raised_for_a_network_read_plainly():
+    net = al.Network([L.SequenceInput(3, name="x"), L.Flatten(name="flat"), L.SelfAttention(2, 8)])
+    with pytest.raises(al.FormatError) as info:
+        net.initialize()
+    err = info.value
+    assert isinstance(err, al.NetworkError) and type(err).__name__ == "FormatError"
+    assert "layer 'flat'" in str(err)
+
+
+def test_a_torch_failure_is_one_attnlab_message_quoting_torch():
+    import traceback
+    net = al.Network([L.SequenceInput(3, name="x"), L.Conv1d(3, 4, padding="valid", name="conv")])
+    with pytest.raises(al.DataError) as info:
+        net(torch.randn(2, 2, 3))                     # 2 steps, kernel 3: torch refuses
+    msg = str(info.value)
+    assert "layer 'conv'" in msg and "torch says" in msg
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    shown = "".join(traceback.format_exception(info.value))
+    assert shown.rstrip().splitlines()[-1].startswith("attnlab.errors.DataError")
+    assert "During handling" not in shown and "direct cause" not in shown
+
+
+def test_a_feature_network_is_not_told_to_use_a_sequence_input():
+    net = al.Network([L.FeatureInput(4, name="x"), L.Dense(2)])
+    with pytest.raises(al.DataError) as info:
+        al.train(net, torch.randn(8, 5), torch.randint(0, 2, (8,)), max_epochs=1, verbose=False)
+    msg = str(info.value)
+    assert "SequenceInput" not in msg and "FeatureInput(5)" in msg
+
+
+def test_onnx_export_to_a_folder_or_missing_folder_says_so(tmp_path):
+    net = al.Network([L.FeatureInput(4, name="x"), L.Dense(2)])
+    with pytest.raises(al.ArgumentError, match="is a folder"):
+        net.export_onnx(tmp_path)
+    with pytest.raises(al.ArgumentError, match="does not exist"):
+        net.export_onnx(tmp_path / "missing" / "net.onnx")
+    with pytest.raises(al.ArgumentError, match="file path"):
+        net.export_onnx(42)

@@ -150,3 +150,42 @@ def classification_rows(metrics: dict) -> list[dict]:
              "errors": metrics["test_errors"], "ours": True},
             {"model": metrics["baseline"], "test accuracy": percent(metrics["baseline_accuracy"]),
              "errors": metrics["baseline_errors"]}]
+
+
+def ensemble_scores(nets, X) -> torch.Tensor:
+    """The mean of the members' class probabilities (softmax of each network's scores)."""
+    total = None
+    for net in nets:
+        s = net.predict(X)
+        if isinstance(s, list):
+            s = torch.stack([t.reshape(-1) for t in s])
+        p = torch.softmax(s.float(), dim=-1)
+        total = p if total is None else total + p
+    return total / len(nets)
+
+
+def ensemble_classify(nets, X) -> np.ndarray:
+    """Class labels by the members' mean probability, in the label values seen in training."""
+    idx = ensemble_scores(nets, X).argmax(-1).numpy()
+    labels = nets[0].metadata.get("class_labels")
+    return np.asarray(labels)[idx] if labels is not None else idx
+
+
+def member_seeds(seed: int, members: int) -> list[int]:
+    """The training seeds of an ensemble's members: demo seeds 0, 1, 2 never share a member."""
+    return [seed * members + k for k in range(members)]
+
+
+def train_members(train, members: int, seed: int):
+    """`members` networks from `train(k, member_seed)` → (net, info, …); returns (nets, infos)."""
+    got = [train(k, s) for k, s in enumerate(member_seeds(seed, members))]
+    return [g[0] for g in got], [g[1] for g in got]
+
+
+def save_members(nets, out: Path) -> list[str]:
+    """The ensemble's other members beside model.attnlab (the first): model-2.attnlab, …"""
+    names = []
+    for k, net in enumerate(nets[1:], start=2):
+        net.save(Path(out) / f"model-{k}.attnlab")
+        names.append(f"model-{k}.attnlab")
+    return names

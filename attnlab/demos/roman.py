@@ -23,6 +23,8 @@ from .report import write_report
 
 EPOCHS = 200
 SEED = 0
+CHOICES = ("bidirectional encoder, 128 hidden units and 200 epochs by 5-fold cross-validation "
+           "on the 500 training numbers (98.3 % exact); not changed since")
 START, STOP = 0, 1
 
 
@@ -106,12 +108,14 @@ def translate(net, vocab: Vocab, texts, max_length: int = 16) -> list[str]:
     return out
 
 
-def run(out: Path, epochs: int | None = None) -> dict:
+def run(out: Path, epochs: int | None = None, seed: int = SEED) -> dict:
+    """Trains with `seed` (initialisation, batch order, dropout, augmentation); the data split
+    stays the demo's own."""
     with C.demo_threads():
-        return _run(out, epochs)
+        return _run(out, epochs, seed)
 
 
-def _run(out: Path, epochs: int | None) -> dict:
+def _run(out: Path, epochs: int | None, seed: int) -> dict:
     out = C.prepare(out)
     watch = C.Stopwatch()
     data = al.datasets.roman_numerals()
@@ -123,7 +127,7 @@ def _run(out: Path, epochs: int | None) -> dict:
           f"{len(data.source_test)} test numbers, e.g. {src[0]} → {tgt[0]}")
 
     net_watch = C.Stopwatch()
-    net, info = train_network(vocab, src, tgt, src_v, tgt_v, epochs or EPOCHS, out)
+    net, info = train_network(vocab, src, tgt, src_v, tgt_v, epochs or EPOCHS, out, seed=seed)
     train_s = net_watch.seconds
     print(net.analyze())
     decode_watch = C.Stopwatch()
@@ -151,6 +155,7 @@ def _run(out: Path, epochs: int | None) -> dict:
                "epochs": epochs or EPOCHS, "train_seconds": round(train_s, 1),
                "decode_seconds": round(decode_s, 2),
                "learnables": net.analyze().total_learnables}
+    metrics.update(seed=seed, choices=CHOICES)
     metrics["seconds"] = round(watch.seconds, 1)
     C.write_metrics(out, metrics)
     examples = ", ".join(f"{s} → {p}" for s, p in list(zip(data.source_test, pred))[:8])
@@ -173,7 +178,8 @@ def _run(out: Path, epochs: int | None) -> dict:
          ("training-progress.png", "loss and per-token accuracy, training and validation")],
         {**{k: v for k, v in metrics.items() if k != "errors"}, "test examples": examples},
         "attnlab demo roman --out demo-out",
-        notes="No classical baseline (as the issue asks): a rule-based converter is exact by "
+        notes=f"How the model was chosen (the training numbers only): {CHOICES}. "
+              "No classical baseline (as the issue asks): a rule-based converter is exact by "
               "construction. The number 1000 is the only four-digit source; it falls in the "
               "validation part here, so neither split can teach or test it.")
     print(f"wrote {', '.join(files)} to {out}")
@@ -201,12 +207,13 @@ def _attention_figure(twin, vocab, data, path):
         outs = twin.predict({"source": vocab.encode_source([s]),
                              "decoder-input": vocab.decoder_inputs([t])})
         w = outs["cross-attention/scores"][0].mean(0).numpy()              # Tq×Tk, mean of heads
-        ax.imshow(w, cmap="viridis", vmin=0, vmax=1, aspect="auto")
+        image = ax.imshow(w, cmap="viridis", vmin=0, vmax=1, aspect="auto")
         ax.set_xticks(range(len(s)), list(s))
         ax.set_yticks(range(len(t) + 1), list(t) + ["<stop>"])
         ax.set_xlabel("digit (key)")
         ax.set_ylabel("next letter (query)")
         ax.set_title(f"{s} → {t}", fontsize=10)
+    fig.colorbar(image, ax=np.atleast_1d(axes).tolist(), shrink=0.8, label="weight")
     fig.suptitle("cross-attention, mean over heads", fontsize=11)
     fig.savefig(path, dpi=110, facecolor="white")
     plt.close(fig)

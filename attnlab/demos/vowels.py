@@ -5,19 +5,21 @@ utterance, the official 270 training / 370 test split, variable lengths kept (a 
 travels with each batch; attention ignores padded steps). 10 % of the training utterances are
 held out for validation. The network: `Dense` projection + sinusoidal position encoding →
 `SelfAttention` with a residual connection and LayerNorm → `AttentionPool1d` (a learned query
-attends over time) → `Dense(9)`. Baseline: logistic regression on the utterances resampled to
-20 steps."""
+attends over time) → `Dense(9)`; three such networks, trained with different seeds on
+utterances time-warped and jittered afresh at every draw, vote by their mean probability.
+Baseline: logistic regression on the utterances resampled to 20 steps."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import torch
 
 import attnlab as al
 from attnlab import layers as L
 
 from . import _common as C
-from .baselines import logistic_sequences
+from .baselines import logistic_sequences, resample
 from .report import write_report
 
 EPOCHS = 150
@@ -50,9 +52,30 @@ def standardizer(X):
     return lambda seqs: [((s - mean) / std).astype(np.float32) for s in seqs]
 
 
+class Augmented(torch.utils.data.Dataset):
+    """Training utterances, each changed a little every time it is drawn: its time axis
+    stretched by a factor within 1 ± `warp` (linear resampling, at least 4 steps) and
+    Gaussian noise of `jitter` standard deviations added to every (standardised) channel."""
+
+    def __init__(self, X, y, seed: int = 0, warp: float = 0.15, jitter: float = 0.05):
+        self.X, self.y = [np.asarray(s, dtype=np.float32) for s in X], np.asarray(y)
+        self.rng = np.random.default_rng(seed)
+        self.warp, self.jitter = warp, jitter
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        s = self.X[i]
+        n = max(4, int(round(len(s) * self.rng.uniform(1 - self.warp, 1 + self.warp))))
+        s = resample(s, n)
+        s = s + self.rng.normal(0.0, self.jitter, s.shape)
+        return torch.as_tensor(s, dtype=torch.float32), int(self.y[i])
+
+
 def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int = SEED,
                   verbose: bool = True, lr: float = 1e-3, batch_size: int = 16, l2: float = 1e-2,
-                  **net_kw):
+                  augment: dict | None = None, **net_kw):
     net = build_network(**net_kw)
     opts = al.TrainingOptions(solver="adamw", learning_rate=lr, l2=l2, max_epochs=epochs,
                               batch_size=batch_size, learning_rate_schedule="warmup-cosine",
@@ -61,16 +84,19 @@ def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int 
                               verbose=verbose, verbose_frequency=200,
                               plots="training-progress" if out else None,
                               plots_file=str(out / "training-progress.png") if out else None)
-    info = al.train(net, X, y, loss="crossentropy", options=opts)
+    source = (Augmented(X, y, seed, **augment),) if augment else (X, y)
+    info = al.train(net, *source, loss="crossentropy", options=opts)
     return net, info
 
 
-def run(out: Path, epochs: int | None = None) -> dict:
+def run(out: Path, epochs: int | None = None, seed: int = SEED) -> dict:
+    """Trains with `seed` (initialisation, batch order, dropout, augmentation); the data split
+    stays the demo's own."""
     with C.demo_threads():
-        return _run(out, epochs)
+        return _run(out, epochs, seed)
 
 
-def _run(out: Path, epochs: int | None) -> dict:
+def _run(out: Path, epochs: int | None, seed: int) -> dict:
     from sklearn.model_selection import train_test_split
 
     out = C.prepare(out)
@@ -92,22 +118,26 @@ def _run(out: Path, epochs: int | None) -> dict:
     print(f"baseline {base['name']}: test accuracy {C.percent(base['accuracy'])} ({base_s:.1f} s)")
 
     net_watch = C.Stopwatch()
-    net, info = train_network(Xtr, ytr, Xv, yv, epochs or EPOCHS, out, **TUNED)
+    nets, infos = C.train_members(
+        lambda k, s: train_network(Xtr, ytr, Xv, yv, epochs or EPOCHS, out if k == 0 else None,
+                                   seed=s, verbose=k == 0, **TUNED), MEMBERS, seed)
+    net, info = nets[0], infos[0]
     train_s = net_watch.seconds
     print(net.analyze())
-    pred = np.asarray(al.classify(net, Xte))
+    pred = C.ensemble_classify(nets, Xte)
     acc = float(np.mean(pred == data.y_test))
-    val_acc = float(np.mean(np.asarray(al.classify(net, Xv)) == yv))
-    print(f"attention network: test accuracy {C.percent(acc)} (validation {C.percent(val_acc)}, "
-          f"trained in {train_s:.1f} s)")
+    val_acc = float(np.mean(C.ensemble_classify(nets, Xv) == yv))
+    print(f"attention network ({MEMBERS} members): test accuracy {C.percent(acc)} (validation "
+          f"{C.percent(val_acc)}, trained in {train_s:.1f} s)")
 
-    files = C.save_outputs(net, out, info)
+    files = C.save_outputs(net, out, info) + C.save_members(nets, out)
     twin = C.with_scores(build_network, net, "self-attention", **_net_kw(TUNED))
     _attention_figure(twin, data, Xte, pred, out / "attention.png")
     files += ["attention.png", "metrics.json", "report.html"]
 
     metrics = C.classification_metrics(net, pred, data, base, len(ytr), len(yv), val_acc,
                                        epochs or EPOCHS, train_s, base_s)
+    metrics.update(seed=seed, members=MEMBERS, choices=CHOICES)
     metrics["seconds"] = round(watch.seconds, 1)
     C.write_metrics(out, metrics)
     write_report(
@@ -116,11 +146,15 @@ def _run(out: Path, epochs: int | None) -> dict:
         "7–29 steps. Official split, 270 training (27 of them held out for validation) and 370 "
         "test utterances, lengths kept: a padding mask travels with every batch and attention "
         "ignores padded steps. <code>Dense</code> + sinusoidal position → "
-        "<code>SelfAttention</code> → <code>AttentionPool1d</code> → <code>Dense(9)</code>, "
-        "against logistic regression on the utterances resampled to 20 steps.",
+        "<code>SelfAttention</code> → <code>AttentionPool1d</code> → <code>Dense(9)</code>; "
+        f"{MEMBERS} of them (different seeds, training utterances time-warped ±15 % and "
+        "jittered afresh at every draw) vote by their mean probability, against logistic "
+        "regression on the utterances resampled to 20 steps. How each choice was made (on the "
+        f"training utterances only): {CHOICES}.",
         C.classification_rows(metrics),
         [("network.png", "the layer graph, with activation sizes"),
-         ("training-progress.png", "loss and accuracy, training and validation"),
+         ("training-progress.png", "loss and accuracy of the first member, training and "
+                                   "validation"),
          ("attention.png", "self-attention weights (query step × key step) of a test utterance, "
                            "per head; the padded steps of shorter utterances get no weight")],
         {k: v for k, v in metrics.items() if k != "baseline"},
@@ -129,9 +163,17 @@ def _run(out: Path, epochs: int | None) -> dict:
     return metrics
 
 
-# chosen by 5-fold cross-validation on the 270 training utterances (150 epochs): 97.0 % against
-# 96.7 % for lr 1e-3, dropout 0.1
-TUNED = {"lr": 3e-3, "dropout": 0.3}
+# Every choice by cross-validation on the 270 training utterances, never the test split:
+# lr 3e-3, dropout 0.3 by 5-fold CV (97.0 % against 96.7 % for lr 1e-3, dropout 0.1); then,
+# in 3-fold stratified CV (150 epochs, member seeds 0–2 in every fold), time warping ±15 % with
+# jitter 0.05 lifted a single network from 97.78 % to 98.89 % and a 3-member ensemble (mean
+# of the members' probabilities) from 98.15 % to 99.26 %.
+TUNED = {"lr": 3e-3, "dropout": 0.3, "augment": {"warp": 0.15, "jitter": 0.05}}
+MEMBERS = 3
+CHOICES = ("lr 3e-3 and dropout 0.3 by 5-fold CV on the training utterances (97.0 % against "
+           "96.7 % for lr 1e-3, dropout 0.1); time warping ±15 % + jitter 0.05 and a 3-member "
+           "ensemble by 3-fold CV on the training utterances: single network 97.78 % → 98.89 % "
+           "with augmentation, ensemble 98.15 % → 99.26 %")
 
 
 def _net_kw(kw):

@@ -172,8 +172,10 @@ def _shape_fix(x, spec: Spec) -> str:
     if spec.is_image and x.dim() == 4 and x.shape[-1] == spec.channels:
         return "Images are N×C×H×W in attnlab: use x.permute(0, 3, 1, 2)."
     if spec.channels is not None and x.dim() >= 2:
+        layer = "SequenceInput" if spec.is_sequence else "ImageInput" if spec.is_image else "FeatureInput"
+        size = f"({x.shape[1]}, H, W)" if spec.is_image else f"{x.shape[-1]}"
         return (f"The input layer was declared with {spec.channels} channels: change the data, or "
-                f"the layer (e.g. SequenceInput({x.shape[-1]})) to match.")
+                f"the layer (e.g. {layer}({size})) to match.")
     return "Check the sizes the input layer was declared with."
 
 

@@ -231,7 +231,9 @@ def _finish(r: Run, st: State) -> None:
         r.net.load_state_dict(st.best_weights)           # the best validation loss's weights
     if r.plotter is not None:
         r.plotter.update(r.info, final=True)
-    r.progress.message(f"done: {r.info.stop_reason}, {st.iteration} iteration(s)")
+    wrote = f"; training progress plotted in {Path(r.info.plot_file).resolve()}" \
+        if r.info.plot_file else ""
+    r.progress.message(f"done: {r.info.stop_reason}, {st.iteration} iteration(s){wrote}")
 
 
 # ------------------------------------------------------------------------ helpers ---

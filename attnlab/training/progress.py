@@ -40,10 +40,13 @@ class Quiet:
 
 
 class Lines(Quiet):
-    """Plain lines, for logs and notebooks without a terminal."""
+    """Plain lines, for logs and notebooks without a terminal: one per logging point
+    (`verbose_frequency`) until the first validation, then one per validation only (with the
+    latest training figures), so that a log does not fill with a line per iteration."""
 
     def __init__(self, stream=None):
         self.stream = stream or sys.stdout
+        self.last, self.validated = None, False
 
     def start(self, total, epochs, done=0):
         self.total, self.epochs, self.t0 = total, epochs, time.perf_counter()
@@ -55,10 +58,14 @@ class Lines(Quiet):
                 f"{_hms(time.perf_counter() - self.t0)}")
 
     def log(self, row):
-        self._print(f"{self._head(row)}  {summary(row)}  lr {row['learning_rate']:.3g}")
+        self.last = row
+        if not self.validated:
+            self._print(f"{self._head(row)}  {summary(row)}  lr {row['learning_rate']:.3g}")
 
     def validation(self, row):
-        self._print(f"{self._head(row)}  {summary(row, 'val_')}")
+        self.validated = True
+        train = f"{summary(self.last)}  " if self.last else ""
+        self._print(f"{self._head(row)}  {train}{summary(row, 'val_')}")
 
     def message(self, text):
         self._print(text)

@@ -601,6 +601,9 @@ def read_folder(folder) -> dict:
     history to draw."""
     folder = Path(folder)
     model = folder / "model.attnlab"
+    seeds = sorted(folder.glob("seed-*/model.attnlab"))
+    if not model.exists() and seeds:           # `attnlab demo NAME --seeds N`: show the first run
+        folder, model = seeds[0].parent, seeds[0]
     if not model.exists():
         raise DataError(f"{folder}: not a demo output folder (no model.attnlab in it)")
     out: dict = {"model": model, "sample": None, "labels": {}, "training": None, "metrics": None,
