@@ -39,17 +39,19 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_typehints_format = "short"
 autodoc_preserve_defaults = True
-autodoc_class_signature = "separated"
+autodoc_class_signature = "mixed"
 # `config()` is the layers' serialisation hook (io.py), not an API a user calls.
 autodoc_default_options = {"members": True, "undoc-members": True,
-                           "exclude-members": "forward,extra_repr,infer,build,step_module,config"}
+                           "exclude-members": "forward,extra_repr,infer,build,step_module,config,"
+                                              "stem,uses_mask,returns_mask,is_input"}
 # attnlab's docstrings write `name` for code, as Markdown does.
 default_role = "code"
 napoleon_google_docstring = False
 napoleon_numpy_docstring = True
 napoleon_use_rtype = False
 napoleon_use_ivar = True          # "Attributes" sections as fields (no duplicate targets)
-napoleon_custom_sections = [("Shape", "params_style"), ("Ports", "params_style")]
+# "Shape": a layer's size contract, one bullet per port
+napoleon_custom_sections = ["Shape"]
 python_use_unqualified_type_names = True
 
 # Names in annotations that are not documented here (torch, numpy, the standard library) are
@@ -60,6 +62,8 @@ nitpick_ignore_regex = [
     ("py:.*", r"(Tensor|Module|Parameter|Path|PathLike|Figure|Axes|ndarray|Dataset|DataLoader"
               r"|device|dtype|Callable|Iterable|Iterator|Mapping|Sequence|Any|Literal|Optional"
               r"|Union|Self|TypeAlias|ArrayLike|StrPath)"),
+    # choices written as NumPy-style parameter types ("auto" or float, int, optional)
+    ("py:class", r'".*"|\'.*\'|optional'),
     # private helpers named in annotations (base classes of layer modules, the module dict)
     ("py:.*", r"attnlab\..*\._\w+|attnlab\.network\.LayerModules"),
     ("py:.*", r"(int|float|str|bool|bytes|None|dict|list|tuple|set|object|type|slice)"),
