@@ -49,8 +49,14 @@ docs: $(VENV)/.docs
 	$(PY) -m sphinx -E -W --keep-going -n -q -b html docs docs/_build/html
 	@echo "Open docs/_build/html/index.html"
 
-bench: $(STAMP)
+# the bench extra (Keras on its torch backend) is installed for `make bench` only
+$(VENV)/.bench: pyproject.toml | $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,data,onnx,matlab,bench]"
+	touch $@
+
+bench: $(STAMP) $(VENV)/.bench
 	$(PY) benchmarks/run_all.py
+	$(PY) -m attnlab.demos.table
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache docs/_build

@@ -49,7 +49,8 @@ def _eval_mode(net):
 def generate(net, static_inputs: dict | None = None, start=0, stop: int | None = None,
              max_length: int = 100, feedback: Callable | None = None, strategy: str = "greedy",
              k: int = 10, temperature: float = 1.0, output: str | None = None,
-             generator: torch.Generator | None = None) -> Generated:
+             generator: torch.Generator | None = None, device=None, precision: str = "fp32",
+             compile=False) -> Generated:
     """Decodes token by token, feeding each chosen token back into the streamed decoder input.
 
     Batched: one stream step per token for the whole batch, no Python loop over sequences.
@@ -78,6 +79,8 @@ def generate(net, static_inputs: dict | None = None, start=0, stop: int | None =
     strategy
         "greedy" (the highest score) or "top-k" (sample among the k highest scores,
         softmax(scores / temperature); pass `generator` for reproducible samples).
+    device, precision, compile
+        As for `Network.stream` (the network moves to `device`; tokens come back there).
 
     Returns
     -------
@@ -94,9 +97,10 @@ def generate(net, static_inputs: dict | None = None, start=0, stop: int | None =
         raise ArgumentError(f"generate max_length must be a positive int, got {max_length!r}")
     with _eval_mode(net):
         x = _start_input(start)
-        s = stream(net, static_inputs, capacity=(x.shape[1] if x.dim() >= 2 else 1) + max_length)
+        s = stream(net, static_inputs, capacity=(x.shape[1] if x.dim() >= 2 else 1) + max_length,
+                   device=device, precision=precision, compile=compile)
         _one_streamed_input(s, "generate")
-        x = _expand_start(x, s)
+        x = _expand_start(x, s).to(s.device)
         pick = _output_picker(s, output)
         if feedback is None:
             feedback = _token_feedback(s)
@@ -200,7 +204,8 @@ def _token_feedback(s):
 
 
 def forecast(net, history, steps: int, static_inputs: dict | None = None,
-             feedback: Callable | None = None, output: str | None = None) -> Tensor:
+             feedback: Callable | None = None, output: str | None = None, device=None,
+             precision: str = "fp32", compile=False) -> Tensor:
     """Closed-loop forecasting with a sequence-to-sequence regression network (each output step
     predicts the next input step): prefill with the history, then feed each prediction back.
 
@@ -213,6 +218,8 @@ def forecast(net, history, steps: int, static_inputs: dict | None = None,
     feedback
         ``feedback(prediction B×1×C') → next input B×1×C``; by default the prediction
         itself (then C' must equal C).
+    device, precision, compile
+        As for `Network.stream` (the prediction comes back on `device`).
 
     Returns
     -------
@@ -227,7 +234,8 @@ def forecast(net, history, steps: int, static_inputs: dict | None = None,
     if single:
         h = h.unsqueeze(0)                                            # T×C → 1×T×C
     with _eval_mode(net):
-        s = stream(net, static_inputs, capacity=h.shape[1] + steps)
+        s = stream(net, static_inputs, capacity=h.shape[1] + steps, device=device,
+                   precision=precision, compile=compile)
         _one_streamed_input(s, "forecast")
         pick = _output_picker(s, output)
         p = pick(s.step(h))[:, -1:]                                   # B×1×C'
