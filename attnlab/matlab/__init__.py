@@ -13,8 +13,8 @@ idiomatic attnlab::
     net = connectLayers(net, "fc-key", "cross-attention/key")
     analyzeNetwork(net)
 
-Arguments
----------
+Name–value options
+------------------
 Required arguments are positional, as in MATLAB. Options are MATLAB's name–value arguments,
 given either as Python keywords (`OutputMode="last"`) or as MATLAB's positional pairs
 (`lstmLayer(64, 'OutputMode', 'last')`); names match case-insensitively, as MATLAB does, and so do

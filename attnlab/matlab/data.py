@@ -38,6 +38,7 @@ class CombinedDatastore:
 
 
 def arrayDatastore(X, *args, **kwargs) -> ArrayDatastore:
+    """`arrayDatastore(X, IterationDimension=d)`: the observations of `X` along dimension d (1-based), read one at a time, for `trainnet(ds, net, …)`."""
     fn = "arrayDatastore"
     _, o = _parse(fn, args, kwargs, {"IterationDimension": 1, "ReadSize": 1,
                                      "OutputType": "cell"})
@@ -61,6 +62,7 @@ def arrayDatastore(X, *args, **kwargs) -> ArrayDatastore:
 
 
 def combine(*datastores, **kwargs) -> CombinedDatastore:
+    """`combine(dsX, dsT)`: datastores read together, observation by observation (inputs, then targets)."""
     _parse("combine", (), kwargs, {"ReadOrder": "associated"})
     parts = []
     for ds in datastores:
@@ -129,6 +131,7 @@ def categorical(x, valueset=None, catnames=None, *args, **kwargs) -> Categorical
 
 
 def categories(c) -> Cell:
+    """`categories(c)`: the categories of a categorical array, as a cell array."""
     if not isinstance(c, Categorical):
         raise ArgumentError(f"categories: expected a categorical array, received "
                             f"{type(c).__name__}. Make one with categorical(x).")

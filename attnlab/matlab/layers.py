@@ -406,6 +406,7 @@ def dropoutLayer(*args, **kwargs) -> L.Dropout:
 
 
 def reluLayer(*args, **kwargs) -> L.ReLU:
+    """reluLayer(Name=…) → `attnlab.layers.ReLU`."""
     return _simple("reluLayer", L.ReLU, args, kwargs)[0]
 
 
@@ -423,10 +424,12 @@ def geluLayer(*args, **kwargs) -> L.GELU:
 
 
 def tanhLayer(*args, **kwargs) -> L.Tanh:
+    """tanhLayer(Name=…) → `attnlab.layers.Tanh`."""
     return _simple("tanhLayer", L.Tanh, args, kwargs)[0]
 
 
 def sigmoidLayer(*args, **kwargs) -> L.Sigmoid:
+    """sigmoidLayer(Name=…) → `attnlab.layers.Sigmoid`."""
     return _simple("sigmoidLayer", L.Sigmoid, args, kwargs)[0]
 
 

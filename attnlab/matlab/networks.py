@@ -113,6 +113,7 @@ def _layer(net, name):
 
 
 def disconnectLayers(net: Network, s: str, d: str) -> Network:
+    """Removes the connection from `s` to `d` (``"layer/port"`` names, as `connectLayers`)."""
     _check_net(net, "disconnectLayers")
     return net.disconnect(s, d)
 

@@ -17,9 +17,14 @@ from .core import stream
 class Generated(NamedTuple):
     """What `generate` returns.
 
-    tokens: B×L int64 token ids (the start token not included). After a sequence's stop token
+    Attributes
+    ----------
+    tokens : Tensor
+        B×L int64 token ids (the start token not included). After a sequence's stop token
         the row holds the stop id again, up to L, the longest sequence's length.
-    lengths: B int64: each sequence's generated tokens, its stop token included."""
+    lengths : Tensor
+        B int64: each sequence's generated tokens, its stop token included.
+    """
 
     tokens: Tensor
     lengths: Tensor
@@ -48,26 +53,39 @@ def generate(net, static_inputs: dict | None = None, start=0, stop: int | None =
              compile=False) -> Generated:
     """Decodes token by token, feeding each chosen token back into the streamed decoder input.
 
-    net: a network whose one streamed input is the decoder input and whose output (or the
-        output named `output`) gives B×t×V scores (logits or probabilities) over V tokens.
-    static_inputs: the inputs given whole (e.g. {"encoder-input": x}), as for `stream`.
-    start: the first decoder input: a start token id (int, or a B tensor of ids), or a
-        prompt: B×t ids or B×t×C inputs, consumed in one multi-step prefill.
-    stop: a token id that ends a sequence (it is included in the output); sequences stop
-        one by one while the batch goes on, and decoding ends when all have stopped.
-    max_length: the most tokens generated per sequence.
-    feedback: `feedback(tokens, scores) → next decoder input`, with tokens the B int64 ids
-        just chosen and scores their B×V scores; it returns B×1×C. The default feeds the id
-        itself, `tokens.view(B, 1, 1)` as a float: for a decoder that starts with
-        SequenceInput(1) → Embedding. For one-hot inputs:
-        `feedback=lambda tok, _: torch.nn.functional.one_hot(tok, V).float().unsqueeze(1)`.
-    strategy: "greedy" (the highest score) or "top-k" (sample among the k highest scores,
-        softmax(scores / temperature); pass `generator` for reproducible samples).
-    device, precision, compile: as for `stream` (the network moves to `device`; tokens come
-        back there).
+    Batched: one stream step per token for the whole batch, no Python loop over sequences.
 
-    Returns `Generated(tokens B×L, lengths B)`. Batched: one stream step per token for the
-    whole batch, no Python loop over sequences.
+    Parameters
+    ----------
+    net
+        A network whose one streamed input is the decoder input and whose output (or the
+        output named `output`) gives B×t×V scores (logits or probabilities) over V tokens.
+    static_inputs
+        The inputs given whole (e.g. ``{"encoder-input": x}``), as for `Network.stream`.
+    start
+        The first decoder input: a start token id (int, or a B tensor of ids), or a
+        prompt: B×t ids or B×t×C inputs, consumed in one multi-step prefill.
+    stop
+        A token id that ends a sequence (it is included in the output); sequences stop
+        one by one while the batch goes on, and decoding ends when all have stopped.
+    max_length
+        The most tokens generated per sequence.
+    feedback
+        ``feedback(tokens, scores) → next decoder input``, with tokens the B int64 ids
+        just chosen and scores their B×V scores; it returns B×1×C. The default feeds the id
+        itself, ``tokens.view(B, 1, 1)`` as a float: for a decoder that starts with
+        SequenceInput(1) → Embedding. For one-hot inputs:
+        ``feedback=lambda tok, _: torch.nn.functional.one_hot(tok, V).float().unsqueeze(1)``.
+    strategy
+        "greedy" (the highest score) or "top-k" (sample among the k highest scores,
+        softmax(scores / temperature); pass `generator` for reproducible samples).
+    device, precision, compile
+        As for `Network.stream` (the network moves to `device`; tokens come back there).
+
+    Returns
+    -------
+    Generated
+        ``Generated(tokens B×L, lengths B)``.
     """
     if strategy not in ("greedy", "top-k"):
         raise ArgumentError(f"generate strategy must be 'greedy' or 'top-k', got {strategy!r}")
@@ -191,12 +209,23 @@ def forecast(net, history, steps: int, static_inputs: dict | None = None,
     """Closed-loop forecasting with a sequence-to-sequence regression network (each output step
     predicts the next input step): prefill with the history, then feed each prediction back.
 
-    history: B×T×C (or one T×C sequence) of observed steps; steps: how many to predict.
-    feedback: `feedback(prediction B×1×C') → next input B×1×C`; by default the prediction
+    Parameters
+    ----------
+    history
+        B×T×C (or one T×C sequence) of observed steps.
+    steps
+        How many steps to predict.
+    feedback
+        ``feedback(prediction B×1×C') → next input B×1×C``; by default the prediction
         itself (then C' must equal C).
-    device, precision, compile: as for `stream` (the prediction comes back on `device`).
-    Returns B×steps×C' (steps×C' for a T×C history): the prediction after the history's last
-    step, then each one after feeding the previous one back.
+    device, precision, compile
+        As for `Network.stream` (the prediction comes back on `device`).
+
+    Returns
+    -------
+    Tensor
+        B×steps×C' (steps×C' for a T×C history): the prediction after the history's last
+        step, then each one after feeding the previous one back.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ArgumentError(f"forecast steps must be a positive int, got {steps!r}")

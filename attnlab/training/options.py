@@ -58,7 +58,7 @@ class TrainingOptions:
     else names "accuracy", "rmse", "mae" or callables `(outputs, targets) -> mean`.
 
     Gradients: `gradient_threshold` None or a float, `gradient_threshold_method`
-    "global-l2norm" (torch.nn.utils.clip_grad_norm_ over all) | "l2norm" (per parameter) |
+    "global-l2norm" (`torch.nn.utils.clip_grad_norm_` over all) | "l2norm" (per parameter) |
     "absolute-value".
 
     Output: `verbose` True (rich progress bar in a terminal, plain lines otherwise, every
@@ -196,11 +196,12 @@ class TrainingOptions:
 
     @property
     def lr(self) -> float:
-        """The learning rate in effect: the given one or the solver's default."""
+        """The learning rate in effect (the given one or the solver's default)."""
         return self.learning_rate if self.learning_rate is not None \
             else DEFAULT_LEARNING_RATE[self.solver]
 
     def replace(self, **changes) -> "TrainingOptions":
+        """A copy with the given options changed, e.g. ``opts.replace(max_epochs=1)``."""
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict:
