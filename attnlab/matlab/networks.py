@@ -213,9 +213,11 @@ def _predict_inner(net, X, outputs, fn, kw):
         layer = layers.get(lname)
         ports = getattr(layer, "output_ports", ())
         if layer is None or layer.is_input or (port and port not in ports):
-            choices = [l.name for l in net.layers if not l.is_input]
-            raise ArgumentError(f"{fn}: expected Outputs to name layers of the network (or "
-                                f"'layer/port'), received '{n}'.{close_matches(n, choices)}")
+            choices = [l.name if len(l.output_ports) == 1 else f"{l.name}/{p}"
+                       for l in net.layers if not l.is_input for p in l.output_ports]
+            raise ArgumentError(f"{fn}: expected Outputs among the layer outputs "
+                                f"({', '.join(choices)}), received '{n}'."
+                                f"{close_matches(n, choices)}")
         wanted.append((n, lname, ports.index(port) if port else 0, layer))
     seen: dict[str, list] = {}
 

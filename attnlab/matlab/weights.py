@@ -17,11 +17,15 @@ import contextvars
 import functools
 import math
 import weakref
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from ..errors import ArgumentError, SizeError, close_matches
+
+if TYPE_CHECKING:                          # annotations only: no import at run time
+    from ..network import Network
 
 __all__ = ["getLayerWeights", "setLayerWeights"]
 
@@ -200,14 +204,14 @@ def _layer_of(net, name):
                         f"{close_matches(name, [l.name for l in net.layers])}")
 
 
-def getLayerWeights(net, layerName) -> dict:
+def getLayerWeights(net: Network, layerName: str) -> dict[str, np.ndarray]:
     """An attnlab addition: the weights of layer `layerName` of a built network by MATLAB name,
     as numpy arrays in MATLAB's shapes (copies: changing them changes nothing)."""
     layer = _layer_of(net, layerName)
     return {k: _get(net, layer, k) for k in _table(layer)}
 
 
-def setLayerWeights(net, layerName, **weights):
+def setLayerWeights(net: Network, layerName: str, **weights: Any) -> Network:
     """An attnlab addition: `net = setLayerWeights(net, "fc", Weights=W, Bias=b)` copies
     MATLAB-shaped arrays into layer `layerName` of a built network; returns the network."""
     layer = _layer_of(net, layerName)
