@@ -393,7 +393,9 @@ def test_crafted_files_never_run_code_and_are_refused_cheaply(tmp_path):
     cases = craft(tmp_path)
     paths = [tmp_path / n for n in cases]
     if SLOW:                                          # a fresh interpreter per file
-        reports = [r for p in paths for r in _run_worker([p])]
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            reports = [r for rs in pool.map(lambda p: _run_worker([p]), paths) for r in rs]
     else:
         reports = _run_worker(paths)
     control = _run_worker(["<selftest>"])[0]
