@@ -18,7 +18,7 @@ from pathlib import Path
 try:                                                # POSIX; elsewhere the pid check alone decides
     import fcntl
 except ImportError:                                 # pragma: no cover - Windows
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]
 
 SUFFIX = ".partial"
 _TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{8}\.partial$")

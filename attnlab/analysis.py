@@ -19,6 +19,11 @@ from .spec import Spec
 
 @dataclass
 class Issue:
+    """One problem `analyze` found: its severity, kind, message and where (layer and port).
+
+    `error_class` is the `AttnlabError` subclass raised for it when the network is run.
+    """
+
     severity: str                 # "error" | "warning"
     kind: str                     # "cycle", "unconnected", "size", "format", "unused-output", ...
     message: str
@@ -32,6 +37,13 @@ class Issue:
 
 @dataclass
 class Analysis:
+    """What `Network.analyze` returns: the graph checked and every activation's size.
+
+    Printing it shows the table (layer, type, output sizes, learnables) and the issues. By layer
+    name: `in_specs`/`out_specs` (by port), `learnables` (shape by parameter), `types`; `order` is
+    a topological order; `cycles` lists each cycle's layers in order.
+    """
+
     order: list[str]
     in_specs: dict[str, dict[str, Spec]]
     out_specs: dict[str, dict[str, Spec]]
@@ -44,21 +56,28 @@ class Analysis:
 
     @property
     def errors(self) -> list[Issue]:
+        """The issues that stop the network from running (severity ``"error"``)."""
         return [i for i in self.issues if i.severity == "error"]
 
     @property
     def warnings(self) -> list[Issue]:
+        """The issues that do not stop it (severity ``"warning"``)."""
         return [i for i in self.issues if i.severity == "warning"]
 
     @property
     def ok(self) -> bool:
+        """True when there is no error, so the network can be initialised, run and trained."""
         return not self.errors
 
     @property
     def total_learnables(self) -> int:
+        """The number of learnable values (a size still unknown counts as 0)."""
         return sum(_numel(s) for params in self.learnables.values() for s in params.values())
 
     def raise_if_errors(self, doing: str = "run", subject: str = "the network") -> None:
+        """Raise the error class of the issues (e.g. `NetworkError`) listing every error, if any.
+
+        `doing` and `subject` word the first line: "cannot run the network: …"."""
         errors = self.errors
         if not errors:
             return
@@ -85,6 +104,7 @@ class Analysis:
         return rows
 
     def table(self, width: int = 110) -> str:
+        """The analysis as text: one row per layer (name, type, output sizes, learnables), then the issues."""
         from rich.console import Console
         from rich.table import Table
 

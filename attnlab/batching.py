@@ -4,7 +4,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .compiled import maybe_compile
 from .errors import ArgumentError, DataError
+from .precision import autocast, autocast_dtype, check_compile, check_precision, resolve_device
 from .sequences import Padded, pad_sequences, unpad
 from .spec import Spec
 
@@ -61,17 +63,50 @@ def batch_count(given: dict) -> int:
     return n
 
 
-def predict(net, args, kwargs, batch_size: int):
+RUN_OPTIONS = ("device", "precision", "compile")
+
+
+def run_options(net, kwargs: dict) -> dict:
+    """Takes predict's `device`, `precision` and `compile` out of its keyword inputs (inputs
+    by name come as keywords too; an input of the same name keeps its keyword)."""
+    names = set(net.input_names)
+    return {k: kwargs.pop(k) for k in RUN_OPTIONS if k in kwargs and k not in names}
+
+
+@torch.no_grad()
+def predict(net, args, kwargs, batch_size: int, device=None, precision: str = "fp32",
+            compile=False):
+    """Outputs for the inputs in mini-batches of `batch_size`, in eval mode.
+
+    device: where to compute (None: where the network is; the network moves there, as
+        `net.to`); precision: "fp32" | "bf16" | "fp16" | "auto" (autocast; outputs float32);
+    compile: torch.compile the forward (falls back to eager with a warning). Outputs come back
+    on the CPU when the inputs were not CUDA/MPS tensors, else on the compute device."""
+    kwargs = dict(kwargs)
+    opts = run_options(net, kwargs)
+    device, precision, compile = (opts.get("device", device), opts.get("precision", precision),
+                                  opts.get("compile", compile))
+    check_precision(precision, "predict precision")
+    check_compile(compile, "predict compile")
     check_batch_size(batch_size)
     given = normalize_inputs(net, args, kwargs)
     n = batch_count(given)
+    if device is not None:
+        net.to(resolve_device(device, "predict device"))
+    on = _device_of(net)
+    half = autocast_dtype(precision, on, "predict precision")
+    forward = maybe_compile(net.forward_with_masks, compile, on, "inference")
+    back = _return_device(given, on)
     was_training = net.training
     net.eval()
     try:
         chunks = []
         for i in range(0, n, batch_size):
-            part = {k: _slice(v, i, i + batch_size) for k, v in given.items()}
-            outs, masks = net.forward_with_masks(part)
+            part = {k: _to(_slice(v, i, i + batch_size), on) for k, v in given.items()}
+            with autocast(on, half):
+                outs, masks = forward(part)
+            if half is not None:
+                outs = {k: v.float() if v.dtype in _HALF else v for k, v in outs.items()}
             chunks.append((outs, masks))
     finally:
         net.train(was_training)
@@ -81,11 +116,50 @@ def predict(net, args, kwargs, batch_size: int):
         if listed and chunks[0][0][name].dim() == 3:
             seqs = []
             for outs, masks in chunks:
-                seqs += unpad(outs[name], masks[name])
+                seqs += unpad(outs[name].to(back), None if masks[name] is None
+                              else masks[name].to(back))
             result[name] = seqs
         else:
-            result[name] = torch.cat([outs[name] for outs, _ in chunks])
+            result[name] = torch.cat([outs[name] for outs, _ in chunks]).to(back)
     return result[next(iter(result))] if len(result) == 1 else result
+
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _device_of(net) -> torch.device:
+    """Where the network computes (a lazy one: where its last .to() put it)."""
+    ref = next(iter(net.parameters()), None)
+    if ref is not None:
+        return ref.device
+    target = getattr(net, "_target", None)
+    return target[1] if target and target[1] is not None else torch.device("cpu")
+
+
+def _to(x, device):
+    """A batch part onto the compute device: tensors (and Padded) copied there, pinned and
+    non-blocking on CUDA; lists and arrays are converted by the forward pass itself."""
+    if device.type == "cpu":
+        return x
+    if isinstance(x, Padded):
+        return Padded(_to(x.data, device), x.mask.to(device))
+    if isinstance(x, torch.Tensor) and x.device != device:
+        if device.type == "cuda" and x.device.type == "cpu":
+            x = x.pin_memory()
+        return x.to(device, non_blocking=True)
+    if isinstance(x, np.ndarray):
+        return _to(torch.as_tensor(x), device)
+    return x
+
+
+def _return_device(given: dict, on: torch.device) -> torch.device:
+    """Outputs go back where the inputs were: the compute device for device tensors, else
+    the CPU (lists, arrays, CPU tensors)."""
+    for v in given.values():
+        t = v.data if isinstance(v, Padded) else v
+        if isinstance(t, torch.Tensor) and t.device.type != "cpu":
+            return on
+    return torch.device("cpu")
 
 
 def as_batch(x, spec: Spec, name: str, dtype):

@@ -45,7 +45,9 @@ def compile_plan(net, analysis: Analysis) -> Plan:
             var[("<in>", name)] = f"x{i}"
             mvar[("<in>", name)] = f"k{i}"
 
-    mods, body, line_layers = [], [], {}
+    mods: list = []
+    body: list[str] = []
+    line_layers: dict[int, str] = {}
     n = 0
     for name in analysis.order:
         layer = layers[name]

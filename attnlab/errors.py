@@ -10,7 +10,16 @@ from typing import Iterable
 
 
 class AttnlabError(Exception):
-    """Base class of every error attnlab raises for a mistake in a network or its data."""
+    """Base class of every error attnlab raises for a mistake in a network or its data.
+
+    Where the mistake is known, the error carries it as attributes as well as in its message:
+    `layer` and `port` (a layer's error), `argument` and `value` (an `ArgumentError`).
+    """
+
+    layer: str | None
+    port: str | None
+    argument: str
+    value: object
 
 
 class NetworkError(AttnlabError):

@@ -252,10 +252,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",
     `scale="auto"` = 1/sqrt(dk); `out_h = A V_h`; heads are concatenated.
 
     Masks are boolean, **True = attend**, and combine by AND:
-      - `key_padding_mask`: B×Tk (False marks padding);
-      - `attention_mask`: "causal" (query i sees keys j ≤ i; with
-        `causal_alignment="bottom-right"` j ≤ i + Tk − Tq, so the last query sees the last key),
-        or a Tq×Tk or B×Tq×Tk tensor.
+
+    - `key_padding_mask`: B×Tk (False marks padding);
+    - `attention_mask`: "causal" (query i sees keys j ≤ i; with
+      `causal_alignment="bottom-right"` j ≤ i + Tk − Tq, so the last query sees the last key),
+      or a Tq×Tk or B×Tq×Tk tensor.
+
     A query with no visible key gets output 0 (and weights 0); gradients stay finite.
 
     `dropout` is applied to A only when `training` is True. With `need_weights` the result is

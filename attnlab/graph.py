@@ -14,6 +14,9 @@ from .layers.base import LAYER_TYPES, Layer, check_name
 
 
 class Connection(NamedTuple):
+    """One edge of a network: from `source` ("layer" or "layer/port", an output) to
+    `destination` (an input port, "layer/port"), as `Network.connections` lists them."""
+
     source: str
     destination: str
 

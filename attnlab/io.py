@@ -834,7 +834,7 @@ def _module_config(cfg, where, at, name, modules):
     return cfg
 
 
-_LAYER_MODULES = ("attnlab.layers", "attnlab.combinators")   # where attnlab defines layer types
+_LAYER_MODULES = ("attnlab.layers", "attnlab.combinators", "attnlab.matlab.mlayers")   # where attnlab defines layer types
 
 
 def _import_layer_modules():

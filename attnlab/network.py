@@ -202,6 +202,7 @@ class Network(nn.Module, Graph):
 
     @property
     def initialized(self) -> bool:
+        """True once the modules and parameters exist (see `initialize`)."""
         return self._plan is not None
 
     # -------------------------------------------------------------------- analysis -----
@@ -487,10 +488,14 @@ class Network(nn.Module, Graph):
         return export_onnx(self, path, example_inputs, **kw)
 
     def plot(self, path=None, **kw):
+        """A picture of the graph (a matplotlib figure), saved to `path` when given.
+
+        Options (`direction="TB"|"LR"`, `sizes=True`): see :doc:`/pictures`."""
         from .viz.graph import plot_network
         return plot_network(self, path, **kw)
 
     def to_dot(self) -> str:
+        """The graph in Graphviz's DOT language (text; no Graphviz needed to make it)."""
         from .viz.graph import to_dot
         return to_dot(self)
 

@@ -15,6 +15,7 @@ class Padded(NamedTuple):
 
     @property
     def lengths(self) -> torch.Tensor:
+        """The length of each sequence, B (the count of True in `mask`)."""
         return self.mask.sum(1)
 
 

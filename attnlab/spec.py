@@ -18,6 +18,19 @@ _NAMES = {"BHQK": "attention scores", "BTC": "sequence", "BCSS": "image", "BC": 
 
 @dataclass(frozen=True)
 class Spec:
+    """The size of an activation, each dimension labelled.
+
+    `labels` is a string of dimension labels (``"BTC"``, ``"BCSS"``, ``"BC"``); `sizes` holds one
+    size per label, None where it is symbolic (the batch, a free time length). ``str(spec)`` is
+    the form messages use, e.g. ``B×T×256``.
+
+    Examples
+    --------
+    >>> str(Spec.sequence(256))
+    'B×T×256'
+    >>> Spec.image(3, 32, 32).channels
+    3
+    """
     labels: str
     sizes: tuple[Size, ...]
 
@@ -28,38 +41,47 @@ class Spec:
     # -- constructors ---------------------------------------------------------------------
     @staticmethod
     def sequence(channels: Size, time: Size = None) -> "Spec":
+        """A sequence B×T×C (`time` None: any length)."""
         return Spec("BTC", (None, time, channels))
 
     @staticmethod
     def image(channels: Size, height: Size, width: Size) -> "Spec":
+        """An image B×C×H×W."""
         return Spec("BCSS", (None, channels, height, width))
 
     @staticmethod
     def features(channels: Size) -> "Spec":
+        """A feature vector B×C."""
         return Spec("BC", (None, channels))
 
     # -- queries --------------------------------------------------------------------------
     @property
     def kind(self) -> str:
+        """What the activation is in words (``"sequence"``, ``"image"``, ``"features"``, …)."""
         return _NAMES.get(self.labels, self.labels)
 
     @property
     def channels(self) -> Size:
+        """The size of the channel dimension C (None when absent or unknown)."""
         return self.sizes[self.labels.index("C")] if "C" in self.labels else None
 
     @property
     def is_sequence(self) -> bool:
+        """True when the spec has a time dimension T."""
         return "T" in self.labels
 
     @property
     def is_image(self) -> bool:
+        """True when the spec has spatial dimensions (an image)."""
         return "S" in self.labels
 
     @property
     def time(self) -> Size:
+        """The time length T (None when symbolic or absent)."""
         return self.sizes[self.labels.index("T")] if "T" in self.labels else None
 
     def with_channels(self, channels: Size) -> "Spec":
+        """The same spec with another channel size."""
         i = self.labels.index("C")
         return Spec(self.labels, self.sizes[:i] + (channels,) + self.sizes[i + 1:])
 
@@ -82,10 +104,12 @@ class Spec:
 
     # -- persistence ----------------------------------------------------------------------
     def to_json(self) -> dict:
+        """The spec as a JSON-ready dict (used by `Network.save`)."""
         return {"labels": self.labels, "sizes": list(self.sizes)}
 
     @staticmethod
     def from_json(d: dict) -> "Spec":
+        """The spec from `to_json`'s dict."""
         return Spec(d["labels"], tuple(d["sizes"]))
 
 

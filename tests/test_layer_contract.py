@@ -5,6 +5,7 @@ from torch import nn
 
 from attnlab import layers as L
 from attnlab.combinators import Pick, Port
+from attnlab.matlab import mlayers as ML          # MATLAB's layers beyond the core (issue 14)
 from attnlab.spec import Spec
 
 from helpers import concrete, data_for, single_layer_net
@@ -82,6 +83,13 @@ CASES = {
     "Pick": [(lambda: Pick([1, 0, 0], n_in=2), {"in1": seq(4), "in2": feat(3)}, 0)],
     "SequenceInput": [], "ImageInput": [], "FeatureInput": [],   # exercised by every case above
     "Network": [],                                               # tests/test_network.py
+    "InputNormalization": [(lambda: ML.InputNormalization("zscore"), {"in": seq(3)}, 0),
+                           (lambda: ML.InputNormalization("rescale-zero-one", min=0, max=[1, 2]),
+                            {"in": img(2, 3, 3)}, 0)],
+    "Pool1d": [(lambda: ML.Pool1d("max", 2, 2), {"in": seq(3)}, 0),
+               (lambda: ML.Pool1d("average", 3, 1, "same"), {"in": seq(3)}, 0)],
+    "Scaling": [(lambda: ML.Scaling([1, 2, 3], 0.5), {"in": seq(3)}, 0)],
+    "Identity": [(lambda: ML.Identity(), {"in": feat(3)}, 0)],
 }
 
 ALL = [(t, i, c) for t, cases in CASES.items() for i, c in enumerate(cases)]

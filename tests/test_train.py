@@ -1,6 +1,8 @@
 """al.train: options, the self-attention acceptance test, losses, metrics, schedules, early
 stopping, divergence, progress output and plots."""
 import math
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -333,36 +335,67 @@ def test_tensorboard_logs_when_installed(tmp_path):
 
 # ---------------------------------------------------------------------- hot path ---
 
-def test_no_host_reads_per_step(monkeypatch):
-    """Between logging points a step reads nothing back from its tensors: the calls that would
-    (item, tolist, bool, float, int, numpy, nonzero) made from attnlab code grow per epoch (the
-    epoch's flush and order), not per iteration."""
-    import os
-    import traceback
-    # attnlab's own frames, by the package's location: a clone at …/attnlab/ also holds .venv
-    # (torch's frames) under a path containing '/attnlab/'
-    package = os.path.dirname(os.path.abspath(al.__file__)) + os.sep
+HOST_READS = ("item", "tolist", "cpu", "__bool__", "__float__", "__int__", "numpy", "nonzero")
+ATTNLAB_DIR = os.path.dirname(os.path.abspath(al.__file__)) + os.sep
+
+
+def count_host_reads(monkeypatch) -> list:
+    """Patches the Tensor methods that read values back on the host (item, tolist, cpu, bool,
+    float, int, numpy, nonzero) to record each call made from attnlab's own code: frames whose
+    file lies in the installed package's folder (wherever it is installed), or in code the
+    package generated (the forward plan, stream steps)."""
     calls = []
-    for name in ("item", "tolist", "__bool__", "__float__", "__int__", "numpy", "nonzero"):
+    for name in HOST_READS:
         real = getattr(torch.Tensor, name)
 
         def wrapper(self, *a, _real=real, _name=name, **k):
-            caller = traceback.extract_stack(limit=3)[0].filename
-            if os.path.abspath(caller).startswith(package):
+            caller = sys._getframe(1).f_code.co_filename
+            if caller.startswith(ATTNLAB_DIR) or caller.startswith("<attnlab"):
                 calls.append(_name)
             return _real(self, *a, **k)
         monkeypatch.setattr(torch.Tensor, name, wrapper)
+    return calls
+
+
+def test_no_host_reads_per_step(monkeypatch):
+    """Between logging points a step reads nothing back from its tensors: the calls that would
+    (item, tolist, cpu, bool, float, int, numpy, nonzero) made from attnlab code grow per epoch (the epoch's flush and order), not per iteration;
+    the same under bf16 autocast."""
+    calls = count_host_reads(monkeypatch)
     x, y = separable(400, t=10)
     xs = [xi[: 3 + i % 7] for i, xi in enumerate(x)]              # padded batches with masks
-    counts = []
-    for epochs in (1, 3):
-        net = attention_classifier()
-        net.initialize()
-        calls.clear()
-        al.train(net, xs, y, solver="adam", max_epochs=epochs, batch_size=16,
-                 verbose_frequency=1000, **QUIET)
-        counts.append(len(calls))
-    assert counts[1] - counts[0] <= 2 * 3          # 50 more iterations, a few reads per epoch
+    for precision in ("fp32", "bf16"):
+        counts = []
+        for epochs in (1, 3):
+            net = attention_classifier()
+            net.initialize()
+            calls.clear()
+            al.train(net, xs, y, solver="adam", max_epochs=epochs, batch_size=16,
+                     verbose_frequency=1000, precision=precision, **QUIET)
+            counts.append(len(calls))
+        assert counts[0] > 0                  # the patch sees attnlab's reads (the epoch's flush)
+        assert counts[1] - counts[0] <= 2 * 3, (precision, calls)  # 50 more iterations
+
+
+def test_no_host_reads_per_decoding_step(monkeypatch):
+    """A stream step reads nothing back; generate asks whether every sequence stopped once
+    every 8 tokens only."""
+    net = al.Network([L.SequenceInput(1, name="tok"), L.Embedding(12, 8, name="embed"),
+                      L.SinusoidalPositionEncoding(8, name="pos"), L.Addition(2, name="add"),
+                      L.SelfAttention(2, 8, attention_mask="causal", name="attn"),
+                      L.LSTM(8, name="lstm"), L.Dense(12, name="scores")])
+    net.connect("embed", "add/in2")
+    net.initialize().eval()
+    s = net.stream(capacity=4)                    # the cache doubles on the way: no reads either
+    calls = count_host_reads(monkeypatch)
+    x = torch.zeros(2, 1, 1)
+    s.step(torch.zeros(2, 3, 1))                  # a prefill
+    for _ in range(20):
+        x = s.step(x)[:, -1].argmax(-1).float().view(-1, 1, 1)
+    assert calls == []
+    calls.clear()
+    al.generate(net, start=0, stop=99, max_length=32)          # 99: never produced
+    assert calls.count("__bool__") == 32 // 8 and len(calls) <= 32 // 8 + 2, calls
 
 
 def test_rich_progress_bar_in_a_terminal():

@@ -81,7 +81,7 @@ class TimeSeries:
     test_steps: int
     season: int
     units: str = ""
-    filled: np.ndarray = field(default=None)   # bool per step: True where a gap was filled
+    filled: np.ndarray | None = field(default=None)   # bool per step: True where a gap was filled
     description: str = ""
 
     @property

@@ -22,9 +22,36 @@ def _check_heads(layer, port, channels, num_heads, what):
 class Attention(Layer):
     """Scaled dot-product attention without learnables [attentionLayer].
 
-    query B×Tq×Ck, key B×Tk×Ck, value B×Tk×Cv (+ `mask` B×Tk, True/nonzero = attend) →
-    out B×Tq×Cv (+ `scores` B×heads×Tq×Tk). Channels split into `num_heads` contiguous blocks;
-    padded keys (from the key sequence's padding mask or the `mask` port) are ignored."""
+    Per head ``softmax(Q_h K_hᵀ · scale) V_h``, channels split into `num_heads` contiguous
+    blocks (exact semantics: the attention page of the documentation). Padded keys, from the key
+    sequence's padding mask or the `mask` port, are ignored.
+
+    Parameters
+    ----------
+    num_heads : int
+        The number of heads; it must divide Ck and Cv.
+    scale : "auto" or float
+        The factor on Q Kᵀ; "auto" is 1/√dk, dk = Ck/num_heads.
+    attention_mask : None, "causal" or Tensor
+        "causal": query i sees keys j ≤ i; or a boolean Tq×Tk / B×Tq×Tk mask, True = attend.
+    causal_alignment : "top-left" or "bottom-right"
+        Where the causal diagonal starts when Tq ≠ Tk.
+    dropout : float
+        Dropout on the attention weights, in training only.
+    has_padding_mask_input : bool
+        Adds the `mask` input port.
+    has_scores_output : bool
+        Adds the `scores` output port (the attention weights).
+
+    Shape
+    -----
+    - `query`: B×Tq×Ck
+    - `key`: B×Tk×Ck
+    - `value`: B×Tk×Cv
+    - `mask`: B×Tk (optional; True or nonzero = attend)
+    - `out`: B×Tq×Cv
+    - `scores`: B×heads×Tq×Tk (optional)
+    """
 
     uses_mask = True
 
@@ -147,12 +174,33 @@ def _key_mask(masks, mask_port):
 
 
 class SelfAttention(Layer):
-    """Multi-head self-attention with learned projections [selfAttentionLayer]:
-    `in` B×T×C (+ `mask` B×T) → `out` B×T×C_out (+ `scores` B×heads×T×T).
+    """Multi-head self-attention with learned projections [selfAttentionLayer].
 
-    Learnables: `query`, `key`, `value`, `output`, each `weight` (out×in) and `bias`, as
-    `torch.nn.Linear`. `value_channels` defaults to `key_channels`, `output_channels` to C.
-    Padded steps are ignored as keys."""
+    Learnables `query`, `key`, `value`, `output`: each a `weight` (out×in) and a `bias`, laid
+    out as `torch.nn.Linear`. Padded steps are ignored as keys.
+
+    Parameters
+    ----------
+    num_heads : int
+        The number of heads; it must divide `key_channels` and `value_channels`.
+    key_channels : int
+        Channels of the query and key projections (all heads together).
+    value_channels : int, optional
+        Channels of the value projection; defaults to `key_channels`.
+    output_channels : int, optional
+        Channels out; defaults to the input's C.
+    scale, attention_mask, dropout, has_padding_mask_input, has_scores_output
+        As for `Attention` (`attention_mask="causal"` for a decoder).
+    num_kv_heads : int, optional
+        Grouped-query attention: fewer key/value heads than query heads.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `mask`: B×T (optional)
+    - `out`: B×T×output_channels
+    - `scores`: B×heads×T×T (optional)
+    """
 
     stem = "selfattention"
     uses_mask = True
@@ -193,12 +241,30 @@ class SelfAttention(Layer):
 
 
 class MultiHeadAttention(Layer):
-    """Multi-head attention with learned projections and separate inputs (cross-attention;
-    Trax AttentionQKV, Keras/PyTorch MultiHeadAttention): `query` B×Tq×Cq, `key` B×Tk×Ck,
-    `value` B×Tk×Cv (+ `mask` B×Tk) → `out` B×Tq×C_out (+ `scores` B×heads×Tq×Tk).
+    """Multi-head attention with learned projections and separate inputs: cross-attention
+    (Trax `AttentionQKV`, Keras/PyTorch `MultiHeadAttention`).
 
     Learnables `query`, `key`, `value`, `output` (`weight` out×in, `bias`). Keys and values may
-    have another width and length than the query; `output_channels` defaults to Cq."""
+    have another width and length than the query.
+
+    Parameters
+    ----------
+    num_heads, key_channels, value_channels, num_kv_heads
+        As for `SelfAttention`.
+    output_channels : int, optional
+        Channels out; defaults to the query's Cq.
+    scale, attention_mask, causal_alignment, dropout, has_padding_mask_input, has_scores_output
+        As for `Attention`.
+
+    Shape
+    -----
+    - `query`: B×Tq×Cq
+    - `key`: B×Tk×Ck
+    - `value`: B×Tk×Cv
+    - `mask`: B×Tk (optional)
+    - `out`: B×Tq×output_channels
+    - `scores`: B×heads×Tq×Tk (optional)
+    """
 
     stem = "mha"
     uses_mask = True
@@ -239,8 +305,22 @@ class MultiHeadAttention(Layer):
 
 
 class AttentionPool1d(Layer):
-    """Attention pooling over time: a learned query attends over the sequence, B×T×C → B×C.
-    Padded steps are ignored. Learnables `query_vector` (1×1×C), `key`, `value`, `output`."""
+    """Attention pooling over time: a learned query attends over the sequence.
+
+    Padded steps are ignored. Learnables `query_vector` (1×1×C), `key`, `value`, `output`.
+
+    Parameters
+    ----------
+    num_heads : int
+        The number of heads; it must divide C.
+    dropout : float
+        Dropout on the attention weights, in training only.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×C
+    """
 
     stem = "attnpool"
     uses_mask = True

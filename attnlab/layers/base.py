@@ -77,12 +77,17 @@ class Layer:
 
     # -- the rule and the factory ---------------------------------------------------------
     def infer(self, specs: dict[str, Spec]) -> Spec | dict[str, Spec]:
+        """The size rule: the specs of the output ports from those at the input ports, by port name.
+
+        Raises `SizeError` or `FormatError` (made with `error`) when the inputs do not fit."""
         raise NotImplementedError
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
+        """The torch module that computes the layer for these input specs (called once, at initialisation)."""
         raise NotImplementedError
 
     def infer_all(self, specs: dict[str, Spec]) -> dict[str, Spec]:
+        """`infer`, always as a dict by output port name."""
         out = self.infer(specs)
         if isinstance(out, Spec):
             return {self.output_ports[0]: out}
@@ -91,6 +96,7 @@ class Layer:
     # -- description ----------------------------------------------------------------------
     @property
     def type_name(self) -> str:
+        """The layer's type as shown in tables and messages (its class name)."""
         return type(self).__name__
 
     def config(self) -> dict:
@@ -105,6 +111,7 @@ class Layer:
 
     # -- errors that teach ----------------------------------------------------------------
     def error(self, cls, port: str | None, message: str):
+        """An error of class `cls` whose message starts with this layer and `port` (``layer 'fc' port 'in': …``)."""
         err = cls(where(self.name, port) + message)
         err.layer, err.port = self.name, port
         return err
@@ -118,6 +125,7 @@ class Layer:
                              f"expected {allowed}, received {spec} ({spec.kind}). {fix}".rstrip())
 
     def require_channels(self, spec: Spec, port: str, channels: int | None, fix: str = "") -> None:
+        """Raise SizeError unless `spec` has `channels` channels (None accepts any)."""
         if channels is not None and spec.channels is not None and spec.channels != channels:
             raise self.error(SizeError, port,
                              f"expected {spec.with_channels(channels)}, received {spec}. {fix}".rstrip())

@@ -12,8 +12,21 @@ from .base import Layer
 
 
 class Dense(Layer):
-    """Fully connected [fullyConnectedLayer]: B×T×C → B×T×out, B×C → B×out,
-    B×C×H×W → B×out (the image is flattened, as MATLAB does). Learnables `weight` (out×in), `bias`."""
+    """Fully connected [fullyConnectedLayer]: per time step on sequences; an image is flattened,
+    as MATLAB does. Learnables `weight` (out×in) and `bias`, as `torch.nn.Linear`.
+
+    Parameters
+    ----------
+    out : int
+        Channels out.
+    bias : bool
+        Whether to learn a bias.
+
+    Shape
+    -----
+    - `in`: B×T×C, B×C or B×C×H×W
+    - `out`: B×T×out, B×out or B×out
+    """
 
     stem = "fc"
 

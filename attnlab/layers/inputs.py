@@ -31,7 +31,8 @@ class SequenceInput(_Input):
         self.length = check.integer(self, "length", length, none_ok=True)
 
     @property
-    def spec(self):
+    def spec(self) -> Spec:
+        """The spec of the data this input accepts."""
         return Spec.sequence(self.channels, self.length)
 
 
@@ -49,7 +50,8 @@ class ImageInput(_Input):
                           for i, (s, what) in enumerate(zip(size, ("channels", "height", "width"))))
 
     @property
-    def spec(self):
+    def spec(self) -> Spec:
+        """The spec of the data this input accepts."""
         return Spec.image(*self.size)
 
     def config(self):
@@ -66,6 +68,7 @@ class FeatureInput(_Input):
         self.channels = check.integer(self, "channels", channels, example=4)
 
     @property
-    def spec(self):
+    def spec(self) -> Spec:
+        """The spec of the data this input accepts."""
         return Spec.features(self.channels)
 

@@ -13,8 +13,8 @@ idiomatic attnlab::
     net = connectLayers(net, "fc-key", "cross-attention/key")
     analyzeNetwork(net)
 
-Arguments
----------
+Name–value options
+------------------
 Required arguments are positional, as in MATLAB. Options are MATLAB's name–value arguments,
 given either as Python keywords (`OutputMode="last"`) or as MATLAB's positional pairs
 (`lstmLayer(64, 'OutputMode', 'last')`); names match case-insensitively, as MATLAB does, and so do
@@ -64,7 +64,13 @@ from .training import *  # noqa: F401,F403
 from .training import __all__ as _training_names
 from .extras import *  # noqa: F401,F403
 from .extras import __all__ as _extra_names
+from .utility_layers import *  # noqa: F401,F403
+from .utility_layers import __all__ as _utility_names
+from .data import *  # noqa: F401,F403
+from .data import __all__ as _data_names
+from .mlayers import InputNormalization, Pool1d, Scaling, Identity
 from .interpreter import ScriptError, run_code, run_file
 
-__all__ = [*_layer_names, *_extra_names, *_network_names, *_training_names, "MatlabNote", "ScriptError",
+__all__ = [*_layer_names, *_utility_names, *_data_names, *_extra_names, *_network_names, *_training_names, "MatlabNote", "ScriptError",
+           "InputNormalization", "Pool1d", "Scaling", "Identity",
            "run_code", "run_file"]

@@ -142,12 +142,24 @@ def _inf_none(value):
     return None if isinstance(value, (int, float)) and math.isinf(value) else value
 
 
-def _normalization(fn: str, value) -> None:
-    if isinstance(value, str) and value.lower() == "none":
-        return
-    raise ArgumentError(
-        f"{fn}: expected Normalization=\"none\", received {value!r}: attnlab input layers do not "
-        "normalise. Normalise the data before training, e.g. X = (X - X.mean(0)) / X.std(0).")
+def _normalization(fn: str, o: dict):
+    """The input layer's Normalization options → None ("none") or the keyword arguments of
+    `InputNormalization` (the layer placed right after the input)."""
+    from .mlayers import NORMALIZATIONS
+    value = o["Normalization"]
+    if callable(value) and not isinstance(value, str):
+        raise ArgumentError(f"{fn}: expected Normalization among {', '.join(NORMALIZATIONS)}, "
+                            "received a function handle: normalise the data before training, or "
+                            "add a functionLayer after the input.")
+    method = _word(fn, "Normalization", value, NORMALIZATIONS)
+    _word(fn, "NormalizationDimension", o["NormalizationDimension"], ("auto", "channel"))
+    stats = {k: o[m] for k, m in (("mean", "Mean"), ("std", "StandardDeviation"), ("min", "Min"),
+                                  ("max", "Max"))}
+    stats = {k: v for k, v in stats.items()
+             if v is not None and not (hasattr(v, "__len__") and len(v) == 0)}
+    if method == "none":
+        return None
+    return {"method": method, **stats}
 
 
 def _mask_option(fn: str, value):

@@ -55,11 +55,13 @@ def final_networks(ws: dict, consumed: set[int], notes=None) -> list[tuple[str, 
     return out
 
 
-def _matlab_analysis(analysis):
+def _matlab_analysis(analysis, net=None):
     from .terms import _TERMS, TYPES
     names = {a: b for a, b in _TERMS if "(" not in b}
     names.update(TYPES)
-    issues = [dataclasses.replace(i, message=in_matlab_terms(i.message)) for i in analysis.issues]
+    from .terms import time_axis_gone
+    issues = [dataclasses.replace(i, message=in_matlab_terms(time_axis_gone(net, i) or i.message))
+              for i in analysis.issues]
     types = {k: names.get(v, v) for k, v in analysis.types.items()}
     return dataclasses.replace(analysis, issues=issues, types=types)
 
@@ -85,7 +87,7 @@ def analyze(path: Path, sets: list[str], width: int = 120) -> int:
     if not nets:
         print(f"{path.name}: the script builds no network")
     for name, net in nets:
-        analysis = _matlab_analysis(net.analyze())
+        analysis = _matlab_analysis(net.analyze(), net)
         print(f"{path.name}: network '{name}': {len(net.layers)} layers, inputs "
               f"{', '.join(net.input_names) or '-'}, outputs {', '.join(net.output_names) or '-'}")
         print(analysis.table(width=width), end="")

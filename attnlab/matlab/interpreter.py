@@ -31,9 +31,9 @@ _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
 
 
 def _toolbox() -> dict:
-    from . import layers, networks, training, extras
+    from . import layers, networks, training, extras, utility_layers, data
     names = {}
-    for module in (layers, networks, training, extras):
+    for module in (layers, networks, training, extras, utility_layers, data):
         names.update({n: getattr(module, n) for n in module.__all__
                       if n[0].islower() and callable(getattr(module, n))})
     return names
@@ -746,7 +746,10 @@ class Interpreter:
                 for a in pos:
                     self._consume(a)
             try:
-                return fn(*[_to_python(a) for a in pos], **{k: _to_python(v) for k, v in kw.items()})
+                result = fn(*[_to_python(a) for a in pos], **{k: _to_python(v) for k, v in kw.items()})
+                if name in ("trainNetwork", "trainnet") and nargout >= 2:
+                    return result, result.training_info         # [net, info] = trainnet(...)
+                return result
             except (AttnlabError, ValueError, TypeError) as e:
                 if isinstance(e, ScriptError):
                     raise

@@ -18,8 +18,8 @@ def sequenceInputLayer(inputSize, *args, **kwargs) -> L.SequenceInput:
     """`sequenceInputLayer(numChannels)` → `L.SequenceInput(numChannels)`: data B×T×C."""
     _, o = _parse("sequenceInputLayer", args, kwargs,
                   {"Name": None, "Normalization": "none", "MinLength": 1,
-                   "SplitComplexInputs": False, "NormalizationDimension": "auto"})
-    _normalization("sequenceInputLayer", o["Normalization"])
+                   "SplitComplexInputs": False, "NormalizationDimension": "auto", **_STATS})
+    norm = _normalization("sequenceInputLayer", o)
     if _flag("sequenceInputLayer", "SplitComplexInputs", o["SplitComplexInputs"]):
         raise ArgumentError("sequenceInputLayer: expected SplitComplexInputs=false, received "
                             "true: attnlab takes real data; split real and imaginary parts into "
@@ -32,7 +32,8 @@ def sequenceInputLayer(inputSize, *args, **kwargs) -> L.SequenceInput:
     if _is_vector(inputSize):
         inputSize = _as_list(inputSize)[0]
     _int("sequenceInputLayer", "MinLength", o["MinLength"])
-    return L.SequenceInput(_int("sequenceInputLayer", "inputSize", inputSize), name=o["Name"])
+    return _normalized(L.SequenceInput(_int("sequenceInputLayer", "inputSize", inputSize),
+                                       name=o["Name"]), norm)
 
 
 def imageInputLayer(inputSize, *args, **kwargs) -> L.ImageInput:
@@ -40,25 +41,44 @@ def imageInputLayer(inputSize, *args, **kwargs) -> L.ImageInput:
     `[h w]` means one channel."""
     _, o = _parse("imageInputLayer", args, kwargs,
                   {"Name": None, "Normalization": "none", "NormalizationDimension": "auto",
-                   "SplitComplexInputs": False})
-    _normalization("imageInputLayer", o["Normalization"])   # MATLAB's default zerocenter: see above
+                   "SplitComplexInputs": False, "DataAugmentation": "none", **_STATS})
+    norm = _normalization("imageInputLayer", o)   # MATLAB's default zerocenter: see above
     size = _as_list(inputSize) if _is_vector(inputSize) else None
     if size is None or len(size) not in (2, 3):
         raise ArgumentError(f"imageInputLayer: expected [h w c] (MATLAB order), received "
                             f"{inputSize!r}. For 28×28 grey images: imageInputLayer([28 28 1]) — "
                             "in Python imageInputLayer([28, 28, 1]).")
     h, w, c = (size + [1])[:3]
-    return L.ImageInput((_int("imageInputLayer", "channels", c), _int("imageInputLayer", "height", h),
-                         _int("imageInputLayer", "width", w)), name=o["Name"])
+    return _normalized(L.ImageInput((_int("imageInputLayer", "channels", c),
+                                     _int("imageInputLayer", "height", h),
+                                     _int("imageInputLayer", "width", w)), name=o["Name"]), norm)
 
 
 def featureInputLayer(numFeatures, *args, **kwargs) -> L.FeatureInput:
     """`featureInputLayer(n)` → `L.FeatureInput(n)`: data B×C."""
     _, o = _parse("featureInputLayer", args, kwargs,
                   {"Name": None, "Normalization": "none", "NormalizationDimension": "auto",
-                   "SplitComplexInputs": False})
-    _normalization("featureInputLayer", o["Normalization"])
-    return L.FeatureInput(_int("featureInputLayer", "numFeatures", numFeatures), name=o["Name"])
+                   "SplitComplexInputs": False, **_STATS})
+    norm = _normalization("featureInputLayer", o)
+    return _normalized(L.FeatureInput(_int("featureInputLayer", "numFeatures", numFeatures),
+                                      name=o["Name"]), norm)
+
+
+_STATS = {"Mean": None, "StandardDeviation": None, "Min": None, "Max": None}
+
+
+def _normalized(layer, norm):
+    """Marks an input layer whose data MATLAB normalises: a network built from it gets an
+    `InputNormalization` layer right after it (`_layer_array`)."""
+    if norm is not None:
+        from .mlayers import InputNormalization
+        InputNormalization(**norm, name=_norm_name(layer))      # checks the statistics now
+        layer._matlab_normalization = norm
+    return layer
+
+
+def _norm_name(layer):
+    return None if layer.name is None else f"{layer.name}-normalization"
 
 
 # ========================================================================== recurrent ===
@@ -106,6 +126,7 @@ def attentionLayer(numHeads, *args, **kwargs) -> L.Attention:
     """`attentionLayer(numHeads)` → `L.Attention(numHeads)`: inputs query, key, value (+ mask),
     output out (+ scores); no learnables."""
     fn = "attentionLayer"
+    _heads_given(fn, numHeads, "attentionLayer(8)")
     _, o = _parse(fn, args, kwargs,
                   {"Name": None, "Scale": "auto", "HasPaddingMaskInput": False,
                    "HasScoresOutput": False, "AttentionMask": "none", "DropoutProbability": 0.0})
@@ -122,6 +143,11 @@ def selfAttentionLayer(numHeads, numKeyChannels, *args, **kwargs) -> L.SelfAtten
     numKeyChannels)`: B×T×C → B×T×OutputSize (default C); NumValueChannels defaults to
     numKeyChannels. Learnables query, key, value, output (weight out×in, bias)."""
     fn = "selfAttentionLayer"
+    _heads_given(fn, numHeads, "selfAttentionLayer(8, 64)")
+    if isinstance(numKeyChannels, str):
+        raise ArgumentError(f"{fn}: numKeyChannels is missing: expected selfAttentionLayer(numHeads, "
+                            f"numKeyChannels, …) with a positive integer second, received "
+                            f"'{numKeyChannels}'. For example selfAttentionLayer(8, 64).")
     _, o = _parse(fn, args, kwargs,
                   {"Name": None, "NumValueChannels": "auto", "OutputSize": "auto",
                    "HasPaddingMaskInput": False, "HasScoresOutput": False,
@@ -136,6 +162,17 @@ def selfAttentionLayer(numHeads, numKeyChannels, *args, **kwargs) -> L.SelfAtten
         has_padding_mask_input=_flag(fn, "HasPaddingMaskInput", o["HasPaddingMaskInput"]),
         has_scores_output=_flag(fn, "HasScoresOutput", o["HasScoresOutput"]),
         name=o["Name"])
+
+
+def _heads_given(fn, numHeads, example):
+    """MATLAB code often starts with an option (attentionLayer('SequenceLength','last')): the
+    required numHeads is missing, whatever else is wrong."""
+    if isinstance(numHeads, str):
+        from ._options import _HINTS
+        hint = _HINTS.get(numHeads.lower(), "")
+        raise ArgumentError(f"{fn}: numHeads is missing: expected the number of heads (a positive "
+                            f"integer) as the first argument, received '{numHeads}'. Write "
+                            f"{example}, options after it. {hint}".rstrip())
 
 
 def _scale(fn, value):
@@ -369,6 +406,7 @@ def dropoutLayer(*args, **kwargs) -> L.Dropout:
 
 
 def reluLayer(*args, **kwargs) -> L.ReLU:
+    """reluLayer(Name=…) → `attnlab.layers.ReLU`."""
     return _simple("reluLayer", L.ReLU, args, kwargs)[0]
 
 
@@ -386,10 +424,12 @@ def geluLayer(*args, **kwargs) -> L.GELU:
 
 
 def tanhLayer(*args, **kwargs) -> L.Tanh:
+    """tanhLayer(Name=…) → `attnlab.layers.Tanh`."""
     return _simple("tanhLayer", L.Tanh, args, kwargs)[0]
 
 
 def sigmoidLayer(*args, **kwargs) -> L.Sigmoid:
+    """sigmoidLayer(Name=…) → `attnlab.layers.Sigmoid`."""
     return _simple("sigmoidLayer", L.Sigmoid, args, kwargs)[0]
 
 
@@ -440,27 +480,70 @@ def depthConcatenationLayer(numInputs, *args, **kwargs) -> L.Concatenation:
 
 class OutputLayer:
     """A legacy MATLAB output layer (classificationLayer, regressionLayer): not part of an
-    attnlab graph. `loss` is what `trainNetwork` passes to training."""
+    attnlab graph. `trainNetwork` takes the loss from it (`make_loss`); `source` is the layer
+    that feeds it (the one before it in a layer array, or connectLayers' source)."""
 
-    def __init__(self, kind: str, loss: str, name: str | None):
+    def __init__(self, kind: str, loss: str, name: str | None, classes=None, class_weights=None):
         self.kind, self.loss, self.name = kind, loss, name
+        self.classes, self.class_weights = classes, class_weights
+        self.source = None
+
+    def make_loss(self):
+        """The loss trainNetwork trains with: "crossentropy", "mse", or the weighted
+        cross-entropy of ClassWeights."""
+        if self.class_weights is None:
+            return self.loss
+        from .losses import WeightedCrossEntropy
+        return WeightedCrossEntropy(self.class_weights)
 
     def __repr__(self):
-        return f"{self.kind}(Name={self.name!r})  # loss {self.loss!r}, dropped from attnlab graphs"
+        return f"{self.kind}(Name={self.name!r})  # loss {self.loss!r}, not an attnlab graph layer"
+
+
+def _classes(fn, value):
+    if isinstance(value, str) and value.lower() == "auto":
+        return None
+    from .values import Categorical
+    if isinstance(value, Categorical):
+        return list(value.categories)
+    vals = value.tolist() if hasattr(value, "tolist") else value
+    vals = [vals] if isinstance(vals, str) or not isinstance(vals, (list, tuple)) else list(vals)
+    if not vals or len(set(map(str, vals))) != len(vals):
+        raise ArgumentError(f"{fn}: expected Classes \"auto\" or distinct class names, received "
+                            f"{value!r}.")
+    return vals
 
 
 def classificationLayer(*args, **kwargs) -> OutputLayer:
-    """Legacy: dropped from the graph (with a MatlabNote); the loss is "crossentropy"."""
-    _, o = _parse("classificationLayer", args, kwargs,
-                  {"Name": None, "Classes": "auto", "ClassWeights": "none"})
-    if not (isinstance(o["ClassWeights"], str) and o["ClassWeights"].lower() == "none"):
-        raise ArgumentError("classificationLayer: expected ClassWeights=\"none\", received "
-                            f"{o['ClassWeights']!r}: give trainnet a weighted loss callable instead.")
-    return OutputLayer("classificationLayer", "crossentropy", o["Name"])
+    """Legacy: not an attnlab graph layer (a MatlabNote says so); trainNetwork trains with
+    "crossentropy", weighted by `ClassWeights` (one weight per class of `Classes`, MATLAB's
+    loss −(1/N) Σₙ w_cₙ log yₙ,cₙ)."""
+    fn = "classificationLayer"
+    _, o = _parse(fn, args, kwargs, {"Name": None, "Classes": "auto", "ClassWeights": "none"})
+    classes = _classes(fn, o["Classes"])
+    weights = o["ClassWeights"]
+    if isinstance(weights, str):
+        _word(fn, "ClassWeights", weights, ("none",))
+        weights = None
+    else:
+        vals = weights.tolist() if hasattr(weights, "tolist") else weights
+        vals = vals if isinstance(vals, (list, tuple)) else [vals]
+        try:
+            weights = [float(v) for v in vals]
+        except (TypeError, ValueError):
+            raise ArgumentError(f"{fn}: expected ClassWeights \"none\" or a vector of "
+                                f"positive numbers, received {o['ClassWeights']!r}.") from None
+        if any(not w > 0 for w in weights):
+            raise ArgumentError(f"{fn}: expected ClassWeights to be positive, received {weights}.")
+        if classes is not None and len(classes) != len(weights):
+            raise ArgumentError(f"{fn}: expected one ClassWeights value per class "
+                                f"({len(classes)} Classes), received {len(weights)}.")
+    return OutputLayer("classificationLayer", "crossentropy", o["Name"], classes, weights)
 
 
 def regressionLayer(*args, **kwargs) -> OutputLayer:
-    """Legacy: dropped from the graph (with a MatlabNote); the loss is "mse"."""
+    """Legacy: not an attnlab graph layer (a MatlabNote says so); trainNetwork trains with
+    "mse" (MATLAB's half-mean-squared-error: the same minimum)."""
     _, o = _parse("regressionLayer", args, kwargs, {"Name": None, "ResponseNames": None})
     return OutputLayer("regressionLayer", "mse", o["Name"])
 
@@ -481,16 +564,24 @@ def _layer_array(layers, fn: str) -> tuple[list, list[OutputLayer]]:
     keep, dropped = [], []
     for x in flat:
         if isinstance(x, OutputLayer):
+            x.source = keep[-1] if keep else None           # a Layer: its name is set by add()
             dropped.append(x)
         elif isinstance(x, Layer):
             keep.append(x)
+            norm = getattr(x, "_matlab_normalization", None)
+            if norm is not None:
+                from .mlayers import InputNormalization
+                keep.append(InputNormalization(**norm, name=_norm_name(x)))
         else:
             raise ArgumentError(f"{fn}: expected layers, received {type(x).__name__}. Build layers "
                                 "with the *Layer functions (or attnlab.layers).")
     for d in dropped:
-        warnings.warn(f"{fn}: {d.kind} '{d.name or d.kind}' is not added: attnlab networks end at "
-                      f"their last layer, and the loss is an argument of training — "
-                      f"trainnet(X, T, net, \"{d.loss}\", options).", MatlabNote, stacklevel=3)
+        use = ("trainNetwork takes its loss from it" if fn in ("layerGraph", "addLayers")
+               else f"the loss is an argument of training — trainnet(X, T, net, \"{d.loss}\", "
+                    "options)")
+        warnings.warn(f"{fn}: {d.kind} '{d.name or d.kind}' is not a layer of the attnlab graph: "
+                      f"attnlab networks end at their last layer, and {use}.", MatlabNote,
+                      stacklevel=3)
     return keep, dropped
 
 

@@ -1,6 +1,8 @@
 """Network functions: `dlnetwork`, `layerGraph`, `connectLayers`, `analyzeNetwork`, `predict`, …"""
 from __future__ import annotations
 
+import weakref
+
 from ..errors import ArgumentError, close_matches
 from ..network import Network
 from ._options import _flag, _int, _parse, _word
@@ -10,6 +12,24 @@ __all__ = ['dlnetwork', 'layerGraph', 'addLayers', 'connectLayers', 'disconnectL
 
 
 # ========================================================================== networks ===
+
+# the legacy output layers (classificationLayer, regressionLayer) of each network built here:
+# not graph layers, but trainNetwork takes the loss from them
+_OUTPUTS: "weakref.WeakKeyDictionary[Network, list]" = weakref.WeakKeyDictionary()
+
+
+def output_layers(net: Network) -> list:
+    return _OUTPUTS.get(net, [])
+
+
+def _add(net: Network, layers, fn: str) -> Network:
+    keep, dropped = _layer_array(layers, fn)
+    net.add(keep)
+    if dropped:
+        known = _OUTPUTS.setdefault(net, [])
+        known.extend(d for d in dropped if all(d is not k for k in known))
+    return net
+
 
 def dlnetwork(*args, **kwargs) -> Network:
     """`dlnetwork()` (empty), `dlnetwork(layers)`, `dlnetwork(layers, X1, …)` (example inputs
@@ -28,8 +48,7 @@ def dlnetwork(*args, **kwargs) -> Network:
     if isinstance(layers, Network):
         net = layers
     else:
-        net = Network()
-        net.add(_layer_array(layers, "dlnetwork")[0])
+        net = _add(Network(), layers, "dlnetwork")
     if _flag("dlnetwork", "Initialize", o["Initialize"]):
         _initialize_if_complete(net, examples)
     return net
@@ -39,7 +58,7 @@ def layerGraph(*args) -> Network:
     """Legacy `layerGraph(layers)`: the network, not initialised."""
     net = Network()
     if args:
-        net.add(_layer_array(args[0], "layerGraph")[0])
+        _add(net, args[0], "layerGraph")
     return net
 
 
@@ -56,17 +75,41 @@ def _initialize_if_complete(net: Network, examples) -> None:
 def addLayers(net: Network, layers) -> Network:
     """Adds a layer or a layer array (connected in order); returns the network."""
     _check_net(net, "addLayers")
-    net.add(_layer_array(layers, "addLayers")[0])
-    return net
+    return _add(net, layers, "addLayers")
 
 
 def connectLayers(net: Network, s: str, d: str) -> Network:
     """Connects "layer" or "layer/port" to "layer" or "layer/port"; returns the network."""
     _check_net(net, "connectLayers")
-    return net.connect(s, d)
+    out = next((o for o in output_layers(net) if isinstance(d, str) and o.name == d), None)
+    if out is not None:                  # a classificationLayer as the target: remember its source
+        out.source = s.partition("/")[0] if isinstance(s, str) else s
+        return net
+    return net.connect(_normalized_source(net, s), d)
+
+
+def _normalized_source(net: Network, s):
+    """An input layer whose data MATLAB normalises feeds its InputNormalization layer: a
+    connection from the input starts there, as the normalisation is part of the input in MATLAB."""
+    from .mlayers import InputNormalization
+    if not isinstance(s, str) or "/" in s or s not in [l.name for l in net.layers]:
+        return s
+    layer = next(l for l in net.layers if l.name == s)
+    if not layer.is_input or getattr(layer, "_matlab_normalization", None) is None:
+        return s
+    for c in net.connections:
+        src, dst = str(c.source).partition("/")[0], str(c.destination).partition("/")[0]
+        if src == s and isinstance(_layer(net, dst), InputNormalization):
+            return dst
+    return s
+
+
+def _layer(net, name):
+    return next((l for l in net.layers if l.name == name), None)
 
 
 def disconnectLayers(net: Network, s: str, d: str) -> Network:
+    """Removes the connection from `s` to `d` (``"layer/port"`` names, as `connectLayers`)."""
     _check_net(net, "disconnectLayers")
     return net.disconnect(s, d)
 
@@ -75,7 +118,12 @@ def removeLayers(net: Network, layerNames) -> Network:
     """Removes a layer name or a list of names, with their connections."""
     _check_net(net, "removeLayers")
     names = [layerNames] if isinstance(layerNames, str) else list(layerNames)
-    return net.remove(*names)
+    outs = output_layers(net)
+    dropped = [o for o in outs if o.name in names]
+    for o in dropped:
+        outs.remove(o)
+    names = [n for n in names if n not in {o.name for o in dropped}]
+    return net.remove(*names) if names else net
 
 
 def replaceLayer(net: Network, layerName: str, larray, *args, **kwargs) -> Network:
@@ -85,7 +133,8 @@ def replaceLayer(net: Network, layerName: str, larray, *args, **kwargs) -> Netwo
     _check_net(net, "replaceLayer")
     _, o = _parse("replaceLayer", args, kwargs, {"ReconnectBy": "name"})
     _word("replaceLayer", "ReconnectBy", o["ReconnectBy"], ("name", "order"))
-    return net.replace(layerName, _layer_array(larray, "replaceLayer")[0])
+    keep, dropped = _layer_array(larray, "replaceLayer")
+    return net.replace(layerName, keep)
 
 
 def analyzeNetwork(net_or_layers, *X, **kwargs):

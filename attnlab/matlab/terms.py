@@ -59,3 +59,44 @@ def in_matlab_terms(text: str) -> str:
             once.add(word)
         return out
     return _PATTERN.sub(sub, text)
+
+
+# layers after which a sequence has no time axis left: (attnlab type, MATLAB's words for it)
+_REDUCERS = {"Index1d": "indexing1dLayer picks one time step", "GlobalAvgPool1d":
+             "globalAveragePooling1dLayer averages over time", "GlobalMaxPool1d":
+             "globalMaxPooling1dLayer takes the maximum over time", "AttentionPool1d":
+             "attention pooling reduces time"}
+_NEEDS_TIME = {"LSTM": "lstmLayer", "GRU": "gruLayer", "SelfAttention": "selfAttentionLayer",
+               "Attention": "attentionLayer", "MultiHeadAttention": "selfAttentionLayer",
+               "Conv1d": "convolution1dLayer", "Pool1d": "1-D pooling",
+               "GlobalAvgPool1d": "globalAveragePooling1dLayer",
+               "GlobalMaxPool1d": "globalMaxPooling1dLayer", "Index1d": "indexing1dLayer"}
+
+
+def time_axis_gone(net, issue) -> str | None:
+    """The message for a layer that needs sequences but is fed by one that removed the time
+    axis (an indexing1dLayer before an lstmLayer): it says the time axis is gone, where, and
+    how to keep it. None when the issue is something else."""
+    if net is None or issue.layer is None or issue.kind not in ("format", "size"):
+        return None
+    layers = {l.name: l for l in net.layers}
+    layer = layers.get(issue.layer)
+    if layer is None or type(layer).__name__ not in _NEEDS_TIME:
+        return None
+    src = net._conns.get((issue.layer, issue.port or layer.input_ports[0]))
+    if src is None or src[0] not in layers:
+        return None
+    before = layers[src[0]]
+    kind = type(before).__name__
+    why = _REDUCERS.get(kind)
+    if why is None and kind in ("LSTM", "GRU") and getattr(before, "output_mode", "") == "last":
+        why = f"{_NEEDS_TIME[kind]}(…, OutputMode=\"last\") returns the last time step only"
+    if why is None:
+        return None
+    fn = _NEEDS_TIME[type(layer).__name__]
+    fix = ("use OutputMode=\"sequence\" there" if kind in ("LSTM", "GRU") else
+           f"move '{before.name}' after '{issue.layer}'")
+    return (f"layer '{issue.layer}' ({fn}) port '{issue.port or layer.input_ports[0]}': the time "
+            f"axis is gone: '{before.name}' before it ({why}), so it receives B×C features, "
+            f"but {fn} reads sequences B×T×C. Keep the time axis up to {fn}: {fix}, or remove "
+            f"'{before.name}'.")

@@ -1,14 +1,20 @@
 """Training: `trainingOptions`, `trainnet`, the legacy `trainNetwork` and `classify`."""
 from __future__ import annotations
 
+import copy
 import warnings
 from typing import Any
 
-from ..errors import ArgumentError, NetworkError
+import numpy as np
+import torch
+
+from ..errors import ArgumentError, DataError, NetworkError
 from ..network import Network
+from ..training.losses import Loss
 from ._options import MatlabNote, _flag, _inf_none, _int, _parse, _word
-from .layers import _layer_array
-from .networks import _check_net
+from .losses import WeightedCrossEntropy  # noqa: F401  (re-exported for callers)
+from .networks import _check_net, dlnetwork, layerGraph, output_layers
+from .values import Categorical
 
 __all__ = ['trainingOptions', 'trainnet', 'trainNetwork', 'classify']
 
@@ -37,7 +43,7 @@ _TRAINING = {
 _TRAINING_NOOP = {
     "SequenceLength": ("longest",), "SequencePaddingValue": (0,), "SequencePaddingDirection": ("right",),
     "ResetInputNormalization": (True, False), "BatchNormalizationStatistics": ("auto", "population", "moving"),
-    "OutputNetwork": ("auto", "last-iteration"), "InputDataFormats": ("auto",),
+    "InputDataFormats": ("auto",),
     "TargetDataFormats": ("auto",), "DispatchInBackground": (False,),
     "PreprocessingEnvironment": ("serial",), "Acceleration": ("auto",),
 }
@@ -55,9 +61,13 @@ def trainingOptions(solverName, *args, **kwargs):
     solver = _word(fn, "solverName", solverName, _SOLVERS)
     options = {k: None for k in _TRAINING}
     options.update({k: None for k in _TRAINING_NOOP})
+    options["OutputNetwork"] = "auto"
     _, o = _parse(fn, args, kwargs, options)
+    output_network = _word(fn, "OutputNetwork", o.pop("OutputNetwork"), _OUTPUT_NETWORKS)
+    reset = o.get("ResetInputNormalization")
     fields = {f for f in getattr(TrainingOptions, "__dataclass_fields__", {})}
-    values: dict[str, Any] = {"solver": solver}
+    # seed None: training draws from the global generator, which rng(seed) seeds, as in MATLAB
+    values: dict[str, Any] = {"solver": solver, "seed": None}
     values.update({k: v for k, v in _MATLAB_TRAINING_DEFAULTS.items() if k in fields})
     for matlab, value in o.items():
         if value is None:
@@ -70,10 +80,35 @@ def trainingOptions(solverName, *args, **kwargs):
             raise ArgumentError(f"{fn}: expected an option attnlab's TrainingOptions supports, "
                                 f"received {matlab} (attnlab's '{field}' is not there). Leave it out.")
         values[field] = _training_value(fn, matlab, value)
+    best = output_network in ("best-validation-loss", "best-validation") or (
+        output_network == "auto" and values.get("validation_data") is not None)
+    if best and values.get("validation_data") is None:
+        raise ArgumentError(f"{fn}: expected ValidationData with OutputNetwork="
+                            f"\"{output_network}\", received none: the best network is chosen by "
+                            "its validation loss. Give ValidationData={XVal, YVal}.")
+    if best and values.get("validation_patience") is None:
+        # attnlab keeps the weights of the best validation loss when a patience is set: a
+        # patience that never runs out keeps them without stopping early
+        values["validation_patience"] = 2 ** 62
+    if not best and values.get("validation_patience") is not None:
+        warnings.warn(f"{fn}: OutputNetwork=\"{output_network}\" with ValidationPatience: when "
+                      "training stops early attnlab returns the weights of the best validation "
+                      "loss (MATLAB's \"best-validation\").", MatlabNote, stacklevel=2)
     try:
-        return TrainingOptions(**values)
+        opts = TrainingOptions(**values)
     except ArgumentError as e:
         raise ArgumentError(f"{fn}: {e}") from None
+    # MATLAB's ResetInputNormalization, read by trainnet (not a TrainingOptions field)
+    opts.__dict__["_matlab_reset_normalization"] = \
+        True if reset is None else _flag(fn, "ResetInputNormalization", reset)
+    return opts
+
+
+_OUTPUT_NETWORKS = ("auto", "last-iteration", "best-validation-loss", "best-validation")
+
+
+def _reset_normalization(options) -> bool:
+    return options.__dict__.get("_matlab_reset_normalization", True)
 
 
 def _training_value(fn, matlab, value):
@@ -92,8 +127,13 @@ def _training_value(fn, matlab, value):
         word = value.lower()
         return None if word == "none" else word
     if matlab == "ExecutionEnvironment":
-        word = _word(fn, matlab, value, ("auto", "cpu", "gpu"))
-        return {"auto": None, "cpu": "cpu", "gpu": "cuda"}[word]
+        word = _word(fn, matlab, value, ("auto", "cpu", "gpu", "multi-gpu", "parallel"))
+        if word in ("multi-gpu", "parallel"):
+            warnings.warn(f"{fn}: ExecutionEnvironment=\"{word}\" trains in this one process "
+                          "(\"multi-gpu\" on one GPU); launch the script's Python with torchrun "
+                          "to train data-parallel on several.", MatlabNote, stacklevel=3)
+        return {"auto": None, "cpu": "cpu", "gpu": "cuda", "multi-gpu": "cuda",
+                "parallel": None}[word]
     if matlab == "ValidationData" and isinstance(value, list) and len(value) == 2:
         return tuple(value)                               # MATLAB's {X, Y}
     if matlab == "Metrics":
@@ -129,60 +169,157 @@ def _loss(fn, lossFcn):
     return _LOSSES[_word(fn, "lossFcn", lossFcn, tuple(_LOSSES))]
 
 
+def _labels(net, Y, classes=None):
+    """MATLAB targets → what al.train takes: a categorical becomes its labels, its categories
+    (or the output layer's Classes) fix the class order in net.metadata["class_labels"]."""
+    if isinstance(Y, Categorical):
+        order = list(classes) if classes is not None else Y.categories
+        if (Y.codes() < 0).any():
+            raise DataError("trainNetwork: expected every response to be a category, received "
+                            "<undefined> values. Remove those observations.")
+        net.metadata["class_labels"] = [str(c) for c in order]
+        return np.array([str(v) for v in Y.values], dtype=object)
+    if classes is not None:
+        net.metadata["class_labels"] = list(classes)
+    return Y
+
+
+def _fit_normalization(net, X, options, fn):
+    """Computes the statistics of every InputNormalization layer from the training data (all
+    observations, time steps and pixels, per channel), as MATLAB does when training starts."""
+    from .mlayers import InputNormalization
+    norms = [l for l in net.layers if isinstance(l, InputNormalization)]
+    if not norms:
+        return
+    if not net.initialized:
+        net.initialize()
+    reset = _reset_normalization(options)
+    inputs = net.input_names
+    for layer in norms:
+        module = net.layer_modules[layer.name]
+        if not reset and bool(module.fitted):
+            continue
+        src = next(str(c.source).partition("/")[0] for c in net.connections
+                   if str(c.destination).partition("/")[0] == layer.name)
+        data = X.get(src) if isinstance(X, dict) else X if len(inputs) == 1 else None
+        if data is None:
+            raise DataError(f"{fn}: expected the training data of input '{src}' to compute its "
+                            f"Normalization \"{layer.method}\", received none. Give X as a "
+                            "dict by input name.")
+        module.fit(_units(data, net, src, fn))
+
+
+def _units(data, net, src, fn):
+    """Training data of one input → a U×C matrix of its values (channels last)."""
+    spec = net.analyze().out_specs[src]["out"]
+    if isinstance(data, (list, tuple)) and not isinstance(data, str):
+        parts = [torch.as_tensor(np.asarray(x), dtype=torch.float32) for x in data]
+        return torch.cat([p.reshape(-1, p.shape[-1]) for p in parts], 0)
+    if isinstance(data, torch.utils.data.Dataset) or not hasattr(data, "shape") and \
+            not isinstance(data, np.ndarray):
+        raise DataError(f"{fn}: expected in-memory training data (an array or a cell array of "
+                        f"sequences) to compute input '{src}''s normalization, received "
+                        f"{type(data).__name__}. Give the data as arrays, or the statistics "
+                        "(Mean=…, StandardDeviation=…, Min=…, Max=…) with "
+                        "ResetInputNormalization=false.")
+    x = torch.as_tensor(np.asarray(data) if not torch.is_tensor(data) else data).float()
+    cdim = spec.labels.index("C")
+    return x.movedim(cdim, -1).reshape(-1, x.shape[cdim])
+
+
 def trainnet(*args):
     """`net = trainnet(X, T, net, lossFcn, options)` or `trainnet(data, net, lossFcn, options)`
-    (a torch Dataset/DataLoader) → `al.train(net, X, T, loss=..., options=...)`. Trains `net`
-    in place and returns it; MATLAB's `info` output is `net.training_info`.
+    (a torch Dataset/DataLoader, or an arrayDatastore/combine) → `al.train(net, X, T, loss=...,
+    options=...)`. `net` may be a dlnetwork or a layer array (made into a dlnetwork). Trains the
+    network in place and returns it; MATLAB's `info` output is `net.training_info` (and the second
+    output of `[net, info] = trainnet(...)` in scripts).
     lossFcn: "crossentropy", "index-crossentropy", "binary-crossentropy", "mse"
     ("mean-squared-error", "l2loss"), "l1loss"/"mae", "huber", or a callable."""
     fn = "trainnet"
     if len(args) == 5:
         X, T, net, lossFcn, options = args
-        data = (X, T)
     elif len(args) == 4:
         X, net, lossFcn, options = args
-        data = (X,)
+        T = None
     else:
         raise ArgumentError(f"{fn}: expected (X, T, net, lossFcn, options) or (data, net, lossFcn, "
                             f"options), received {len(args)} arguments.")
+    if isinstance(net, (list, tuple)) or not isinstance(net, Network) and hasattr(net, "infer"):
+        net = dlnetwork(net)
+    return _train(fn, X, T, net, _loss(fn, lossFcn) if not isinstance(lossFcn, (Loss, dict))
+                  else lossFcn, options)
+
+
+def _train(fn, X, T, net, loss, options, classes=None):
     _check_net(net, fn)
     from ..training import TrainingOptions, train
     if not isinstance(options, TrainingOptions):
         raise ArgumentError(f"{fn}: expected options from trainingOptions(...), received "
                             f"{type(options).__name__}.")
-    info = train(net, *data, loss=_loss(fn, lossFcn), options=options)
+    # a GPU that is not there: the core's device error names ExecutionEnvironment
+    from .data import as_training_data
+    X, T = as_training_data(X, T, fn)
+    if T is not None:
+        T = _labels(net, T, classes)
+    vd = options.validation_data
+    if isinstance(vd, tuple) and len(vd) == 2 and isinstance(vd[1], Categorical):
+        options = options.replace(validation_data=(vd[0], np.array([str(v) for v in vd[1].values],
+                                                                   dtype=object)))
+    _fit_normalization(net, X, options, fn)
+    data = (X,) if T is None else (X, T)
+    info = train(net, *data, loss=loss, options=options)
     net.training_info = info
     return net
 
 
 def trainNetwork(*args):
     """Legacy `net = trainNetwork(X, Y, layers, options)` or `trainNetwork(data, layers,
-    options)`: builds the network from the layer array (its classificationLayer or
-    regressionLayer gives the loss), trains it and returns it."""
+    options)`: `layers` is a layer array or a layerGraph ending in classificationLayer (loss
+    "crossentropy", weighted by its ClassWeights, classes in its Classes order) or
+    regressionLayer ("mse"). Trains a copy (the layer graph stays as it is) and returns it."""
     fn = "trainNetwork"
     if len(args) == 4:
         X, Y, layers, options = args
-        data = (X, Y)
     elif len(args) == 3:
         X, layers, options = args
-        data = (X,)
+        Y = None
     else:
         raise ArgumentError(f"{fn}: expected (X, Y, layers, options) or (data, layers, options), "
                             f"received {len(args)} arguments.")
     if isinstance(layers, Network):
-        raise ArgumentError(f"{fn}: expected a layer array ending in classificationLayer or "
-                            "regressionLayer, received a network. Use trainnet(X, T, net, loss, "
-                            "options) with a network.")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MatlabNote)       # the output layer is used right here
-        keep, dropped = _layer_array(layers, fn)
-    if len(dropped) != 1:
-        raise NetworkError(f"{fn}: expected one output layer (classificationLayer or "
-                           f"regressionLayer) in the layer array, received {len(dropped)}. Add "
-                           "one, or use trainnet(X, T, net, lossFcn, options).")
-    net = Network()
-    net.add(keep)
-    return trainnet(*data, net, dropped[0].loss, options)
+        outputs = output_layers(layers)
+        net = copy.deepcopy(layers)
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MatlabNote)       # the output layer is used right here
+            net = layerGraph(layers)
+        outputs = output_layers(net)
+    if not outputs:
+        raise NetworkError(f"{fn}: expected an output layer (classificationLayer or "
+                           "regressionLayer) at the end of the layers, received none. Add one, "
+                           "e.g. [layers; softmaxLayer; classificationLayer], or use "
+                           "trainnet(X, T, net, lossFcn, options).")
+    loss, classes = _output_losses(net, outputs, fn)
+    return _train(fn, X, Y, net, loss, options, classes)
+
+
+def _output_losses(net, outputs, fn):
+    """(the loss, or a dict by network output; the Classes of a single classificationLayer)."""
+    if len(outputs) == 1:
+        o = outputs[0]
+        return o.make_loss(), o.classes
+    by_output = {}
+    for o in outputs:
+        src = o.source.name if hasattr(o.source, "name") else o.source
+        match = [n for n in net.output_names if n.partition("/")[0] == src]
+        if not match:
+            raise NetworkError(f"{fn}: output layer '{o.name}' ({o.kind}) is fed by "
+                               f"'{src}', which is not a network output. Connect it to a layer "
+                               f"whose output is unconnected: connectLayers(lgraph, "
+                               f"\"{net.output_names[0] if net.output_names else 'fc'}\", "
+                               f"\"{o.name}\").")
+        by_output[match[0]] = o.make_loss()
+    return by_output, None
 
 
 def classify(net: Network, *X, **kwargs):

@@ -48,3 +48,30 @@ class NeedsData(Exception):
     def __init__(self, why: str):
         super().__init__(why)
         self.why = why
+
+
+class Categorical:
+    """A MATLAB categorical array: `values` (text labels, a 1-D numpy object array; "" is
+    <undefined>) and `categories`, the classes in order (sorted unless given)."""
+
+    def __init__(self, values, categories):
+        import numpy as np
+        self.values = np.asarray(values, dtype=object).reshape(-1)
+        self.categories = [str(c) for c in categories]
+
+    def __len__(self):
+        return len(self.values)
+
+    @property
+    def shape(self):
+        return (len(self.values), 1)
+
+    def codes(self):
+        """0-based class indices (−1 for <undefined>)."""
+        import numpy as np
+        index = {c: i for i, c in enumerate(self.categories)}
+        return np.array([index.get(str(v), -1) for v in self.values], dtype=np.int64)
+
+    def __repr__(self):
+        shown = " ".join(str(v) for v in self.values[:8]) + (" …" if len(self.values) > 8 else "")
+        return f"categorical([{shown}], categories {self.categories})"

@@ -5,12 +5,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import DataError, NetworkError, close_matches
+from .. import precision as P
 from ..batching import check_values
+from ..compiled import maybe_compile
+from ..errors import ArgumentError, DataError, NetworkError, close_matches
 from .program import LINE_LAYERS, Static, build_program
 
+_HALF = (torch.float16, torch.bfloat16)
 
-def stream(net, static_inputs: dict | None = None, *, capacity: int = 64) -> "Stream":
+
+def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device=None,
+           precision: str = "fp32", compile=False) -> "Stream":
     """Step-wise execution of `net` (Trax's predict mode, without a second model).
 
     `static_inputs`: a dict by input name of the inputs given whole (e.g. an encoder's
@@ -28,7 +33,20 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64) -> "St
     fix. The stream runs the modules in their current mode: call `net.eval()` first for
     deterministic outputs (dropout). Weights are read live, except self-attention's fused
     q/k/v projection, read at creation and at `reset()`.
+
+    `device` (None: where the network is; "auto", "cpu", "cuda", "cuda:N", "mps") moves the
+    network there (as `net.to`); steps given elsewhere are copied there, outputs stay there.
+    `precision` "fp32" | "bf16" | "fp16" | "auto" runs each step under torch.autocast (caches
+    in the half type, outputs returned as float32). `compile=True` runs the step through
+    torch.compile (falling back to eager with a warning), a dict passes torch.compile arguments.
     """
+    P.check_precision(precision, "stream precision")
+    P.check_compile(compile, "stream compile")
+    if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
+        raise ArgumentError(f"stream capacity must be a positive int (key/value cache steps), "
+                            f"got {capacity!r}")
+    if device is not None:
+        net.to(P.resolve_device(device, "stream device"))
     if not net.initialized:
         net.initialize()
     analysis = net.analyze()
@@ -41,11 +59,15 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64) -> "St
         raise DataError(f"static_inputs: unknown input(s) {', '.join(map(repr, unknown))}.{hint} "
                         f"The network's inputs: {', '.join(names)}.")
     dtype = net._float_dtype()
+    ref = next(iter(net.parameters()), None)
+    run_on = ref.device if ref is not None else torch.device("cpu")
+    half = P.autocast_dtype(precision, run_on, "stream precision")
     specs = dict(zip(net._in_names, net._input_specs))
     static, batch = {}, None
     for name, x in static_inputs.items():
         from ..batching import as_batch   # the forward pass's own input conversion and checks
         value, mask = as_batch(x, specs[name], name, dtype)
+        value, mask = value.to(run_on), None if mask is None else mask.to(run_on)
         if batch is not None and value.shape[0] != batch:
             raise DataError(f"static_inputs differ in batch size: '{name}' has {value.shape[0]}, "
                             f"another has {batch}. Give every input one entry per observation.")
@@ -60,14 +82,16 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64) -> "St
         if specs[n].labels != "BTC":
             raise NetworkError(f"input '{n}' is {specs[n]} ({specs[n].kind}): only sequences "
                                "(B×T×C) can be streamed. Pass it in static_inputs.")
-    program = build_program(net, static, capacity)
+    with P.autocast(run_on, half):       # static layers (encoders) in the step's precision
+        program = build_program(net, static, capacity)
     if program.problems:
         lines = "\n".join(f"  - {i.message}" for i in program.problems)
         given = f" (static: {', '.join(map(repr, static))})" if static else ""
         raise NetworkError(f"cannot stream the network on {', '.join(map(repr, streamed))}{given}: "
                            f"{len(program.problems)} layer(s) cannot run step by step:\n{lines}",
                            program.problems)
-    return Stream(net, program, [specs[n] for n in program.streamed_inputs], batch, dtype)
+    return Stream(net, program, [specs[n] for n in program.streamed_inputs], batch, dtype,
+                  run_on, half, compile)
 
 
 class Stream:
@@ -78,10 +102,13 @@ class Stream:
     depend on static inputs only come back whole at every step. A step that raises may leave
     some layers advanced: call `reset()` after an error."""
 
-    def __init__(self, net, program, specs, batch, dtype):
+    def __init__(self, net, program, specs, batch, dtype, device=None, half=None, compile=False):
         self.net = net
         self._program = program
-        self._fn = program.fn
+        self._device = device if device is not None else torch.device("cpu")
+        self._half = half
+        fn = program.fn if half is None else _autocast_step(program.fn, self._device, half)
+        self._fn = maybe_compile(fn, compile, self._device, "decoding")
         self._names = list(program.streamed_inputs)
         self._channels = [s.channels for s in specs]
         self._out_names = [o for o, _ in program.outputs]
@@ -117,6 +144,16 @@ class Stream:
         """Layer name → the `Stepper` holding its state (e.g. `.cache` of a self-attention, a
         `KVCache`; `.state` of an LSTM); layers of nested networks as 'outer/inner'."""
         return dict(self._program.steppers)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the steps run (and their outputs are)."""
+        return self._device
+
+    @property
+    def compiled(self) -> bool:
+        """True while steps run through torch.compile (False: eager, or fell back)."""
+        return bool(getattr(self._fn, "active", False))
 
     @property
     def source(self) -> str:
@@ -162,7 +199,8 @@ class Stream:
     # -- input checks -----------------------------------------------------------------------
     def _check(self, x, i):
         if type(x) is Tensor and x.dim() == 3 and x.shape[0] == self._batch and \
-                x.shape[2] == self._channels[i] and x.dtype is self._dtype and x.shape[1]:
+                x.shape[2] == self._channels[i] and x.dtype is self._dtype and x.shape[1] and \
+                x.device == self._device:
             return x                                       # the hot path: a right tensor
         return self._convert(x, i)
 
@@ -195,8 +233,8 @@ class Stream:
                             f"{'the static inputs' if self._static_batch else 'the first step'}), "
                             f"received {shape}. A stream keeps one batch; reset() (or a new "
                             "stream) for another.")
-        if x.dtype != self._dtype:
-            x = x.to(self._dtype)
+        if x.dtype != self._dtype or x.device != self._device:
+            x = x.to(self._device, self._dtype, non_blocking=True)
         return x
 
     def _by_name(self, given):
@@ -230,3 +268,12 @@ class Stream:
         return DataError(f"{where}the step failed; torch says: {text}. Check that the data fits the "
                          "network (print(net.analyze()) shows the sizes each layer expects); reset() "
                          "the stream before going on.")
+
+
+def _autocast_step(fn, device, half):
+    """The step under autocast, its half-precision outputs returned as float32."""
+    def step(pos, t, *xs):
+        with torch.autocast(device.type, dtype=half):
+            outs = fn(pos, t, *xs)
+        return tuple(o.float() if isinstance(o, Tensor) and o.dtype in _HALF else o for o in outs)
+    return step

@@ -17,9 +17,14 @@ from .core import stream
 class Generated(NamedTuple):
     """What `generate` returns.
 
-    tokens: B×L int64 token ids (the start token not included). After a sequence's stop token
+    Attributes
+    ----------
+    tokens : Tensor
+        B×L int64 token ids (the start token not included). After a sequence's stop token
         the row holds the stop id again, up to L, the longest sequence's length.
-    lengths: B int64: each sequence's generated tokens, its stop token included."""
+    lengths : Tensor
+        B int64: each sequence's generated tokens, its stop token included.
+    """
 
     tokens: Tensor
     lengths: Tensor
@@ -44,27 +49,43 @@ def _eval_mode(net):
 def generate(net, static_inputs: dict | None = None, start=0, stop: int | None = None,
              max_length: int = 100, feedback: Callable | None = None, strategy: str = "greedy",
              k: int = 10, temperature: float = 1.0, output: str | None = None,
-             generator: torch.Generator | None = None) -> Generated:
+             generator: torch.Generator | None = None, device=None, precision: str = "fp32",
+             compile=False) -> Generated:
     """Decodes token by token, feeding each chosen token back into the streamed decoder input.
 
-    net: a network whose one streamed input is the decoder input and whose output (or the
-        output named `output`) gives B×t×V scores (logits or probabilities) over V tokens.
-    static_inputs: the inputs given whole (e.g. {"encoder-input": x}), as for `stream`.
-    start: the first decoder input: a start token id (int, or a B tensor of ids), or a
-        prompt: B×t ids or B×t×C inputs, consumed in one multi-step prefill.
-    stop: a token id that ends a sequence (it is included in the output); sequences stop
-        one by one while the batch goes on, and decoding ends when all have stopped.
-    max_length: the most tokens generated per sequence.
-    feedback: `feedback(tokens, scores) → next decoder input`, with tokens the B int64 ids
-        just chosen and scores their B×V scores; it returns B×1×C. The default feeds the id
-        itself, `tokens.view(B, 1, 1)` as a float: for a decoder that starts with
-        SequenceInput(1) → Embedding. For one-hot inputs:
-        `feedback=lambda tok, _: torch.nn.functional.one_hot(tok, V).float().unsqueeze(1)`.
-    strategy: "greedy" (the highest score) or "top-k" (sample among the k highest scores,
-        softmax(scores / temperature); pass `generator` for reproducible samples).
+    Batched: one stream step per token for the whole batch, no Python loop over sequences.
 
-    Returns `Generated(tokens B×L, lengths B)`. Batched: one stream step per token for the
-    whole batch, no Python loop over sequences.
+    Parameters
+    ----------
+    net
+        A network whose one streamed input is the decoder input and whose output (or the
+        output named `output`) gives B×t×V scores (logits or probabilities) over V tokens.
+    static_inputs
+        The inputs given whole (e.g. ``{"encoder-input": x}``), as for `Network.stream`.
+    start
+        The first decoder input: a start token id (int, or a B tensor of ids), or a
+        prompt: B×t ids or B×t×C inputs, consumed in one multi-step prefill.
+    stop
+        A token id that ends a sequence (it is included in the output); sequences stop
+        one by one while the batch goes on, and decoding ends when all have stopped.
+    max_length
+        The most tokens generated per sequence.
+    feedback
+        ``feedback(tokens, scores) → next decoder input``, with tokens the B int64 ids
+        just chosen and scores their B×V scores; it returns B×1×C. The default feeds the id
+        itself, ``tokens.view(B, 1, 1)`` as a float: for a decoder that starts with
+        SequenceInput(1) → Embedding. For one-hot inputs:
+        ``feedback=lambda tok, _: torch.nn.functional.one_hot(tok, V).float().unsqueeze(1)``.
+    strategy
+        "greedy" (the highest score) or "top-k" (sample among the k highest scores,
+        softmax(scores / temperature); pass `generator` for reproducible samples).
+    device, precision, compile
+        As for `Network.stream` (the network moves to `device`; tokens come back there).
+
+    Returns
+    -------
+    Generated
+        ``Generated(tokens B×L, lengths B)``.
     """
     if strategy not in ("greedy", "top-k"):
         raise ArgumentError(f"generate strategy must be 'greedy' or 'top-k', got {strategy!r}")
@@ -76,9 +97,10 @@ def generate(net, static_inputs: dict | None = None, start=0, stop: int | None =
         raise ArgumentError(f"generate max_length must be a positive int, got {max_length!r}")
     with _eval_mode(net):
         x = _start_input(start)
-        s = stream(net, static_inputs, capacity=(x.shape[1] if x.dim() >= 2 else 1) + max_length)
+        s = stream(net, static_inputs, capacity=(x.shape[1] if x.dim() >= 2 else 1) + max_length,
+                   device=device, precision=precision, compile=compile)
         _one_streamed_input(s, "generate")
-        x = _expand_start(x, s)
+        x = _expand_start(x, s).to(s.device)
         pick = _output_picker(s, output)
         if feedback is None:
             feedback = _token_feedback(s)
@@ -182,15 +204,28 @@ def _token_feedback(s):
 
 
 def forecast(net, history, steps: int, static_inputs: dict | None = None,
-             feedback: Callable | None = None, output: str | None = None) -> Tensor:
+             feedback: Callable | None = None, output: str | None = None, device=None,
+             precision: str = "fp32", compile=False) -> Tensor:
     """Closed-loop forecasting with a sequence-to-sequence regression network (each output step
     predicts the next input step): prefill with the history, then feed each prediction back.
 
-    history: B×T×C (or one T×C sequence) of observed steps; steps: how many to predict.
-    feedback: `feedback(prediction B×1×C') → next input B×1×C`; by default the prediction
+    Parameters
+    ----------
+    history
+        B×T×C (or one T×C sequence) of observed steps.
+    steps
+        How many steps to predict.
+    feedback
+        ``feedback(prediction B×1×C') → next input B×1×C``; by default the prediction
         itself (then C' must equal C).
-    Returns B×steps×C' (steps×C' for a T×C history): the prediction after the history's last
-    step, then each one after feeding the previous one back.
+    device, precision, compile
+        As for `Network.stream` (the prediction comes back on `device`).
+
+    Returns
+    -------
+    Tensor
+        B×steps×C' (steps×C' for a T×C history): the prediction after the history's last
+        step, then each one after feeding the previous one back.
     """
     if not isinstance(steps, int) or steps < 1:
         raise ArgumentError(f"forecast steps must be a positive int, got {steps!r}")
@@ -199,7 +234,8 @@ def forecast(net, history, steps: int, static_inputs: dict | None = None,
     if single:
         h = h.unsqueeze(0)                                            # T×C → 1×T×C
     with _eval_mode(net):
-        s = stream(net, static_inputs, capacity=h.shape[1] + steps)
+        s = stream(net, static_inputs, capacity=h.shape[1] + steps, device=device,
+                   precision=precision, compile=compile)
         _one_streamed_input(s, "forecast")
         pick = _output_picker(s, output)
         p = pick(s.step(h))[:, -1:]                                   # B×1×C'

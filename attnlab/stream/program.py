@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
-from torch import Tensor
+import torch.nn.functional as F
+from torch import Tensor, nn
 
 from ..analysis import Issue
 from ..errors import DataError
 from ..graph import Graph
+from ..layers.combine import _Sum
 from .steppers import (PER_STEP, LayerContext, NotStreamable, Route, bound_forward,
                        stepper_for)
 
@@ -211,7 +213,34 @@ class _Builder:
                 args.append(c)
         if ctx.layer.uses_mask:                 # streamed steps carry no padding
             args.append(f"masks=({'None, ' * len(ctx.layer.input_ports)})")
+        else:
+            inline = self._inline(ctx.module, args)
+            if inline is not None:
+                return inline
         return f"{self._callable(bound_forward(ctx.module))}({', '.join(args)})"
+
+    def _inline(self, module, args) -> str | None:
+        """The common per-step modules written as their torch function on the module's own
+        Parameter objects (read live: optimizer steps, load_state_dict and .to() update them
+        in place), skipping nn.Module's call and attribute lookups: a decoding step runs ~20
+        of them. None for anything else (or a module with hooks, which must run)."""
+        if bound_forward(module) is module:                   # hooks: call the module
+            return None
+        kind = type(module)
+        if kind is nn.Linear:
+            bias = "None" if module.bias is None else self._const(module.bias)
+            return f"{self._callable(F.linear)}({args[0]}, {self._const(module.weight)}, {bias})"
+        if kind is nn.LayerNorm and module.elementwise_affine and module.bias is not None:
+            return (f"{self._callable(F.layer_norm)}({args[0]}, "
+                    f"{self._const(tuple(module.normalized_shape))}, {self._const(module.weight)}"
+                    f", {self._const(module.bias)}, {self._const(float(module.eps))})")
+        if kind is nn.GELU:
+            return f"{self._callable(F.gelu)}({args[0]}, approximate={self._const(module.approximate)})"
+        if kind is nn.ReLU and not module.inplace:
+            return f"{self._callable(F.relu)}({args[0]})"
+        if kind is _Sum and len(args) >= 2:
+            return " + ".join(args)
+        return None
 
     def _stepper_call(self, stepper, ctx, ins) -> str:
         self.resets.append(stepper.reset)

@@ -104,6 +104,20 @@ def bound_forward(module: nn.Module):
     return module.forward
 
 
+def linear_of(module: nn.Module):
+    """An nn.Linear as `x → F.linear(x, weight, bias)` on its own Parameter objects (read live:
+    in-place updates show), without nn.Module's call and attribute lookups; other modules (or
+    one with hooks) as `bound_forward`."""
+    fwd = bound_forward(module)
+    if type(module) is not nn.Linear or fwd is module:
+        return fwd
+    w, b = module.weight, module.bias
+
+    def linear(x):
+        return F.linear(x, w, b)
+    return linear
+
+
 def register_stepper(*layer_types: type):
     """Decorator: `factory(ctx: LayerContext) -> PER_STEP | Stepper` streams these layer types
     (and their subclasses); it raises `NotStreamable(reason, fix)` when it cannot."""
@@ -505,7 +519,7 @@ def _qkv(ctx):
         cv = ctx.in_specs["value"].channels
         return m.num_heads, m.num_heads, ck, cv, m.scale, (_identity,) * 3, _identity
     return (m.num_heads, m.num_kv_heads, m.query.out_features, m.value.out_features, m.scale,
-            tuple(bound_forward(p) for p in (m.query, m.key, m.value)), bound_forward(m.output))
+            tuple(linear_of(p) for p in (m.query, m.key, m.value)), linear_of(m.output))
 
 
 def _static_key_mask(ctx):
@@ -545,7 +559,7 @@ def _self_attention(ctx):
         return qkv.split_with_sizes(sizes, -1)                      # views, no copies
 
     refresh()
-    return CachedAttentionStepper(m, project, bound_forward(m.output), m.num_heads,
+    return CachedAttentionStepper(m, project, linear_of(m.output), m.num_heads,
                                   m.num_kv_heads, ck, cv, m.scale, ctx.capacity, refresh)
 
 

@@ -5,11 +5,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..batching import predict
 from ..errors import ArgumentError
 from .losses import final_module
 
 
-def classify(net, X, batch_size: int = 128, output: str | None = None):
+def classify(net, X, batch_size: int = 128, output: str | None = None, device=None,
+             precision: str = "fp32", compile=False):
     """Class labels for X (anything `net.predict` takes: a tensor, a list of variable-length
     sequences, a dict by input name).
 
@@ -17,13 +19,13 @@ def classify(net, X, batch_size: int = 128, output: str | None = None):
     of sequence outputs, or a list of per-sequence arrays when X is a list of sequences. Labels
     are the values training saw (`net.metadata["class_labels"]`: strings, ints, …), or class
     indices when training used indices. One output channel means a binary decision (threshold
-    0.5 after a final Sigmoid, else 0)."""
+    0.5 after a final Sigmoid, else 0). `device`, `precision`, `compile`: as for `predict`."""
     names = net.output_names
     if output is None:
         output = names[0]
     elif output not in names:
         raise ArgumentError(f"classify: unknown output '{output}'; outputs: {', '.join(names)}")
-    scores = net.predict(X, batch_size=batch_size)
+    scores = predict(net, (X,), {}, batch_size, device, precision, compile)
     if isinstance(scores, dict):
         scores = scores[output]
     labels = _labels(net, output)

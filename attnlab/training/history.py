@@ -38,20 +38,24 @@ class TrainingInfo:
 
     @property
     def history(self) -> dict[str, list]:
+        """The per-epoch columns without "epoch", as Keras' `History.history`."""
         return {k: v for k, v in self.epochs.items() if k != "epoch"}
 
     @property
     def final_loss(self) -> float | None:
+        """The loss of the last iteration (None before the first)."""
         losses = self.iterations.get("loss") or [None]
         return losses[-1]
 
     @property
     def final_validation(self) -> dict | None:
+        """The last validation row by column, or None when there was no validation."""
         if not self.validation.get("iteration"):
             return None
         return {k: v[-1] for k, v in self.validation.items()}
 
     def append(self, table: str, row: dict) -> None:
+        """Add one row to `table` ("iterations", "validation" or "epochs"); missing columns get None."""
         cols = getattr(self, table)
         n = len(next(iter(cols.values()))) if cols else 0
         for k, v in row.items():
@@ -61,12 +65,14 @@ class TrainingInfo:
                 v.append(None)
 
     def to_json(self) -> dict:
+        """The history as a JSON-ready dict (what checkpoints and `Network.save` keep)."""
         return {"iterations": self.iterations, "validation": self.validation, "epochs": self.epochs,
                 "stop_reason": self.stop_reason, "best_iteration": self.best_iteration,
                 "best_validation_loss": self.best_validation_loss, "elapsed_s": self.elapsed_s}
 
     @staticmethod
     def from_json(d: dict) -> "TrainingInfo":
+        """The `TrainingInfo` from `to_json`'s dict."""
         return TrainingInfo(**d)
 
     def plot(self, path) -> str:

@@ -7,6 +7,7 @@ same on every process, so collectives under DDP stay in step.
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from .. import precision as P
+from ..compiled import maybe_compile
 from ..errors import DataError
 from . import checkpoint as ck
 from . import distributed as dd
@@ -54,6 +57,8 @@ class Run:
     plotter: Plotter | None
     watch: ActivationWatch | None
     batches_per_epoch: int
+    amp: object = None             # autocast context factory (mixed precision), None for fp32
+    scaler: object = None          # fp16's GradScaler
 
 
 def train(net, X, Y=None, loss="crossentropy", options: TrainingOptions | None = None,
@@ -110,6 +115,9 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
     generator = torch.Generator().manual_seed(seed)
     params = [p for p in net.parameters() if p.requires_grad]
     opt = make_optimizer(params, o)
+    half = P.autocast_dtype(o.precision, device, "TrainingOptions precision")
+    amp = None if half is None else functools.partial(P.autocast, device, half)
+    scaler = P.make_scaler(device, half)
     first = draw_epoch(len(data), o.batch_size, o.shuffle, generator, lengths=data.lengths,
                        sort_by_length=o.sort_by_length)
     per_epoch = sum(usable(*first.batch(k), d.world) for k in range(first.batches))
@@ -123,14 +131,15 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
     recorder = Recorder(info, names, finish, lambda t: d.sum_(t.to(cdev)))
     st = State(order=first)
     if o.resume:
-        _resume(st, net, opt, scheduler, generator, recorder, info, o)
+        _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler)
     plot_path = _plot_path(o) if o.plots == "training-progress" and d.main else None
     info.plot_file = str(plot_path) if plot_path else None
-    run = Run(net, o, d, device, cdev, data, val, heads, dd.wrap(net, d, device), opt, scheduler,
+    fwd = maybe_compile(dd.wrap(net, d, device), o.compile, device, "training")
+    run = Run(net, o, d, device, cdev, data, val, heads, fwd, opt, scheduler,
               unit, clipper(params, o), generator, recorder, info, make_progress(o.verbose, d.main),
               TensorBoard(o.log_dir if d.main else None),
               Plotter(plot_path) if plot_path else None,
-              ActivationWatch(net) if o.check_finite else None, per_epoch)
+              ActivationWatch(net) if o.check_finite else None, per_epoch, amp, scaler)
     return run, st
 
 
@@ -159,7 +168,8 @@ def _loop(r: Run, st: State) -> None:
             lr = current_lr(r.opt)
             try:
                 record, denominators = train_step(r.fwd, batch, r.heads, r.opt, r.clip,
-                                                  r.d.world, r.watch, r.d, r.cdev)
+                                                  r.d.world, r.watch, r.d, r.cdev, r.amp,
+                                                  r.scaler)
             except NonFinite as e:
                 raise diverged(st.iteration + 1, st.epoch + 1, e.loss, lr, e.layer, checked=True) from None
             st.iteration += 1
@@ -253,7 +263,7 @@ def _log(r: Run) -> None:
 
 def _validate(r: Run, st: State, early_stop: bool = True) -> None:
     _log(r)
-    row = evaluate(r.net, r.val, r.heads, r.o.batch_size, r.d, r.device, r.cdev)
+    row = evaluate(r.net, r.val, r.heads, r.o.batch_size, r.d, r.device, r.cdev, r.amp)
     st.last_validation = st.iteration
     epoch = st.epoch + 1 if st.batch > 0 or st.epoch == 0 else st.epoch    # of the last step
     full = {"iteration": st.iteration, "epoch": epoch, **row}
@@ -276,16 +286,16 @@ def _checkpoint(r: Run, st: State) -> None:
     if not r.d.main:
         return
     tensors, meta = snapshot(st, r.net, r.opt, r.scheduler, r.generator, r.recorder, r.info,
-                             r.o.to_json())
+                             r.o.to_json(), r.scaler)
     ck.save(r.o.checkpoint_dir, st.iteration, tensors, meta, r.o.checkpoint_keep)
 
 
-def _resume(st, net, opt, scheduler, generator, recorder, info, o) -> None:
+def _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler=None) -> None:
     found = ck.load_latest(o.checkpoint_dir)
     if found is None:
         return                                   # nothing to resume: start from the beginning
     tensors, meta, path = found
-    restore(tensors, meta, st, net, opt, scheduler, generator, recorder, info, path)
+    restore(tensors, meta, st, net, opt, scheduler, generator, recorder, info, path, scaler)
 
 
 def _place(source, device, d, cdev) -> None:

@@ -155,7 +155,10 @@ _CLASSES = {c.name: c for c in (CrossEntropy, MSE, MAE, Huber, BinaryCrossEntrop
 
 
 def make_loss(loss) -> Loss:
-    """A loss name or callable → an unbound Loss."""
+    """A loss name or callable → an unbound Loss. A `Loss` instance (e.g. a weighted
+    cross-entropy a caller built) is used as it is."""
+    if isinstance(loss, Loss):
+        return loss
     if callable(loss) and not isinstance(loss, str):
         return CustomLoss(loss)
     if not isinstance(loss, str):

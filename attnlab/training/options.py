@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ..errors import ArgumentError, close_matches
+from ..precision import check_compile, check_precision
 from .metrics import NAMES as METRIC_NAMES
 
 SOLVERS = ("sgdm", "adam", "adamw", "rmsprop")
@@ -57,7 +58,7 @@ class TrainingOptions:
     else names "accuracy", "rmse", "mae" or callables `(outputs, targets) -> mean`.
 
     Gradients: `gradient_threshold` None or a float, `gradient_threshold_method`
-    "global-l2norm" (torch.nn.utils.clip_grad_norm_ over all) | "l2norm" (per parameter) |
+    "global-l2norm" (`torch.nn.utils.clip_grad_norm_` over all) | "l2norm" (per parameter) |
     "absolute-value".
 
     Output: `verbose` True (rich progress bar in a terminal, plain lines otherwise, every
@@ -70,8 +71,14 @@ class TrainingOptions:
     Checkpoints: `checkpoint_dir`, `checkpoint_frequency` 1 in `checkpoint_frequency_unit`
     "epoch" | "iteration", keeping the newest `checkpoint_keep` (2); `resume` True continues from
     the newest checkpoint exactly. `check_finite` True checks every step (one host sync per
-    step) and names the first layer whose activations went non-finite. `device` None means the
-    network's device.
+    step) and names the first layer whose activations went non-finite.
+
+    Hardware (`attnlab.precision`, `attnlab.compiled`): `device` None (the network's device) |
+    "auto" | "cpu" | "cuda" | "cuda:N" | "mps"; a device this machine lacks fails when
+    training starts. `precision` "fp32" | "bf16" | "fp16" (torch.autocast; fp16 with a
+    GradScaler, kept in checkpoints) | "auto"; losses and metrics are computed in float32.
+    `compile` False | True (torch.compile, falling back to eager with a warning) | a dict of
+    torch.compile arguments.
     """
 
     solver: str = "sgdm"
@@ -111,6 +118,8 @@ class TrainingOptions:
     check_finite: bool = False
     output_fn: Optional[Callable] = None
     device: Any = None
+    precision: str = "fp32"
+    compile: Any = False
 
     def __post_init__(self):
         _choice("solver", self.solver, SOLVERS)
@@ -179,17 +188,20 @@ class TrainingOptions:
         if self.resume and not self.checkpoint_dir:
             raise ArgumentError("TrainingOptions resume=True needs checkpoint_dir: the folder "
                                 "where the checkpoints to resume from are written.")
+        check_precision(self.precision, "TrainingOptions precision")
+        check_compile(self.compile, "TrainingOptions compile")
         if self.output_fn is not None and not callable(self.output_fn):
             raise ArgumentError(f"TrainingOptions output_fn must be callable (state -> bool), got "
                                 f"{_short(self.output_fn)}")
 
     @property
     def lr(self) -> float:
-        """The learning rate in effect: the given one or the solver's default."""
+        """The learning rate in effect (the given one or the solver's default)."""
         return self.learning_rate if self.learning_rate is not None \
             else DEFAULT_LEARNING_RATE[self.solver]
 
     def replace(self, **changes) -> "TrainingOptions":
+        """A copy with the given options changed, e.g. ``opts.replace(max_epochs=1)``."""
         return dataclasses.replace(self, **changes)
 
     def to_json(self) -> dict:

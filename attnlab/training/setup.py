@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import ArgumentError, DataError
+from ..precision import machine_devices  # noqa: F401 (re-exported)
+from ..precision import resolve_device as resolve_device_choice
 from ..spec import Spec
 from . import data as D
 from . import targets as T
@@ -174,8 +176,13 @@ def float_dtype(net) -> torch.dtype:
 
 
 def resolve_device(net, device, d) -> torch.device:
-    if device is not None and device != "auto":
-        return available_device(device)
+    """The device training runs on: the option (checked against this machine; "auto" is a
+    GPU when there is one), else the process's GPU under torchrun, else where the network is."""
+    if device is not None:
+        dev = available_device(device)
+        if d.active and dev.type == "cuda" and dev.index != d.local_rank:
+            dev = torch.device("cuda", d.local_rank)       # one GPU per torchrun process
+        return dev
     if d.active and torch.cuda.is_available():
         return torch.device("cuda", d.local_rank)
     if not net.initialized:     # don't build it here: initialize() builds it seeded
@@ -185,38 +192,7 @@ def resolve_device(net, device, d) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
-def machine_devices() -> str:
-    """What this machine offers, in words (for the error below)."""
-    have = ["cpu"]
-    if torch.cuda.is_available():
-        n = torch.cuda.device_count()
-        have.append("cuda" if n == 1 else f"cuda:0…cuda:{n - 1}")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
-        have.append("mps")
-    return ", ".join(have)
-
-
 def available_device(device) -> torch.device:
-    """torch.device(device), or an ArgumentError when this machine (or this torch build) lacks
-    it — instead of torch's AssertionError at the first .to()."""
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            why = "this torch build has no CUDA" if torch.version.cuda is None else \
-                "no CUDA GPU is visible"
-            raise ArgumentError(f"device {str(device)!r}: {why}. This machine has: "
-                                f"{machine_devices()}. Use device='cpu' (or 'auto', or "
-                                "ExecutionEnvironment='auto' in attnlab.matlab).")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ArgumentError(f"device {str(device)!r}: this machine has "
-                                f"{torch.cuda.device_count()} CUDA device(s) (cuda:0…cuda:"
-                                f"{torch.cuda.device_count() - 1}).")
-    elif dev.type == "mps":
-        mps = getattr(torch.backends, "mps", None)
-        if mps is None or not mps.is_available():
-            raise ArgumentError(f"device {str(device)!r}: MPS (Apple GPUs) is not available here. "
-                                f"This machine has: {machine_devices()}. Use device='cpu' or 'auto'.")
-    elif dev.type != "cpu":
-        raise ArgumentError(f"device {str(device)!r}: attnlab trains on 'cpu', 'cuda', 'cuda:N' or "
-                            f"'mps'. This machine has: {machine_devices()}.")
-    return dev
+    """torch.device for the option, or an ArgumentError when this machine (or this torch build)
+    lacks it — instead of torch's AssertionError at the first .to()."""
+    return resolve_device_choice(device, "device")

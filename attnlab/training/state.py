@@ -36,7 +36,7 @@ class State:
 
 
 def snapshot(st: State, net, opt, scheduler, generator, recorder, info: TrainingInfo,
-             options_json: dict) -> tuple[dict, dict]:
+             options_json: dict, scaler=None) -> tuple[dict, dict]:
     tensors = {f"net/{k}": v for k, v in net.state_dict().items()}
     opt_tensors, opt_json = ck.pack_optimizer(opt.state_dict())
     tensors.update(opt_tensors)
@@ -63,14 +63,16 @@ def snapshot(st: State, net, opt, scheduler, generator, recorder, info: Training
         "history": info.to_json(),
         "metadata": net.metadata,
         "options": options_json,
+        # fp16's loss scale and growth tracker (host numbers: read at checkpoints only)
+        "scaler": scaler.state_dict() if scaler is not None else None,
     }
     return tensors, meta
 
 
 def restore(tensors: dict, meta: dict, st: State, net, opt, scheduler, generator, recorder,
-            info: TrainingInfo, path) -> None:
+            info: TrainingInfo, path, scaler=None) -> None:
     try:
-        _restore(tensors, meta, st, net, opt, scheduler, generator, recorder, info, path)
+        _restore(tensors, meta, st, net, opt, scheduler, generator, recorder, info, path, scaler)
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as e:
         # a file that passed the safetensors check but lacks what attnlab writes: damaged
         raise TrainingError(f"checkpoint '{path}' cannot be resumed from: it is damaged or was "
@@ -79,7 +81,7 @@ def restore(tensors: dict, meta: dict, st: State, net, opt, scheduler, generator
 
 
 def _restore(tensors: dict, meta: dict, st: State, net, opt, scheduler, generator, recorder,
-             info: TrainingInfo, path) -> None:
+             info: TrainingInfo, path, scaler=None) -> None:
     if meta.get("version") != VERSION:
         raise TrainingError(f"checkpoint '{path}' has format version {meta.get('version')}; this "
                             f"attnlab reads version {VERSION}.")
@@ -90,6 +92,8 @@ def _restore(tensors: dict, meta: dict, st: State, net, opt, scheduler, generato
     if scheduler is not None and meta["scheduler"] is not None:
         scheduler.load_state_dict(meta["scheduler"])
     ck.restore_rng(tensors, meta["rng"], generator)
+    if scaler is not None and meta.get("scaler"):
+        scaler.load_state_dict(meta["scaler"])
     pos, early = meta["position"], meta["early_stopping"]
     st.epoch, st.batch, st.iteration = pos["epoch"], pos["batch"], pos["iteration"]
     st.stop_reason = pos.get("stop_reason", "")      # a finished run stays finished

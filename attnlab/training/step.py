@@ -48,21 +48,43 @@ def objective(outs: dict, batch: Batch, heads: list):
     return total, parts, denominators
 
 
+def float32(outs: dict) -> dict:
+    """Half-precision outputs (autocast) → float32, so losses and metrics sum in float32."""
+    return {k: v.float() if v.dtype in _HALF else v for k, v in outs.items()}
+
+
+_HALF = (torch.float16, torch.bfloat16)
+
+
 def train_step(fwd, batch: Batch, heads: list, opt, clip, world: int, watch=None, d=None,
-               cdev=None):
+               cdev=None, amp=None, scaler=None):
     """Forward, backward, update. Returns the step's record (device tensor: the loss part, raw
     metric sums) and the metrics' denominators (host numbers). With `watch` (check_finite), a
-    non-finite loss stops before the update."""
+    non-finite loss stops before the update. `amp`: the autocast context factory (mixed
+    precision), `scaler`: fp16's GradScaler (it skips steps whose gradients overflowed)."""
     if watch is not None:
         watch.reset()
-    outs, _ = fwd(batch.inputs)
+    if amp is None:
+        outs, _ = fwd(batch.inputs)
+    else:
+        with amp():
+            outs, _ = fwd(batch.inputs)
+        outs = float32(outs)
     total, parts, denominators = objective(outs, batch, heads)
-    (total * world if world > 1 else total).backward()
+    loss = total * world if world > 1 else total
+    (loss if scaler is None else scaler.scale(loss)).backward()
     if watch is not None and d.any_(not bool(torch.isfinite(total.detach())), cdev):
         raise _located(watch, total)
-    if clip is not None:
-        clip()
-    opt.step()
+    if scaler is None:
+        if clip is not None:
+            clip()
+        opt.step()
+    else:
+        if clip is not None:
+            scaler.unscale_(opt)          # clip the true gradients, not the scaled ones
+            clip()
+        scaler.step(opt)
+        scaler.update()
     opt.zero_grad(set_to_none=True)
     record = torch.stack([total.detach(), *parts]) if parts else total.detach().reshape(1)
     return record, denominators
@@ -73,7 +95,7 @@ def _located(watch, total):
 
 
 @torch.no_grad()
-def evaluate(net, source, heads: list, batch_size: int, d, device, cdev) -> dict:
+def evaluate(net, source, heads: list, batch_size: int, d, device, cdev, amp=None) -> dict:
     """Loss and metrics over the whole validation data, in eval mode; each process takes a
     contiguous part and the sums meet in one all-reduce. Returns {"loss": …, column: …}; the
     loss of several outputs is the sum of their mean losses, as in training."""

@@ -38,7 +38,7 @@ def plot_attention(scores, query_labels: Sequence | None = None, key_labels: Seq
     if heads is None:
         chosen = list(range(n_heads))
     else:
-        chosen = [heads] if isinstance(heads, (int, np.integer)) else list(heads)
+        chosen = [int(heads)] if isinstance(heads, (int, np.integer)) else list(heads)
         bad = [h for h in chosen if not isinstance(h, (int, np.integer)) or not 0 <= h < n_heads]
         if bad or not chosen:
             raise ArgumentError(f"plot_attention: heads {bad or heads!r} are not among the "
@@ -88,7 +88,8 @@ def plot_attention(scores, query_labels: Sequence | None = None, key_labels: Seq
                     ax.text(j, i, f"{v:.2f}".lstrip("0") if v < 1 else "1", ha="center",
                             va="center", fontsize=6,
                             color="black" if v > 0.6 * vmax else "white")
-    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="weight")
+    if image is not None:                             # at least one head is drawn
+        fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="weight")
     if title:
         fig.suptitle(title, fontsize=11)
     if path is not None:

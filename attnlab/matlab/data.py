@@ -1,0 +1,164 @@
+"""In-memory data as MATLAB scripts hold it: `arrayDatastore`, `combine`, `categorical`,
+`categories`, `scores2label`. Datastores here wrap arrays the script already has (the reader never
+reads files); training unwraps them into the arrays `al.train` takes."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ._options import _int, _parse, _word
+from .values import Categorical, Cell
+
+__all__ = ["arrayDatastore", "combine", "categorical", "categories", "scores2label"]
+
+
+class ArrayDatastore:
+    """`arrayDatastore(X)`: observations along `IterationDimension` (1, as MATLAB's default),
+    or the cells of a cell array."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __len__(self):
+        return len(self.data)
+
+    def __repr__(self):
+        return f"arrayDatastore({len(self)} observations)"
+
+
+class CombinedDatastore:
+    """`combine(ds1, ds2, …)`: reads one observation of each, in order (predictors, then
+    targets)."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def __repr__(self):
+        return f"combine({', '.join(map(repr, self.parts))})"
+
+
+def arrayDatastore(X, *args, **kwargs) -> ArrayDatastore:
+    """`arrayDatastore(X, IterationDimension=d)`: the observations of `X` along dimension d (1-based), read one at a time, for `trainnet(ds, net, …)`."""
+    fn = "arrayDatastore"
+    _, o = _parse(fn, args, kwargs, {"IterationDimension": 1, "ReadSize": 1,
+                                     "OutputType": "cell"})
+    _word(fn, "OutputType", o["OutputType"], ("cell", "same"))
+    _int(fn, "ReadSize", o["ReadSize"])
+    dim = _int(fn, "IterationDimension", o["IterationDimension"])
+    if isinstance(X, Categorical):
+        return ArrayDatastore(X)
+    if isinstance(X, (list, tuple)):
+        if dim != 1:
+            raise ArgumentError(f"{fn}: expected IterationDimension=1 for a cell array (one "
+                                f"observation per cell), received {dim}.")
+        return ArrayDatastore(list(X))
+    arr = X if hasattr(X, "shape") else np.asarray(X)
+    if dim > arr.ndim:
+        raise ArgumentError(f"{fn}: expected IterationDimension at most {arr.ndim} for a "
+                            f"{'×'.join(map(str, arr.shape))} array, received {dim}.")
+    if dim != 1:                        # observations first, the rest in order
+        arr = np.moveaxis(np.asarray(arr), dim - 1, 0)
+    return ArrayDatastore(arr)
+
+
+def combine(*datastores, **kwargs) -> CombinedDatastore:
+    """`combine(dsX, dsT)`: datastores read together, observation by observation (inputs, then targets)."""
+    _parse("combine", (), kwargs, {"ReadOrder": "associated"})
+    parts = []
+    for ds in datastores:
+        if isinstance(ds, CombinedDatastore):
+            parts.extend(ds.parts)
+        elif isinstance(ds, ArrayDatastore):
+            parts.append(ds)
+        else:
+            raise ArgumentError(f"combine: expected datastores (arrayDatastore), received "
+                                f"{type(ds).__name__}.")
+    n = {len(p) for p in parts}
+    if len(n) > 1:
+        raise ArgumentError(f"combine: expected datastores with the same number of "
+                            f"observations, received {sorted(n)}.")
+    return CombinedDatastore(parts)
+
+
+def as_training_data(X, T, fn):
+    """(X, T) with datastores unwrapped: combine(dsX, dsT) → (X, T)."""
+    if isinstance(X, CombinedDatastore):
+        if T is not None:
+            raise ArgumentError(f"{fn}: expected targets inside the combined datastore or as T, "
+                                "received both.")
+        if len(X.parts) != 2:
+            raise ArgumentError(f"{fn}: expected combine(predictors, targets) — two datastores — "
+                                f"received {len(X.parts)}.")
+        return X.parts[0].data, X.parts[1].data
+    if isinstance(X, ArrayDatastore):
+        raise ArgumentError(f"{fn}: expected predictors and targets, received an arrayDatastore "
+                            "of predictors only. Combine them: ds = combine(dsX, dsT).")
+    if isinstance(T, ArrayDatastore):
+        T = T.data
+    return X, T
+
+
+def _text(v) -> str:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return str(v.item() if isinstance(v, np.generic) else v)
+
+
+def categorical(x, valueset=None, catnames=None, *args, **kwargs) -> Categorical:
+    """`categorical(x)`: categories are the sorted unique values (numbers compare as numbers);
+    `categorical(x, valueset)` fixes them and their order; `catnames` renames them."""
+    _parse("categorical", args, kwargs, {"Ordinal": False, "Protected": False})
+    if isinstance(x, Categorical):
+        return x
+    vals = list(x) if isinstance(x, (list, tuple)) else np.asarray(x).reshape(-1).tolist()
+    if valueset is None:
+        try:
+            unique = sorted(set(vals))
+        except TypeError:
+            unique = sorted(set(vals), key=str)
+        valueset = unique
+    else:
+        valueset = list(valueset) if isinstance(valueset, (list, tuple)) else \
+            np.asarray(valueset).reshape(-1).tolist()
+    keys = [_text(v) for v in valueset]
+    names = keys if catnames is None else [str(c) for c in (
+        list(catnames) if isinstance(catnames, (list, tuple)) else np.asarray(catnames).reshape(-1))]
+    if len(names) != len(keys):
+        raise ArgumentError(f"categorical: expected one name per value of valueset ({len(keys)}), "
+                            f"received {len(names)}.")
+    rename = dict(zip(keys, names))
+    return Categorical([rename.get(_text(v), "") for v in vals], names)
+
+
+def categories(c) -> Cell:
+    """`categories(c)`: the categories of a categorical array, as a cell array."""
+    if not isinstance(c, Categorical):
+        raise ArgumentError(f"categories: expected a categorical array, received "
+                            f"{type(c).__name__}. Make one with categorical(x).")
+    return Cell(c.categories)
+
+
+def scores2label(scores, classNames, *args, **kwargs):
+    """`Y = scores2label(scores, classNames)`: the class of the highest score of each
+    observation, a categorical with categories classNames. The class axis is the last one whose
+    size is numel(classNames) (attnlab's outputs are B×C, B×T×C), or `dim` (1-based)."""
+    import torch
+    fn = "scores2label"
+    pos, _ = _parse(fn, args, kwargs, {}, positional=1)
+    names = [str(c) for c in (classNames.categories if isinstance(classNames, Categorical) else
+                              (list(classNames) if isinstance(classNames, (list, tuple)) else
+                               np.asarray(classNames).reshape(-1)))]
+    s = scores.detach().cpu().numpy() if isinstance(scores, torch.Tensor) else np.asarray(scores)
+    if s.ndim == 1:
+        s = s[None]
+    if pos:
+        dim = _int(fn, "dim", pos[0]) - 1
+    else:
+        dims = [d for d in range(s.ndim) if s.shape[d] == len(names)]
+        if not dims:
+            raise ArgumentError(f"{fn}: expected scores with a dimension of size "
+                                f"{len(names)} (one per class name), received a "
+                                f"{'×'.join(map(str, s.shape))} array.")
+        dim = dims[-1]
+    idx = s.argmax(axis=dim)
+    return Categorical([names[i] for i in idx.reshape(-1)], names)

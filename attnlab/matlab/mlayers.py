@@ -1,0 +1,246 @@
+"""Layer types MATLAB has and attnlab's core does not: input normalisation, 1-D pooling with
+MATLAB's stride and padding, scaling and identity layers.
+
+They are ordinary `Layer` subclasses: they register themselves as layer types when
+`attnlab.matlab` is imported, so `net.save`/`al.load` carry them (import `attnlab.matlab` before
+loading a network that holds them). Their statistics and constants are buffers.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..errors import ArgumentError, SizeError
+from ..spec import Spec
+from ..layers.base import Layer
+
+NORMALIZATIONS = ("none", "zerocenter", "zscore", "rescale-symmetric", "rescale-zero-one")
+
+
+def _floats(layer, what, value):
+    if value is None:
+        return None
+    vals = value.tolist() if hasattr(value, "tolist") else value
+    vals = vals if isinstance(vals, (list, tuple)) else [vals]
+    flat = []
+    for v in vals:
+        flat.extend(v if isinstance(v, (list, tuple)) else [v])
+    try:
+        return [float(v) for v in flat]
+    except (TypeError, ValueError):
+        raise ArgumentError(f"layer '{layer.name}': expected {what} to be numbers (a scalar or "
+                            f"one per channel), received {value!r}.") from None
+
+
+class InputNormalization(Layer):
+    """What MATLAB's input layers do with `Normalization`: per channel, "zerocenter" x − μ,
+    "zscore" (x − μ)/σ, "rescale-symmetric" 2(x − min)/(max − min) − 1, "rescale-zero-one"
+    (x − min)/(max − min). The statistics are buffers, computed from the training data when
+    training starts (`fit`) unless given (`mean`, `std`, `min`, `max`: a scalar or one per
+    channel). Placed right after its input layer."""
+
+    stem = "normalization"
+
+    def __init__(self, method: str = "zscore", mean=None, std=None, min=None, max=None,
+                 name: str | None = None):
+        super().__init__(name)
+        if not isinstance(method, str) or method.lower() not in NORMALIZATIONS[1:]:
+            raise ArgumentError(f"layer '{name}': expected Normalization among "
+                                f"{', '.join(NORMALIZATIONS)}, received {method!r}.")
+        self.method = method.lower()
+        self.mean, self.std = _floats(self, "Mean", mean), _floats(self, "StandardDeviation", std)
+        self.min, self.max = _floats(self, "Min", min), _floats(self, "Max", max)
+
+    def infer(self, specs):
+        s = specs["in"]
+        for what, v in (("Mean", self.mean), ("StandardDeviation", self.std), ("Min", self.min),
+                        ("Max", self.max)):
+            if v is not None and len(v) not in (1, s.channels or len(v)):
+                raise self.error(SizeError, "in", f"expected {what} with 1 or {s.channels} values "
+                                 f"(one per channel), received {len(v)}.")
+        return s
+
+    def build(self, specs):
+        s = specs["in"]
+        return _Normalize(self, s.channels, s.labels.index("C") if "C" in s.labels else -1,
+                          len(s.labels))
+
+
+class _Normalize(nn.Module):
+    def __init__(self, layer: InputNormalization, channels: int, cdim: int, ndim: int):
+        super().__init__()
+        self.method, self.cdim, self.ndim = layer.method, cdim % ndim, ndim
+        given = {"mean": (layer.mean, 0.0), "std": (layer.std, 1.0), "min": (layer.min, 0.0),
+                 "max": (layer.max, 1.0)}
+        for key, (vals, default) in given.items():
+            t = torch.full((channels,), default) if vals is None else \
+                torch.tensor(vals, dtype=torch.float32).expand(channels).clone()
+            self.register_buffer(key, t)
+        # 1 once the statistics are known (given, or computed from training data)
+        needed = {"zerocenter": [layer.mean], "zscore": [layer.mean, layer.std]}.get(
+            layer.method, [layer.min, layer.max])
+        self.register_buffer("fitted", torch.tensor(float(all(v is not None for v in needed))))
+
+    def _shape(self, t):
+        shape = [1] * self.ndim
+        shape[self.cdim] = -1
+        return t.view(shape)
+
+    def forward(self, x):
+        if self.method == "zerocenter":
+            return x - self._shape(self.mean)
+        if self.method == "zscore":
+            return (x - self._shape(self.mean)) / self._shape(self.std)
+        span = self._shape(self.max - self.min)
+        y = (x - self._shape(self.min)) / span
+        return 2 * y - 1 if self.method == "rescale-symmetric" else y
+
+    @torch.no_grad()
+    def fit(self, x: torch.Tensor) -> None:
+        """Statistics per channel from all observations (and time steps, pixels) of `x`, whose
+        channel axis is the last one (a U×C matrix of valid units)."""
+        x = x.to(self.mean.device, self.mean.dtype)
+        if self.method in ("zerocenter", "zscore"):
+            self.mean.copy_(x.mean(0))
+            self.std.copy_(x.std(0, unbiased=False).clamp_min(torch.finfo(x.dtype).eps))
+        else:
+            lo, hi = x.amin(0), x.amax(0)
+            self.min.copy_(lo)
+            self.max.copy_(torch.where(hi > lo, hi, lo + 1))   # a constant channel maps to 0
+        self.fitted.fill_(1.0)
+
+
+def _pad_pair(layer, padding):
+    if isinstance(padding, str):
+        if padding.lower() != "same":
+            raise ArgumentError(f"layer '{layer.name}': expected Padding \"same\", a number or "
+                                f"[before after], received {padding!r}.")
+        return "same"
+    vals = padding.tolist() if hasattr(padding, "tolist") else padding
+    vals = vals if isinstance(vals, (list, tuple)) else [vals]
+    if len(vals) == 1:
+        vals = [vals[0], vals[0]]
+    if len(vals) != 2 or any(int(v) != v or v < 0 for v in vals):
+        raise ArgumentError(f"layer '{layer.name}': expected Padding as p or [before after] "
+                            f"(integers ≥ 0), received {padding!r}.")
+    return [int(v) for v in vals]
+
+
+class Pool1d(Layer):
+    """Max or average pooling over time [maxPooling1dLayer, averagePooling1dLayer]: B×T×C →
+    B×T'×C, with MATLAB's defaults (stride 1, no padding) and "same" padding. Padded steps of
+    shorter sequences never win a max nor leak into valid steps; the mask follows the new
+    length."""
+
+    stem = "pool1d"
+    uses_mask = True
+    returns_mask = True
+
+    def __init__(self, mode: str, pool_size: int, stride: int = 1, padding=0,
+                 name: str | None = None):
+        super().__init__(name)
+        if mode not in ("max", "average"):
+            raise ArgumentError(f"layer '{name}': expected mode 'max' or 'average', received {mode!r}.")
+        self.mode = mode
+        for what, v in (("poolSize", pool_size), ("Stride", stride)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ArgumentError(f"layer '{name}': expected {what} to be an integer ≥ 1, "
+                                    f"received {v!r}.")
+        self.pool_size, self.stride = pool_size, stride
+        self.padding = _pad_pair(self, padding)
+
+    def _pads(self, t):
+        if self.padding == "same":
+            total = max((-(-t // self.stride) - 1) * self.stride + self.pool_size - t, 0)
+            return total // 2, total - total // 2
+        return tuple(self.padding)
+
+    def _length(self, t):
+        before, after = self._pads(t)
+        return (t + before + after - self.pool_size) // self.stride + 1
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BTC",), "1-D pooling works on sequences; use maxPooling2dLayer "
+                     "for images.")
+        t = None if s.time is None else self._length(s.time)
+        if t is not None and t < 1:
+            raise self.error(SizeError, "in", f"expected a sequence of at least {self.pool_size} "
+                             f"steps, received {s}. Use Padding=\"same\" or a smaller pool size.")
+        return Spec("BTC", (None, t, s.channels))
+
+    def build(self, specs):
+        return _Pool1d(self)
+
+
+class _Pool1d(nn.Module):
+    def __init__(self, layer: Pool1d):
+        super().__init__()
+        self._layer = (layer,)  # a tuple keeps the description out of the module tree
+
+    def forward(self, x, masks=(None,)):
+        layer, mask = self._layer[0], masks[0]
+        fill = float("-inf") if layer.mode == "max" else 0.0
+        if mask is not None:
+            x = x.masked_fill(~mask.unsqueeze(-1), fill)
+        t = x.shape[1]
+        before, after = layer._pads(t)
+        y = F.pad(x.transpose(1, 2), (before, after), value=fill)         # B×C×T
+        pool = F.max_pool1d if layer.mode == "max" else F.avg_pool1d
+        y = pool(y, layer.pool_size, layer.stride).transpose(1, 2)        # B×T'×C
+        if mask is None:
+            return y, None
+        lengths = mask.sum(1)
+        starts = torch.arange(y.shape[1], device=y.device) * layer.stride - before
+        valid = starts.unsqueeze(0) < lengths.unsqueeze(1)
+        return y.masked_fill(~valid.unsqueeze(-1), 0.0), valid
+
+
+class Scaling(Layer):
+    """`Y = scale .* X + bias` with fixed (not learned) scale and bias: scalars or one per
+    channel [scalingLayer]."""
+
+    stem = "scaling"
+
+    def __init__(self, scale=1.0, bias=0.0, name: str | None = None):
+        super().__init__(name)
+        self.scale = _floats(self, "Scale", scale)
+        self.bias = _floats(self, "Bias", bias)
+
+    def infer(self, specs):
+        s = specs["in"]
+        for what, v in (("Scale", self.scale), ("Bias", self.bias)):
+            if len(v) != 1 and s.channels is not None and len(v) != s.channels:
+                raise self.error(SizeError, "in", f"expected {what} with 1 or {s.channels} values "
+                                 f"(one per channel), received {len(v)}.")
+        return s
+
+    def build(self, specs):
+        s = specs["in"]
+        return _Scale(self.scale, self.bias, s.labels.index("C") if "C" in s.labels else -1,
+                      len(s.labels))
+
+
+class _Scale(nn.Module):
+    def __init__(self, scale, bias, cdim, ndim):
+        super().__init__()
+        shape = [1] * ndim
+        shape[cdim % ndim] = -1
+        self.register_buffer("scale", torch.tensor(scale).view(shape))
+        self.register_buffer("bias", torch.tensor(bias).view(shape))
+
+    def forward(self, x):
+        return x * self.scale + self.bias
+
+
+class Identity(Layer):
+    """Passes its input through unchanged [identityLayer]."""
+
+    stem = "identity"
+
+    def infer(self, specs):
+        return specs["in"]
+
+    def build(self, specs):
+        return nn.Identity()

@@ -1,0 +1,137 @@
+"""More Deep Learning Toolbox layer functions: 1-D pooling, `inputLayer(size, format)`,
+`functionLayer`, `identityLayer`, `networkLayer`, `scalingLayer`."""
+from __future__ import annotations
+
+import math
+
+from torch import nn
+
+from .. import layers as L
+from ..errors import ArgumentError
+from ..network import Network
+from ._options import _as_list, _flag, _int, _is_vector, _parse
+from .mlayers import Identity, Pool1d, Scaling
+
+__all__ = ["maxPooling1dLayer", "averagePooling1dLayer", "inputLayer", "functionLayer",
+           "identityLayer", "networkLayer", "scalingLayer"]
+
+
+def _pool1d(fn, mode, poolSize, args, kwargs):
+    _, o = _parse(fn, args, kwargs, {"Name": None, "Stride": 1, "Padding": 0, "PaddingValue": 0})
+    if o["PaddingValue"] not in (0, 0.0) and mode == "average":
+        raise ArgumentError(f"{fn}: expected PaddingValue=0, received {o['PaddingValue']!r}: "
+                            "attnlab averages zero padding.")
+    pad = o["Padding"]
+    if not isinstance(pad, str):
+        vals = _as_list(pad) if _is_vector(pad) else [pad]
+        pad = [_int(fn, "Padding", v, least=0) for v in vals]
+    size = _as_list(poolSize)[0] if _is_vector(poolSize) else poolSize
+    stride = _as_list(o["Stride"])[0] if _is_vector(o["Stride"]) else o["Stride"]
+    return Pool1d(mode, _int(fn, "poolSize", size), _int(fn, "Stride", stride), pad,
+                  name=o["Name"])
+
+
+def maxPooling1dLayer(poolSize, *args, **kwargs) -> Pool1d:
+    """`maxPooling1dLayer(k)`: max over windows of k time steps, B×T×C → B×T'×C; MATLAB's
+    defaults Stride 1 and Padding 0; Padding "same", p or [before after]."""
+    return _pool1d("maxPooling1dLayer", "max", poolSize, args, kwargs)
+
+
+def averagePooling1dLayer(poolSize, *args, **kwargs) -> Pool1d:
+    """`averagePooling1dLayer(k)`: the mean over windows of k time steps (zero padding counts)."""
+    return _pool1d("averagePooling1dLayer", "average", poolSize, args, kwargs)
+
+
+def _size(v):
+    return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
+
+
+def inputLayer(inputSize, inputFormat=None, *args, **kwargs):
+    """`inputLayer(size, format)`: one size per letter of the format, NaN where it varies.
+    "CBT"/"CT"/"BTC" → sequenceInputLayer (B×T×C), "SSCB"/"SSC" → imageInputLayer (B×C×H×W),
+    "CB"/"BC"/"C" → featureInputLayer (B×C)."""
+    fn = "inputLayer"
+    _, o = _parse(fn, args, kwargs, {"Name": None})
+    if inputFormat is None or not isinstance(inputFormat, str) or not inputFormat:
+        raise ArgumentError(f"{fn}: expected a data format such as \"CBT\" (sequences), \"SSCB\" "
+                            f"(images) or \"CB\" (features), received {inputFormat!r}: attnlab "
+                            "networks take formatted data.")
+    fmt = inputFormat.upper()
+    sizes = _as_list(inputSize) if _is_vector(inputSize) else [inputSize]
+    if len(sizes) != len(fmt):
+        raise ArgumentError(f"{fn}: expected one size per letter of the format \"{fmt}\" "
+                            f"({len(fmt)}), received {len(sizes)} sizes {sizes}.")
+    if set(fmt) - set("SCBT") or any(fmt.count(c) > 1 for c in "CBT") or "C" not in fmt:
+        raise ArgumentError(f"{fn}: expected a format of S, C, B and T with one C (e.g. \"CBT\", "
+                            f"\"SSCB\", \"CB\"), received \"{inputFormat}\".")
+    by = {c: _size(s) for c, s in zip(fmt, sizes)}
+    channels = _int(fn, "the channel size (C)", by["C"])
+    spatial = [_size(s) for c, s in zip(fmt, sizes) if c == "S"]
+    if "T" in fmt and not spatial:
+        t = by["T"]
+        return L.SequenceInput(channels, None if t is None else _int(fn, "the time size (T)", t),
+                               name=o["Name"])
+    if len(spatial) == 2 and "T" not in fmt:
+        h, w = (_int(fn, "the spatial sizes (S)", s) for s in spatial)
+        return L.ImageInput((channels, h, w), name=o["Name"])
+    if not spatial and "T" not in fmt:
+        return L.FeatureInput(channels, name=o["Name"])
+    raise ArgumentError(f"{fn}: expected sequences (\"CBT\"), 2-D images (\"SSCB\") or features "
+                        f"(\"CB\"), received \"{inputFormat}\": attnlab has no such data layout.")
+
+
+class _Function(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+    def __deepcopy__(self, memo):
+        return _Function(self.fn)      # the function is shared: it holds code, not weights
+
+
+def functionLayer(fun, *args, **kwargs) -> L.Module:
+    """`functionLayer(@(X) …)` or a Python callable on torch tensors (attnlab layout), NumInputs
+    inputs and NumOutputs outputs; sizes are found by a trial run. It cannot be saved to a file
+    (it holds code): register its module before `al.load` (see attnlab.io)."""
+    fn = "functionLayer"
+    _, o = _parse(fn, args, kwargs, {"Name": None, "NumInputs": 1, "NumOutputs": 1,
+                                     "Formattable": False, "Acceleration": "auto",
+                                     "Description": "", "InputNames": None, "OutputNames": None})
+    if not callable(fun):
+        raise ArgumentError(f"{fn}: expected a function handle (@(X) …) or a Python callable, "
+                            f"received {type(fun).__name__}.")
+    _flag(fn, "Formattable", o["Formattable"])
+    return L.Module(_Function(fun), num_inputs=_int(fn, "NumInputs", o["NumInputs"]),
+                    num_outputs=_int(fn, "NumOutputs", o["NumOutputs"]), name=o["Name"])
+
+
+def identityLayer(*args, **kwargs) -> Identity:
+    """`identityLayer`: passes its input through (a named junction in a graph)."""
+    _, o = _parse("identityLayer", args, kwargs, {"Name": None})
+    return Identity(name=o["Name"])
+
+
+def scalingLayer(*args, **kwargs) -> Scaling:
+    """`scalingLayer(Scale=s, Bias=b)`: Y = s .* X + b, fixed (not learned); scalars or one value
+    per channel."""
+    _, o = _parse("scalingLayer", args, kwargs, {"Name": None, "Scale": 1, "Bias": 0})
+    return Scaling(o["Scale"], o["Bias"], name=o["Name"])
+
+
+def networkLayer(net, *args, **kwargs) -> Network:
+    """`networkLayer(net)`: a dlnetwork used as one layer of another network (its inputs and
+    outputs become the layer's ports)."""
+    fn = "networkLayer"
+    _, o = _parse(fn, args, kwargs, {"Name": None, "InputNames": None, "OutputNames": None})
+    if isinstance(net, (list, tuple)):
+        from .networks import dlnetwork
+        net = dlnetwork(net, Initialize=False)
+    if not isinstance(net, Network):
+        raise ArgumentError(f"{fn}: expected a dlnetwork or a layer array, received "
+                            f"{type(net).__name__}.")
+    if o["Name"] is not None:
+        net.name = str(o["Name"])
+    return net

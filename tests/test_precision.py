@@ -1,0 +1,216 @@
+"""Devices, mixed precision and compilation (issue 17), as far as a CPU-only machine can tell:
+device choices checked against the machine, bf16/fp16 autocast training that learns, the fp16
+GradScaler's state through an exact resume, torch.compile equal to eager (with a fallback
+warning naming the reason), a compiled decoding step equal to the eager one.
+
+Compile tests are few and tiny: compiling costs seconds a graph on two cores."""
+import warnings
+
+import pytest
+import torch
+
+import attnlab as al
+from attnlab import layers as L
+from attnlab.compiled import Compiled, CompileWarning
+from attnlab.demos.seed1 import answer_network
+from attnlab.precision import autocast_dtype, resolve_device
+from attnlab.training import checkpoint as ck
+from train_worker import attention_classifier, resume_case, separable
+
+QUIET = dict(verbose=False)
+CUDA = torch.cuda.is_available()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _cpu_autocast(dtype) -> bool:
+    try:
+        with torch.autocast("cpu", dtype=dtype):
+            pass
+    except (RuntimeError, ValueError, AssertionError):
+        return False
+    return True
+
+
+def _decoder(vocab=20, dim=8, heads=2):
+    net = al.Network([L.SequenceInput(1, name="tokens"), L.Embedding(vocab, dim, name="embed"),
+                      L.SelfAttention(heads, dim, attention_mask="causal", name="attn"),
+                      L.LayerNorm(name="norm"), L.Dense(vocab, name="scores")])
+    torch.manual_seed(0)
+    return net.initialize().eval()
+
+
+# ------------------------------------------------------------------------ devices ---
+
+@pytest.mark.skipif(CUDA, reason="this machine has CUDA: the error is for machines without it")
+@pytest.mark.parametrize("choice", ["cuda", "cuda:1"])
+def test_cuda_without_cuda_is_an_attnlab_error_naming_the_fix(choice):
+    x, y = separable(8)
+    with pytest.raises(al.ArgumentError) as e:          # checked when training starts
+        al.train(attention_classifier(), x, y, device=choice, **QUIET)
+    msg = str(e.value)
+    assert f"device {choice!r}" in msg and "CUDA is not available" in msg
+    assert "This machine has: cpu" in msg and "device='cpu'" in msg
+    net = attention_classifier().initialize()
+    x = torch.randn(2, 4, 6)
+    with pytest.raises(al.ArgumentError, match="predict device 'cuda'"):
+        net.predict(x, device="cuda")
+    with pytest.raises(al.ArgumentError, match="CUDA is not available"):
+        al.classify(net, x, device="cuda")
+    with pytest.raises(al.ArgumentError, match="stream device 'cuda'"):
+        _decoder().stream(device="cuda")
+    with pytest.raises(al.ArgumentError, match="stream device"):
+        al.generate(_decoder(), max_length=2, device="cuda")
+
+
+def test_device_and_precision_choices_are_checked_where_they_enter():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(None, default=torch.device("cpu")).type == "cpu"
+    assert resolve_device("auto").type == ("cuda" if CUDA else resolve_device("auto").type)
+    for bad in ("tpu", 3, "cuda:x"):
+        with pytest.raises(al.ArgumentError) as e:
+            al.TrainingOptions(device=bad)
+        assert "TrainingOptions device must be" in str(e.value) and str(bad) in str(e.value)
+        with pytest.raises(al.ArgumentError, match="stream device must be one of"):
+            _decoder().stream(device=bad)
+    with pytest.raises(al.ArgumentError) as e:
+        al.TrainingOptions(precision="bf61")
+    assert "TrainingOptions precision" in str(e.value) and "'bf61'" in str(e.value) and \
+        "Did you mean 'bf16'" in str(e.value)
+    with pytest.raises(al.ArgumentError, match="TrainingOptions compile must be True, False"):
+        al.TrainingOptions(compile="yes")
+    with pytest.raises(al.ArgumentError, match="unknown torch.compile argument.*'modes'"):
+        al.TrainingOptions(compile={"modes": "max-autotune"})
+    net = attention_classifier().initialize()
+    with pytest.raises(al.ArgumentError, match="predict precision .*'half'"):
+        net.predict(torch.randn(2, 4, 6), precision="half")
+    with pytest.raises(al.ArgumentError, match="stream precision .*'int8'"):
+        _decoder().stream(precision="int8")
+    assert autocast_dtype("auto", torch.device("cpu")) is None          # fp32 on the CPU
+    assert autocast_dtype("bf16", torch.device("cpu")) is torch.bfloat16
+
+
+# ---------------------------------------------------------------- mixed precision ---
+
+def _accuracy(precision):
+    x, y = separable(360, t=12)
+    net = attention_classifier()
+    info = al.train(net, x[:300], y[:300], solver="adam", learning_rate=0.01, max_epochs=6,
+                    batch_size=32, validation_data=(x[300:], y[300:]), validation_frequency=20,
+                    precision=precision, **QUIET)
+    acc = (torch.as_tensor(al.classify(net, x[300:], precision=precision)) == y[300:]).float()
+    return info, float(acc.mean())
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_training_learns_as_well_as_fp32(precision):
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    if not _cpu_autocast(dtype):
+        pytest.skip(f"torch {torch.__version__} has no {precision} autocast on the CPU")
+    ref_info, ref = _accuracy("fp32")
+    info, acc = _accuracy(precision)
+    assert acc >= ref - 0.01 and info.validation["accuracy"][-1] >= ref - 0.01, (acc, ref)
+    # it did run in the half type (losses differ from fp32's), and losses stay float32 numbers
+    assert info.iterations["loss"] != ref_info.iterations["loss"]
+    assert all(isinstance(v, float) for v in info.iterations["loss"])
+
+
+def test_autocast_outputs_come_back_float32():
+    net = attention_classifier().initialize()
+    x = torch.randn(3, 5, 6)
+    p = net.predict(x, precision="bf16")
+    assert p.dtype == torch.float32
+    assert torch.allclose(p, net.predict(x), atol=3e-2)
+    s = _decoder().stream(precision="bf16")
+    y = s.step(torch.zeros(2, 1, 1))
+    assert y.dtype == torch.float32
+    assert s.steppers["attn"].cache.k.dtype == torch.bfloat16        # the cache in bf16
+
+
+def test_fp16_scaler_state_is_checkpointed_and_resume_is_exact(tmp_path):
+    if not _cpu_autocast(torch.float16):
+        pytest.skip(f"torch {torch.__version__} has no fp16 autocast on the CPU")
+    full, full_info = resume_case(tmp_path / "full", precision="fp16")
+    stopped, info = resume_case(tmp_path / "part", precision="fp16",
+                                output_fn=lambda s: s.iteration == 7)
+    assert info.stop_reason == "output-function"
+    _, meta, _ = ck.load_latest(tmp_path / "part" / "ckpt")
+    assert meta["scaler"]["scale"] > 0 and "_growth_tracker" in meta["scaler"]
+    resumed, info2 = resume_case(tmp_path / "part", precision="fp16", resume=True)
+    for k, v in full.state_dict().items():
+        assert torch.equal(v, resumed.state_dict()[k]), k
+    assert info2.iterations == full_info.iterations
+    _, meta_full, _ = ck.load_latest(tmp_path / "full" / "ckpt")
+    _, meta_part, _ = ck.load_latest(tmp_path / "part" / "ckpt")
+    assert meta_full["scaler"] == meta_part["scaler"]
+
+
+# -------------------------------------------------------------------- compilation ---
+
+def test_compile_failure_falls_back_with_a_warning_naming_the_reason():
+    net = attention_classifier().initialize()
+    x = torch.randn(2, 4, 6)
+    with pytest.warns(CompileWarning, match="torch.compile failed for inference.*no-such-backend"):
+        p = net.predict(x, compile={"backend": "no-such-backend"})
+    assert torch.equal(p, net.predict(x))
+    # the caller's own mistakes are not blamed on the compiler: eager's error comes through
+    calls = []
+
+    def broken(*a):
+        calls.append(a)
+        raise al.DataError("input 'x': expected B×T×6")
+    c = Compiled(broken, {"backend": "eager"}, "inference")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        with pytest.raises(al.DataError, match="expected B×T×6"):
+            c(1)
+    assert c.active
+
+
+def test_compiled_training_and_seed1_inference_equal_eager():
+    x, y = separable(64, t=6)
+    runs = []
+    for comp in (False, True):
+        net = attention_classifier()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CompileWarning)       # no silent fallback
+            info = al.train(net, x, y, solver="adam", learning_rate=0.01, max_epochs=2,
+                            batch_size=32, compile=comp, **QUIET)
+        runs.append((info.iterations["loss"], net.predict(x)))
+    (la, pa), (lb, pb) = runs
+    assert lb == pytest.approx(la, rel=1e-4, abs=1e-5)
+    assert torch.allclose(pa, pb, atol=1e-4)
+    torch.manual_seed(1)
+    seed1 = answer_network(16, 2).initialize()
+    inputs = {"decoder-input": torch.randn(3, 5, 1), "encoder-input": torch.randn(3, 7, 1)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        compiled = seed1.predict(inputs, compile=True)
+    assert torch.allclose(compiled, seed1.predict(inputs), atol=1e-5)
+
+
+def test_compiled_decode_step_equals_eager():
+    net = _decoder()
+    start = torch.zeros(2, 1, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CompileWarning)
+        s = net.stream(capacity=16, compile=True)
+        eager = net.stream(capacity=16)
+        prompt = torch.randint(0, 20, (2, 3, 1)).float()
+        assert torch.allclose(s.step(prompt), eager.step(prompt), atol=1e-5)   # a prefill
+        x = start
+        for _ in range(6):
+            a, b = s.step(x), eager.step(x)
+            assert torch.allclose(a, b, atol=1e-5)
+            x = a[:, -1].argmax(-1).float().view(-1, 1, 1)
+    assert s.compiled
+    ref = al.generate(net, start=0, max_length=8)
+    # generate's compile path (dynamo only here: the inductor graphs were checked above)
+    got = al.generate(net, start=0, max_length=8, compile={"backend": "eager"})
+    assert torch.equal(got.tokens, ref.tokens)
