@@ -89,3 +89,19 @@ def test_training_prints_a_line_per_validation_outside_a_terminal(capsys):
     lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("epoch ")]
     assert len(lines) == 4 + 6         # 48 iterations: logs at 2, 4, 6, 8, then 6 validations
     assert all("val_loss" in l and "  loss " in l for l in lines[4:])
+
+
+@pytest.mark.parametrize("drift", [0, 5])
+def test_forecast_features_turn_true_departures_back_into_the_levels(drift):
+    """Departures from the local growth rate, fed through `levels`, give back the series: the
+    closed loop's sum is the inverse of its features."""
+    import numpy as np
+    from attnlab.demos.forecast import Features
+
+    t = np.arange(60, dtype=np.float64)
+    values = 300 + 0.01 * t ** 2 + np.sin(t / 3)            # growth that speeds up, and a cycle
+    dates = np.datetime64("2000-01-02") + 7 * t.astype("timedelta64[D]")
+    feats = Features(values[:-10], drift)
+    z = feats.inputs(values, dates)
+    assert z.shape == (len(values) - 1 - drift, 3)
+    np.testing.assert_allclose(feats.levels(values[:-10], z[-10:, 0]), values[-10:], atol=1e-4)
