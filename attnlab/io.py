@@ -262,18 +262,6 @@ def _encode(value, where: str, metadata: bool = False):
                        "JSON form. Use numbers, strings, booleans, None, lists, tuples or dicts.")
 
 
-def _decode(value):
-    if isinstance(value, list):
-        return [_decode(v) for v in value]
-    if isinstance(value, dict):
-        if len(value) == 1 and "__tuple__" in value:
-            return tuple(_decode(v) for v in value["__tuple__"])
-        if len(value) == 1 and "__spec__" in value:
-            return Spec.from_json(value["__spec__"])
-        return {k: _decode(v) for k, v in value.items()}
-    return value
-
-
 # ---------------------------------------------------------------------------------- load ---
 #
 # A file is data from anywhere. Loading reads it in this order, each step bounded and checked

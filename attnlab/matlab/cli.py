@@ -74,15 +74,22 @@ def _load(path: Path, sets: list[str]):
     return final_networks(ws, interp.consumed, interp.notes), interp.notes
 
 
-def analyze(path: Path, sets: list[str], width: int = 120) -> int:
+def _load_reported(path: Path, sets: list[str]):
+    """(networks, notes), or None once the one-line error of an unreadable script is printed."""
     try:
-        nets, notes = _load(path, sets)
+        return _load(path, sets)
     except FileNotFoundError:
         print(f"error: no such file: {path}", file=sys.stderr)
-        return 2
     except AttnlabError as e:
         print(f"error: {e}", file=sys.stderr)
+    return None
+
+
+def analyze(path: Path, sets: list[str], width: int = 120) -> int:
+    loaded = _load_reported(path, sets)
+    if loaded is None:
         return 2
+    nets, notes = loaded
     status = 0
     if not nets:
         print(f"{path.name}: the script builds no network")
@@ -98,14 +105,10 @@ def analyze(path: Path, sets: list[str], width: int = 120) -> int:
 
 
 def plot(path: Path, sets: list[str], out: Path | None, **kwargs) -> int:
-    try:
-        nets, _ = _load(path, sets)
-    except FileNotFoundError:
-        print(f"error: no such file: {path}", file=sys.stderr)
+    loaded = _load_reported(path, sets)
+    if loaded is None:
         return 2
-    except AttnlabError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    nets, _ = loaded
     if not nets:
         print(f"error: {path.name} builds no network to draw", file=sys.stderr)
         return 2
