@@ -216,7 +216,8 @@ class _Wiring:
     def __init__(self, kind: str, name: str | None):
         self.kind = kind
         self.net = Network(name=name)
-        self.net.stem = kind.lower()        # unnamed, it is added as 'serial', 'parallel', …
+        # unnamed, it is added as 'serial', 'parallel', …: per instance, over the class's stem
+        self.net.stem = kind.lower()  # type: ignore[misc]
         self.net.metadata["combinator"] = kind
 
     def check_names(self, children):
@@ -289,7 +290,7 @@ class _Wiring:
 def _children(layers, kind: str, nest: bool = False) -> list:
     """Checks the children; Serial-style lists are flattened unless `nest` (then a list stays
     one child that runs in series)."""
-    out = []
+    out: list = []                       # layers, None (identity) and nested lists
     for x in layers:
         if isinstance(x, (list, tuple)):
             inner = _children(x, kind)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from numbers import Real
-from typing import Optional, Tuple, Union
+from typing import Optional, Tuple, Union, cast
 
 import torch
 import torch.nn.functional as F
@@ -313,7 +313,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",
     out = y.transpose(1, 2).reshape(B, Tq, H * dv)  # B×Tq×Cv
     if may_empty and fused:
         out = out.masked_fill(~row_any[:, 0], 0.0)  # (B|1)×(Tq|1)×1 broadcast over channels
-    return (out, weights) if need_weights else out
+    # need_weights took the explicit path, so the weights exist
+    return (out, cast(Tensor, weights)) if need_weights else out
 
 
 def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",
@@ -447,7 +448,8 @@ class SelfAttentionModule(MultiHeadAttentionModule):
         super().__init__(channels, channels, channels, num_heads, key_channels, value_channels,
                          output_channels, num_kv_heads, scale, dropout, bias)
 
-    def forward(self, x: Tensor, *, key_padding_mask: Optional[Tensor] = None,
+    # one input instead of three: a narrower signature than the parent's, by design
+    def forward(self, x: Tensor, *, key_padding_mask: Optional[Tensor] = None,  # type: ignore[override]
                 attention_mask: MaskArg = None, need_weights: bool = False):
         if not isinstance(x, Tensor) or x.dim() != 3:
             raise FormatError(
@@ -507,6 +509,6 @@ class AttentionPoolModule(nn.Module):
         q = self.query_vector.expand(x.shape[0], 1, -1)  # B×1×C
         r = attention(q, self.key(x), self.value(x), self.num_heads, "auto", key_padding_mask,
                       None, "top-left", self.dropout, need_weights, self.training)
-        y = r[0] if need_weights else r
+        y = r[0] if isinstance(r, tuple) else r
         out = self.output(y.squeeze(1))  # B×C
         return (out, r[1]) if need_weights else out

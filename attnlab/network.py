@@ -9,6 +9,7 @@ layers stays lazy until `initialize(example_inputs)` or its first call, like `La
 from __future__ import annotations
 
 import warnings
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -29,7 +30,7 @@ class LayerModules(nn.ModuleDict):
     """The built modules by layer name. A name holding '.' (which torch refuses in module names)
     is stored under `graph.module_key(name)`; every lookup here takes the layer's own name."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self._names: dict[str, str] = {}          # module key → layer name
 
@@ -74,7 +75,7 @@ class Network(nn.Module, Graph):
         self._built: dict[str, tuple] = {}
         self._plan: Plan | None = None
         self._data_specs: dict[str, Spec] | None = None
-        self._dtype = None
+        self._dtype: torch.dtype | None = None
         self._target: tuple | None = None        # (dtype, device) of the last .to()/.double()/…
         self._build_tried = False
         self._lazy_warned = False
@@ -92,7 +93,7 @@ class Network(nn.Module, Graph):
 
     def _forget(self, name):
         self._built.pop(name, None)
-        mods = self._modules["layer_modules"]
+        mods = cast(LayerModules, self._modules["layer_modules"])
         if name in mods:
             del mods[name]
 
@@ -101,7 +102,7 @@ class Network(nn.Module, Graph):
     def layer_modules(self) -> LayerModules:
         """The layers' torch modules by layer name (built first if the sizes are known)."""
         self._ensure_built()
-        return self._modules["layer_modules"]
+        return cast(LayerModules, self._modules["layer_modules"])
 
     @layer_modules.setter
     def layer_modules(self, value):
@@ -133,7 +134,7 @@ class Network(nn.Module, Graph):
         for name in self.input_names:
             lname, _, port = name.partition("/")
             layer = self._layers[lname]
-            inner = layer._layers.get(port or layer.input_ports[0]) if isinstance(layer, Graph) else None
+            inner: Any = layer._layers.get(port or layer.input_ports[0]) if isinstance(layer, Graph) else None
             if inner is None or not inner.is_input:
                 return None
             specs[name] = inner.spec
@@ -243,7 +244,7 @@ class Network(nn.Module, Graph):
         """The module already built for this layer at these sizes, or None (analysis reads its
         learnables from it instead of building one on the meta device)."""
         built = self._built.get(name)
-        mods = self._modules["layer_modules"]
+        mods = cast(LayerModules, self._modules["layer_modules"])
         if built is not None and built[0] is layer and built[1] == specs and name in mods:
             return mods[name]
         return None
@@ -292,7 +293,7 @@ class Network(nn.Module, Graph):
         return self._plan
 
     def _build_modules(self, analysis: Analysis):
-        mods = self._modules["layer_modules"]
+        mods = cast(LayerModules, self._modules["layer_modules"])
         ref = next((p for m in mods.values() for p in m.parameters()), None)
         dtype, device = (ref.dtype, ref.device) if ref is not None else self._target or (None, None)
         for name in analysis.order:
@@ -344,7 +345,7 @@ class Network(nn.Module, Graph):
             return cached
         given = {}
         for name, spec in specs.items():
-            layer = self._layers[name.partition("/")[0]]
+            layer: Any = self._layers[name.partition("/")[0]]     # an input layer has .spec
             if layer.is_input:
                 if not layer.spec.matches(spec):
                     raise self.error(SizeError, name, f"expected {layer.spec}, received {spec}.")

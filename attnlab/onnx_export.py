@@ -27,6 +27,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,7 +52,7 @@ class OnnxExport:
     outputs: list[str]
     dynamic_axes: dict[str, dict[int, str]] = field(default_factory=dict)
     max_error: float | None = None
-    _example: object = field(default=None, repr=False, compare=False)
+    _example: Any = field(default=None, repr=False, compare=False)   # the exporter's inputs
 
     def feeds(self, *args, **kwargs) -> dict[str, np.ndarray]:
         """Network inputs (as for calling the network: by position or by name; tensors, lists

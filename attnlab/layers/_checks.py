@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+from typing import Literal, overload
 
 from ..errors import ArgumentError, SizeError, close_matches
 
@@ -57,6 +58,12 @@ def _is_real(value) -> bool:
     return isinstance(value, Real) and not isinstance(value, bool)
 
 
+@overload
+def integer(owner, arg: str, value, least: int = 1, most: int | None = None,
+            none_ok: Literal[False] = False, example: int | None = None) -> int: ...
+@overload
+def integer(owner, arg: str, value, least: int = 1, most: int | None = None, *,
+            none_ok: bool, example: int | None = None) -> int | None: ...
 def integer(owner, arg: str, value, least: int = 1, most: int | None = None,
             none_ok: bool = False, example: int | None = None) -> int | None:
     """An int ≥ `least` (and ≤ `most`); None only where it is the documented default."""

@@ -19,7 +19,26 @@ def _check_heads(layer, port, channels, num_heads, what):
                           f"{', '.join(map(str, divisors))}) or change the {what} channels.")
 
 
-class Attention(Layer):
+class _Heads(Layer):
+    # the options `_options` sets, declared for the type checker
+    num_heads: int
+    scale: str | float
+    attention_mask: str | None
+    causal_alignment: str
+    dropout: float
+    has_padding_mask_input: bool
+    has_scores_output: bool
+    num_kv_heads: int | None
+
+
+class _Projected(_Heads):
+    # the sizes `_projection_sizes` sets
+    key_channels: int
+    value_channels: int | None
+    output_channels: int | None
+
+
+class Attention(_Heads):
     """Scaled dot-product attention without learnables [attentionLayer].
 
     Per head ``softmax(Q_h K_hᵀ · scale) V_h``, channels split into `num_heads` contiguous
@@ -173,7 +192,7 @@ def _key_mask(masks, mask_port):
     return key_mask
 
 
-class SelfAttention(Layer):
+class SelfAttention(_Projected):
     """Multi-head self-attention with learned projections [selfAttentionLayer].
 
     Learnables `query`, `key`, `value`, `output`: each a `weight` (out×in) and a `bias`, laid
@@ -240,7 +259,7 @@ class SelfAttention(Layer):
         return _SelfAttentionModule(self, specs["in"].channels)
 
 
-class MultiHeadAttention(Layer):
+class MultiHeadAttention(_Projected):
     """Multi-head attention with learned projections and separate inputs: cross-attention
     (Trax `AttentionQKV`, Keras/PyTorch `MultiHeadAttention`).
 
@@ -304,7 +323,7 @@ class MultiHeadAttention(Layer):
                                          specs["value"].channels)
 
 
-class AttentionPool1d(Layer):
+class AttentionPool1d(_Heads):
     """Attention pooling over time: a learned query attends over the sequence.
 
     Padded steps are ignored. Learnables `query_vector` (1×1×C), `key`, `value`, `output`.

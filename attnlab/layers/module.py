@@ -44,8 +44,8 @@ class Module(Layer):
         self.lengths = lengths
         self._time_changes = lengths is not None   # found by the trial runs in infer()
 
-    @property
-    def returns_mask(self) -> bool:
+    @property  # a ClassVar on Layer, per instance here
+    def returns_mask(self) -> bool:  # type: ignore[override]
         """A module that changes the time length returns the padding mask of its new length
         (see `_NewLengthMask`); one that keeps it passes the input's mask on, as any layer."""
         return self._time_changes
@@ -157,6 +157,9 @@ class _NewLengthMask(nn.Module):
     `lengths` callable when given, else a table L → output length found once per padded length
     by trial runs on meta tensors (no host sync per call)."""
 
+    inner: nn.Module                 # set with object.__setattr__: not children (see __init__)
+    probe: nn.Module | None
+
     def __init__(self, module: nn.Module, spec: Spec | None, lengths=None):
         super().__init__()
         object.__setattr__(self, "inner", module)        # not a child: its dicts are ours
@@ -187,13 +190,14 @@ class _NewLengthMask(nn.Module):
     def _table(self, t: int, xs) -> torch.Tensor:
         if len(self.table) > t:
             return self.table
-        if self.probe is None:
+        probe = self.probe
+        if probe is None:
             try:
                 probe = copy.deepcopy(self.inner).to("meta")
             except (NotImplementedError, RuntimeError):    # cannot live on meta: a CPU copy
                 probe = copy.deepcopy(self.inner).cpu()
             object.__setattr__(self, "probe", probe)
-        ref = next(self.probe.parameters(), None)
+        ref = next(probe.parameters(), None)
         dev = ref.device if ref is not None else torch.device("meta")
         rows = []
         for n in range(len(self.table), t + 1):
@@ -202,7 +206,7 @@ class _NewLengthMask(nn.Module):
             dtypes = [ref.dtype if ref is not None and x.is_floating_point() else x.dtype for x in xs]
             try:
                 with torch.no_grad():
-                    o = self.probe(*[torch.zeros(sh, device=dev, dtype=d) for sh, d in zip(shapes, dtypes)])
+                    o = probe(*[torch.zeros(sh, device=dev, dtype=d) for sh, d in zip(shapes, dtypes)])
                 o = o[0] if isinstance(o, (tuple, list)) else o
                 rows.append(o.shape[1] if n else 0)
             except (RuntimeError, ValueError, IndexError):  # too short for the module: no valid step
