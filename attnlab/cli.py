@@ -19,6 +19,7 @@ import argparse
 import importlib
 import sys
 from pathlib import Path
+from typing import Any
 
 DEMOS = {"seed1": "attnlab.demos.seed1", "digits": "attnlab.demos.digits",
          "vowels": "attnlab.demos.vowels", "forecast": "attnlab.demos.forecast",
@@ -203,7 +204,8 @@ def _view(args) -> int:
     matplotlib.use("Agg")
     from .viz import view as V
 
-    extra = {"sample": None, "labels": {}, "training": None, "metrics": None, "images": {}}
+    extra: dict[str, Any] = {"sample": None, "labels": {}, "training": None, "metrics": None,
+                             "images": {}}
     try:
         if args.file.is_dir():
             extra = V.read_folder(args.file)

@@ -33,7 +33,7 @@ import sys
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from torch import nn
@@ -369,7 +369,7 @@ def _load_from(f, where: str, modules: dict):
                             "not bytes: open it in binary mode (open(path, 'rb')).")
     f.seek(0)
     if not zipfile.is_zipfile(f):
-        raise NetworkError(f"cannot load '{where}': {_what_is(head, f)}")
+        raise NetworkError(f"cannot load '{where}': {_what_is(bytes(head), f)}")
     f.seek(0)
     try:
         with zipfile.ZipFile(f) as z:
@@ -491,7 +491,7 @@ def _what_is(raw: bytes, f=None) -> str:
 def _what_safetensors(raw: bytes, f) -> str:
     """A safetensors file: a training checkpoint (say how to resume) or bare weights."""
     n = int.from_bytes(raw[:8], "little")
-    meta = {}
+    meta: dict = {}
     if n <= LIMITS["header_bytes"]:
         f.seek(8)
         try:
@@ -669,7 +669,7 @@ def _network_from_json(doc: dict, where: str, modules: dict, top: bool = False, 
                        at: str = "network"):
     from .layers.base import LAYER_TYPES
 
-    Network = LAYER_TYPES["Network"]      # the registry, not an import: io sits below network
+    Network: Any = LAYER_TYPES["Network"]  # the registry, not an import: io sits below network
 
     if depth > LIMITS["network_depth"]:
         raise _bad(where, at, f"networks nested deeper than {LIMITS['network_depth']} levels")
@@ -1013,7 +1013,7 @@ def _read_tensors(z, info, entries, start) -> dict[str, torch.Tensor]:
         for a, b, key, shape, dtype in entries:
             t = torch.empty(shape, dtype=dtype)
             if b > a:
-                view = memoryview(t.reshape(-1).view(torch.uint8).numpy())
+                view = t.reshape(-1).view(torch.uint8).numpy().data     # a memoryview
                 pos = 0
                 while pos < len(view):
                     n = m.readinto(view[pos:pos + 16 * _CHUNK])

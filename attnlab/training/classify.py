@@ -49,5 +49,5 @@ def _decide(scores: torch.Tensor, labels, threshold: float) -> np.ndarray:
         idx = (scores.squeeze(cd) > threshold).long()
     else:
         idx = scores.argmax(cd)
-    idx = idx.cpu().numpy()
-    return labels[idx] if labels is not None else idx
+    found = idx.cpu().numpy()
+    return labels[found] if labels is not None else found

@@ -12,6 +12,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -35,30 +36,31 @@ from .step import evaluate, train_step
 
 @dataclass
 class Run:
-    """What one call of `train` works with (built once, read by the helpers below)."""
-    net: object
+    """What one call of `train` works with (built once, read by the helpers below).
+    `Any` where the type is a duck (data sources, the progress display) or optional."""
+    net: Any
     o: TrainingOptions
     d: dd.Dist
     device: torch.device
     cdev: torch.device
-    data: object
-    val: object
+    data: Any
+    val: Any
     heads: list
-    fwd: object
-    opt: object
-    scheduler: object
+    fwd: Any
+    opt: torch.optim.Optimizer
+    scheduler: Any
     sched_unit: str
-    clip: object
+    clip: Any
     generator: torch.Generator
     recorder: Recorder
     info: TrainingInfo
-    progress: object
+    progress: Any
     board: TensorBoard
     plotter: Plotter | None
     watch: ActivationWatch | None
     batches_per_epoch: int
-    amp: object = None             # autocast context factory (mixed precision), None for fp32
-    scaler: object = None          # fp16's GradScaler
+    amp: Any = None             # autocast context factory (mixed precision), None for fp32
+    scaler: Any = None          # fp16's GradScaler
 
 
 def train(net, X, Y=None, loss="crossentropy", options: TrainingOptions | None = None,
@@ -334,8 +336,8 @@ class _Progress:
         self._r = r
 
     @property
-    def loss(self) -> float:
-        """This iteration's loss (reads it from the device: a sync)."""
+    def loss(self) -> float | None:
+        """This iteration's loss (reads it from the device: a sync); None before any."""
         rec = self._r.recorder.pending[-1] if self._r.recorder.pending else None
         if rec is None:
             return self._r.info.final_loss

@@ -21,6 +21,10 @@ NAMES = ("accuracy", "rmse", "mae")
 class Metric:
     name = "metric"
     per_element = False          # divides by units × channels (rmse, mae) or by units
+    # set by `bind`, once the target's kind and the output's layout are known
+    kind: str
+    channel_dim: int
+    logits: bool
 
     def bind(self, kind: str, channel_dim: int, logits: bool) -> "Metric":
         new = object.__new__(type(self))
@@ -41,6 +45,7 @@ class Accuracy(Metric):
     probabilities) against targets > 0.5, element by element."""
 
     name = "accuracy"
+    threshold: float
 
     def bind(self, kind, channel_dim, logits):
         new = super().bind(kind, channel_dim, logits)

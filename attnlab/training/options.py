@@ -255,7 +255,7 @@ def _checked_init(init):
     return __init__
 
 
-TrainingOptions.__init__ = _checked_init(TrainingOptions.__init__)
+TrainingOptions.__init__ = _checked_init(TrainingOptions.__init__)  # type: ignore[method-assign]
 
 
 def _short(v, n: int = 40) -> str:
