@@ -170,6 +170,25 @@ def scale(owner, value, arg: str = "scale"):
                (hint.strip() + " " if hint else "") + f"Use {arg}=\"auto\" or e.g. {arg}=0.125.")
 
 
+def product(sizes) -> int | None:
+    """The product of sizes, None when one is unknown (None)."""
+    out = 1
+    for s in sizes:
+        if s is None:
+            return None
+        out *= s
+    return out
+
+
+def known(layer, port: str, size: int | None) -> int:
+    """A size the module needs when it is built. The analysis builds modules only once the
+    sizes arriving at the layer are known, so None here means a spec that lost its size."""
+    if size is None:
+        raise layer.error(SizeError, port, "the size is unknown when the layer's module is built. "
+                          "Give the input layers their sizes, or call net.initialize(example_inputs).")
+    return size
+
+
 # More numbers than any device holds (4 TiB of float32): a size typo such as 10**9, found by
 # the analysis before torch is asked for the storage.
 MAX_LEARNABLES = 2 ** 40

@@ -74,7 +74,7 @@ class Attention(_Heads):
 
     uses_mask = True
 
-    def __init__(self, num_heads: int = 1, scale="auto", attention_mask=None,
+    def __init__(self, num_heads: int = 1, scale: str | float = "auto", attention_mask: str | None = None,
                  causal_alignment: str = "top-left", dropout: float = 0.0,
                  has_padding_mask_input: bool = False, has_scores_output: bool = False,
                  name: str | None = None):
@@ -83,14 +83,14 @@ class Attention(_Heads):
                  has_padding_mask_input, has_scores_output, None)
 
     @property
-    def input_ports(self):
+    def input_ports(self) -> tuple[str, ...]:
         return ("query", "key", "value") + (("mask",) if self.has_padding_mask_input else ())
 
     @property
-    def output_ports(self):
+    def output_ports(self) -> tuple[str, ...]:
         return ("out",) + (("scores",) if self.has_scores_output else ())
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         q, k, v = specs["query"], specs["key"], specs["value"]
         fix = "Attention attends over a time axis: give it sequences B×T×C."
         for port, s in (("query", q), ("key", k), ("value", v)):
@@ -112,7 +112,7 @@ class Attention(_Heads):
             out["scores"] = Spec("BHQK", (None, self.num_heads, q.time, k.time))
         return out
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _AttentionModule(self)
 
 
@@ -225,7 +225,7 @@ class SelfAttention(_Projected):
     uses_mask = True
 
     def __init__(self, num_heads: int, key_channels: int, value_channels: int | None = None,
-                 output_channels: int | None = None, scale="auto", attention_mask=None,
+                 output_channels: int | None = None, scale: str | float = "auto", attention_mask: str | None = None,
                  dropout: float = 0.0, has_padding_mask_input: bool = False,
                  has_scores_output: bool = False, num_kv_heads: int | None = None,
                  name: str | None = None):
@@ -235,14 +235,14 @@ class SelfAttention(_Projected):
         _projection_sizes(self, key_channels, value_channels, output_channels)
 
     @property
-    def input_ports(self):
+    def input_ports(self) -> tuple[str, ...]:
         return ("in",) + (("mask",) if self.has_padding_mask_input else ())
 
     @property
-    def output_ports(self):
+    def output_ports(self) -> tuple[str, ...]:
         return ("out",) + (("scores",) if self.has_scores_output else ())
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         s = specs["in"]
         _sequence_only(self, s, "in")
         _projections_fit(self, "in", s.channels, s.channels)
@@ -255,8 +255,8 @@ class SelfAttention(_Projected):
             out["scores"] = Spec("BHQK", (None, self.num_heads, s.time, s.time))
         return out
 
-    def build(self, specs):
-        return _SelfAttentionModule(self, specs["in"].channels)
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _SelfAttentionModule(self, check.known(self, "in", specs["in"].channels))
 
 
 class MultiHeadAttention(_Projected):
@@ -289,7 +289,7 @@ class MultiHeadAttention(_Projected):
     uses_mask = True
 
     def __init__(self, num_heads: int, key_channels: int, value_channels: int | None = None,
-                 output_channels: int | None = None, scale="auto", attention_mask=None,
+                 output_channels: int | None = None, scale: str | float = "auto", attention_mask: str | None = None,
                  causal_alignment: str = "top-left", dropout: float = 0.0,
                  has_padding_mask_input: bool = False, has_scores_output: bool = False,
                  num_kv_heads: int | None = None, name: str | None = None):
@@ -301,7 +301,7 @@ class MultiHeadAttention(_Projected):
     input_ports = Attention.input_ports
     output_ports = Attention.output_ports
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         q, k, v = specs["query"], specs["key"], specs["value"]
         for port, s in (("query", q), ("key", k), ("value", v)):
             _sequence_only(self, s, port)
@@ -318,9 +318,9 @@ class MultiHeadAttention(_Projected):
             out["scores"] = Spec("BHQK", (None, self.num_heads, q.time, k.time))
         return out
 
-    def build(self, specs):
-        return _MultiHeadAttentionModule(self, specs["query"].channels, specs["key"].channels,
-                                         specs["value"].channels)
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        cq, ck, cv = (check.known(self, p, specs[p].channels) for p in ("query", "key", "value"))
+        return _MultiHeadAttentionModule(self, cq, ck, cv)
 
 
 class AttentionPool1d(_Heads):
@@ -348,17 +348,18 @@ class AttentionPool1d(_Heads):
         super().__init__(name)
         _options(self, num_heads, "auto", None, "top-left", dropout, False, False, None)
 
-    def config(self):
+    def config(self) -> dict:
         return {"num_heads": self.num_heads, "dropout": self.dropout}
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         _sequence_only(self, s, "in")
         _check_heads(self, "in", s.channels, self.num_heads, "input")
         return Spec.features(s.channels)
 
-    def build(self, specs):
-        return _AttentionPoolModule(specs["in"].channels, self.num_heads, self.dropout)
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _AttentionPoolModule(check.known(self, "in", specs["in"].channels), self.num_heads,
+                                    self.dropout)
 
 
 class ImageToSequence(Layer):
@@ -372,7 +373,7 @@ class ImageToSequence(Layer):
         super().__init__(name)
         self.patch_size = check.integer(self, "patch_size", patch_size, example=4)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BCSS",), "ImageToSequence turns an image into a sequence.")
         c, h, w = s.sizes[1:]
@@ -380,10 +381,10 @@ class ImageToSequence(Layer):
         if (h is not None and h % p) or (w is not None and w % p):
             raise self.error(SizeError, "in", f"expected height and width divisible by patch_size "
                              f"{p}, received {s}. Use a patch_size that divides both, or resize.")
-        t = None if None in (h, w) else (h // p) * (w // p)
+        t = None if h is None or w is None else (h // p) * (w // p)
         return Spec.sequence(None if c is None else c * p * p, t)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _ImageToSequence(self.patch_size)
 
 

@@ -16,7 +16,7 @@ class _Combine(Layer):
         self.n = check.integer(self, "n", n, least=2, most=check.MAX_PORTS, example=2)
 
     @property
-    def input_ports(self):
+    def input_ports(self) -> tuple[str, ...]:
         return tuple(f"in{i}" for i in range(1, self.n + 1))
 
     def _check_same(self, specs, skip_dim=None):
@@ -36,20 +36,20 @@ class _Combine(Layer):
 class Addition(_Combine):
     """Elementwise sum [additionLayer]: n inputs of the same size → that size."""
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         return self._check_same(specs)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _Sum()
 
 
 class Multiplication(_Combine):
     """Elementwise product [multiplicationLayer]: n inputs of the same size → that size."""
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         return self._check_same(specs)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _Product()
 
 
@@ -81,7 +81,7 @@ class Concatenation(_Combine):
         super().__init__(n, name)
         self.dim = check.choice(self, "dim", dim, ("channel", "time"))
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         first = specs["in1"]
         if self.dim == "time":
             self.require(first, "in1", ("BTC",), "dim='time' concatenates sequences.")
@@ -90,10 +90,10 @@ class Concatenation(_Combine):
             axis = first.labels.index("C")
         self._check_same(specs, skip_dim=axis)
         parts = [specs[p].sizes[axis] for p in self.input_ports]
-        total = None if None in parts else sum(parts)
+        total = None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
         return Spec(first.labels, first.sizes[:axis] + (total,) + first.sizes[axis + 1:])
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         first = specs["in1"]
         return _Concat(1 if self.dim == "time" else first.labels.index("C") - len(first.labels),
                        self.dim == "time")

@@ -37,8 +37,9 @@ class Conv2d(Layer):
 
     stem = "conv"
 
-    def __init__(self, kernel, filters: int, stride=1, padding="same", dilation=1,
-                 bias: bool = True, name: str | None = None):
+    def __init__(self, kernel: int | tuple[int, int], filters: int,
+                 stride: int | tuple[int, int] = 1, padding: str | int | tuple[int, int] = "same",
+                 dilation: int | tuple[int, int] = 1, bias: bool = True, name: str | None = None):
         super().__init__(name)
         self.kernel = check.int_pair(self, "kernel", kernel, example=3)
         self.filters = check.integer(self, "filters", filters, example=16)
@@ -63,7 +64,7 @@ class Conv2d(Layer):
             return ((0, 0), (0, 0))
         return tuple((p, p) for p in self.padding)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BCSS",), "Conv2d works on images; use Conv1d for sequences.")
         check.learnables_fit(self, "in", "Use a smaller kernel or fewer filters.",
@@ -79,8 +80,8 @@ class Conv2d(Layer):
             hw.append(o)
         return Spec.image(self.filters, *hw)
 
-    def build(self, specs):
-        cin = specs["in"].channels
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        cin = check.known(self, "in", specs["in"].channels)
         if self.padding == "same" and self.stride == (1, 1):
             return nn.Conv2d(cin, self.filters, self.kernel, 1, "same", self.dilation, bias=self.bias)
         if self.padding == "same":
@@ -90,7 +91,7 @@ class Conv2d(Layer):
         return nn.Conv2d(cin, self.filters, self.kernel, self.stride, pad, self.dilation,
                          bias=self.bias)
 
-    def config(self):
+    def config(self) -> dict:
         c = super().config()
         for k in ("kernel", "stride", "dilation"):
             c[k] = list(c[k])
@@ -118,7 +119,7 @@ class Conv1d(Layer):
     uses_mask = True
     returns_mask = True
 
-    def __init__(self, kernel: int, filters: int, stride: int = 1, padding="same",
+    def __init__(self, kernel: int, filters: int, stride: int = 1, padding: str | int = "same",
                  dilation: int = 1, bias: bool = True, name: str | None = None):
         super().__init__(name)
         self.kernel = check.integer(self, "kernel", kernel, example=3)
@@ -137,7 +138,7 @@ class Conv1d(Layer):
         self.padding = padding
         self.bias = check.flag(self, "bias", bias)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC",), "Conv1d works on sequences B×T×C; use Conv2d for images.")
         check.learnables_fit(self, "in", "Use a smaller kernel or fewer filters.",
@@ -165,8 +166,8 @@ class Conv1d(Layer):
         before, after = self._pads(t)
         return (t + before + after - (self.kernel - 1) * self.dilation - 1) // self.stride + 1
 
-    def build(self, specs):
-        return _Conv1dModule(self, specs["in"].channels)
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _Conv1dModule(self, check.known(self, "in", specs["in"].channels))
 
 
 class _Conv1dModule(nn.Conv1d):

@@ -1,8 +1,6 @@
 """Dense layers, activations and dropout."""
 from __future__ import annotations
 
-import math
-
 from torch import nn
 from torch.nn import functional as F
 
@@ -35,22 +33,22 @@ class Dense(Layer):
         self.out = check.integer(self, "out", out, example=64)
         self.bias = check.flag(self, "bias", bias)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC", "BC", "BCSS"))
-        cin = math.prod(s.sizes[1:]) if s.is_image and None not in s.sizes[1:] else s.channels
+        cin = check.product(s.sizes[1:]) if s.is_image else s.channels
         check.learnables_fit(self, "in", "Use a smaller out, or reduce the input first.",
                              weight=(self.out, cin))
         if s.is_image:
             return Spec.features(self.out)
         return s.with_channels(self.out)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         s = specs["in"]
         if s.is_image:
-            c, h, w = s.sizes[1:]
-            return _FlattenLinear(c * h * w, self.out, bias=self.bias)
-        return nn.Linear(s.channels, self.out, bias=self.bias)
+            return _FlattenLinear(check.known(self, "in", check.product(s.sizes[1:])), self.out,
+                                  bias=self.bias)
+        return nn.Linear(check.known(self, "in", s.channels), self.out, bias=self.bias)
 
 
 class _FlattenLinear(nn.Linear):
@@ -61,14 +59,14 @@ class _FlattenLinear(nn.Linear):
 class _Elementwise(Layer):
     """Base of shape-preserving layers: any input spec → the same spec."""
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         return specs["in"]
 
 
 class ReLU(_Elementwise):
     """max(x, 0): any shape → same shape."""
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.ReLU()
 
 
@@ -80,35 +78,35 @@ class LeakyReLU(_Elementwise):
         self.negative_slope = check.real(self, "negative_slope", negative_slope,
                                          fix="Use e.g. negative_slope=0.01.")
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.LeakyReLU(self.negative_slope)
 
 
 class GELU(_Elementwise):
     """GELU: any shape → same shape."""
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.GELU()
 
 
 class Tanh(_Elementwise):
     """tanh: any shape → same shape."""
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Tanh()
 
 
 class Sigmoid(_Elementwise):
     """logistic sigmoid: any shape → same shape."""
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Sigmoid()
 
 
 class Softmax(_Elementwise):
     """Softmax over channels: B×T×C, B×C (last dim), B×C×H×W (dim 1) → same shape."""
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Softmax(dim=1 if specs["in"].is_image else -1)
 
 
@@ -119,5 +117,5 @@ class Dropout(_Elementwise):
         super().__init__(name)
         self.p = check.probability(self, "p", p)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Dropout(self.p)

@@ -12,10 +12,15 @@ class _Input(Layer):
     input_ports = ()
     is_input = True
 
-    def build(self, specs):
+    @property
+    def spec(self) -> Spec:
+        """The spec of the data this input accepts."""
+        raise NotImplementedError
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Identity()
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         return self.spec
 
 
@@ -41,7 +46,7 @@ class ImageInput(_Input):
 
     stem = "input"
 
-    def __init__(self, size, name: str | None = None):
+    def __init__(self, size: tuple[int, int, int] | list[int], name: str | None = None):
         super().__init__(name)
         fix = "For a 28×28 grey image use ImageInput((1, 28, 28)); for RGB, (3, H, W)."
         if not isinstance(size, (tuple, list)) or len(size) != 3:
@@ -54,7 +59,7 @@ class ImageInput(_Input):
         """The spec of the data this input accepts."""
         return Spec.image(*self.size)
 
-    def config(self):
+    def config(self) -> dict:
         return {"size": list(self.size)}
 
 

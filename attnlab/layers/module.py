@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -26,7 +27,10 @@ class Module(Layer):
     stem = "module"
 
     def __init__(self, module: nn.Module, num_inputs: int = 1, num_outputs: int = 1,
-                 output_format=None, output_specs=None, lengths=None, name: str | None = None):
+                 output_format: str | Sequence[str] | None = None,
+                 output_specs: Sequence[Spec] | None = None,
+                 lengths: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 name: str | None = None):
         super().__init__(name)
         if not isinstance(module, nn.Module):
             raise check.fail(self, "module", "a torch.nn.Module", module,
@@ -78,18 +82,18 @@ class Module(Layer):
         return list(specs)
 
     @property
-    def input_ports(self):
+    def input_ports(self) -> tuple[str, ...]:
         return ("in",) if self.num_inputs == 1 else tuple(f"in{i + 1}" for i in range(self.num_inputs))
 
     @property
-    def output_ports(self):
+    def output_ports(self) -> tuple[str, ...]:
         return ("out",) if self.num_outputs == 1 else tuple(f"out{i + 1}" for i in range(self.num_outputs))
 
-    def config(self):
+    def config(self) -> dict:
         return {"module": type(self.module).__name__, "num_inputs": self.num_inputs,
                 "num_outputs": self.num_outputs, "output_format": self.output_format}
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         ins = [specs[p] for p in self.input_ports]
         if self.output_specs is not None:
             return dict(zip(self.output_ports, self.output_specs))
@@ -130,7 +134,7 @@ class Module(Layer):
                              f"{type(self.module).__name__}, received {len(outs)}. Set num_outputs.")
         return [tuple(o.shape) for o in outs]
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         if not self._time_changes:
             return self.module
         first = next((s for s in (specs[p] for p in self.input_ports) if s.is_sequence), None)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from ..spec import Spec
 from . import _checks as check
 from .base import Layer
 
@@ -10,7 +11,7 @@ from .base import Layer
 class _Norm(Layer):
     """A normalisation: sequences, features or images in, the same shape out."""
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC", "BC", "BCSS"))
         return s
@@ -25,11 +26,12 @@ class LayerNorm(_Norm):
         super().__init__(name)
         self.eps = check.positive(self, "eps", eps)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         s = specs["in"]
+        c = check.known(self, "in", s.channels)
         if s.is_image:
-            return nn.GroupNorm(1, s.channels, eps=self.eps)
-        return nn.LayerNorm(s.channels, eps=self.eps)
+            return nn.GroupNorm(1, c, eps=self.eps)
+        return nn.LayerNorm(c, eps=self.eps)
 
 
 class BatchNorm(_Norm):
@@ -42,13 +44,14 @@ class BatchNorm(_Norm):
         self.momentum = check.real(self, "momentum", momentum, 0, 1, what="a number in [0, 1]",
                                    fix="Use e.g. momentum=0.1 (the weight of each new batch).")
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         s = specs["in"]
+        c = check.known(self, "in", s.channels)
         if s.is_image:
-            return nn.BatchNorm2d(s.channels, self.eps, self.momentum)
+            return nn.BatchNorm2d(c, self.eps, self.momentum)
         if s.is_sequence:
-            return _SequenceBatchNorm(s.channels, self.eps, self.momentum)
-        return nn.BatchNorm1d(s.channels, self.eps, self.momentum)
+            return _SequenceBatchNorm(c, self.eps, self.momentum)
+        return nn.BatchNorm1d(c, self.eps, self.momentum)
 
 
 class _SequenceBatchNorm(nn.BatchNorm1d):

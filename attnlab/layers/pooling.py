@@ -18,7 +18,8 @@ def lengths_of(mask):
 class _Pool2d(Layer):
     stem = "pool"
 
-    def __init__(self, pool_size, stride=None, padding=0, name: str | None = None):
+    def __init__(self, pool_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None,
+                 padding: int | tuple[int, int] = 0, name: str | None = None):
         super().__init__(name)
         self.pool_size = check.int_pair(self, "pool_size", pool_size, example=2)
         self.stride = self.pool_size if stride is None else \
@@ -30,7 +31,7 @@ class _Pool2d(Layer):
                                  f"(here ≤ {k // 2})", padding,
                                  "Use a smaller padding or a larger pool_size.")
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BCSS",), "2-D pooling works on images.")
         hw = [_out_size(n, k, st, 1, (p, p)) for n, k, st, p in
@@ -41,7 +42,7 @@ class _Pool2d(Layer):
                              "Use a smaller pool_size or fewer pooling layers.")
         return Spec.image(s.channels, *hw)
 
-    def config(self):
+    def config(self) -> dict:
         return {k: list(getattr(self, k)) for k in ("pool_size", "stride", "padding")}
 
 
@@ -50,7 +51,7 @@ class MaxPool2d(_Pool2d):
 
     stem = "maxpool"
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.MaxPool2d(self.pool_size, self.stride, self.padding)
 
 
@@ -59,7 +60,7 @@ class AvgPool2d(_Pool2d):
 
     stem = "avgpool"
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.AvgPool2d(self.pool_size, self.stride, self.padding)
 
 
@@ -69,13 +70,13 @@ class GlobalAvgPool1d(Layer):
     stem = "gap"
     uses_mask = True
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC",), "GlobalAvgPool1d reduces the time axis of a sequence; "
                      "use GlobalAvgPool2d for images.")
         return Spec.features(s.channels)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _MaskedMean()
 
 
@@ -96,7 +97,7 @@ class GlobalMaxPool1d(Layer):
 
     infer = GlobalAvgPool1d.infer
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _MaskedMax()
 
 
@@ -115,13 +116,13 @@ class GlobalAvgPool2d(Layer):
 
     stem = "gap"
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BCSS",), "GlobalAvgPool2d reduces the spatial axes of an image; "
                      "use GlobalAvgPool1d for sequences.")
         return Spec.features(s.channels)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _SpatialMean()
 
 
@@ -135,7 +136,7 @@ class GlobalMaxPool2d(GlobalAvgPool2d):
 
     stem = "gmp"
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _SpatialMax()
 
 
@@ -148,7 +149,7 @@ class Flatten(Layer):
     """Flattens an image into features [flattenLayer]: B×C×H×W → B×(C·H·W); B×C unchanged.
     A sequence keeps its time axis in attnlab: reduce it with GlobalAvgPool1d or Index1d."""
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         if s.is_sequence:
             raise self.error(FormatError, "in", f"expected B×C×S×S or B×C, received {s} (sequence). "
@@ -156,11 +157,10 @@ class Flatten(Layer):
                              "GlobalAvgPool1d, Index1d('last') or AttentionPool1d instead.")
         self.require(s, "in", ("BCSS", "BC"))
         if s.is_image:
-            c, h, w = s.sizes[1:]
-            return Spec.features(None if None in (c, h, w) else c * h * w)
+            return Spec.features(check.product(s.sizes[1:]))
         return s
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Flatten(1)
 
 
@@ -172,7 +172,7 @@ class Index1d(Layer):
     stem = "index1d"
     uses_mask = True
 
-    def __init__(self, index="last", name: str | None = None):
+    def __init__(self, index: str | int = "last", name: str | None = None):
         super().__init__(name)
         if isinstance(index, str):
             index = check.choice(self, "index", index, ("first", "last"),
@@ -185,7 +185,7 @@ class Index1d(Layer):
                                  "counts from the end)", index, "Use e.g. index='last'.") from None
         self.index = index
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC",), "Index1d picks a time step of a sequence.")
         if isinstance(self.index, int) and s.time is not None and not -s.time <= self.index < s.time:
@@ -194,7 +194,7 @@ class Index1d(Layer):
                              f"in -{s.time}…{s.time - 1}, or index='last'.")
         return Spec.features(s.channels)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _Index1d(0 if self.index == "first" else self.index, self.name)
 
 

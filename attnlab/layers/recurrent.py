@@ -14,6 +14,7 @@ class _Recurrent(Layer):
     uses_mask = True
     state_names: tuple[str, ...] = ()
     torch_class: type = nn.Module
+    module_class: type[nn.Module]          # the module that runs it (set by LSTM, GRU)
 
     def __init__(self, hidden: int, output_mode: str = "sequence", bidirectional: bool = False,
                  has_state_inputs: bool = False, has_state_outputs: bool = False,
@@ -26,18 +27,18 @@ class _Recurrent(Layer):
         self.has_state_outputs = check.flag(self, "has_state_outputs", has_state_outputs)
 
     @property
-    def input_ports(self):
+    def input_ports(self) -> tuple[str, ...]:
         return ("in",) + (self.state_names if self.has_state_inputs else ())
 
     @property
-    def output_ports(self):
+    def output_ports(self) -> tuple[str, ...]:
         return ("out",) + (self.state_names if self.has_state_outputs else ())
 
     @property
     def width(self):
         return self.hidden * (2 if self.bidirectional else 1)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         s = specs["in"]
         self.require(s, "in", ("BTC",), f"{type(self).__name__} reads sequences B×T×C; for images "
                      "insert ImageToSequence first, for features use Dense.")
@@ -54,8 +55,8 @@ class _Recurrent(Layer):
         out.update({p: Spec.features(self.width) for p in self.output_ports[1:]})
         return out
 
-    def build(self, specs):
-        return self.module_class(self, specs["in"].channels)
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return self.module_class(self, check.known(self, "in", specs["in"].channels))
 
 
 class _RecurrentModule:
