@@ -46,6 +46,7 @@ the same weights::
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 from torch import nn
 
@@ -119,7 +120,7 @@ class _PickModule(nn.Module):
 
 # ---------------------------------------------------------------------- combinators ---
 
-def Serial(*layers, name: str | None = None) -> Network:
+def Serial(*layers: Layer | list | None, name: str | None = None) -> Network:
     """Children in series, Trax stack style: each child's outputs feed the next child's inputs
     in order. In: the first child's inputs; out: the last child's outputs. `Serial()` is the
     identity (1 → 1). Raises NetworkError when a child gives another number of items than the
@@ -131,7 +132,7 @@ def Serial(*layers, name: str | None = None) -> Network:
     return w.finish(w.chain(chain, ins))
 
 
-def Parallel(*layers, name: str | None = None) -> Network:
+def Parallel(*layers: Layer | list | None, name: str | None = None) -> Network:
     """Children side by side: child i takes the next n_in(i) inputs and gives the next n_out(i)
     outputs. `Parallel(L.Dense(d), L.Dense(d), L.Dense(d))`: 3 items (B×T×C each) → 3 items
     (B×T×d). `None` passes its item through."""
@@ -150,7 +151,7 @@ def Parallel(*layers, name: str | None = None) -> Network:
     return w.finish(outs)
 
 
-def Branch(*layers, name: str | None = None) -> Network:
+def Branch(*layers: Layer | list | None, name: str | None = None) -> Network:
     """Children reading copies of the same inputs: child j gets the first n_in(j) inputs (Trax);
     outputs are concatenated in order. In: max n_in; out: Σ n_out. `Branch(None, L.Dense(d))`
     gives (x, Dense(x))."""
@@ -167,7 +168,8 @@ def Branch(*layers, name: str | None = None) -> Network:
     return w.finish(outs)
 
 
-def Residual(*layers, shortcut=None, name: str | None = None) -> Network:
+def Residual(*layers: Layer | list | None, shortcut: Layer | list | None = None,
+             name: str | None = None) -> Network:
     """`x + Serial(*layers)(x)` (an `Addition` named `addition`): in1 of the addition is the
     shortcut (the first input, or `shortcut` applied to it), in2 the body's output. In: the
     body's inputs (at least 1); out: 1. The body must give one output of the input's size."""
@@ -193,7 +195,7 @@ def Residual(*layers, shortcut=None, name: str | None = None) -> Network:
     return w.finish([f"{add.name}/out"])
 
 
-def Select(indices, n_in: int | None = None, name: str | None = None) -> Network:
+def Select(indices: Sequence[int], n_in: int | None = None, name: str | None = None) -> Network:
     """Picks, reorders, copies or drops items: output j is input `indices[j]` (0-based). In:
     `n_in` (default max(indices) + 1); out: len(indices). `Select([0, 0, 0])` turns one sequence
     into query, key and value; `Select([1, 0])` swaps two items; `Select([0], n_in=2)` drops

@@ -240,7 +240,7 @@ def _combined_mask(Tq, Tk, key_padding_mask, attention_mask, causal_alignment, d
 # attention
 # --------------------------------------------------------------------------------------------
 
-def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",
+def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str, float] = "auto",
               key_padding_mask: Optional[Tensor] = None, attention_mask: MaskArg = None,
               causal_alignment: str = "top-left", dropout: float = 0.0,
               need_weights: bool = False, training: bool = False,

@@ -33,7 +33,7 @@ import sys
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, BinaryIO, Callable, Mapping
 
 import torch
 from torch import nn
@@ -53,7 +53,7 @@ _MODULE_FACTORIES: dict[str, Callable[[], nn.Module]] = {}
 
 # ------------------------------------------------------------------------------ factories ---
 
-def register_module(name, factory: Callable[[], nn.Module] | None = None):
+def register_module(name: str | type, factory: Callable[[], nn.Module] | None = None) -> Any:
     """Registers how to recreate the torch module of `L.Module` layers when loading.
 
     `name` is the module's class name, as a saved file records it; `factory()` returns a fresh
@@ -300,8 +300,9 @@ _DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
            "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
 
 
-def load(path, *, modules: Mapping[str, Callable[[], nn.Module]] | None = None,
-         device=None):
+def load(path: str | os.PathLike | BinaryIO, *,
+         modules: Mapping[str, Callable[[], nn.Module]] | None = None,
+         device: str | torch.device | None = None) -> Any:
     """Reads a network written by `net.save(path)`: same graph, same weights, same outputs.
 
     `modules` maps module class names to factories for `L.Module` layers (see

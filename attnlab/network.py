@@ -8,8 +8,9 @@ layers stays lazy until `initialize(example_inputs)` or its first call, like `La
 """
 from __future__ import annotations
 
+import os
 import warnings
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 import numpy as np
 import torch
@@ -20,8 +21,15 @@ from .batching import as_batch, input_problem
 from .compile import Plan, compile_plan
 from .errors import AttnlabError, DataError, NetworkError, SizeError, close_matches
 from .graph import Connection, Graph, LayerList, module_key
+from .layers.base import Layer
 from .sequences import Padded, pad_sequences
 from .spec import Spec, spec_of_tensor_shape
+
+if TYPE_CHECKING:                  # for annotations only: these modules sit below this one
+    from matplotlib.figure import Figure
+
+    from .onnx_export import OnnxExport
+    from .stream.core import Stream
 
 __all__ = ["Network", "Connection", "LayerList"]
 
@@ -68,7 +76,7 @@ class Network(nn.Module, Graph):
     uses_mask = True
     returns_mask = True
 
-    def __init__(self, layers=None, name: str | None = None):
+    def __init__(self, layers: Layer | list | None = None, name: str | None = None):
         nn.Module.__init__(self)
         Graph.__init__(self, name)
         self.layer_modules = LayerModules()
@@ -148,33 +156,33 @@ class Network(nn.Module, Graph):
                           "are known: call net.initialize(example_inputs) (or run it once) before "
                           "making an optimizer or moving it.", UserWarning, stacklevel=3)
 
-    def named_parameters(self, *a, **k):
+    def named_parameters(self, *a: Any, **k: Any) -> Iterator[tuple[str, nn.Parameter]]:
         self._ensure_built()
         self._warn_lazy()
         return super().named_parameters(*a, **k)
 
-    def named_buffers(self, *a, **k):
+    def named_buffers(self, *a: Any, **k: Any) -> Iterator[tuple[str, torch.Tensor]]:
         self._ensure_built()
         return super().named_buffers(*a, **k)
 
-    def named_children(self):
+    def named_children(self) -> Iterator[tuple[str, nn.Module]]:
         self._ensure_built()
         return super().named_children()
 
-    def named_modules(self, *a, **k):
+    def named_modules(self, *a: Any, **k: Any) -> Iterator[tuple[str, nn.Module]]:
         self._ensure_built()
         return super().named_modules(*a, **k)
 
-    def state_dict(self, *a, **k):
+    def state_dict(self, *a: Any, **k: Any) -> dict[str, Any]:  # type: ignore[override]
         self._ensure_built()
         self._warn_lazy()
         return super().state_dict(*a, **k)
 
-    def load_state_dict(self, *a, **k):
+    def load_state_dict(self, *a: Any, **k: Any) -> Any:
         self._ensure_built()
         return super().load_state_dict(*a, **k)
 
-    def train(self, mode: bool = True):
+    def train(self, mode: bool = True) -> Network:
         self._ensure_built()
         return super().train(mode)
 
@@ -207,7 +215,7 @@ class Network(nn.Module, Graph):
         return self._plan is not None
 
     # -------------------------------------------------------------------- analysis -----
-    def analyze(self, *example_inputs, **named) -> Analysis:
+    def analyze(self, *example_inputs: Any, **named: Any) -> Analysis:
         """Checks the graph and infers every activation's size. Never raises for a bad graph.
         Without input layers, sizes come from example inputs (or the last call's data)."""
         specs = self._specs_from_data(example_inputs, named) if (example_inputs or named) \
@@ -256,7 +264,7 @@ class Network(nn.Module, Graph):
         return text
 
     # ------------------------------------------------------------------ initialising ---
-    def initialize(self, *example_inputs, **named) -> "Network":
+    def initialize(self, *example_inputs: Any, **named: Any) -> Network:
         """Builds every layer's parameters (like MATLAB's `initialize(net, X)`). Sizes come from
         the input layers, or from example inputs for a network without input layers."""
         self._prepare(example_inputs, named)
@@ -329,11 +337,13 @@ class Network(nn.Module, Graph):
 
     # ---------------------------------------------------------------- as a layer -------
     @property
-    def input_ports(self):
+    def input_ports(self) -> tuple[str, ...]:
+        """The open input ports, as `input_names` (when used as a layer)."""
         return tuple(self.input_names)
 
     @property
-    def output_ports(self):
+    def output_ports(self) -> tuple[str, ...]:
+        """The open output ports, as `output_names` (when used as a layer)."""
         return tuple(self.output_names)
 
     def analyze_as_layer(self, specs: dict[str, Spec]) -> Analysis:
@@ -356,15 +366,15 @@ class Network(nn.Module, Graph):
         self._as_layer[key] = analysis
         return analysis
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         analysis = self.analyze_as_layer(specs)
         return {o: analysis.out_specs[n][p] for n, p, o in self._dangling_outputs()}
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         self._compile(None if self._has_input_layers() else dict(specs))
         return self
 
-    def config(self):
+    def config(self) -> dict:
         return {}
 
     def __repr__(self):
@@ -372,11 +382,12 @@ class Network(nn.Module, Graph):
                 f"outputs={self.output_names})")
 
     # ------------------------------------------------------------------- running -------
-    def forward(self, *args, _masks=None, **kwargs):
+    def forward(self, *args: Any, _masks: Any = None, **kwargs: Any) -> Any:
         plan = self._plan
         if _masks is not None:                              # inside another network's plan
             flat = [v for pair in zip(args, _masks) for v in pair]
-            return plan.fn(plan.mods, *flat)
+            built = cast(Plan, plan)                        # the outer plan built this one
+            return built.fn(built.mods, *flat)
         if plan is None:
             plan = self._prepare(args, kwargs)
         flat = self._flatten_inputs(args, kwargs)
@@ -388,7 +399,7 @@ class Network(nn.Module, Graph):
             return outs[0]
         return dict(zip(self._out_names, outs))
 
-    def forward_with_masks(self, *args, **kwargs):
+    def forward_with_masks(self, *args: Any, **kwargs: Any) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor | None]]:
         """(outputs, masks), each a dict by output name; masks are B×T (True = real step) for
         sequence outputs of padded batches, else None."""
         plan = self._plan or self._prepare(args, kwargs)
@@ -461,26 +472,26 @@ class Network(nn.Module, Graph):
         return DataError(f"{where_}running it failed; torch says: {text}. Check that the data fits "
                          "the network: print(net.analyze()) shows the sizes each layer expects.")
 
-    def stream(self, static_inputs=None, **kw):
+    def stream(self, static_inputs: dict[str, Any] | None = None, **kw: Any) -> Stream:
         """Step-wise execution (Trax `mode='predict'`): `s.step(x)` takes the next t ≥ 1 steps of
         the streamed inputs and returns exactly what the full forward gives at those steps."""
         from .stream import stream
         return stream(self, static_inputs, **kw)
 
     @torch.no_grad()
-    def predict(self, *args, batch_size: int = 128, **kwargs):
+    def predict(self, *args: Any, batch_size: int = 128, **kwargs: Any) -> Any:
         """Outputs in eval mode without gradients, in mini-batches. Sequence outputs of a list of
         variable-length sequences come back as a list of each sequence's valid steps."""
         from .batching import predict
         return predict(self, args, kwargs, batch_size)
 
     # ---------------------------------------------------------------- pictures, io -----
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike) -> None:
         """One file: the graph as JSON and the weights as safetensors (no pickle)."""
         from .io import save
         save(self, path)
 
-    def export_onnx(self, path, example_inputs=None, **kw):
+    def export_onnx(self, path: str | os.PathLike, example_inputs: Any = None, **kw: Any) -> OnnxExport:
         """An ONNX file with dynamic batch and sequence lengths and, per sequence input, a bool
         `<input>_mask` input (True = real step), checked with onnxruntime; returns an
         `OnnxExport` (input and output names, largest difference from PyTorch). See
@@ -488,7 +499,7 @@ class Network(nn.Module, Graph):
         from .io import export_onnx
         return export_onnx(self, path, example_inputs, **kw)
 
-    def plot(self, path=None, **kw):
+    def plot(self, path: str | os.PathLike | None = None, **kw: Any) -> Figure:
         """A picture of the graph (a matplotlib figure), saved to `path` when given.
 
         Options (`direction="TB"|"LR"`, `sizes=True`): see :doc:`/pictures`."""
@@ -500,7 +511,7 @@ class Network(nn.Module, Graph):
         from .viz.graph import to_dot
         return to_dot(self)
 
-    def view(self, path=None, **kw):
+    def view(self, path: str | os.PathLike | None = None, **kw: Any) -> Any:
         """The interactive page of the network (graph, analysis, attention); see
         `attnlab.viz.view.view` for the options."""
         from .viz.view import view

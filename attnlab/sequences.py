@@ -25,7 +25,7 @@ def as_tensor(x, dtype=None) -> torch.Tensor:
     return torch.as_tensor(np.asarray(x), dtype=dtype)
 
 
-def pad_sequences(seqs: Sequence, value: float = 0.0, dtype=None) -> Padded:
+def pad_sequences(seqs: Sequence, value: float = 0.0, dtype: torch.dtype | None = None) -> Padded:
     """Pads a list of T_i×C (or T_i) sequences into a `Padded` batch B×T×C."""
     seqs = [as_tensor(s, dtype) for s in seqs]
     if not seqs:

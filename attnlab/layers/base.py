@@ -20,7 +20,7 @@ from ..spec import Spec
 
 LAYER_TYPES: dict[str, type["Layer"]] = {}
 
-E = TypeVar("E", bound=AttnlabError)
+_E = TypeVar("_E", bound=AttnlabError)
 
 MAX_NAME_LENGTH = 200
 
@@ -121,7 +121,7 @@ class Layer:
         return f"{self.type_name}({args}{name})"
 
     # -- errors that teach ----------------------------------------------------------------
-    def error(self, cls: type[E], port: str | None, message: str) -> E:
+    def error(self, cls: type[_E], port: str | None, message: str) -> _E:
         """An error of class `cls` whose message starts with this layer and `port` (``layer 'fc' port 'in': …``)."""
         err = cls(where(self.name, port) + message)
         err.layer, err.port = self.name, port

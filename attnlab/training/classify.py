@@ -1,6 +1,8 @@
 """`al.classify`: predicted class labels, in the label values seen in training."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from torch import nn
@@ -10,8 +12,9 @@ from ..errors import ArgumentError
 from .losses import final_module
 
 
-def classify(net, X, batch_size: int = 128, output: str | None = None, device=None,
-             precision: str = "fp32", compile=False):
+def classify(net: Any, X: Any, batch_size: int = 128, output: str | None = None,
+             device: str | torch.device | None = None, precision: str = "fp32",
+             compile: bool | str = False) -> np.ndarray | list[np.ndarray]:
     """Class labels for X (anything `net.predict` takes: a tensor, a list of variable-length
     sequences, a dict by input name).
 

@@ -63,8 +63,8 @@ class Run:
     scaler: Any = None          # fp16's GradScaler
 
 
-def train(net, X, Y=None, loss="crossentropy", options: TrainingOptions | None = None,
-          **overrides) -> TrainingInfo:
+def train(net: Any, X: Any, Y: Any = None, loss: Any = "crossentropy",
+          options: TrainingOptions | None = None, **overrides: Any) -> TrainingInfo:
     """Trains `net` in place and returns its TrainingInfo.
 
     X: a tensor/array N×…, a list of variable-length T_i×C sequences, `al.Padded`, a dict of

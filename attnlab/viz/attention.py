@@ -2,16 +2,21 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+import os
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..errors import ArgumentError
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def plot_attention(scores, query_labels: Sequence | None = None, key_labels: Sequence | None = None,
-                   heads=None, path=None, *, batch: int = 0, title: str | None = None,
-                   cmap: str = "viridis", ncols: int | None = None, annotate: bool | None = None):
+
+def plot_attention(scores: Any, query_labels: Sequence | None = None,
+                   key_labels: Sequence | None = None, heads: int | Sequence[int] | None = None,
+                   path: str | os.PathLike | None = None, *, batch: int = 0, title: str | None = None,
+                   cmap: str = "viridis", ncols: int | None = None, annotate: bool | None = None) -> Figure:
     """Heatmaps of attention weights, one per head: rows are queries, columns keys.
 
     - `scores`: the weights as a tensor or array, `B×heads×Tq×Tk` (an attention layer's
