@@ -51,8 +51,9 @@ class Attention(_Heads):
         The number of heads; it must divide Ck and Cv.
     scale : "auto" or float
         The factor on Q Kᵀ; "auto" is 1/√dk, dk = Ck/num_heads.
-    attention_mask : None, "causal" or Tensor
-        "causal": query i sees keys j ≤ i; or a boolean Tq×Tk / B×Tq×Tk mask, True = attend.
+    attention_mask : None or "causal"
+        "causal": query i sees keys j ≤ i. (A boolean mask of your own goes to
+        `al.attention`; padding to the `mask` port.)
     causal_alignment : "top-left" or "bottom-right"
         Where the causal diagonal starts when Tq ≠ Tk.
     dropout : float
@@ -70,6 +71,19 @@ class Attention(_Heads):
     - `mask`: B×Tk (optional; True or nonzero = attend)
     - `out`: B×Tq×Cv
     - `scores`: B×heads×Tq×Tk (optional)
+
+    Examples
+    --------
+    Keys from an encoder, queries from a decoder (MATLAB's cross-attention):
+
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(16, name="q"), L.Attention(num_heads=4, name="att")])
+    >>> net.add(L.SequenceInput(16, name="kv")).connect("kv", "att/key").connect("kv", "att/value")
+    ...     # doctest: +ELLIPSIS
+    Network(...)
+    >>> net({"q": torch.randn(2, 5, 16), "kv": torch.randn(2, 7, 16)}).shape
+    torch.Size([2, 5, 16])
     """
 
     uses_mask = True
@@ -219,6 +233,17 @@ class SelfAttention(_Projected):
     - `mask`: B×T (optional)
     - `out`: B×T×output_channels
     - `scores`: B×heads×T×T (optional)
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(8),
+    ...                   L.SelfAttention(2, 16, attention_mask="causal", name="sa")])
+    >>> net(torch.randn(3, 6, 8)).shape
+    torch.Size([3, 6, 8])
+    >>> list(net.learnables)[:2]
+    ['sa/query.weight', 'sa/query.bias']
     """
 
     stem = "selfattention"
@@ -363,9 +388,28 @@ class AttentionPool1d(_Heads):
 
 
 class ImageToSequence(Layer):
-    """Image positions as a sequence: B×C×H×W → B×(H·W/p²)×(C·p²), row by row, each step one
-    p×p patch (p = `patch_size`; p = 1 keeps the channels). No learnables; follow it with
-    Dense to project the patches."""
+    """The positions of an image as a sequence, row by row, each step one p×p patch
+    (p = `patch_size`) with its C·p² values. No learnables: follow it with `Dense` to project the
+    patches (a vision transformer's patch embedding).
+
+    Parameters
+    ----------
+    patch_size : int
+        The patch side p; it must divide the height and the width. 1 keeps one pixel per step.
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×(H·W/p²)×(C·p²)
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.ImageInput((3, 8, 8)), L.ImageToSequence(patch_size=4)])
+    >>> net(torch.randn(2, 3, 8, 8)).shape
+    torch.Size([2, 4, 48])
+    """
 
     stem = "img2seq"
 

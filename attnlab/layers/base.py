@@ -57,8 +57,19 @@ def check_name(name):
 
 
 class Layer:
-    """Base of every layer. Subclasses keep constructor arguments as attributes of the same name,
-    which is what `config()` (and saving) reads."""
+    """Base of every layer: a description with a name, ports, a size rule and a module factory.
+
+    A subclass keeps its constructor arguments as attributes of the same name (what `config()`,
+    `repr` and saving read), names its ports (`input_ports`, `output_ports`), maps input specs to
+    output specs in `infer` (raising `SizeError`/`FormatError` made with `error`) and makes its
+    torch module in `build`. It holds no tensors: the network builds the modules.
+
+    Parameters
+    ----------
+    name : str, optional
+        The layer's unique name in its network; without one, the network names it from its
+        type (`fc`, `fc_1`, …).
+    """
 
     uses_mask: ClassVar[bool] = False
     returns_mask: ClassVar[bool] = False

@@ -34,7 +34,18 @@ class _Combine(Layer):
 
 
 class Addition(_Combine):
-    """Elementwise sum [additionLayer]: n inputs of the same size → that size."""
+    """Elementwise sum of `n` inputs of the same spec [additionLayer]. No learnables.
+
+    Parameters
+    ----------
+    n : int
+        The number of inputs, ports `in1` … `in{n}`.
+
+    Shape
+    -----
+    - `in1` … `in{n}`: the same spec each (any kind)
+    - `out`: that spec
+    """
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         return self._check_same(specs)
@@ -44,7 +55,18 @@ class Addition(_Combine):
 
 
 class Multiplication(_Combine):
-    """Elementwise product [multiplicationLayer]: n inputs of the same size → that size."""
+    """Elementwise product of `n` inputs of the same spec [multiplicationLayer]. No learnables.
+
+    Parameters
+    ----------
+    n : int
+        The number of inputs, ports `in1` … `in{n}`.
+
+    Shape
+    -----
+    - `in1` … `in{n}`: the same spec each (any kind)
+    - `out`: that spec
+    """
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         return self._check_same(specs)
@@ -70,8 +92,29 @@ class _Product(nn.Module):
 
 
 class Concatenation(_Combine):
-    """Concatenation [concatenationLayer] along `dim`: "channel" (B×T×ΣC, B×ΣC, B×ΣC×H×W) or
-    "time" (sequences: B×ΣT×C; the padding mask is concatenated too)."""
+    """Concatenation of `n` inputs [concatenationLayer, depthConcatenationLayer].
+
+    Parameters
+    ----------
+    n : int
+        The number of inputs, ports `in1` … `in{n}`.
+    dim : "channel" or "time"
+        "channel" joins the channels (of sequences, features or images); "time" joins sequences
+        one after the other, padding masks included.
+
+    Shape
+    -----
+    - `in1` … `in{n}`: the same spec except along `dim`
+    - `out`: B×T×ΣC, B×ΣC or B×ΣC×H×W ("channel"); B×ΣT×C ("time")
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.FeatureInput(3, name="a"), L.Concatenation(2, name="cat")])
+    >>> net.add(L.FeatureInput(5, name="b")).connect("b", "cat/in2").analyze().out_specs["cat"]["out"]
+    Spec(B×8)
+    """
 
     stem = "concat"
     uses_mask = True

@@ -32,8 +32,38 @@ def _out_size(size, k, s, d, padding):
 
 
 class Conv2d(Layer):
-    """2-D convolution [convolution2dLayer]: B×C×H×W → B×filters×H'×W'.
-    `padding` is "same" (H' = ceil(H/stride)), "valid", an int or a pair."""
+    """2-D convolution over images [convolution2dLayer]. Learnables `weight`
+    (filters×C×kh×kw) and `bias`, as in `torch.nn.Conv2d`.
+
+    Parameters
+    ----------
+    kernel : int or (int, int)
+        The kernel's height and width.
+    filters : int
+        Channels out.
+    stride : int or (int, int)
+        The step between applications.
+    padding : "same", "valid", int or (int, int)
+        "same" gives H' = ceil(H/stride) (as MATLAB's 'same', also with stride > 1); "valid" pads
+        nothing; an int or pair pads that many rows/columns on each side.
+    dilation : int or (int, int)
+        The spacing of the kernel's taps.
+    bias : bool
+        Whether to learn a bias.
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×filters×H'×W'
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.ImageInput((1, 28, 28)), L.Conv2d(3, 8, stride=2)])
+    >>> net(torch.randn(2, 1, 28, 28)).shape
+    torch.Size([2, 8, 14, 14])
+    """
 
     stem = "conv"
 
@@ -110,10 +140,41 @@ class _SameStridedConv2d(nn.Conv2d):
 
 
 class Conv1d(Layer):
-    """1-D convolution over time [convolution1dLayer]: B×T×C → B×T'×filters.
-    `padding`: "same" (T' = ceil(T/stride)), "causal" (left padding only: step t sees steps ≤ t),
-    "valid" or an int. Padded steps of shorter sequences are zeroed before the convolution so they
-    never leak into valid steps; the padding mask follows the new length."""
+    """1-D convolution over time [convolution1dLayer]. Learnables `weight`
+    (filters×C×kernel) and `bias`, as in `torch.nn.Conv1d`.
+
+    Padded steps of shorter sequences are zeroed before the convolution, so they never leak into
+    valid steps, and the padding mask follows the new length.
+
+    Parameters
+    ----------
+    kernel : int
+        The kernel's length in time steps.
+    filters : int
+        Channels out.
+    stride : int
+        The step between applications.
+    padding : "same", "causal", "valid" or int
+        "same": T' = ceil(T/stride); "causal": padding on the left only, so step t sees steps ≤ t;
+        "valid": none; an int pads that many steps at each end.
+    dilation : int
+        The spacing of the kernel's taps.
+    bias : bool
+        Whether to learn a bias.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×T'×filters
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(4), L.Conv1d(3, 16, padding="causal")])
+    >>> net(torch.randn(2, 9, 4)).shape
+    torch.Size([2, 9, 16])
+    """
 
     stem = "conv1d"
     uses_mask = True

@@ -10,8 +10,10 @@ from .base import Layer
 
 
 class Dense(Layer):
-    """Fully connected [fullyConnectedLayer]: per time step on sequences; an image is flattened,
-    as MATLAB does. Learnables `weight` (out×in) and `bias`, as `torch.nn.Linear`.
+    """Fully connected layer [fullyConnectedLayer].
+
+    Applied to each time step of a sequence; an image is flattened first, as MATLAB does.
+    Learnables `weight` (out×in) and `bias`, laid out as in `torch.nn.Linear`.
 
     Parameters
     ----------
@@ -23,7 +25,15 @@ class Dense(Layer):
     Shape
     -----
     - `in`: B×T×C, B×C or B×C×H×W
-    - `out`: B×T×out, B×out or B×out
+    - `out`: B×T×out, B×out or B×out (an image: C·H·W inputs per output)
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.FeatureInput(8), L.Dense(4, name="fc")])
+    >>> tuple(net.learnables["fc/weight"].shape)
+    (4, 8)
     """
 
     stem = "fc"
@@ -64,14 +74,31 @@ class _Elementwise(Layer):
 
 
 class ReLU(_Elementwise):
-    """max(x, 0): any shape → same shape."""
+    """Rectified linear unit, max(x, 0), elementwise [reluLayer]. No learnables.
+
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.ReLU()
 
 
 class LeakyReLU(_Elementwise):
-    """Leaky ReLU: any shape → same shape."""
+    """Leaky ReLU, x for x ≥ 0 and `negative_slope`·x below, elementwise [leakyReluLayer].
+
+    Parameters
+    ----------
+    negative_slope : float
+        The slope for negative inputs.
+
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
 
     def __init__(self, negative_slope: float = 0.01, name: str | None = None):
         super().__init__(name)
@@ -83,35 +110,75 @@ class LeakyReLU(_Elementwise):
 
 
 class GELU(_Elementwise):
-    """GELU: any shape → same shape."""
+    """Gaussian error linear unit, elementwise [geluLayer]. No learnables.
+
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.GELU()
 
 
 class Tanh(_Elementwise):
-    """tanh: any shape → same shape."""
+    """Hyperbolic tangent, elementwise [tanhLayer]. No learnables.
+
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Tanh()
 
 
 class Sigmoid(_Elementwise):
-    """logistic sigmoid: any shape → same shape."""
+    """Logistic sigmoid 1 / (1 + e⁻ˣ), elementwise [sigmoidLayer]. No learnables.
+
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Sigmoid()
 
 
 class Softmax(_Elementwise):
-    """Softmax over channels: B×T×C, B×C (last dim), B×C×H×W (dim 1) → same shape."""
+    """Softmax over the channels [softmaxLayer]: the last dimension of B×T×C and B×C, dimension 1
+    of B×C×H×W.
+
+    Training with ``loss="crossentropy"`` works from the logits before it, so a network may end
+    in Softmax as in MATLAB without losing precision.
+
+    Shape
+    -----
+    - `in`: B×T×C, B×C or B×C×H×W
+    - `out`: the same spec
+    """
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Softmax(dim=1 if specs["in"].is_image else -1)
 
 
 class Dropout(_Elementwise):
-    """Zeroes elements with probability p in training only: any shape → same shape."""
+    """Zeroes each element with probability `p` during training and scales the others by
+    1/(1 − p); the identity in evaluation [dropoutLayer].
+
+    Parameters
+    ----------
+    p : float
+        The probability of zeroing, in [0, 1).
+
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
 
     def __init__(self, p: float = 0.5, name: str | None = None):
         super().__init__(name)

@@ -17,12 +17,40 @@ _FORMATS = ("BC", "BTC", "BCSS", "BT", "BHQK")
 
 
 class Module(Layer):
-    """Wraps a `torch.nn.Module` as a layer: in1..inN (or `in`) → out (or out1..outM).
+    """Any `torch.nn.Module` as a layer.
 
-    Output sizes are found by two trial runs on meta tensors (sizes that change with the batch or
-    time length stay symbolic), or given as `output_specs` (a list of `Spec`). Output labels default
-    to the input's when the rank is kept, else B×C / B×T×C / B×C×S×S by rank; `output_format`
-    overrides them (e.g. "BTC")."""
+    Output sizes come from two trial runs on meta tensors (sizes that change with the batch or
+    the time length stay symbolic), or from `output_specs`. Output labels default to the input's
+    when the rank is kept, else B×C, B×T×C or B×C×S×S by rank; `output_format` overrides them.
+    Save/load recreates the module through `attnlab.register_module`.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The module; its parameters are the layer's learnables.
+    num_inputs, num_outputs : int
+        The numbers of tensors `forward` takes and returns.
+    output_format : str or list of str, optional
+        The labels of the outputs, e.g. "BTC" (one per output when there are several).
+    output_specs : Spec or list of Spec, optional
+        The output specs, instead of the trial runs.
+    lengths : Callable, optional
+        For a module that changes the time length: the valid lengths out (an int64 tensor B) from
+        the valid lengths in, e.g. ``lambda n: n // 2``. Without it the lengths are found by trial runs.
+
+    Shape
+    -----
+    - `in` (or `in1` … `in{num_inputs}`): any spec
+    - `out` (or `out1` … `out{num_outputs}`): as the module computes them
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(4), L.Module(torch.nn.Linear(4, 6))])
+    >>> net(torch.randn(2, 3, 4)).shape
+    torch.Size([2, 3, 6])
+    """
 
     stem = "module"
 

@@ -18,9 +18,22 @@ class _Norm(Layer):
 
 
 class LayerNorm(_Norm):
-    """Layer normalisation [layerNormalizationLayer]. B×T×C, B×C: over channels (`nn.LayerNorm`);
-    B×C×H×W: over channels and space with a per-channel scale (`nn.GroupNorm` with one group, as
-    MATLAB normalises images). Same shape out. Learnables `weight`, `bias`."""
+    """Layer normalisation [layerNormalizationLayer].
+
+    Sequences and features are normalised over the channels (`torch.nn.LayerNorm`); images over
+    channels and space together with a per-channel scale and shift (`torch.nn.GroupNorm` with one
+    group), as MATLAB normalises images. Learnables `weight`, `bias` (C each).
+
+    Parameters
+    ----------
+    eps : float
+        Added to the variance, for stability.
+
+    Shape
+    -----
+    - `in`: B×T×C, B×C or B×C×H×W
+    - `out`: the same spec
+    """
 
     def __init__(self, eps: float = 1e-5, name: str | None = None):
         super().__init__(name)
@@ -35,8 +48,23 @@ class LayerNorm(_Norm):
 
 
 class BatchNorm(_Norm):
-    """Batch normalisation [batchNormalizationLayer] over channels: B×C×H×W, B×C, B×T×C → same
-    shape. Learnables `weight`, `bias`; running statistics as buffers."""
+    """Batch normalisation over the channels [batchNormalizationLayer].
+
+    Statistics of the mini-batch in training (for sequences over batch and time, padded steps
+    included), the running averages in evaluation. Learnables `weight`, `bias`; buffers `running_mean`, `running_var`.
+
+    Parameters
+    ----------
+    eps : float
+        Added to the variance, for stability.
+    momentum : float
+        The weight of each new batch in the running averages, in [0, 1].
+
+    Shape
+    -----
+    - `in`: B×T×C, B×C or B×C×H×W
+    - `out`: the same spec
+    """
 
     def __init__(self, eps: float = 1e-5, momentum: float = 0.1, name: str | None = None):
         super().__init__(name)

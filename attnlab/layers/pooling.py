@@ -47,7 +47,22 @@ class _Pool2d(Layer):
 
 
 class MaxPool2d(_Pool2d):
-    """Max pooling [maxPooling2dLayer]: B×C×H×W → B×C×H'×W'. `stride` defaults to `pool_size`."""
+    """Maximum over windows of an image [maxPooling2dLayer]. No learnables.
+
+    Parameters
+    ----------
+    pool_size : int or (int, int)
+        The window's height and width.
+    stride : int or (int, int), optional
+        The step between windows; defaults to `pool_size` (windows that do not overlap).
+    padding : int or (int, int)
+        Rows/columns added on each side, at most half the window.
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×C×H'×W', H' = ⌊(H + 2·padding − pool_size) / stride⌋ + 1
+    """
 
     stem = "maxpool"
 
@@ -56,7 +71,22 @@ class MaxPool2d(_Pool2d):
 
 
 class AvgPool2d(_Pool2d):
-    """Average pooling [averagePooling2dLayer]: B×C×H×W → B×C×H'×W'."""
+    """Mean over windows of an image [averagePooling2dLayer]. No learnables.
+
+    Parameters
+    ----------
+    pool_size : int or (int, int)
+        The window's height and width.
+    stride : int or (int, int), optional
+        The step between windows; defaults to `pool_size` (windows that do not overlap).
+    padding : int or (int, int)
+        Rows/columns added on each side, at most half the window.
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×C×H'×W', H' = ⌊(H + 2·padding − pool_size) / stride⌋ + 1
+    """
 
     stem = "avgpool"
 
@@ -65,7 +95,14 @@ class AvgPool2d(_Pool2d):
 
 
 class GlobalAvgPool1d(Layer):
-    """Mean over time, skipping padding [globalAveragePooling1dLayer]: B×T×C → B×C."""
+    """Mean over time of each sequence's valid steps [globalAveragePooling1dLayer].
+    A sequence with no valid step gives zeros.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×C
+    """
 
     stem = "gap"
     uses_mask = True
@@ -90,7 +127,14 @@ class _MaskedMean(nn.Module):
 
 
 class GlobalMaxPool1d(Layer):
-    """Max over time, skipping padding [globalMaxPooling1dLayer]: B×T×C → B×C."""
+    """Maximum over time of each sequence's valid steps [globalMaxPooling1dLayer].
+    A sequence with no valid step gives zeros.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×C
+    """
 
     stem = "gmp"
     uses_mask = True
@@ -112,7 +156,13 @@ class _MaskedMax(nn.Module):
 
 
 class GlobalAvgPool2d(Layer):
-    """Mean over space [globalAveragePooling2dLayer]: B×C×H×W → B×C."""
+    """Mean over the height and width of an image [globalAveragePooling2dLayer].
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×C
+    """
 
     stem = "gap"
 
@@ -132,7 +182,13 @@ class _SpatialMean(nn.Module):
 
 
 class GlobalMaxPool2d(GlobalAvgPool2d):
-    """Max over space [globalMaxPooling2dLayer]: B×C×H×W → B×C."""
+    """Maximum over the height and width of an image [globalMaxPooling2dLayer].
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×C
+    """
 
     stem = "gmp"
 
@@ -146,8 +202,16 @@ class _SpatialMax(nn.Module):
 
 
 class Flatten(Layer):
-    """Flattens an image into features [flattenLayer]: B×C×H×W → B×(C·H·W); B×C unchanged.
-    A sequence keeps its time axis in attnlab: reduce it with GlobalAvgPool1d or Index1d."""
+    """Flattens an image into a feature vector [flattenLayer]; features pass unchanged.
+
+    Unlike MATLAB's, it refuses sequences: reduce the time axis with `GlobalAvgPool1d`,
+    `Index1d` or `AttentionPool1d` instead.
+
+    Shape
+    -----
+    - `in`: B×C×H×W or B×C
+    - `out`: B×(C·H·W) or B×C
+    """
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
@@ -165,9 +229,28 @@ class Flatten(Layer):
 
 
 class Index1d(Layer):
-    """One time step of a sequence [indexing1dLayer]: B×T×C → B×C. `index` is "first", "last"
-    (each sequence's own last valid step when lengths differ) or an int (0-based; negative counts
-    from the end of the padded batch)."""
+    """One time step of each sequence [indexing1dLayer].
+
+    Parameters
+    ----------
+    index : "first", "last" or int
+        "last" takes each sequence's own last valid step when the lengths differ; an int is 0-based,
+        a negative one counts from the end of the padded batch.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×C
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(2), L.Index1d("last")])
+    >>> seqs = [torch.ones(3, 2), 2 * torch.ones(5, 2)]        # lengths 3 and 5
+    >>> net(al.pad_sequences(seqs)).tolist()
+    [[1.0, 1.0], [2.0, 2.0]]
+    """
 
     stem = "index1d"
     uses_mask = True

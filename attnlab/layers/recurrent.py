@@ -111,17 +111,70 @@ class _GRUModule(_RecurrentModule, nn.GRU):
 
 
 class LSTM(_Recurrent):
-    """Long short-term memory [lstmLayer, bilstmLayer]: B×T×C → B×T×H (output_mode="sequence") or
-    B×H ("last": each sequence's last valid step); H doubles when bidirectional. Optional state
-    ports `hidden`, `cell` (B×H) in and out. Learnables as `torch.nn.LSTM` (`weight_ih_l0`, …)."""
+    """Long short-term memory [lstmLayer, bilstmLayer].
+
+    With a padding mask each sequence runs on its own length (packed), so padding changes
+    neither its outputs nor its final state. Learnables as in `torch.nn.LSTM` (`weight_ih_l0`,
+    `weight_hh_l0`, `bias_ih_l0`, `bias_hh_l0`, and `*_reverse` when bidirectional).
+
+    Parameters
+    ----------
+    hidden : int
+        The hidden size H.
+    output_mode : "sequence" or "last"
+        "sequence": every step's output; "last": each sequence's last valid step only.
+    bidirectional : bool
+        Also run backwards over each sequence (its valid steps) and concatenate: 2H channels.
+    has_state_inputs : bool
+        Adds input ports for the initial state (otherwise it starts at zero).
+    has_state_outputs : bool
+        Adds output ports for the final state.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `hidden`, `cell` (with `has_state_inputs`): B×H' each
+    - `out`: B×T×H' ("sequence") or B×H' ("last"), H' = H, or 2H when bidirectional
+    - `hidden`, `cell` (with `has_state_outputs`): B×H' each
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(3), L.LSTM(8, output_mode="last")])
+    >>> net(torch.randn(2, 5, 3)).shape
+    torch.Size([2, 8])
+    """
 
     state_names = ("hidden", "cell")
     module_class = _LSTMModule
 
 
 class GRU(_Recurrent):
-    """Gated recurrent unit [gruLayer]: B×T×C → B×T×H or B×H; optional `hidden` state ports.
-    Learnables as `torch.nn.GRU`."""
+    """Gated recurrent unit [gruLayer].
+
+    As `LSTM`, with a single state `hidden`. Learnables as in `torch.nn.GRU`.
+
+    Parameters
+    ----------
+    hidden : int
+        The hidden size H.
+    output_mode : "sequence" or "last"
+        "sequence": every step's output; "last": each sequence's last valid step only.
+    bidirectional : bool
+        Also run backwards over each sequence (its valid steps) and concatenate: 2H channels.
+    has_state_inputs : bool
+        Adds input ports for the initial state (otherwise it starts at zero).
+    has_state_outputs : bool
+        Adds output ports for the final state.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `hidden` (with `has_state_inputs`): B×H'
+    - `out`: B×T×H' ("sequence") or B×H' ("last"), H' = H, or 2H when bidirectional
+    - `hidden` (with `has_state_outputs`): B×H'
+    """
 
     state_names = ("hidden",)
     module_class = _GRUModule
