@@ -56,7 +56,7 @@ class Module(Layer):
 
     def __init__(self, module: nn.Module, num_inputs: int = 1, num_outputs: int = 1,
                  output_format: str | Sequence[str] | None = None,
-                 output_specs: Sequence[Spec] | None = None,
+                 output_specs: Spec | Sequence[Spec] | None = None,
                  lengths: Callable[[torch.Tensor], torch.Tensor] | None = None,
                  name: str | None = None):
         super().__init__(name)
