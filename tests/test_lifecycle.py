@@ -292,3 +292,13 @@ def test_classify_runs_in_eval_and_restores_the_mode():
     a = al.classify(net, x)
     b = al.classify(net, x)
     assert torch.equal(torch.as_tensor(a), torch.as_tensor(b)) and net.training
+
+
+def test_predict_names_a_misspelt_keyword():
+    net = al.Network([L.SequenceInput(3, name="x"), L.Dense(2)])
+    for kw, close in [("batchsize", "batch_size"), ("devices", "device")]:
+        with pytest.raises(al.ArgumentError) as e:
+            net.predict(torch.randn(2, 3, 3), **{kw: 4})
+        assert f"unknown keyword '{kw}'" in str(e.value) and f"Did you mean '{close}'" in str(e.value)
+        assert "inputs by name (x)" in str(e.value)
+    assert net.predict(x=torch.randn(2, 3, 3)).shape == (2, 3, 2)
