@@ -17,7 +17,7 @@ import torch
 
 from .. import precision as P
 from ..compiled import maybe_compile
-from ..errors import DataError
+from ..errors import DataError, TrainingError
 from . import checkpoint as ck
 from . import distributed as dd
 from . import setup as S
@@ -114,6 +114,11 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
     torch.manual_seed(seed + d.rank)            # dropout differs across processes, not data order
     generator = torch.Generator().manual_seed(seed)
     params = [p for p in net.parameters() if p.requires_grad]
+    if not params:
+        raise TrainingError("train: nothing to train: the network has no learnable with "
+                            "requires_grad=True (all frozen, or no learnable layers). Unfreeze the "
+                            "layers to train, e.g. net.requires_grad_(True) or "
+                            "p.requires_grad_(True) for p in net.layer_modules['fc'].parameters().")
     opt = make_optimizer(params, o)
     half = P.autocast_dtype(o.precision, device, "TrainingOptions precision")
     amp = None if half is None else functools.partial(P.autocast, device, half)
