@@ -319,3 +319,15 @@ def test_an_image_size_in_matlab_order_is_a_warning():
     assert a.ok and [w.kind for w in a.warnings] == ["image-layout"]
     assert "ImageInput((1, 28, 28))" in a.warnings[0].message and "H×W×C" in a.warnings[0].message
     assert al.Network([L.ImageInput((1, 28, 28)), L.Flatten(), L.Dense(2)]).analyze().warnings == []
+
+
+def test_a_tensor_where_static_inputs_go_is_an_argument_error():
+    lm = al.Network([L.SequenceInput(1, name="ids"), L.Embedding(10, 8),
+                     L.SelfAttention(2, 8, attention_mask="causal"), L.Dense(10)])
+    prompt = torch.tensor([[1, 2, 3]])
+    for call in (lambda: lm.stream(prompt), lambda: al.generate(lm, prompt, max_length=2)):
+        with pytest.raises(al.ArgumentError) as e:
+            call()
+        assert "static_inputs must be a dict" in str(e.value) and "received Tensor" in str(e.value)
+        assert "start=" in str(e.value)
+    assert al.generate(lm, start=prompt, max_length=2).tokens.shape == (1, 2)
