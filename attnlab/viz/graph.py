@@ -222,7 +222,7 @@ def _links(edges):
     return links
 
 
-def _initial_order(net, nodes, virtual, edges, n_ranks):
+def _initial_order(net, nodes: dict, virtual: dict, edges: list, n_ranks: int) -> list[list[str]]:
     """Depth-first from the sources in the order the layers were added: chains stay together."""
     ranks: list[list[str]] = [[] for _ in range(n_ranks)]
     succ: dict[str, list[str]] = {n: [] for n in list(nodes) + list(virtual)}
