@@ -377,7 +377,7 @@ def _cycles(layers, succ, conns) -> list[list[str]]:
 
 def _path_back(start, succ, members, position):
     """A shortest path start → … → start inside one component (breadth first)."""
-    parent = {}
+    parent: dict[str, str] = {}
     frontier = [start]
     while frontier:
         nxt = []

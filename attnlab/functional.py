@@ -159,7 +159,7 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
                 f"received {scale!r}. Use scale=\"auto\".")
         scale_f = 1.0 / math.sqrt(dk) if dk else 1.0
     elif isinstance(scale, Real) and not isinstance(scale, bool) and math.isfinite(scale) \
-            and scale > 0:
+            and float(scale) > 0:
         scale_f = float(scale)
     else:
         raise ArgumentError(
@@ -171,7 +171,7 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
             f"attention: causal_alignment must be \"top-left\" or \"bottom-right\", received "
             f"{causal_alignment!r}. Use \"bottom-right\" when the last query should see the "
             f"last key (e.g. decoding with a cache).")
-    if not isinstance(dropout, Real) or isinstance(dropout, bool) or not 0.0 <= dropout < 1.0:
+    if not isinstance(dropout, Real) or isinstance(dropout, bool) or not 0.0 <= float(dropout) < 1.0:
         raise ArgumentError(
             f"attention: dropout must be a probability in [0, 1), received {dropout!r}. "
             f"Use e.g. dropout=0.1, or 0 for none.")

@@ -330,7 +330,7 @@ class Network(nn.Module, Graph):
 
     def _input_spec(self, name, analysis):
         layer_name, _, port = name.partition("/")
-        layer = self._layers[layer_name]
+        layer: Any = self._layers[layer_name]      # an input layer has .spec
         if layer.is_input:
             return layer.spec
         return analysis.in_specs[layer_name][port or layer.input_ports[0]]

@@ -441,7 +441,8 @@ class _SelfAttentionModule(SelfAttentionModule):
         self.causal = layer.attention_mask
         self.scores = layer.has_scores_output
 
-    def forward(self, x, *mask_port, masks=(None,)):
+    # the plan's calling convention (ports positional, masks by keyword), not the parent's
+    def forward(self, x, *mask_port, masks=(None,)):  # type: ignore[override]
         return super().forward(x, key_padding_mask=_key_mask(masks, mask_port),
                                attention_mask=self.causal, need_weights=self.scores)
 
@@ -454,14 +455,14 @@ class _MultiHeadAttentionModule(MultiHeadAttentionModule):
         self.alignment = layer.causal_alignment
         self.scores = layer.has_scores_output
 
-    def forward(self, q, k, v, *mask_port, masks=(None, None, None)):
+    def forward(self, q, k, v, *mask_port, masks=(None, None, None)):  # type: ignore[override]
         return super().forward(q, k, v, key_padding_mask=_key_mask(masks[1:], mask_port),
                                attention_mask=self.causal, causal_alignment=self.alignment,
                                need_weights=self.scores)
 
 
 class _AttentionPoolModule(AttentionPoolModule):
-    def forward(self, x, masks=(None,)):
+    def forward(self, x, masks=(None,)):  # type: ignore[override]
         return super().forward(x, key_padding_mask=masks[0])
 
 

@@ -75,16 +75,17 @@ class Conv2d(Layer):
         self.filters = check.integer(self, "filters", filters, example=16)
         self.stride = check.int_pair(self, "stride", stride, example=2)
         self.dilation = check.int_pair(self, "dilation", dilation, example=1)
+        pad: str | tuple[int, int]
         if isinstance(padding, str):
-            padding = check.choice(self, "padding", padding, ("same", "valid"),
-                                   extra="an int ≥ 0 or a pair of them")
+            pad = check.choice(self, "padding", padding, ("same", "valid"),
+                               extra="an int ≥ 0 or a pair of them")
         else:
             try:
-                padding = check.int_pair(self, "padding", padding, least=0)
+                pad = check.int_pair(self, "padding", padding, least=0)
             except ArgumentError:
                 raise check.fail(self, "padding", "'same', 'valid', an int ≥ 0 or a pair of them",
                                  padding, "Use e.g. padding='same' or padding=1.") from None
-        self.padding = padding
+        self.padding = pad
         self.bias = check.flag(self, "bias", bias)
 
     def _pads(self):

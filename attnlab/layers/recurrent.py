@@ -62,6 +62,8 @@ class _Recurrent(Layer):
 class _RecurrentModule:
     """Mixin run over an nn.LSTM/nn.GRU subclass: masks, output modes and state ports."""
 
+    hidden_size: int                       # nn.LSTM's / nn.GRU's, next in the MRO
+
     def _setup(self, layer):
         self.last = layer.output_mode == "last"
         self.n_state_in = len(layer.input_ports) - 1
@@ -77,13 +79,13 @@ class _RecurrentModule:
                          for s in states)
             init = init[0] if len(init) == 1 else init
         if mask is None:
-            y, final = super().forward(x, init)                          # y: B×T×(dirs·H)
+            y, final = super().forward(x, init)  # type: ignore[misc]  # y: B×T×(dirs·H)
             lengths = None
         else:
             lengths = mask.sum(1)
             packed = rnn_utils.pack_padded_sequence(x, lengths.cpu().clamp(min=1),
                                                     batch_first=True, enforce_sorted=False)
-            y, final = super().forward(packed, init)
+            y, final = super().forward(packed, init)  # type: ignore[misc]
             y, _ = rnn_utils.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
         if self.last:
             y = y[:, -1] if lengths is None else \

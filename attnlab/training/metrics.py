@@ -8,7 +8,7 @@ that averaging over iterations and epochs stays exact).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, TypeVar
 
 import torch
 
@@ -16,6 +16,7 @@ from ..errors import ArgumentError, close_matches
 from .losses import masked_sum
 
 NAMES = ("accuracy", "rmse", "mae")
+_M = TypeVar("_M", bound="Metric")
 
 
 class Metric:
@@ -26,7 +27,7 @@ class Metric:
     channel_dim: int
     logits: bool
 
-    def bind(self, kind: str, channel_dim: int, logits: bool) -> "Metric":
+    def bind(self: _M, kind: str, channel_dim: int, logits: bool) -> _M:
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new.kind, new.channel_dim, new.logits = kind, channel_dim, logits
