@@ -303,18 +303,35 @@ _DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
 def load(path: str | os.PathLike | BinaryIO, *,
          modules: Mapping[str, Callable[[], nn.Module]] | None = None,
          device: str | torch.device | None = None) -> Any:
-    """Reads a network written by `net.save(path)`: same graph, same weights, same outputs.
+    """Reads a network written by `net.save(path)`: the same graph, weights and outputs.
 
-    `modules` maps module class names to factories for `L.Module` layers (see
-    `register_module`); `device` moves the loaded network (default: CPU). Like any new
-    module it comes back in training mode: `net.predict` switches to eval mode by itself, a
-    direct call needs `net.eval()` for Dropout and BatchNorm to act as at inference.
+    A file is data, never code: nothing in it is unpickled, imported, evaluated or pasted into
+    code. It is checked against the format's schema and the limits in `LIMITS` before anything
+    is built for it. Like any new module the network comes back in training mode:
+    `net.predict` switches to eval mode by itself, a direct call needs `net.eval()` for Dropout
+    and BatchNorm to act as at inference.
 
-    A file is data, never code: nothing in it is unpickled, imported, evaluated or pasted
-    into code. It is checked against the format's schema and the limits in `LIMITS` before
-    anything is built for it. Raises `NetworkError` naming the file and what is wrong (a
-    pickle, `torch.save`, ONNX or checkpoint file, an unknown layer type, a value out of range,
-    weights that do not fit the graph); `ArgumentError` for a path that names no file."""
+    Parameters
+    ----------
+    path : str, os.PathLike or binary file
+        The file.
+    modules : dict, optional
+        Module class name → factory, for `L.Module` layers (see `register_module`).
+    device : str or torch.device, optional
+        Where to move the network (default: the CPU).
+
+    Returns
+    -------
+    Network
+
+    Raises
+    ------
+    NetworkError
+        Naming the file and what is wrong: a pickle, `torch.save`, ONNX or checkpoint file, an
+        unknown layer type, a value out of range, weights that do not fit the graph.
+    ArgumentError
+        For a path that names no file.
+    """
     if modules is not None and not isinstance(modules, Mapping):
         raise ArgumentError(f"load(modules=...): expected a dict of module class name → factory, "
                             f"received {type(modules).__name__}")

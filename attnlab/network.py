@@ -216,8 +216,20 @@ class Network(nn.Module, Graph):
 
     # -------------------------------------------------------------------- analysis -----
     def analyze(self, *example_inputs: Any, **named: Any) -> Analysis:
-        """Checks the graph and infers every activation's size. Never raises for a bad graph.
-        Without input layers, sizes come from example inputs (or the last call's data)."""
+        """Checks the graph and infers every activation's size; never raises for a bad graph.
+
+        Parameters
+        ----------
+        *example_inputs, **named
+            Only for a network without input layers: data whose sizes to use (by position or
+            by input name). Without them the sizes come from the input layers, or from the data
+            of the last call.
+
+        Returns
+        -------
+        Analysis
+            Printable as a table (layer, type, activation sizes, learnables); `issues`, `ok`.
+        """
         specs = self._specs_from_data(example_inputs, named) if (example_inputs or named) \
             else self._data_specs if self._data_specs is not None else self._nested_input_specs()
         return _analyze(self, specs)
@@ -265,8 +277,24 @@ class Network(nn.Module, Graph):
 
     # ------------------------------------------------------------------ initialising ---
     def initialize(self, *example_inputs: Any, **named: Any) -> Network:
-        """Builds every layer's parameters (like MATLAB's `initialize(net, X)`). Sizes come from
-        the input layers, or from example inputs for a network without input layers."""
+        """Builds every layer's modules and parameters, as MATLAB's `initialize(net, X)`.
+
+        Parameters
+        ----------
+        *example_inputs, **named
+            For a network without input layers: data giving the sizes (by position or by input
+            name). A network with input layers needs none.
+
+        Returns
+        -------
+        Network
+            The network itself.
+
+        Raises
+        ------
+        NetworkError
+            Listing every issue of the analysis, when there are errors.
+        """
         self._prepare(example_inputs, named)
         return self
 
@@ -480,8 +508,27 @@ class Network(nn.Module, Graph):
 
     @torch.no_grad()
     def predict(self, *args: Any, batch_size: int = 128, **kwargs: Any) -> Any:
-        """Outputs in eval mode without gradients, in mini-batches. Sequence outputs of a list of
-        variable-length sequences come back as a list of each sequence's valid steps."""
+        """Outputs in eval mode, without gradients, in mini-batches (the mode is restored after).
+
+        Parameters
+        ----------
+        *args
+            The inputs, as for calling the network: by position or (in `**kwargs`) by input
+            name; tensors, arrays, lists of variable-length sequences or `al.Padded`.
+        batch_size : int
+            Observations per forward pass.
+        **kwargs
+            Inputs by name, and the options `device` (where to compute; None: where the network
+            is), `precision` ("fp32", "bf16", "fp16", "auto": autocast, outputs in float32) and
+            `compile` (torch.compile the forward; eager with a warning when it cannot).
+
+        Returns
+        -------
+        tensor, list or dict
+            One output: a tensor (a list of each sequence's valid steps when the inputs were a
+            list of sequences); several: a dict by output name. On the CPU unless the inputs
+            were CUDA/MPS tensors.
+        """
         from .batching import predict
         return predict(self, args, kwargs, batch_size)
 

@@ -67,6 +67,8 @@ nitpick_ignore_regex = [
               r"|Union|Self|TypeAlias|ArrayLike|StrPath)"),
     # choices written as NumPy-style parameter types ("auto" or float, int, optional)
     ("py:class", r'".*"|\'.*\'|optional'),
+    # plain words in NumPy-style types ("sequence of tensors", "binary file", "callable")
+    ("py:class", r"sequence|tensors?|arrays?|callable|(binary )?file|of"),
     # private helpers named in annotations (base classes of layer modules, the module dict)
     ("py:.*", r"attnlab\..*\._\w+|attnlab\.network\.LayerModules"),
     ("py:.*", r"(int|float|str|bool|bytes|None|dict|list|tuple|set|object|type|slice)"),

@@ -65,15 +65,31 @@ class Run:
 
 def train(net: Any, X: Any, Y: Any = None, loss: Any = "crossentropy",
           options: TrainingOptions | None = None, **overrides: Any) -> TrainingInfo:
-    """Trains `net` in place and returns its TrainingInfo.
+    """Trains `net` in place.
 
-    X: a tensor/array N×…, a list of variable-length T_i×C sequences, `al.Padded`, a dict of
-    those by input name, or a torch Dataset/DataLoader of (x, y) items (then Y is omitted).
-    Y: class labels (ints or any values: N, or per time step N×T / a list of T_i), or targets
-    shaped like the output (N×C, N×T×C, a list of T_i×C), or a dict by output name.
-    loss: "crossentropy" (from logits, also after a final Softmax), "mse", "mae", "huber",
-    "binary-crossentropy", a callable (outputs, targets) -> mean, or a dict by output name.
-    Options come from `options` and/or keyword overrides (`al.train(net, X, Y, max_epochs=5)`).
+    Parameters
+    ----------
+    net : Network
+        The network; its parameters are updated where they are.
+    X : tensor, array, list, Padded, dict, Dataset or DataLoader
+        The inputs: N×… (a tensor or array), a list of variable-length T_i×C sequences,
+        `al.Padded`, a dict of those by input name, or a torch `Dataset`/`DataLoader` of (x, y)
+        items (then `Y` is omitted).
+    Y : optional
+        The targets: class labels (ints or any values; N, or per time step N×T or a list of T_i),
+        values shaped like the output (N×C, N×T×C, a list of T_i×C), or a dict by output name.
+    loss : str, callable or dict
+        "crossentropy" (from the logits, also when the network ends in Softmax), "mse", "mae",
+        "huber", "binary-crossentropy", a callable (outputs, targets) → mean loss, or a dict of
+        those by output name.
+    options : TrainingOptions, optional
+        The options; keyword `overrides` change some of them (``al.train(net, X, Y,
+        max_epochs=5)``).
+
+    Returns
+    -------
+    TrainingInfo
+        The history: losses and metrics per iteration and validation, the stop reason.
     """
     o = make_options(options, overrides)
     d = dd.setup(o.device)
