@@ -71,6 +71,8 @@ nitpick_ignore_regex = [
     ("py:class", r"sequence|tensors?|arrays?|callable|(binary )?file|of"),
     # private helpers named in annotations (base classes of layer modules, the module dict)
     ("py:.*", r"attnlab\..*\._\w+|attnlab\.network\.LayerModules"),
+    # the graph base of Network (editing returns the network itself) and its layers tuple
+    ("py:class", r"attnlab\.graph\.(Graph|LayerList)"),
     ("py:.*", r"(int|float|str|bool|bytes|None|dict|list|tuple|set|object|type|slice)"),
 ]
 
