@@ -251,24 +251,40 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
     """Multi-head scaled dot-product attention, `B×Tq×Ck, B×Tk×Ck, B×Tk×Cv → B×Tq×Cv`.
 
     Channels split into `num_heads` contiguous blocks (head h uses channels h*dk:(h+1)*dk,
-    dk = Ck/num_heads); per head `A = softmax(Q_h K_hᵀ · scale)` over the keys, with
-    `scale="auto"` = 1/sqrt(dk); `out_h = A V_h`; heads are concatenated.
+    dk = Ck/num_heads); per head `A = softmax(Q_h K_hᵀ · scale)` over the keys, `out_h = A V_h`;
+    the heads are concatenated. Masks are boolean, **True = attend**, and combine by AND. A query
+    with no visible key gets output 0 (and weights 0); gradients stay finite.
 
-    Masks are boolean, **True = attend**, and combine by AND:
+    Parameters
+    ----------
+    q, k, v : Tensor
+        Queries B×Tq×Ck, keys B×Tk×Ck, values B×Tk×Cv.
+    num_heads : int
+        The number of heads; it divides Ck and Cv.
+    scale : "auto" or float
+        The factor on Q Kᵀ; "auto" is 1/sqrt(dk).
+    key_padding_mask : Tensor, optional
+        B×Tk, False marks padding.
+    attention_mask : "causal" or Tensor, optional
+        "causal": query i sees keys j ≤ i; or a boolean Tq×Tk or B×Tq×Tk tensor.
+    causal_alignment : "top-left" or "bottom-right"
+        With "bottom-right" the causal rule is j ≤ i + Tk − Tq, so the last query sees the last
+        key (decoding with a cache).
+    dropout : float
+        Dropout on A, applied only when `training` is True.
+    need_weights : bool
+        Also return the weights A, B×heads×Tq×Tk (the softmax probabilities, before dropout).
+    training : bool
+        Whether dropout applies.
+    num_kv_heads : int, optional
+        Grouped-query attention: k is B×Tk×(num_kv_heads·dk) and v B×Tk×(num_kv_heads·dv); kv head
+        g serves query heads g·r … g·r + r − 1, r = num_heads/num_kv_heads (as torch's
+        `enable_gqa`); the output is B×Tq×(num_heads·dv).
 
-    - `key_padding_mask`: B×Tk (False marks padding);
-    - `attention_mask`: "causal" (query i sees keys j ≤ i; with
-      `causal_alignment="bottom-right"` j ≤ i + Tk − Tq, so the last query sees the last key),
-      or a Tq×Tk or B×Tq×Tk tensor.
-
-    A query with no visible key gets output 0 (and weights 0); gradients stay finite.
-
-    `dropout` is applied to A only when `training` is True. With `need_weights` the result is
-    `(out, weights)`, weights `B×heads×Tq×Tk` (the softmax probabilities, before dropout).
-
-    Grouped-query attention: with `num_kv_heads`, k is `B×Tk×(num_kv_heads·dk)` and v is
-    `B×Tk×(num_kv_heads·dv)`; kv head g serves query heads g·r … g·r + r − 1,
-    r = num_heads/num_kv_heads (as torch's `enable_gqa`); the output is `B×Tq×(num_heads·dv)`.
+    Returns
+    -------
+    Tensor or (Tensor, Tensor)
+        The output B×Tq×Cv, and with `need_weights` the weights.
     """
     B, Tq, Tk, dk, dv, kv_heads, scale_f = _validate(
         q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,

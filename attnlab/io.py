@@ -56,8 +56,8 @@ _MODULE_FACTORIES: dict[str, Callable[[], nn.Module]] = {}
 def register_module(name: str | type, factory: Callable[[], nn.Module] | None = None) -> Any:
     """Registers how to recreate the torch module of `L.Module` layers when loading.
 
-    `name` is the module's class name, as a saved file records it; `factory()` returns a fresh
-    module of the same structure (its weights are then loaded from the file)::
+    A saved file records the module's class name only (never code); `al.load` calls the factory
+    registered for that name and loads the weights into the fresh module::
 
         al.register_module("Linear", lambda: nn.Linear(4, 3))
         al.register_module(MyBlock)              # a class whose constructor needs no arguments
@@ -65,7 +65,19 @@ def register_module(name: str | type, factory: Callable[[], nn.Module] | None = 
         @al.register_module("MyBlock")           # or as a decorator
         def make_block(): return MyBlock(64)
 
-    Returns the factory (so it works as a decorator)."""
+    Parameters
+    ----------
+    name : str or type
+        The module's class name, as a saved file records it, or the class itself.
+    factory : Callable, optional
+        Returns a fresh module of the same structure. Without it, a class `name` is its own
+        factory, and a string `name` makes the call a decorator.
+
+    Returns
+    -------
+    Callable
+        The factory (or the decorator).
+    """
     if isinstance(name, type) and factory is None:
         factory, name = name, name.__name__
     if not isinstance(name, str) or not name:
