@@ -171,6 +171,15 @@ def _projection_sizes(layer, key_channels, value_channels, output_channels):
     layer.key_channels = check.integer(layer, "key_channels", key_channels, example=64)
     layer.value_channels = check.integer(layer, "value_channels", value_channels, none_ok=True)
     layer.output_channels = check.integer(layer, "output_channels", output_channels, none_ok=True)
+    heads = layer.num_heads
+    for arg in ("key_channels", "value_channels"):
+        channels = getattr(layer, arg)
+        if channels is not None and channels % heads:
+            fits = [h for h in range(1, min(channels, 64) + 1) if channels % h == 0][:6]
+            raise check.fail(layer, "num_heads", f"a divisor of '{arg}' ({channels}): each head "
+                             f"gets {arg} / num_heads channels", heads,
+                             f"Use num_heads one of {', '.join(map(str, fits))}, or make {arg} "
+                             f"a multiple of {heads}.")
 
 
 def _projections_fit(layer, port, query_channels, kv_channels):
