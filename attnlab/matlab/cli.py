@@ -71,7 +71,25 @@ def _load(path: Path, sets: list[str]):
     interp = Interpreter(path.read_bytes(), path.name, ws, analyze=True,
                          out=lambda *a, **k: None)
     ws, interp = _run(interp)
-    return final_networks(ws, interp.consumed, interp.notes), interp.notes
+    nets = final_networks(ws, interp.consumed, interp.notes)
+    if not nets and interp.blocked:
+        raise _blocked_error(interp)
+    return nets, interp.notes
+
+
+def _blocked_error(interp) -> ScriptError:
+    """No network could be built because a statement that builds one needed a value the
+    script does not have: the error names that value and how to give it."""
+    node, e = interp.blocked[0]
+    if e.node is not None:                       # an undefined variable: where it is used
+        return ScriptError(f"undefined variable or function '{e.var}'. Give it a value: "
+                           f"attnlab analyze FILE.m --set {e.var}=VALUE, or run_file(path, "
+                           f"workspace={{'{e.var}': …}})", interp.file,
+                           e.node.start_point.row + 1, e.node.start_point.column + 1)
+    fix = f" Give it with --set {e.var}=VALUE." if e.var and "--set" not in e.why else ""
+    return ScriptError(f"no network could be built: this statement was skipped ({e.why}).{fix}",
+                       interp.file,
+                       node.start_point.row + 1, node.start_point.column + 1)
 
 
 def _load_reported(path: Path, sets: list[str]):

@@ -18,16 +18,19 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import AttnlabError, close_matches
+from ..errors import AttnlabError, NetworkError, close_matches
 from ..layers.base import Layer
 from ..network import Network
 from . import builtins as B
+from ._options import MatlabNote
 from .reader import ScriptError, parse
 from .values import Cell, MatlabError, Missing, NeedsData, String, Struct
 
 _NETWORK_BUILDERS = {"dlnetwork", "layerGraph", "addLayers", "trainNetwork", "trainnet",
                      "analyzeNetwork", "replaceLayer"}
 _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
+_GRAPH_EDITS = {"dlnetwork", "layerGraph", "addLayers", "connectLayers", "disconnectLayers",
+                "removeLayers", "replaceLayer", "initialize"}
 
 
 def _toolbox() -> dict:
@@ -58,6 +61,8 @@ class Function:
         self.node = node
         self.name = _text(node.child_by_field_name("name") or _child(node, "identifier"), src)
         out = _child(node, "function_output")
+        if out is not None and _child(out, "multioutput_variable") is not None:
+            out = _child(out, "multioutput_variable")      # function [a, b] = f(...)
         self.outputs = [_text(c, src) for c in _walk_ids(out)] if out else []
         args = _child(node, "function_arguments")
         self.params = [_text(c, src) for c in args.named_children if c.type == "identifier"] \
@@ -110,6 +115,8 @@ class Interpreter:
         self.functions: dict[str, Function] = {}
         self.toolbox = _toolbox()
         self._data_depth = 0                     # > 0 inside the arguments of a data call
+        # network-building statements analyze skipped: (node, NeedsData), in order
+        self.blocked: list = []
 
     # ---------------------------------------------------------------------------- running --
     def run(self) -> dict:
@@ -123,7 +130,10 @@ class Interpreter:
         if not script and stmts:                 # a function file: run its first function
             first = Function(stmts[0], self.src)
             missing = [p for p in first.params if p not in self.ws]
-            if missing:
+            if missing and self.analyze:         # arguments only data statements need may stay unset
+                for p in missing:
+                    self.ws[p] = Missing(0, f"an argument of {first.name} that was not given", p)
+            elif missing:
                 self._fail(stmts[0], f"function {first.name} needs its arguments "
                            f"{', '.join(missing)}: give them as workspace variables "
                            f"(attnlab analyze FILE.m --set {missing[0]}=…)")
@@ -132,6 +142,10 @@ class Interpreter:
             if not isinstance(results, tuple):
                 results = (results,)
             self.ws.update(zip(first.outputs, results))
+            if self.analyze:                     # the networks it built, also those only its
+                for k, v in self._last_scope.items():      # skipped statements returned
+                    if k not in self.ws and (isinstance(v, Network) or _is_layerish(v)):
+                        self.ws[k] = v
             return self.ws
         self._block(script, self.ws)
         return self.ws
@@ -168,9 +182,30 @@ class Interpreter:
         except NeedsData as e:
             if not self.analyze:
                 raise
+            kept = []
             for name in self._targets(node):
-                scope[name] = Missing(node.start_point.row + 1, e.why)
-            self._note(node, f"skipped: {e.why}")
+                if scope is self.ws and name in self.given:
+                    kept.append(name)            # --set gave it: the given value stands
+                    scope[name] = self.given[name]
+                else:
+                    scope[name] = Missing(node.start_point.row + 1, e.why, e.var or name)
+            if self._builds_network(node):
+                self.blocked.append((node, e))
+            self._note(node, f"skipped: {e.why}" + (
+                f"; {', '.join(kept)} keep{'s' if len(kept) == 1 else ''} the given value"
+                if kept else ""))
+
+    def _builds_network(self, node) -> bool:
+        """Whether a statement calls a layer or network-building function."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n.type == "identifier":
+                name = _text(n, self.src)
+                if name in self.toolbox and (name.endswith("Layer") or name in _GRAPH_EDITS):
+                    return True
+            stack.extend(n.named_children)
+        return False
 
     def _given_data(self, node) -> bool:
         """A statement that loads data whose variables the caller gave (run_file's workspace,
@@ -496,14 +531,21 @@ class Interpreter:
         if name in scope:
             v = scope[name]
             if isinstance(v, Missing):
-                raise NeedsData(f"uses '{name}' from line {v.line}, which was skipped")
+                raise NeedsData(f"uses '{name}' from line {v.line}, which was skipped" if v.line
+                                else f"needs '{name}', {v.why} (give it with --set "
+                                f"{name}=VALUE)", name)
             return v
         if name in B.CONSTANTS:
             return B.CONSTANTS[name]
-        if name in self.functions or name in self.toolbox or name in B.BASE or name in B.DATA:
+        if name in self.functions or name in self.toolbox or name in B.BASE or name in B.DATA \
+                or name in B.OUTSIDE:
             return self._call(name, [], {}, node, scope, nargout)
-        if self.analyze and self._data_depth:
-            raise NeedsData(f"needs '{name}', data the script does not define")
+        if name in B.NAMESPACES:
+            return B.NAMESPACES[name]
+        if self.analyze:
+            # data the script does not define: skipped, and named if a network needed it
+            raise NeedsData(f"needs '{name}', which the script does not define (give it with "
+                            f"--set {name}=VALUE)", name, node)
         known = list(scope) + (list(self.toolbox) + list(B.BASE) if name.endswith("Layer") else [])
         self._fail(node, f"undefined variable or function '{name}'.{close_matches(name, known)} "
                    f"Give it a value: attnlab analyze FILE.m --set {name}=VALUE, or "
@@ -583,6 +625,8 @@ class Interpreter:
         brace = _child(node, "{") is not None
         if name_node.type == "identifier":
             name = _text(name_node, self.src)
+            if brace and name not in scope:
+                self._name(name_node, scope, 1)   # x{i}: a variable; undefined → needs data
             if name in scope:
                 container = self._name(name_node, scope, 1)
                 if isinstance(container, (Lambda,)) or callable(container) and \
@@ -701,6 +745,14 @@ class Interpreter:
         parts = node.named_children
         obj = self._value(parts[0], scope)
         for part in parts[1:]:
+            if isinstance(obj, B.Namespace):     # parallel.gpu.rng(42, "Philox")
+                name = _text(part.named_children[0] if part.type == "function_call" else part,
+                             self.src)
+                obj = obj.field(name)
+                if part.type == "function_call":
+                    pos, _ = self._arguments(_child(part, "arguments"), scope)
+                    obj = obj.call(self, *pos)
+                continue
             if part.type == "function_call":
                 name = _text(part.named_children[0], self.src)
                 obj = self._index(self._get_field(obj, name, part), _child(part, "arguments"),
@@ -731,6 +783,16 @@ class Interpreter:
             for a in pos:
                 self._consume(a)
             return None                  # pictures: `attnlab plot FILE.m` draws the networks
+        if name in B.OUTSIDE:
+            if self.analyze:
+                raise NeedsData(f"{name} is a MATLAB function attnlab's reader does not run")
+            raise MatlabError(f"{name} is a MATLAB function attnlab's reader does not run: "
+                              "compute its result in Python and pass it as a workspace "
+                              "variable (run_file(path, workspace={...}))", node=node)
+        if name in ("clear", "clearvars") and pos:
+            for var in pos:                      # clear x y: those variables only; a bare
+                scope.pop(str(var), None)        # `clear` keeps what the caller gave
+            return None
         if name in B.DATA:
             if self.analyze:
                 raise NeedsData(f"{name} trains, predicts or reads data; analyze does not run it"
@@ -753,6 +815,12 @@ class Interpreter:
             except (AttnlabError, ValueError, TypeError) as e:
                 if isinstance(e, ScriptError):
                     raise
+                if isinstance(e, NetworkError) and self.analyze and name == "initialize" and \
+                        pos and isinstance(pos[0], Network):
+                    # MATLAB stops here; analyze goes on, so the analysis lists every issue
+                    warnings.warn("initialize: the network has errors (its analysis lists "
+                                  "them); MATLAB stops at this line", MatlabNote)
+                    return pos[0]
                 from .terms import in_matlab_terms
                 raise MatlabError(in_matlab_terms(str(e)), type(e).__name__, node) from e
         base = B.BASE.get(name)
@@ -761,6 +829,12 @@ class Interpreter:
                 result = base(self, *pos, **kw)
             except (TypeError, ValueError) as e:
                 raise MatlabError(f"{name}: {e}", node=node) from e
+            if name in ("max", "min") and nargout > 1 and len(pos) == 1:
+                arr = np.asarray(B._num(pos[0])).ravel()
+                if arr.size == 0:
+                    return np.zeros(0), np.zeros(0)
+                k = int(np.argmax(arr) if name == "max" else np.argmin(arr))
+                return B._scalar(arr[k]), k + 1
             if name == "size" and nargout > 1 and isinstance(result, np.ndarray):
                 dims = [int(d) for d in result] + [1] * nargout
                 return tuple(dims[:nargout - 1]) + (int(np.prod(dims[nargout - 1:len(result)]))
@@ -768,6 +842,11 @@ class Interpreter:
             return result
         known = list(self.toolbox) + list(B.BASE) + list(self.functions)
         hint = close_matches(name, known)
+        if self.analyze and not name.endswith(("Layer", "Layers", "network", "Network")):
+            # a variable the script never defines, or a function of the user's in another file
+            raise NeedsData(f"'{name}' is neither a function attnlab knows nor a variable the "
+                            f"script defines{hint.rstrip('?').replace('. Did', ' (did') + ')' if hint else ''}"
+                            f"; give what it computes with --set", name)
         what = "not a Deep Learning Toolbox function that attnlab knows" if \
             name.endswith(("Layer", "Layers", "network", "Network")) else \
             "an unknown function (attnlab reads the Deep Learning Toolbox subset listed in " \
@@ -791,6 +870,7 @@ class Interpreter:
                        f"{len(args)}")
         scope = dict(zip(fn.params, args))
         scope["nargin"] = len(args)
+        self._last_scope = scope
         try:
             self._block(fn.body.named_children if fn.body else [], scope)
         except _Return:
