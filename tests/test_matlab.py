@@ -133,7 +133,7 @@ def test_unknown_option_lists_the_valid_ones():
     (lambda: M.concatenationLayer(3, 2), "depthConcatenationLayer"),
     (lambda: M.indexing1dLayer(0), "integer ≥ 1"),
     (lambda: M.indexing1dLayer("middle"), "'first', 'last'"),
-    (lambda: M.geluLayer(Approximation="tanh"), "Approximation"),
+    (lambda: M.geluLayer(Approximation="sigmoid"), "Approximation"),
     (lambda: M.batchNormalizationLayer(MeanDecay=0.1, VarianceDecay=0.3), "one momentum"),
     (lambda: M.embeddingLayer(8, 10, MaskIndex=0), "MaskIndex"),
     (lambda: M.addLayers([M.reluLayer()], M.reluLayer()), "expected a network"),

@@ -63,6 +63,9 @@ def _matlab_analysis(analysis, net=None):
     issues = [dataclasses.replace(i, message=in_matlab_terms(time_axis_gone(net, i) or i.message))
               for i in analysis.issues]
     types = {k: names.get(v, v) for k, v in analysis.types.items()}
+    for layer in (net.layers if net is not None else ()):
+        if getattr(layer, "bidirectional", False) and types.get(layer.name) == "lstmLayer":
+            types[layer.name] = "bilstmLayer"
     return dataclasses.replace(analysis, issues=issues, types=types)
 
 

@@ -96,12 +96,15 @@ def _recurrent(fn, cls, numHiddenUnits, args, kwargs, bidirectional=False, gru=F
         # PyTorch's GRU (cuDNN's) applies the reset gate after the recurrent multiplication
         _word(fn, "ResetGateMode", o["ResetGateMode"],
               ("after-multiplication", "recurrent-bias-after-multiplication"))
-    return cls(_int(fn, "numHiddenUnits", numHiddenUnits),
-               output_mode=_word(fn, "OutputMode", o["OutputMode"], ("sequence", "last")),
-               bidirectional=bidirectional,
-               has_state_inputs=_flag(fn, "HasStateInputs", o["HasStateInputs"]),
-               has_state_outputs=_flag(fn, "HasStateOutputs", o["HasStateOutputs"]),
-               name=o["Name"])
+    layer = cls(_int(fn, "numHiddenUnits", numHiddenUnits),
+                output_mode=_word(fn, "OutputMode", o["OutputMode"], ("sequence", "last")),
+                bidirectional=bidirectional,
+                has_state_inputs=_flag(fn, "HasStateInputs", o["HasStateInputs"]),
+                has_state_outputs=_flag(fn, "HasStateOutputs", o["HasStateOutputs"]),
+                name=o["Name"])
+    if bidirectional:
+        setattr(layer, "stem", "bilstm")     # unnamed, it is 'bilstm', 'bilstm_1', as in MATLAB
+    return layer
 
 
 def lstmLayer(numHiddenUnits, *args, **kwargs) -> L.LSTM:
@@ -417,9 +420,12 @@ def leakyReluLayer(*args, **kwargs) -> L.LeakyReLU:
 
 
 def geluLayer(*args, **kwargs) -> L.GELU:
-    """→ `L.GELU()` (the exact GELU: Approximation "none")."""
+    """→ `L.GELU()` (the exact GELU, Approximation "none"); Approximation "tanh" → the tanh
+    approximation (`TanhGELU`)."""
     layer, o = _simple("geluLayer", L.GELU, args, kwargs, Approximation="none")
-    _word("geluLayer", "Approximation", o["Approximation"], ("none",))
+    if _word("geluLayer", "Approximation", o["Approximation"], ("none", "tanh")) == "tanh":
+        from .vit_layers import TanhGELU
+        return TanhGELU(name=o["Name"])
     return layer
 
 

@@ -35,7 +35,10 @@ TYPES = {"Dropout": "dropoutLayer", "ReLU": "reluLayer", "Softmax": "softmaxLaye
          "LeakyReLU": "leakyReluLayer", "Embedding": "embeddingLayer",
          "PositionEmbedding": "positionEmbeddingLayer",
          "SinusoidalPositionEncoding": "sinusoidalPositionEncodingLayer",
-         "Multiplication": "multiplicationLayer", "ImageToSequence": "imageToSequenceLayer"}
+         "Multiplication": "multiplicationLayer", "ImageToSequence": "imageToSequenceLayer",
+         "PatchEmbedding": "patchEmbeddingLayer",
+         "EmbeddingConcatenation": "embeddingConcatenationLayer", "Swish": "swishLayer",
+         "TanhGELU": "geluLayer"}
 
 
 def _add(m):

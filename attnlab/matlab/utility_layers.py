@@ -11,9 +11,12 @@ from ..errors import ArgumentError
 from ..network import Network
 from ._options import _as_list, _flag, _int, _is_vector, _parse
 from .mlayers import Identity, Pool1d, Scaling
+from .vit_layers import EmbeddingConcatenation, PatchEmbedding, Swish
 
 __all__ = ["maxPooling1dLayer", "averagePooling1dLayer", "inputLayer", "functionLayer",
-           "identityLayer", "networkLayer", "scalingLayer"]
+           "identityLayer", "networkLayer", "scalingLayer", "patchEmbeddingLayer",
+           "embeddingConcatenationLayer", "swishLayer", "sequenceFoldingLayer",
+           "sequenceUnfoldingLayer", "groupedConvolution2dLayer", "spatialDropoutLayer"]
 
 
 def _pool1d(fn, mode, poolSize, args, kwargs):
@@ -135,3 +138,58 @@ def networkLayer(net, *args, **kwargs) -> Network:
     if o["Name"] is not None:
         net.name = str(o["Name"])
     return net
+
+
+# ================================================================ vision transformers ===
+
+def patchEmbeddingLayer(patchSize, outputSize, *args, **kwargs) -> PatchEmbedding:
+    """`patchEmbeddingLayer(patchSize, outputSize)`: an image B×C×H×W → the sequence of its
+    patches B×T×outputSize (MATLAB keeps them as a spatial dimension, attnlab as time steps);
+    SpatialFlattenMode "column-major" (MATLAB's default) or "row-major"."""
+    fn = "patchEmbeddingLayer"
+    _, o = _parse(fn, args, kwargs, {"Name": None, "SpatialFlattenMode": "column-major"})
+    size = [_int(fn, "patchSize", v) for v in (_as_list(patchSize) if _is_vector(patchSize)
+                                               else [patchSize] * 2)]
+    if len(size) == 1:
+        size = size * 2
+    mode = o["SpatialFlattenMode"]
+    mode = mode.lower() if isinstance(mode, str) else mode
+    return PatchEmbedding(tuple(size), _int(fn, "outputSize", outputSize), mode, name=o["Name"])
+
+
+def embeddingConcatenationLayer(*args, **kwargs) -> EmbeddingConcatenation:
+    """`embeddingConcatenationLayer`: prepends a learned vector (the class token) to each
+    sequence, B×T×C → B×(T+1)×C; read it back with indexing1dLayer("first")."""
+    _, o = _parse("embeddingConcatenationLayer", args, kwargs, {"Name": None})
+    return EmbeddingConcatenation(name=o["Name"])
+
+
+def swishLayer(*args, **kwargs) -> Swish:
+    """`swishLayer`: x·sigmoid(x), any shape."""
+    _, o = _parse("swishLayer", args, kwargs, {"Name": None})
+    return Swish(name=o["Name"])
+
+
+# ================================================= MATLAB layers attnlab does not have ===
+
+def _unsupported(fn: str, why: str):
+    def layer(*args, **kwargs):
+        raise ArgumentError(f"{fn}: {why}")
+    layer.__name__ = fn
+    layer.__doc__ = f"Not supported: {why}"
+    return layer
+
+
+_IMAGE_SEQUENCES = ("attnlab has sequences B×T×C and images B×C×H×W, not sequences of images, "
+                    "so there is nothing to fold. For sequenceInputLayer([n 1 1]) data (a "
+                    "vector per time step) write sequenceInputLayer(n) and convolution1dLayer "
+                    "in place of the folded convolution2dLayer; for video, flatten each frame "
+                    "into features first.")
+sequenceFoldingLayer = _unsupported("sequenceFoldingLayer", _IMAGE_SEQUENCES)
+sequenceUnfoldingLayer = _unsupported("sequenceUnfoldingLayer", _IMAGE_SEQUENCES)
+groupedConvolution2dLayer = _unsupported(
+    "groupedConvolution2dLayer", "grouped and channel-wise convolutions are not in attnlab; "
+    "use convolution2dLayer (all channels), or a functionLayer with torch's conv2d(groups=…).")
+spatialDropoutLayer = _unsupported(
+    "spatialDropoutLayer", "attnlab's dropout drops single values, not whole channels; use "
+    "dropoutLayer, or a functionLayer with torch's dropout1d/dropout2d.")

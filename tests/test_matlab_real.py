@@ -1,0 +1,163 @@
+"""What real MATLAB scripts from public code needed (docs/matlab.md, "Real scripts"): the
+statements around the network (plots, preprocessing, GPU state, data of their own), function
+files with several outputs, and the layers of MATLAB's vision-transformer code. The .m files
+are our own, written with the same constructs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import attnlab as al
+from attnlab import layers as L
+from attnlab.cli import main
+from attnlab.matlab import run_code, run_file, ScriptError
+from attnlab.matlab.interpreter import Interpreter, _run
+
+pytest.importorskip("tree_sitter_matlab")
+HERE = Path(__file__).parent / "matlab"
+
+
+def _analyze(capsys, name, *sets):
+    code = main(["analyze", str(HERE / name), *[a for s in sets for a in ("--set", s)]])
+    out = capsys.readouterr()
+    return code, " ".join(out.out.replace("│", " ").split()), " ".join(out.err.split())
+
+
+def test_a_script_around_its_network_analyses_with_the_data_sizes_given(capsys):
+    code, out, _ = _analyze(capsys, "m15_script_around_the_network.m", "numFeatures=5")
+    assert code == 0, out
+    assert "network 'layers': 6 layers" in out and "no issues" in out
+    # MATLAB's default names and types for bidirectional LSTMs
+    assert "bilstm bilstmLayer B×T×12" in out and "bilstm_1 bilstmLayer B×8" in out
+    # the --set value stands although its statement was skipped
+    assert "m15_script_around_the_network.m:11: skipped" in out and "numFeatures keeps the given value" in out
+    assert "cvpartition is a MATLAB function attnlab's reader does not run" in out
+
+
+def test_a_network_that_needs_data_sizes_names_the_variable_to_give(capsys):
+    code, out, err = _analyze(capsys, "m15_script_around_the_network.m")
+    assert code == 2
+    assert "m15_script_around_the_network.m:13:1: no network could be built" in err
+    assert "uses 'numFeatures' from line 11" in err and "--set numFeatures=VALUE" in err
+
+
+def test_graphics_gpu_state_and_clear_run_as_matlab_does():
+    ws = run_code("figure; h = 3; xlabel('t'); title(\"x\"); grid on; legend('a', 'b');\n"
+                  "parallel.gpu.rng(3, 'Philox'); gpuDevice(1);\n"
+                  "a = 1; b = 2; clear a\n[m, i] = max([3 9 4]); [e, j] = min([]);")
+    assert "a" not in ws and ws["b"] == 2 and (ws["m"], ws["i"]) == (9, 2)
+    assert np.size(ws["e"]) == 0
+    drawn = torch.rand(3)                      # parallel.gpu.rng(3) seeded as rng(3) does
+    torch.manual_seed(3)
+    assert torch.equal(drawn, torch.rand(3))
+    with pytest.raises(ScriptError, match="mapminmax is a MATLAB function attnlab's reader does "
+                                          "not run: compute its result in Python"):
+        run_code("y = mapminmax([1 2 3]);")
+
+
+def test_analyze_skips_unknown_helpers_and_undefined_data_but_not_misspelt_layers():
+    ws, interp = _run(Interpreter("[z, mu] = standardizeByCol([1 2 3]);\nn = numel(XTrain{1});\n"
+                                  "layers = [featureInputLayer(3); fullyConnectedLayer(2)];",
+                                  "s.m", analyze=True))
+    assert len(ws["layers"]) == 2
+    assert "'standardizeByCol' is neither a function attnlab knows nor a variable" in interp.notes[0]
+    assert "needs 'XTrain', which the script does not define" in interp.notes[1]
+    with pytest.raises(ScriptError, match="fullyConectedLayer is not a Deep Learning Toolbox"):
+        _run(Interpreter("l = fullyConectedLayer(2);", "s.m", analyze=True))
+
+
+def test_a_function_file_with_two_outputs_gives_both_and_skips_its_training(capsys):
+    ws = run_file(HERE / "m17_function_two_outputs.m", {"numChannels": 3}, analyze=True)
+    assert isinstance(ws["lgraph"], al.Network) and len(ws["layers"]) == 8
+    code, out, _ = _analyze(capsys, "m17_function_two_outputs.m", "numChannels=3")
+    assert code == 0 and "network 'lgraph': 7 layers" in out
+    assert "needs 'XTrain', an argument of buildForecaster that was not given" in out
+
+
+def test_an_initialize_that_fails_in_matlab_still_shows_the_analysis(capsys, tmp_path):
+    script = tmp_path / "bad.m"
+    script.write_text("net = dlnetwork;\nnet = addLayers(net, [sequenceInputLayer(1, Name='x')\n"
+                      "    positionEmbeddingLayer(3, 10, Name='pos'); additionLayer(2, Name='add')]);\n"
+                      "net = connectLayers(net, 'x', 'add/in2');\nnet = initialize(net);\n")
+    assert main(["analyze", str(script)]) == 1
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "layer 'add' port 'in2': expected B×T×3" in out and "received B×T×1" in out
+    assert "bad.m:5: initialize: the network has errors" in out
+
+
+# -- the layers of MATLAB's vision transformers -------------------------------------------------
+
+def _vit_python():
+    net = al.Network()
+    net.add([L.ImageInput((1, 8, 8), name="image")])
+    from attnlab.matlab.vit_layers import EmbeddingConcatenation, PatchEmbedding, Swish, TanhGELU
+    net.add([PatchEmbedding((4, 4), 6, "row-major", name="patches"),
+             EmbeddingConcatenation(name="cls")])
+    net.connect("image", "patches")
+    net.add(L.PositionEmbedding(5, 6, name="pos"))
+    net.add([L.Addition(2, name="add"), L.LayerNorm(eps=1e-6, name="norm"),
+             L.SelfAttention(2, key_channels=6, value_channels=6, output_channels=6, name="mha"),
+             TanhGELU(name="gelu"), Swish(name="swish"), L.Index1d(0, name="cls_index"),
+             L.Dense(3, name="head"), L.Softmax(name="softmax")])
+    net.connect("cls", "pos")
+    net.connect("cls", "add/in2")
+    net.connect("pos", "add/in1")
+    return net
+
+
+def test_the_patch_transformer_file_matches_the_same_network_built_in_python():
+    net = run_file(HERE / "m16_patch_transformer.m")["net"]
+    ref = _vit_python()
+    ref.initialize()
+    assert [l.name for l in net.layers] == [l.name for l in ref.layers]
+    assert {k: tuple(v.shape) for k, v in net.learnables.items()} == \
+        {k: tuple(v.shape) for k, v in ref.learnables.items()}
+    # MATLAB's counts: patches 4·4·1·6 + 6, class token 6, positions 6·5
+    assert net.learnables["patches/weight"].numel() + net.learnables["patches/bias"].numel() == 102
+    assert net.learnables["cls/weight"].numel() == 6
+    ref.load_state_dict(net.state_dict())
+    x = torch.randn(2, 1, 8, 8)
+    net.eval(), ref.eval()
+    assert torch.allclose(net(x), ref(x), atol=1e-6)
+    assert net(x).shape == (2, 3)
+
+
+@pytest.mark.parametrize("mode", ["column-major", "row-major"])
+def test_patch_embedding_orders_the_patches_as_matlab_flattens_them(mode):
+    from attnlab.matlab import patchEmbeddingLayer, imageInputLayer, dlnetwork
+    net = dlnetwork([imageInputLayer([4, 6, 1], Name="im"),
+                     patchEmbeddingLayer(2, 1, SpatialFlattenMode=mode, Name="p")])
+    w = net.learnables["p/weight"]
+    with torch.no_grad():
+        w.fill_(0.25), net.learnables["p/bias"].zero_()
+    x = torch.arange(24.0).reshape(1, 1, 4, 6)
+    means = torch.nn.functional.avg_pool2d(x, 2)[0, 0]        # 2×3 patch means
+    expected = means.t().reshape(-1) if mode == "column-major" else means.reshape(-1)
+    assert torch.allclose(net(x)[0, :, 0], expected)
+
+
+def test_class_token_extends_the_mask_of_padded_sequences():
+    from attnlab.matlab.vit_layers import EmbeddingConcatenation
+    net = al.Network()
+    net.add([L.SequenceInput(2, name="x"), EmbeddingConcatenation(name="cls"),
+             L.GlobalAvgPool1d(name="mean")])
+    net.initialize()
+    with torch.no_grad():
+        net.learnables["cls/weight"].fill_(3.0)
+    # a sequence of four ones and one of two: the token (3) is a valid step of both, so the
+    # means are (3 + 4·1)/5 and (3 + 2·1)/3
+    batch = al.pad_sequences([torch.ones(4, 2), torch.ones(2, 2)])
+    means = net(batch)
+    assert torch.allclose(means, torch.tensor([[7 / 5] * 2, [5 / 3] * 2]))
+
+
+def test_layers_matlab_has_and_attnlab_does_not_say_so():
+    for code, part in (("l = sequenceFoldingLayer('Name', 'fold');", "not sequences of images"),
+                       ("l = groupedConvolution2dLayer(3, 4, 'channel-wise');", "grouped"),
+                       ("l = spatialDropoutLayer(0.2);", "whole channels")):
+        with pytest.raises(ScriptError) as e:
+            run_code(code)
+        assert part in str(e.value) and e.value.line == 1
