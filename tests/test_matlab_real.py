@@ -161,3 +161,72 @@ def test_layers_matlab_has_and_attnlab_does_not_say_so():
         with pytest.raises(ScriptError) as e:
             run_code(code)
         assert part in str(e.value) and e.value.line == 1
+
+
+# -- learn-rate and L2 factors ---------------------------------------------------------------
+
+def _factor_net(factor):
+    from attnlab.matlab import featureInputLayer, fullyConnectedLayer, dlnetwork
+    torch.manual_seed(0)
+    return dlnetwork([featureInputLayer(3, Name="x"),
+                      fullyConnectedLayer(4, Name="frozen", WeightLearnRateFactor=0,
+                                          BiasLearnRateFactor=0),
+                      fullyConnectedLayer(2, Name="fc", WeightLearnRateFactor=factor)])
+
+
+def _one_sgd_step(net):
+    from attnlab.matlab import trainingOptions, trainnet
+    X = torch.randn(8, 3, generator=torch.Generator().manual_seed(1))
+    T = torch.randn(8, 2, generator=torch.Generator().manual_seed(2))
+    before = {k: v.detach().clone() for k, v in net.learnables.items()}
+    opts = trainingOptions("sgdm", Momentum=0, L2Regularization=0, InitialLearnRate=0.1,
+                           MaxEpochs=1, MiniBatchSize=8, Shuffle="never", Verbose=False)
+    trainnet(X.numpy(), T.numpy(), net, "mse", opts)
+    return {k: net.learnables[k].detach() - before[k] for k in before}
+
+
+def test_factor_zero_freezes_and_factor_two_doubles_the_sgd_step():
+    step1, step2 = _one_sgd_step(_factor_net(1)), _one_sgd_step(_factor_net(2))
+    for k in ("frozen/weight", "frozen/bias"):
+        assert torch.count_nonzero(step1[k]) == 0 and torch.count_nonzero(step2[k]) == 0
+    # the same start and the same gradient: the weights move twice as far, the bias as far
+    assert torch.count_nonzero(step1["fc/weight"]) > 0
+    assert torch.allclose(step2["fc/weight"], 2 * step1["fc/weight"], atol=1e-7)
+    assert torch.allclose(step2["fc/bias"], step1["fc/bias"], atol=1e-7)
+
+
+def test_l2_factors_scale_the_decay_and_the_groups_say_so():
+    from attnlab.training.optim import param_groups
+    w, b, frozen = (torch.nn.Parameter(torch.ones(2, 2)), torch.nn.Parameter(torch.ones(2)),
+                    torch.nn.Parameter(torch.ones(2, 2)))
+    b.l2_factor = 1.0                          # BiasL2Factor=1: biases decay too
+    w.l2_factor = 3.0
+    frozen.learn_rate_factor = 0.0
+    groups = param_groups([w, b, frozen], 0.01, 1e-4)
+    by = {id(p): g for g in groups for p in g["params"]}
+    assert by[id(w)]["weight_decay"] == pytest.approx(3e-4) and by[id(w)]["lr"] == 0.01
+    assert by[id(b)]["weight_decay"] == pytest.approx(1e-4)
+    assert by[id(frozen)]["lr"] == 0.0 and groups[0]["lr"] == 0.01
+
+
+def test_factors_in_scripts_set_get_and_by_property():
+    ws = run_code("""
+    layers = [featureInputLayer(2, Name="x"); fullyConnectedLayer(3, Name="fc", BiasL2Factor=2)];
+    layers(2).WeightLearnRateFactor = 0.5;
+    a = layers(2).WeightLearnRateFactor;
+    l = setLearnRateFactor(layers(2), "Bias", 0);
+    net = dlnetwork(layers);
+    net = setL2Factor(net, "fc", "Weights", 4);
+    b = getLearnRateFactor(net, "fc", "Bias");
+    c = getL2Factor(net, "fc", "Bias");
+    d = getL2Factor(net, "fc", "Weights");
+    """)
+    assert (ws["a"], ws["b"], ws["c"], ws["d"]) == (0.5, 0.0, 2.0, 4.0)
+    net = ws["net"]
+    assert net.learnables["fc/weight"].learn_rate_factor == 0.5
+    assert net.learnables["fc/weight"].l2_factor == 4.0
+    with pytest.raises(ScriptError, match=r"WeightLearnRateFactor to be a number ≥ 0 \(0 freezes the learnable\), received -1"):
+        run_code("l = fullyConnectedLayer(2, WeightLearnRateFactor=-1);")
+    with pytest.raises(ScriptError, match="no learnable 'Scale' for a learn-rate or L2 factor; its learnables: Bias, Weights"):
+        run_code("net = dlnetwork([featureInputLayer(2, Name='x'); fullyConnectedLayer(3, Name='fc')]);"
+                 " net = setLearnRateFactor(net, 'fc', 'Scale', 2);")

@@ -38,11 +38,13 @@ def _matlab_only(fn: str, name: str, value) -> bool:
     value. False when attnlab does not know the name at all."""
     key = name.lower()
     if key.endswith(("learnratefactor", "l2factor")):
-        if value == 1:
+        if _record(name, value):           # kept with the layer being made (factors.py)
+            return True
+        if isinstance(value, (int, float)) and value == 1:
             return True
         raise ArgumentError(
-            f"{fn}: expected {name}=1, received {value!r}: attnlab has no per-layer learning-rate "
-            "or L2 factors. Give the optimizer parameter groups from net.learnables instead.")
+            f"{fn}: expected {name}=1, received {value!r}: this function makes no layer to keep "
+            "the factor. Set it on the layer: setLearnRateFactor(layer, \"Weights\", f).")
     if (key.endswith("initializer") or key in _EMPTY) and _record(name, value):
         return True                        # a preset of the layer being made (weights.py)
     if key.endswith("initializer"):

@@ -34,9 +34,9 @@ _GRAPH_EDITS = {"dlnetwork", "layerGraph", "addLayers", "connectLayers", "discon
 
 
 def _toolbox() -> dict:
-    from . import layers, networks, training, extras, utility_layers, data
+    from . import layers, networks, training, extras, utility_layers, data, factors
     names = {}
-    for module in (layers, networks, training, extras, utility_layers, data):
+    for module in (layers, networks, training, extras, utility_layers, data, factors):
         names.update({n: getattr(module, n) for n in module.__all__
                       if n[0].islower() and callable(getattr(module, n))})
     return names

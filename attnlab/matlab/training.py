@@ -266,10 +266,16 @@ def _train(fn, X, T, net, loss, options, classes=None):
         options = options.replace(validation_data=(vd[0], np.array([str(v) for v in vd[1].values],
                                                                    dtype=object)))
     _fit_normalization(net, X, options, fn)
+    from .factors import has_factors, mark_parameters
     from .weights import apply_presets, has_presets
-    if not net.initialized and has_presets(net) and hasattr(X, "shape"):
+    if not net.initialized and (has_presets(net) or has_factors(net)) and hasattr(X, "shape"):
         net.initialize(X[:1])              # presets need the built modules before step one
     apply_presets(net)
+    if has_factors(net):
+        if not net.initialized:
+            raise ArgumentError(f"{fn}: learn-rate and L2 factors need the network's sizes "
+                                "before training: give it an input layer, or initialize(net, X).")
+        mark_parameters(net)               # the optimizer's parameter groups read them
     data = (X,) if T is None else (X, T)
     info = train(net, *data, loss=loss, options=options)
     net.training_info = info

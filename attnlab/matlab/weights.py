@@ -313,7 +313,12 @@ def collect_presets(fn):
             found = _collecting.get()
         finally:
             _collecting.reset(token)
+        from .factors import set_factor, split_option
         for name, value in found:
+            factor = split_option(name)
+            if factor is not None:           # WeightLearnRateFactor=2, BiasL2Factor=0, …
+                set_factor(layer, factor[0], factor[1], value, fn.__name__, name)
+                continue
             canon = next((k for k in (*_table(layer), *_init_targets(layer))
                           if k.lower() == name.lower()), None)
             if canon is None:
