@@ -124,7 +124,7 @@ def test_unknown_option_lists_the_valid_ones():
     (lambda: M.imageInputLayer(28), r"\[h w c\]"),
     (lambda: M.layerNormalizationLayer(ScaleInitializer="ones"), "net.learnables"),
     (lambda: M.fullyConnectedLayer(4, WeightsInitializer="glorotx"), "'glorotx'.*glorot"),
-    (lambda: M.fullyConnectedLayer(4, WeightLearnRateFactor=2), "parameter groups"),
+    (lambda: M.fullyConnectedLayer(4, WeightLearnRateFactor=-2), "number ≥ 0"),
     (lambda: M.embeddingLayer(4, 10, Weights=np.ones((4, 10))), "preset"),
     (lambda: M.attentionLayer(2, AttentionMask=np.ones((3, 3))), "custom mask"),
     (lambda: M.convolution2dLayer(3, 8, Padding=[1, 0, 1, 1]), "symmetric"),
