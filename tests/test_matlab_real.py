@@ -230,3 +230,41 @@ def test_factors_in_scripts_set_get_and_by_property():
     with pytest.raises(ScriptError, match="no learnable 'Scale' for a learn-rate or L2 factor; its learnables: Bias, Weights"):
         run_code("net = dlnetwork([featureInputLayer(2, Name='x'); fullyConnectedLayer(3, Name='fc')]);"
                  " net = setLearnRateFactor(net, 'fc', 'Scale', 2);")
+
+
+# -- assigning OutputNames ---------------------------------------------------------------------
+
+def test_output_names_choose_the_outputs_inner_ones_too_and_survive_save_load(tmp_path):
+    ws = run_code("""
+    layers = [sequenceInputLayer(3, Name="x"); lstmLayer(4, Name="lstm");
+              fullyConnectedLayer(2, Name="fc1"); fullyConnectedLayer(1, Name="fc2")];
+    net = dlnetwork(layers);
+    before = net.OutputNames;
+    net.OutputNames = ["fc2", "lstm"];
+    after = net.OutputNames;
+    """)
+    net = ws["net"]
+    assert ws["before"] == ["fc2"] and ws["after"] == ["fc2", "lstm"]
+    x = torch.randn(2, 5, 3)
+    out = net(x)
+    assert list(out) == ["fc2", "lstm"] and out["lstm"].shape == (2, 5, 4)
+    path = tmp_path / "net.attnlab"
+    net.save(path)
+    loaded = al.load(path)
+    assert loaded.output_names == ["fc2", "lstm"]
+    loaded.load_state_dict(net.state_dict())
+    assert torch.allclose(loaded(x)["lstm"], out["lstm"])
+    net.choose_outputs(None)                     # back to the unconnected outputs
+    assert net.output_names == ["fc2"] and torch.is_tensor(net(x))
+
+
+def test_output_names_errors_name_the_layer_and_the_ports():
+    with pytest.raises(ScriptError, match="OutputNames: the network has no layer 'fc3'. Did you "
+                                          "mean 'fc1'"):
+        run_code("net = dlnetwork([featureInputLayer(2, Name='x'); fullyConnectedLayer(2, "
+                 "Name='fc1')]); net.OutputNames = {'fc3'};")
+    net = al.Network([L.SequenceInput(2, name="x"), L.LSTM(3, has_state_outputs=True, name="lstm")])
+    with pytest.raises(al.NetworkError, match="layer 'lstm' has outputs out, hidden, cell: name one"):
+        net.choose_outputs(["lstm"])
+    net.choose_outputs(["lstm/hidden"])
+    assert net.output_names == ["lstm/hidden"]

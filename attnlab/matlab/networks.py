@@ -5,7 +5,7 @@ import weakref
 
 import torch
 
-from ..errors import ArgumentError, close_matches
+from ..errors import ArgumentError, NetworkError, close_matches
 from ..network import Network
 from ._options import _flag, _int, _parse, _word
 from .weights import apply_presets, getLayerWeights, setLayerWeights
@@ -41,19 +41,33 @@ def dlnetwork(*args, **kwargs) -> Network:
     Like MATLAB, the network is initialised when it has input layers (or examples) and no
     unconnected inputs; a network with errors then raises NetworkError listing them."""
     _, o = _parse("dlnetwork", (), kwargs, {"Initialize": True, "OutputNames": None})
-    if o["OutputNames"] is not None:
-        raise ArgumentError("dlnetwork: expected no OutputNames, received "
-                            f"{o['OutputNames']!r}: an attnlab network's outputs are its "
-                            "unconnected layer outputs (net.output_names).")
     if not args:
-        return Network()
+        net = Network()
+        if o["OutputNames"] is not None:
+            set_output_names(net, o["OutputNames"])
+        return net
     layers, examples = args[0], args[1:]
     if isinstance(layers, Network):
         net = layers
     else:
         net = _add(Network(), layers, "dlnetwork")
+    if o["OutputNames"] is not None:
+        set_output_names(net, o["OutputNames"])
     if _flag("dlnetwork", "Initialize", o["Initialize"]):
         _initialize_if_complete(net, examples)
+    return net
+
+
+def set_output_names(net: Network, names) -> Network:
+    """MATLAB's `net.OutputNames = ["fc1", "lstm/hidden"]` and `dlnetwork(…, OutputNames=…)`:
+    these layer outputs, inner ones too, become the network's outputs in this order (what
+    `predict` returns and training's losses apply to); the choice is saved with the network."""
+    values = [names] if isinstance(names, str) else list(names.tolist() if hasattr(names, "tolist")
+                                                         else names)
+    try:
+        net.choose_outputs([str(v) for v in values])
+    except NetworkError as e:
+        raise ArgumentError(f"OutputNames: {str(e).partition(': ')[2]}") from None
     return net
 
 

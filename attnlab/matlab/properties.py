@@ -42,6 +42,10 @@ def get_property(obj, name: str):
 
 
 def set_property(obj, name: str, value) -> None:
+    if isinstance(obj, Network) and name == "OutputNames":
+        from .networks import set_output_names
+        set_output_names(obj, value)
+        return
     if isinstance(obj, Layer) and name == "Name":
         obj.name = str(value)
         return
@@ -54,5 +58,6 @@ def set_property(obj, name: str, value) -> None:
         from .weights import set_layer_weight
         set_layer_weight(obj, name, value)
         return
-    raise ArgumentError(f"cannot set '{name}' of a {type(obj).__name__}; settable: a layer's Name "
-                        "and weights (before it joins a network)")
+    raise ArgumentError(f"cannot set '{name}' of a {type(obj).__name__}; settable: a network's "
+                        "OutputNames, a layer's Name, weights (before it joins a network) and "
+                        "learn-rate and L2 factors")
