@@ -268,3 +268,48 @@ def test_output_names_errors_name_the_layer_and_the_ports():
         net.choose_outputs(["lstm"])
     net.choose_outputs(["lstm/hidden"])
     assert net.output_names == ["lstm/hidden"]
+
+
+# -- weights by MATLAB name: gruLayer, normalisation, embeddings -------------------------------
+
+def test_gru_weights_by_matlab_name_in_matlab_gate_order_and_both_bias_modes():
+    from attnlab.matlab import (dlnetwork, getLayerWeights, gruLayer, sequenceInputLayer,
+                                setLayerWeights)
+    net = dlnetwork([sequenceInputLayer(2, Name="x"), gruLayer(3, Name="gru")])
+    p = net.learnables
+    w = getLayerWeights(net, "gru")
+    assert w["InputWeights"].shape == (9, 2) and w["RecurrentWeights"].shape == (9, 3)
+    # reset, update, candidate: torch's weight_ih_l0 rows in the same order
+    assert np.allclose(w["InputWeights"], p["gru/weight_ih_l0"].detach().numpy())
+    assert w["Bias"].shape == (9, 1)
+    assert np.allclose(w["Bias"][:, 0], (p["gru/bias_ih_l0"] + p["gru/bias_hh_l0"]).detach().numpy())
+    b = np.arange(9.0)
+    setLayerWeights(net, "gru", Bias=b)
+    assert torch.equal(p["gru/bias_ih_l0"].detach(), torch.arange(9.0))
+    assert torch.count_nonzero(p["gru/bias_hh_l0"]) == 0
+    six = dlnetwork([sequenceInputLayer(2, Name="x"),
+                     gruLayer(3, Name="gru", ResetGateMode="recurrent-bias-after-multiplication")])
+    w6 = getLayerWeights(six, "gru")["Bias"][:, 0]
+    q = six.learnables
+    assert np.allclose(w6, torch.cat([q["gru/bias_ih_l0"], q["gru/bias_hh_l0"]]).detach().numpy())
+
+
+def test_normalisation_scale_offset_and_embedding_weights_by_matlab_name():
+    ws = run_code("""
+    layers = [sequenceInputLayer(1, Name="tok"); embeddingLayer(3, 5, Name="emb");
+              layerNormalizationLayer(Name="ln", Scale=[1; 2; 3], OffsetLearnRateFactor=0)];
+    net = dlnetwork(layers);
+    s = net.Layers(3).Scale;
+    E = net.Layers(2).Weights;
+    net = setLayerWeights(net, "emb", Weights=reshape(1:15, 3, 5));
+    """)
+    net, p = ws["net"], ws["net"].learnables
+    assert ws["s"].shape == (3, 1) and np.allclose(ws["s"][:, 0], [1, 2, 3])
+    assert torch.equal(p["ln/weight"].detach(), torch.tensor([1.0, 2.0, 3.0]))
+    assert ws["E"].shape == (3, 5)
+    # MATLAB's column k is the vector of index k: torch's row k (row 0 is unused)
+    assert torch.equal(p["emb/weight"][1:].detach(), torch.arange(1.0, 16.0).reshape(5, 3))
+    y = net(torch.tensor([[[2.0]]]))
+    assert torch.allclose(torch.nn.functional.layer_norm(torch.tensor([4.0, 5, 6]), (3,)) *
+                          torch.tensor([1.0, 2, 3]) + p["ln/bias"].detach(), y[0, 0], atol=1e-5)
+    assert getattr(p["ln/bias"], "learn_rate_factor", None) is None    # marked when training

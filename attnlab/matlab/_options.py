@@ -25,7 +25,7 @@ _HINTS = {
 # MATLAB options without an attnlab counterpart, accepted at the value that changes nothing
 _EMPTY = ("weights", "bias", "inputweights", "recurrentweights", "offset", "cellstate",
           "hiddenstate", "trainedmean", "trainedvariance", "mean", "standarddeviation", "min",
-          "max", "queryweights", "keyweights", "valueweights", "outputweights")
+          "max", "queryweights", "keyweights", "valueweights", "outputweights", "scale")
 
 
 def _record(name, value) -> bool:

@@ -104,6 +104,8 @@ def _recurrent(fn, cls, numHiddenUnits, args, kwargs, bidirectional=False, gru=F
                 name=o["Name"])
     if bidirectional:
         setattr(layer, "stem", "bilstm")     # unnamed, it is 'bilstm', 'bilstm_1', as in MATLAB
+    if gru:                                  # the shape of MATLAB's Bias follows it (weights.py)
+        layer.__dict__["_matlab_reset_gate_mode"] = o["ResetGateMode"].lower()
     return layer
 
 
@@ -595,6 +597,8 @@ def _layer_array(layers, fn: str) -> tuple[list, list[OutputLayer]]:
 
 # weight and initializer options (Weights=W, WeightsInitializer="he") become presets of the layer
 from .weights import collect_presets as _collect  # noqa: E402
-for _fn in ("lstmLayer", "bilstmLayer", "fullyConnectedLayer", "convolution1dLayer",
-            "convolution2dLayer", "selfAttentionLayer"):
+for _fn in ("lstmLayer", "bilstmLayer", "gruLayer", "fullyConnectedLayer", "convolution1dLayer",
+            "convolution2dLayer", "selfAttentionLayer", "layerNormalizationLayer",
+            "batchNormalizationLayer", "embeddingLayer", "wordEmbeddingLayer",
+            "positionEmbeddingLayer"):
     globals()[_fn] = _collect(globals()[_fn])

@@ -170,6 +170,11 @@ def swishLayer(*args, **kwargs) -> Swish:
     return Swish(name=o["Name"])
 
 
+from .weights import collect_presets as _collect  # noqa: E402
+patchEmbeddingLayer = _collect(patchEmbeddingLayer)
+embeddingConcatenationLayer = _collect(embeddingConcatenationLayer)
+
+
 # ================================================= MATLAB layers attnlab does not have ===
 
 def _unsupported(fn: str, why: str):

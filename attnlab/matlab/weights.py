@@ -98,6 +98,47 @@ def _lstm(bidirectional: bool):
                      bias_get, bias_set)}
 
 
+def _gru(layer):
+    # MATLAB and torch stack the gates in the same order (reset, update, candidate). With
+    # ResetGateMode "recurrent-bias-after-multiplication" (what torch computes) MATLAB's Bias is
+    # 6·H: the input biases above the recurrent ones; with the default "after-multiplication"
+    # it is 3·H, read as their sum (exact: setting it zeroes the recurrent biases).
+    dirs = ("_l0", "_l0_reverse") if getattr(layer, "bidirectional", False) else ("_l0",)
+
+    def names(kind):
+        return tuple(f"{kind}{d}" for d in dirs)
+
+    def split(v, s):
+        return tuple(v.split([x[0] for x in s]))
+
+    six = layer.__dict__.get("_matlab_reset_gate_mode") == "recurrent-bias-after-multiplication"
+    n = len(dirs)
+    if six:
+        bias = (names("bias_ih") + names("bias_hh"), "6*NumHiddenUnits×1",
+                lambda *bs: _col(torch.cat(bs)), lambda v, s: split(v.reshape(-1), s))
+    else:
+        bias = (names("bias_ih") + names("bias_hh"), "3*NumHiddenUnits×1",
+                lambda *bs: _col(torch.cat([bs[i] + bs[i + n] for i in range(n)])),
+                lambda v, s: (*v.reshape(-1).split([x[0] for x in s[:n]]),
+                              *(torch.zeros(x) for x in s[n:])))
+    return {"InputWeights": (names("weight_ih"), "3*NumHiddenUnits×InputSize",
+                             lambda *w: torch.cat(w), split),
+            "RecurrentWeights": (names("weight_hh"), "3*NumHiddenUnits×NumHiddenUnits",
+                                 lambda *w: torch.cat(w), split),
+            "Bias": bias}
+
+
+def _norm():
+    return {"Scale": (("weight",), "NumChannels×1", _col, lambda v, s: (v.reshape(s[0]),)),
+            "Offset": (("bias",), "NumChannels×1", _col, lambda v, s: (v.reshape(s[0]),))}
+
+
+def _embedding():
+    # attnlab keeps MATLAB's 1-based indices: row 0 of torch's table is never used by them
+    return {"Weights": (("weight",), "OutputSize×MaxIndex", lambda w: w[1:].t(),
+                        lambda v, s: (torch.cat([torch.zeros(1, s[0][1], dtype=v.dtype), v.t()]),))}
+
+
 def _attention():
     out = {}
     for matlab, torch_name, rows in (("Query", "query", "NumKeyChannels"),
@@ -124,6 +165,16 @@ def _table(layer) -> dict:
         return _lstm(bool(getattr(layer, "bidirectional", False)))
     if kind == "SelfAttention":
         return _attention()
+    if kind == "GRU":
+        return _gru(layer)
+    if kind in ("LayerNorm", "BatchNorm"):
+        return _norm()
+    if kind == "Embedding":
+        return _embedding()
+    if kind == "PatchEmbedding":
+        return _conv2d()
+    if kind == "EmbeddingConcatenation":
+        return {"Weights": (("weight",), "NumChannels×1", _col, lambda v, s: (v.reshape(s[0]),))}
     return {}
 
 
@@ -133,7 +184,9 @@ def _init_targets(layer) -> dict[str, tuple[str, ...]]:
     table = _table(layer)
     weights = tuple(k for k in table if k.endswith("Weights"))
     biases = tuple(k for k in table if k.endswith("Bias"))
-    if type(layer).__name__ == "LSTM":
+    if type(layer).__name__ in ("LayerNorm", "BatchNorm"):
+        return {"ScaleInitializer": ("Scale",), "OffsetInitializer": ("Offset",)}
+    if type(layer).__name__ in ("LSTM", "GRU"):
         return {"InputWeightsInitializer": ("InputWeights",),
                 "RecurrentWeightsInitializer": ("RecurrentWeights",),
                 "BiasInitializer": biases}
@@ -381,7 +434,8 @@ def apply_presets(net) -> None:
         for option, word in preset.get("init", {}).items():
             for mname in _init_targets(layer)[option]:
                 tensors = [params[t] for t in table[mname][0]]
-                if mname == "Bias" and type(layer).__name__ == "LSTM":
+                if mname == "Bias" and type(layer).__name__ in ("LSTM", "GRU") and \
+                        len(table["Bias"][0]) > 0 and not table["Bias"][1].startswith("6"):
                     tensors[len(tensors) // 2:] = [t.data.zero_() for t in tensors[len(tensors) // 2:]]
                     tensors = tensors[:len(tensors) // 2]
                 for t in tensors:
