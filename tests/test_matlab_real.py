@@ -313,3 +313,41 @@ def test_normalisation_scale_offset_and_embedding_weights_by_matlab_name():
     assert torch.allclose(torch.nn.functional.layer_norm(torch.tensor([4.0, 5, 6]), (3,)) *
                           torch.tensor([1.0, 2, 3]) + p["ln/bias"].detach(), y[0, 0], atol=1e-5)
     assert getattr(p["ln/bias"], "learn_rate_factor", None) is None    # marked when training
+
+
+# -- initializers given as functions ---------------------------------------------------------
+
+def test_initializer_function_handles_run_in_the_interpreter_with_matlab_sizes():
+    ws = run_code("""
+    rng(4);
+    layers = [featureInputLayer(3, Name="x")
+              fullyConnectedLayer(2, Name="fc", WeightsInitializer=@(sz) 0.01*randn(sz), ...
+                                  BiasInitializer=@(sz) ones(sz) * numel(sz))
+              lstmLayer(4, Name="lstm", InputWeightsInitializer=@(sz) zeros(sz) + sz(1))];
+    net = dlnetwork([layers(1:2); fullyConnectedLayer(4, Name="up")]);
+    """)
+    p = ws["net"].learnables
+    np.random.seed(4)
+    assert np.allclose(p["fc/weight"].detach().numpy(), 0.01 * np.random.randn(2, 3), atol=1e-7)
+    assert torch.equal(p["fc/bias"].detach(), torch.full((2,), 2.0))      # sz is [2 1]
+
+
+def test_python_callables_as_initializers_get_the_size_as_a_tuple():
+    from attnlab.matlab import dlnetwork, featureInputLayer, fullyConnectedLayer
+    seen = []
+
+    def init(sz):
+        seen.append(sz)
+        return np.full(sz, 0.5)
+
+    net = dlnetwork([featureInputLayer(3, Name="x"),
+                     fullyConnectedLayer(2, Name="fc", WeightsInitializer=init)])
+    assert seen == [(2, 3)] and torch.equal(net.learnables["fc/weight"].detach(),
+                                            torch.full((2, 3), 0.5))
+    with pytest.raises(al.ArgumentError, match=r"layer 'fc' WeightsInitializer: the initializer "
+                                               r"function failed for Weights of size 2×3"):
+        dlnetwork([featureInputLayer(3, Name="x"),
+                   fullyConnectedLayer(2, Name="fc", WeightsInitializer=lambda sz: 1 / 0)])
+    with pytest.raises(al.SizeError, match="expected 2×3"):
+        dlnetwork([featureInputLayer(3, Name="x"),
+                   fullyConnectedLayer(2, Name="fc", WeightsInitializer=lambda sz: np.ones(4))])

@@ -340,14 +340,19 @@ def preset_initializer(layer, option, value):
         raise ArgumentError(f"{_who(layer)} ({type(layer).__name__}): no option "
                             f"'{option}'; initializer options: {', '.join(targets) or 'none'}."
                             f"{close_matches(option, list(targets))}")
+    if callable(value) and not isinstance(value, str):
+        # a function of the weights' size, in MATLAB's shape: @(sz) 0.01*randn(sz) in a
+        # script (run by the interpreter), or any Python callable
+        _presets.setdefault(layer, {}).setdefault("init", {})[option] = value
+        _applied.pop(layer, None)
+        return
     word = value.lower() if isinstance(value, str) else value
     allowed = INITIALIZERS if option == "BiasInitializer" and type(layer).__name__ == "LSTM" \
         else INITIALIZERS[:-1]
     if word not in allowed:
         raise ArgumentError(f"{_who(layer)} {option}: expected one of "
                             f"{', '.join(repr(a) for a in allowed)}, received {value!r}. "
-                            "(Function handles are not supported: set the weights with "
-                            "setLayerWeights after building the network.)"
+                            "or a function handle @(sz) … that returns an array of size sz."
                             + (close_matches(value, allowed) if isinstance(value, str) else ""))
     _presets.setdefault(layer, {}).setdefault("init", {})[option] = word
     _applied.pop(layer, None)
@@ -415,6 +420,28 @@ def _initialize(t: torch.Tensor, word: str, forget_rows: int = 0):
             t.view(-1, 4, forget_rows)[:, 1] = 1.0
 
 
+def _matlab_shape(net, layer, mname) -> tuple[int, ...]:
+    tnames, _, to_m, _ = _table(layer)[mname]
+    params = _module_params(net, layer.name)
+    with torch.no_grad():
+        return tuple(to_m(*(params[t] for t in tnames)).shape)
+
+
+def _call_initializer(layer, option, mname, fn, shape):
+    """Runs an initializer function with the weights' MATLAB size: a script's `@(sz) …` gets
+    it as a row vector, a Python callable as a tuple of ints."""
+    from .interpreter import Lambda
+    arg = np.array(shape, dtype=float) if isinstance(fn, Lambda) else tuple(shape)
+    try:
+        value = fn(arg)
+    except Exception as e:               # the user's function: say whose it was, keep the cause
+        raise ArgumentError(f"{_who(layer)} {option}: the initializer function failed for "
+                            f"{mname} of size {'×'.join(map(str, shape))}: {e}") from e
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    return value
+
+
 def has_presets(net) -> bool:
     return any(_presets.get(layer) for layer in net.layers)
 
@@ -432,6 +459,11 @@ def apply_presets(net) -> None:
         table = _table(layer)
         params = dict(mods[layer.name].named_parameters())
         for option, word in preset.get("init", {}).items():
+            if callable(word):
+                for mname in _init_targets(layer)[option]:
+                    _set(net, layer, mname, _call_initializer(layer, option, mname, word,
+                                                              _matlab_shape(net, layer, mname)))
+                continue
             for mname in _init_targets(layer)[option]:
                 tensors = [params[t] for t in table[mname][0]]
                 if mname == "Bias" and type(layer).__name__ in ("LSTM", "GRU") and \
