@@ -32,6 +32,8 @@ def test_a_script_around_its_network_analyses_with_the_data_sizes_given(capsys):
     assert "network 'layers': 6 layers" in out and "no issues" in out
     # MATLAB's default names and types for bidirectional LSTMs
     assert "bilstm bilstmLayer B×T×12" in out and "bilstm_1 bilstmLayer B×8" in out
+    # 8·H·(C + H) + 8·H per bilstmLayer and the fc, as MATLAB counts; torch has 8·H more each
+    assert "total learnables: 1,227" in out and "MATLAB counts 1,147 learnables" in out
     # the --set value stands although its statement was skipped
     assert "m15_script_around_the_network.m:11: skipped" in out and "numFeatures keeps the given value" in out
     assert "cvpartition is a MATLAB function attnlab's reader does not run" in out
@@ -351,3 +353,10 @@ def test_python_callables_as_initializers_get_the_size_as_a_tuple():
     with pytest.raises(al.SizeError, match="expected 2×3"):
         dlnetwork([featureInputLayer(3, Name="x"),
                    fullyConnectedLayer(2, Name="fc", WeightsInitializer=lambda sz: np.ones(4))])
+
+
+def test_scores2label_with_two_outputs_gives_the_labels_and_the_best_scores():
+    ws = run_code('s = [0.1 0.7 0.2; 0.6 0.3 0.1];\n[Y, best] = scores2label(s, ["a" "b" "c"]);\n'
+                  'c = categories(Y);')
+    assert [str(v) for v in ws["Y"].values] == ["b", "a"]
+    assert np.allclose(ws["best"], [0.7, 0.6]) and list(ws["c"]) == ["a", "b", "c"]

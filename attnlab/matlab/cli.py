@@ -55,6 +55,22 @@ def final_networks(ws: dict, consumed: set[int], notes=None) -> list[tuple[str, 
     return out
 
 
+def torch_only_biases(net) -> int:
+    """The learnables torch's recurrent layers have beyond MATLAB's: the recurrent bias
+    (bias_hh) of LSTMs, and of GRUs unless ResetGateMode is
+    "recurrent-bias-after-multiplication" (where MATLAB has it too)."""
+    extra = 0
+    for layer in net.layers:
+        kind = type(layer).__name__
+        gates = {"LSTM": 4, "GRU": 3}.get(kind)
+        if gates is None or (kind == "GRU" and layer.__dict__.get("_matlab_reset_gate_mode")
+                             == "recurrent-bias-after-multiplication"):
+            continue
+        hidden = getattr(layer, "hidden", 0)
+        extra += gates * hidden * (2 if getattr(layer, "bidirectional", False) else 1)
+    return extra
+
+
 def _matlab_analysis(analysis, net=None):
     from .terms import _TERMS, TYPES
     names = {a: b for a, b in _TERMS if "(" not in b}
@@ -119,6 +135,11 @@ def analyze(path: Path, sets: list[str], width: int = 120) -> int:
         print(f"{path.name}: network '{name}': {len(net.layers)} layers, inputs "
               f"{', '.join(net.input_names) or '-'}, outputs {', '.join(net.output_names) or '-'}")
         print(analysis.table(width=width), end="")
+        extra = torch_only_biases(net)
+        if extra and analysis.total_learnables:
+            print(f"MATLAB counts {analysis.total_learnables - extra:,} learnables: PyTorch's "
+                  f"LSTM/GRU keep a second bias vector per gate ({extra:,} values) that MATLAB "
+                  "does not have (MATLAB's Bias reads as the sum of the two).")
         status = status or (0 if analysis.ok else 1)
     for note in notes:
         print(f"note: {note}")

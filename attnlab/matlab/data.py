@@ -162,3 +162,20 @@ def scores2label(scores, classNames, *args, **kwargs):
         dim = dims[-1]
     idx = s.argmax(axis=dim)
     return Categorical([names[i] for i in idx.reshape(-1)], names)
+
+
+def _scores2label_both(scores, classNames, *args, **kwargs):
+    """`[Y, scores] = scores2label(scores, classNames)`: the labels and each observation's
+    highest score (what MATLAB's second output holds)."""
+    import torch
+    labels = scores2label(scores, classNames, *args, **kwargs)
+    s = scores.detach().cpu().numpy() if isinstance(scores, torch.Tensor) else np.asarray(scores)
+    s = s[None] if s.ndim == 1 else s
+    names = labels.categories
+    dims = [d for d in range(s.ndim) if s.shape[d] == len(names)]
+    dim = _int("scores2label", "dim", args[0]) - 1 if args else dims[-1]
+    return labels, s.max(axis=dim)
+
+
+# `[labels, best] = scores2label(...)` in a script, `scores2label.with_scores(...)` in Python
+setattr(scores2label, "with_scores", _scores2label_both)

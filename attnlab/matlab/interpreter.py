@@ -803,6 +803,8 @@ class Interpreter:
                                   "do: load the data in Python and pass it as a workspace "
                                   "variable (run_file(path, workspace={...}))", node=node)
         fn = self.toolbox.get(name)
+        if fn is not None and nargout >= 2 and hasattr(fn, "with_scores"):
+            fn = fn.with_scores                 # [labels, scores] = scores2label(...)
         if fn is not None:
             if name in _NETWORK_BUILDERS:
                 for a in pos:
