@@ -33,7 +33,7 @@ def parse_sets(pairs: list[str]) -> dict:
     return ws
 
 
-def final_networks(ws: dict, consumed: set[int], notes=None) -> list[tuple[str, Network]]:
+def final_networks(ws: dict, notes=None) -> list[tuple[str, Network]]:
     """The networks a script ends with, by variable name: each Network once, and layer arrays
     whose layers went into no network (as MATLAB's analyzeNetwork(layers) would see them)."""
     from .networks import layerGraph
@@ -43,7 +43,9 @@ def final_networks(ws: dict, consumed: set[int], notes=None) -> list[tuple[str, 
         if isinstance(value, Network) and id(value) not in seen and value.layers:
             seen.add(id(value))
             out.append((name, value))
-    in_nets = {id(l) for _, net in out for l in net.layers} | consumed
+    # a layer array counts as used only by a network the script keeps: one that went into a
+    # discarded layerGraph (plot(layerGraph(layers))) or a skipped statement is shown itself
+    in_nets = {id(l) for _, net in out for l in net.layers}
     for name, value in ws.items():
         if isinstance(value, list) and any(isinstance(v, Layer) for v in value) and \
                 not any(id(v) in in_nets for v in value):
@@ -90,7 +92,7 @@ def _load(path: Path, sets: list[str]):
     interp = Interpreter(path.read_bytes(), path.name, ws, analyze=True,
                          out=lambda *a, **k: None)
     ws, interp = _run(interp)
-    nets = final_networks(ws, interp.consumed, interp.notes)
+    nets = final_networks(ws, interp.notes)
     if not nets and interp.blocked:
         raise _blocked_error(interp)
     return nets, interp.notes

@@ -26,8 +26,6 @@ from ._options import MatlabNote
 from .reader import ScriptError, parse
 from .values import Cell, MatlabError, Missing, NeedsData, String, Struct
 
-_NETWORK_BUILDERS = {"dlnetwork", "layerGraph", "addLayers", "trainNetwork", "trainnet",
-                     "analyzeNetwork", "replaceLayer"}
 _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
 _GRAPH_EDITS = {"dlnetwork", "layerGraph", "addLayers", "connectLayers", "disconnectLayers",
                 "removeLayers", "replaceLayer", "initialize"}
@@ -109,7 +107,6 @@ class Interpreter:
         self.ws: dict = dict(self.given)
         self.analyze = analyze
         self.notes: list[str] = []
-        self.consumed: set[int] = set()          # layers that went into a network
         self.state: dict = {}
         self.print = out
         self.functions: dict[str, Function] = {}
@@ -780,8 +777,6 @@ class Interpreter:
         if name in self.functions:
             return self._call_function(self.functions[name], pos, nargout, node, kw)
         if name in _DISPLAY and (self.analyze or name == "plot"):
-            for a in pos:
-                self._consume(a)
             return None                  # pictures: `attnlab plot FILE.m` draws the networks
         if name in B.OUTSIDE:
             if self.analyze:
@@ -806,9 +801,6 @@ class Interpreter:
         if fn is not None and nargout >= 2 and hasattr(fn, "with_scores"):
             fn = fn.with_scores                 # [labels, scores] = scores2label(...)
         if fn is not None:
-            if name in _NETWORK_BUILDERS:
-                for a in pos:
-                    self._consume(a)
             try:
                 result = fn(*[_to_python(a) for a in pos], **{k: _to_python(v) for k, v in kw.items()})
                 if name in ("trainNetwork", "trainnet") and nargout >= 2:
@@ -855,14 +847,6 @@ class Interpreter:
             "docs/matlab.md)"
         self._fail(node, f"{name} is {what}.{hint}".rstrip("."))
 
-    def _consume(self, value):
-        if isinstance(value, Layer):
-            self.consumed.add(id(value))
-        elif isinstance(value, list):
-            self.consumed.update(id(v) for v in value if isinstance(v, Layer))
-        elif isinstance(value, Network):
-            self.consumed.update(id(l) for l in value.layers)
-
     def _call_function(self, fn: Function, args, nargout, node, kw=None):
         if kw:
             self._fail(node, f"{fn.name}: name–value arguments to script functions are not "
@@ -884,11 +868,7 @@ class Interpreter:
                     break
                 self._fail(node, f"{fn.name}: output '{out}' was not assigned")
             results.append(scope[out])
-        self._consume_from(scope)
         return results[0] if len(results) == 1 and nargout <= 1 else tuple(results)
-
-    def _consume_from(self, scope):
-        pass
 
 
 def _has(obj, name):

@@ -19,6 +19,8 @@ layers = [ ...
     softmaxLayer
     classificationLayer];
 
+figure; plot(layerGraph(layers));     % drawn, not kept: 'layers' is still the network
+
 tempNet = [fullyConnectedLayer(2)];
 clear tempNet
 
