@@ -68,11 +68,12 @@ def _parse(fn: str, args: tuple, kwargs: dict, options: dict[str, Any],
     Leading values are taken until a string that names an option (case-insensitively) starts the
     name–value pairs; the rest are pairs, then the Python keywords."""
     valid = {k.lower(): k for k in options}
-    args = list(args)
-    pos = []
-    while args and len(pos) < positional and not (
-            isinstance(args[0], str) and args[0].lower() in valid and len(args) >= 2):
-        pos.append(args.pop(0))
+    rest = list(args)
+    pos: list = []
+    while rest and len(pos) < positional and not (
+            isinstance(rest[0], str) and rest[0].lower() in valid and len(rest) >= 2):
+        pos.append(rest.pop(0))
+    args = tuple(rest)
     if len(args) % 2:
         raise ArgumentError(
             f"{fn}: expected name–value pairs after the positional arguments, received "

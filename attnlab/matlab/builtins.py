@@ -91,7 +91,7 @@ def _size_args(args) -> tuple[int, ...]:
 
 def _format(fmt: str, args) -> str:
     """sprintf/fprintf: MATLAB's format (a C format; the format is reused while values remain)."""
-    values = []
+    values: list = []
     for a in args:
         if isinstance(a, np.ndarray):
             values.extend(_scalar(v) for v in a.ravel())

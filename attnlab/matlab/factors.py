@@ -150,23 +150,23 @@ def _get(fn, kind, args):
     return get_factor(layer, parameter, kind)
 
 
-def setLearnRateFactor(*args):
+def setLearnRateFactor(*args: Any):
     """`layer = setLearnRateFactor(layer, "Weights", 2)` or `net = setLearnRateFactor(net,
     "fc", "Bias", 0)`: the learnable trains with InitialLearnRate × factor (0 freezes it)."""
     return _set("setLearnRateFactor", "lr", args)
 
 
-def getLearnRateFactor(*args) -> float:
+def getLearnRateFactor(*args: Any) -> float:
     """`getLearnRateFactor(layer, "Weights")` or `getLearnRateFactor(net, "fc", "Weights")`."""
     return _get("getLearnRateFactor", "lr", args)
 
 
-def setL2Factor(*args):
+def setL2Factor(*args: Any):
     """`layer = setL2Factor(layer, "Weights", 2)` or `net = setL2Factor(net, "fc", "Bias", 1)`:
     the learnable is regularised with L2Regularization × factor."""
     return _set("setL2Factor", "l2", args)
 
 
-def getL2Factor(*args) -> float:
+def getL2Factor(*args: Any) -> float:
     """`getL2Factor(layer, "Weights")` or `getL2Factor(net, "fc", "Weights")`."""
     return _get("getL2Factor", "l2", args)

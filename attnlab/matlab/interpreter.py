@@ -15,6 +15,7 @@ from __future__ import annotations
 import operator
 import warnings
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -147,7 +148,7 @@ class Interpreter:
         self._block(script, self.ws)
         return self.ws
 
-    def _fail(self, node, message):
+    def _fail(self, node, message) -> NoReturn:
         raise ScriptError(message, self.file, node.start_point.row + 1,
                           node.start_point.column + 1)
 
@@ -861,7 +862,7 @@ class Interpreter:
             self._block(fn.body.named_children if fn.body else [], scope)
         except _Return:
             pass
-        results = []
+        results: list = []
         for out in fn.outputs[:max(nargout, 1)]:
             if out not in scope:
                 if nargout == 0 and not results:

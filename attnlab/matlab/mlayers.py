@@ -68,6 +68,12 @@ class InputNormalization(Layer):
 
 
 class _Normalize(nn.Module):
+    mean: torch.Tensor                     # buffers (registered below by name)
+    std: torch.Tensor
+    min: torch.Tensor
+    max: torch.Tensor
+    fitted: torch.Tensor
+
     def __init__(self, layer: InputNormalization, channels: int, cdim: int, ndim: int):
         super().__init__()
         self.method, self.cdim, self.ndim = layer.method, cdim % ndim, ndim

@@ -2,6 +2,8 @@
 `functionLayer`, `identityLayer`, `networkLayer`, `scalingLayer`."""
 from __future__ import annotations
 
+from typing import Any
+
 import math
 
 from torch import nn
@@ -34,13 +36,13 @@ def _pool1d(fn, mode, poolSize, args, kwargs):
                   name=o["Name"])
 
 
-def maxPooling1dLayer(poolSize, *args, **kwargs) -> Pool1d:
+def maxPooling1dLayer(poolSize, *args: Any, **kwargs: Any) -> Pool1d:
     """`maxPooling1dLayer(k)`: max over windows of k time steps, B×T×C → B×T'×C; MATLAB's
     defaults Stride 1 and Padding 0; Padding "same", p or [before after]."""
     return _pool1d("maxPooling1dLayer", "max", poolSize, args, kwargs)
 
 
-def averagePooling1dLayer(poolSize, *args, **kwargs) -> Pool1d:
+def averagePooling1dLayer(poolSize, *args: Any, **kwargs: Any) -> Pool1d:
     """`averagePooling1dLayer(k)`: the mean over windows of k time steps (zero padding counts)."""
     return _pool1d("averagePooling1dLayer", "average", poolSize, args, kwargs)
 
@@ -49,7 +51,7 @@ def _size(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
-def inputLayer(inputSize, inputFormat=None, *args, **kwargs):
+def inputLayer(inputSize, inputFormat=None, *args: Any, **kwargs: Any):
     """`inputLayer(size, format)`: one size per letter of the format, NaN where it varies.
     "CBT"/"CT"/"BTC" → sequenceInputLayer (B×T×C), "SSCB"/"SSC" → imageInputLayer (B×C×H×W),
     "CB"/"BC"/"C" → featureInputLayer (B×C)."""
@@ -95,7 +97,7 @@ class _Function(nn.Module):
         return _Function(self.fn)      # the function is shared: it holds code, not weights
 
 
-def functionLayer(fun, *args, **kwargs) -> L.Module:
+def functionLayer(fun, *args: Any, **kwargs: Any) -> L.Module:
     """`functionLayer(@(X) …)` or a Python callable on torch tensors (attnlab layout), NumInputs
     inputs and NumOutputs outputs; sizes are found by a trial run. It cannot be saved to a file
     (it holds code): register its module before `al.load` (see attnlab.io)."""
@@ -111,20 +113,20 @@ def functionLayer(fun, *args, **kwargs) -> L.Module:
                     num_outputs=_int(fn, "NumOutputs", o["NumOutputs"]), name=o["Name"])
 
 
-def identityLayer(*args, **kwargs) -> Identity:
+def identityLayer(*args: Any, **kwargs: Any) -> Identity:
     """`identityLayer`: passes its input through (a named junction in a graph)."""
     _, o = _parse("identityLayer", args, kwargs, {"Name": None})
     return Identity(name=o["Name"])
 
 
-def scalingLayer(*args, **kwargs) -> Scaling:
+def scalingLayer(*args: Any, **kwargs: Any) -> Scaling:
     """`scalingLayer(Scale=s, Bias=b)`: Y = s .* X + b, fixed (not learned); scalars or one value
     per channel."""
     _, o = _parse("scalingLayer", args, kwargs, {"Name": None, "Scale": 1, "Bias": 0})
     return Scaling(o["Scale"], o["Bias"], name=o["Name"])
 
 
-def networkLayer(net, *args, **kwargs) -> Network:
+def networkLayer(net, *args: Any, **kwargs: Any) -> Network:
     """`networkLayer(net)`: a dlnetwork used as one layer of another network (its inputs and
     outputs become the layer's ports)."""
     fn = "networkLayer"
@@ -142,7 +144,7 @@ def networkLayer(net, *args, **kwargs) -> Network:
 
 # ================================================================ vision transformers ===
 
-def patchEmbeddingLayer(patchSize, outputSize, *args, **kwargs) -> PatchEmbedding:
+def patchEmbeddingLayer(patchSize, outputSize, *args: Any, **kwargs: Any) -> PatchEmbedding:
     """`patchEmbeddingLayer(patchSize, outputSize)`: an image B×C×H×W → the sequence of its
     patches B×T×outputSize (MATLAB keeps them as a spatial dimension, attnlab as time steps);
     SpatialFlattenMode "column-major" (MATLAB's default) or "row-major"."""
@@ -157,14 +159,14 @@ def patchEmbeddingLayer(patchSize, outputSize, *args, **kwargs) -> PatchEmbeddin
     return PatchEmbedding(tuple(size), _int(fn, "outputSize", outputSize), mode, name=o["Name"])
 
 
-def embeddingConcatenationLayer(*args, **kwargs) -> EmbeddingConcatenation:
+def embeddingConcatenationLayer(*args: Any, **kwargs: Any) -> EmbeddingConcatenation:
     """`embeddingConcatenationLayer`: prepends a learned vector (the class token) to each
     sequence, B×T×C → B×(T+1)×C; read it back with indexing1dLayer("first")."""
     _, o = _parse("embeddingConcatenationLayer", args, kwargs, {"Name": None})
     return EmbeddingConcatenation(name=o["Name"])
 
 
-def swishLayer(*args, **kwargs) -> Swish:
+def swishLayer(*args: Any, **kwargs: Any) -> Swish:
     """`swishLayer`: x·sigmoid(x), any shape."""
     _, o = _parse("swishLayer", args, kwargs, {"Name": None})
     return Swish(name=o["Name"])
