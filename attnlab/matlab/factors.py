@@ -10,65 +10,18 @@ starts, `mark_parameters(net)` writes them onto the torch parameters as `learn_r
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..errors import ArgumentError, close_matches
 from ..layers.base import Layer
+from .factor_store import get_factor, has_factors, set_factor, split_option  # noqa: F401
 
 __all__ = ["setLearnRateFactor", "getLearnRateFactor", "setL2Factor", "getL2Factor"]
 
-_KINDS = {"learnratefactor": "lr", "l2factor": "l2"}
 _ATTRIBUTE = {"lr": "learn_rate_factor", "l2": "l2_factor"}
 # learnables MATLAB names on layers that weights.py has no table for (normalisation, embedding)
 _FALLBACK = {"Weights": ("weight",), "Bias": ("bias",), "Scale": ("weight",),
              "Offset": ("bias",)}
-
-
-def split_option(name: str) -> tuple[str, str] | None:
-    """'WeightLearnRateFactor' → ("Weights", "lr"), 'BiasL2Factor' → ("Bias", "l2"); None for
-    other names."""
-    low = name.lower()
-    for suffix, kind in _KINDS.items():
-        if low.endswith(suffix) and len(name) > len(suffix):
-            prefix = name[:-len(suffix)]
-            return ("Weights" if prefix.lower() in ("weight", "weights") else prefix), kind
-    return None
-
-
-def _factor(fn: str, what: str, value) -> float:
-    if hasattr(value, "item") and getattr(value, "size", 1) == 1:
-        value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value < 0:
-        raise ArgumentError(f"{fn}: expected {what} to be a number ≥ 0 (0 freezes the "
-                            f"learnable), received {value!r}.")
-    return float(value)
-
-
-def set_factor(layer: Layer, parameter: str, kind: str, value, fn: str = "",
-               option: str | None = None) -> None:
-    """Keeps a factor with the layer (`kind` "lr" or "l2"); `option` is the name the caller
-    wrote (for messages)."""
-    what = option or f"{parameter}{'LearnRateFactor' if kind == 'lr' else 'L2Factor'}"
-    v = _factor(fn or what, what, value)
-    factors = layer.__dict__.setdefault("_matlab_factors", {"lr": {}, "l2": {}})
-    factors[kind][parameter] = v
-
-
-def get_factor(layer: Layer, parameter: str, kind: str) -> float:
-    """The factor set, else attnlab's default: learn rate 1; L2 1 for weights and 0 for biases,
-    scales and offsets (attnlab decays only learnables of two or more dimensions; MATLAB's
-    ScaleL2Factor/OffsetL2Factor default to 1)."""
-    given = layer.__dict__.get("_matlab_factors", {}).get(kind, {})
-    if parameter in given:
-        return given[parameter]
-    return 0.0 if kind == "l2" and parameter.endswith(("Bias", "Scale", "Offset")) else 1.0
-
-
-def has_factors(net) -> bool:
-    return any(any(v != 1.0 for d in layer.__dict__.get("_matlab_factors", {}).values()
-                   for v in d.values()) for layer in net.layers)
 
 
 def _torch_names(layer: Layer, parameter: str, params: dict) -> list[str]:

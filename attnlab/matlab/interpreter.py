@@ -25,7 +25,7 @@ from ..network import Network
 from . import builtins as B
 from ._options import MatlabNote
 from .reader import ScriptError, parse
-from .values import Cell, MatlabError, Missing, NeedsData, String, Struct
+from .values import Cell, Lambda, MatlabError, Missing, NeedsData, String, Struct
 
 _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
 _GRAPH_EDITS = {"dlnetwork", "layerGraph", "addLayers", "connectLayers", "disconnectLayers",
@@ -67,18 +67,6 @@ class Function:
         self.params = [_text(c, src) for c in args.named_children if c.type == "identifier"] \
             if args else []
         self.body = _child(node, "block")
-
-
-class Lambda:
-    """`@(x) expr`: a closure over the workspace it was made in."""
-
-    def __init__(self, params, body, scope, interp):
-        self.params, self.body, self.scope, self.interp = params, body, scope, interp
-
-    def __call__(self, *args):
-        scope = dict(self.scope)
-        scope.update(zip(self.params, args))
-        return self.interp.eval_in(self.body, scope)
 
 
 def _child(node, kind):

@@ -31,7 +31,7 @@ def get_property(obj, name: str):
         raise ArgumentError(f"expected a struct, network or layer before '.{name}', received "
                             f"{type(obj).__name__}")
     if isinstance(obj, Layer) and name not in props:
-        from .factors import get_factor, split_option
+        from .factor_store import get_factor, split_option
         factor = split_option(name)
         if factor is not None:                       # layer.WeightLearnRateFactor
             return get_factor(obj, *factor)
@@ -50,7 +50,7 @@ def set_property(obj, name: str, value) -> None:
         obj.name = str(value)
         return
     if isinstance(obj, Layer):
-        from .factors import set_factor, split_option
+        from .factor_store import set_factor, split_option
         factor = split_option(name)
         if factor is not None:                       # layers(2).BiasLearnRateFactor = 0
             set_factor(obj, factor[0], factor[1], value, option=name)

@@ -77,3 +77,15 @@ class Categorical:
     def __repr__(self):
         shown = " ".join(str(v) for v in self.values[:8]) + (" …" if len(self.values) > 8 else "")
         return f"categorical([{shown}], categories {self.categories})"
+
+
+class Lambda:
+    """`@(x) expr`: a closure over the workspace it was made in."""
+
+    def __init__(self, params, body, scope, interp):
+        self.params, self.body, self.scope, self.interp = params, body, scope, interp
+
+    def __call__(self, *args):
+        scope = dict(self.scope)
+        scope.update(zip(self.params, args))
+        return self.interp.eval_in(self.body, scope)

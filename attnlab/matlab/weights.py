@@ -371,7 +371,7 @@ def collect_presets(fn):
             found = _collecting.get()
         finally:
             _collecting.reset(token)
-        from .factors import set_factor, split_option
+        from .factor_store import set_factor, split_option
         for name, value in found:
             factor = split_option(name)
             if factor is not None:           # WeightLearnRateFactor=2, BiasL2Factor=0, …
@@ -430,7 +430,7 @@ def _matlab_shape(net, layer, mname) -> tuple[int, ...]:
 def _call_initializer(layer, option, mname, fn, shape):
     """Runs an initializer function with the weights' MATLAB size: a script's `@(sz) …` gets
     it as a row vector, a Python callable as a tuple of ints."""
-    from .interpreter import Lambda
+    from .values import Lambda
     arg = np.array(shape, dtype=float) if isinstance(fn, Lambda) else tuple(shape)
     try:
         value = fn(arg)
