@@ -158,7 +158,6 @@ def test_class_token_extends_the_mask_of_padded_sequences():
 
 def test_layers_matlab_has_and_attnlab_does_not_say_so():
     for code, part in (("l = sequenceFoldingLayer('Name', 'fold');", "not sequences of images"),
-                       ("l = groupedConvolution2dLayer(3, 4, 'channel-wise');", "grouped"),
                        ("l = spatialDropoutLayer(0.2);", "whole channels")):
         with pytest.raises(ScriptError) as e:
             run_code(code)
@@ -360,3 +359,34 @@ def test_scores2label_with_two_outputs_gives_the_labels_and_the_best_scores():
                   'c = categories(Y);')
     assert [str(v) for v in ws["Y"].values] == ["b", "a"]
     assert np.allclose(ws["best"], [0.7, 0.6]) and list(ws["c"]) == ["a", "b", "c"]
+
+
+# -- grouped and channel-wise convolutions -----------------------------------------------------
+
+def test_grouped_convolution_matches_torch_groups_and_reads_weights_in_matlab_shape(tmp_path):
+    ws = run_code("""
+    layers = [imageInputLayer([6 6 4], Name="im")
+              groupedConvolution2dLayer(3, 2, 'channel-wise', Name="dw", Padding=[1 1 1 1])
+              groupedConvolution2dLayer([3 3], 3, 2, Name="g2", Stride=2, Padding="same")];
+    net = dlnetwork(layers);
+    W = net.Layers(2).Weights;
+    B = net.Layers(3).Bias;
+    """)
+    net, p = ws["net"], ws["net"].learnables
+    assert ws["W"].shape == (3, 3, 1, 2, 4) and ws["B"].shape == (1, 1, 3, 2)
+    assert tuple(p["dw/weight"].shape) == (8, 1, 3, 3) and tuple(p["g2/weight"].shape) == (6, 4, 3, 3)
+    # MATLAB's W(:, :, 1, f, g) is torch's filter g·fpg + f of group g
+    assert np.allclose(ws["W"][:, :, 0, 1, 3], p["dw/weight"][3 * 2 + 1, 0].detach().numpy())
+    x = torch.randn(2, 4, 6, 6)
+    ref = torch.nn.functional.conv2d(x, p["dw/weight"], p["dw/bias"], padding=1, groups=4)
+    # "same" with stride 2 on 6 rows: MATLAB puts the one padding row at the bottom
+    ref2 = torch.nn.functional.conv2d(torch.nn.functional.pad(ref, (0, 1, 0, 1)), p["g2/weight"],
+                                      p["g2/bias"], stride=2, groups=2)
+    assert torch.allclose(net(x), ref2, atol=1e-5) and net(x).shape == (2, 6, 3, 3)
+    path = tmp_path / "g.attnlab"
+    net.save(path)
+    back = al.load(path)
+    back.load_state_dict(net.state_dict())
+    assert torch.allclose(back(x), net(x), atol=1e-6)
+    with pytest.raises(ScriptError, match="channels divisible by numGroups 3"):
+        run_code("n = dlnetwork([imageInputLayer([4 4 4]); groupedConvolution2dLayer(3, 1, 3)]);")

@@ -38,6 +38,7 @@ TYPES = {"Dropout": "dropoutLayer", "ReLU": "reluLayer", "Softmax": "softmaxLaye
          "Multiplication": "multiplicationLayer", "ImageToSequence": "imageToSequenceLayer",
          "PatchEmbedding": "patchEmbeddingLayer",
          "EmbeddingConcatenation": "embeddingConcatenationLayer", "Swish": "swishLayer",
+         "GroupedConv2d": "groupedConvolution2dLayer",
          "TanhGELU": "geluLayer"}
 
 

@@ -11,8 +11,8 @@ from torch import nn
 from .. import layers as L
 from ..errors import ArgumentError
 from ..network import Network
-from ._options import _as_list, _flag, _int, _is_vector, _parse
-from .mlayers import Identity, Pool1d, Scaling
+from ._options import _as_list, _flag, _int, _ints, _is_vector, _parse
+from .mlayers import GroupedConv2d, Identity, Pool1d, Scaling
 from .vit_layers import EmbeddingConcatenation, PatchEmbedding, Swish
 
 __all__ = ["maxPooling1dLayer", "averagePooling1dLayer", "inputLayer", "functionLayer",
@@ -172,7 +172,33 @@ def swishLayer(*args: Any, **kwargs: Any) -> Swish:
     return Swish(name=o["Name"])
 
 
+def groupedConvolution2dLayer(filterSize: Any, numFiltersPerGroup: int, numGroups: Any, *args: Any,
+                              **kwargs: Any) -> GroupedConv2d:
+    """`groupedConvolution2dLayer(filterSize, numFiltersPerGroup, numGroups)`, numGroups a
+    number or "channel-wise" (one group per input channel: a depthwise convolution). MATLAB's
+    defaults Padding 0, Stride 1; Padding "same", p, [p q] or symmetric [t b l r]."""
+    fn = "groupedConvolution2dLayer"
+    from .layers import _padding2d, _padding_value
+    _, o = _parse(fn, args, kwargs, {"Name": None, "Stride": 1, "DilationFactor": 1,
+                                     "Padding": 0, "PaddingValue": 0, "NumChannelsPerGroup": "auto"})
+    _padding_value(fn, o["PaddingValue"])
+    if isinstance(numGroups, str):
+        if numGroups.lower() != "channel-wise":
+            raise ArgumentError(f"{fn}: expected numGroups to be a number or \"channel-wise\", "
+                                f"received {numGroups!r}.")
+        groups = None
+    else:
+        groups = _int(fn, "numGroups", numGroups)
+    return GroupedConv2d(_ints(fn, "filterSize", filterSize, 2),
+                         _int(fn, "numFiltersPerGroup", numFiltersPerGroup), groups,
+                         stride=_ints(fn, "Stride", o["Stride"], 2),
+                         padding=_padding2d(fn, o["Padding"]),
+                         dilation=_ints(fn, "DilationFactor", o["DilationFactor"], 2),
+                         name=o["Name"])
+
+
 from .weights import collect_presets as _collect  # noqa: E402
+groupedConvolution2dLayer = _collect(groupedConvolution2dLayer)
 patchEmbeddingLayer = _collect(patchEmbeddingLayer)
 embeddingConcatenationLayer = _collect(embeddingConcatenationLayer)
 
@@ -194,9 +220,6 @@ _IMAGE_SEQUENCES = ("attnlab has sequences B×T×C and images B×C×H×W, not se
                     "into features first.")
 sequenceFoldingLayer = _unsupported("sequenceFoldingLayer", _IMAGE_SEQUENCES)
 sequenceUnfoldingLayer = _unsupported("sequenceUnfoldingLayer", _IMAGE_SEQUENCES)
-groupedConvolution2dLayer = _unsupported(
-    "groupedConvolution2dLayer", "grouped and channel-wise convolutions are not in attnlab; "
-    "use convolution2dLayer (all channels), or a functionLayer with torch's conv2d(groups=…).")
 spatialDropoutLayer = _unsupported(
     "spatialDropoutLayer", "attnlab's dropout drops single values, not whole channels; use "
     "dropoutLayer, or a functionLayer with torch's dropout1d/dropout2d.")

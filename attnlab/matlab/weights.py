@@ -98,6 +98,21 @@ def _lstm(bidirectional: bool):
                      bias_get, bias_set)}
 
 
+def _grouped(fpg):
+    # MATLAB: FilterSize(1)×FilterSize(2)×NumChannelsPerGroup×NumFiltersPerGroup×NumGroups;
+    # torch: (NumGroups·NumFiltersPerGroup)×NumChannelsPerGroup×FilterSize(1)×FilterSize(2)
+    def to_m(w):
+        g = w.shape[0] // fpg
+        return w.reshape(g, fpg, *w.shape[1:]).permute(3, 4, 2, 1, 0)
+
+    return {"Weights": (("weight",), "FilterSize(1)×FilterSize(2)×NumChannelsPerGroup×"
+                        "NumFiltersPerGroup×NumGroups", to_m,
+                        lambda v, s: (v.permute(4, 3, 2, 0, 1).reshape(s[0]),)),
+            "Bias": (("bias",), "1×1×NumFiltersPerGroup×NumGroups",
+                     lambda b: b.reshape(-1, fpg).t().reshape(1, 1, fpg, -1),
+                     lambda v, s: (v.reshape(fpg, -1).t().reshape(s[0]),))}
+
+
 def _gru(layer):
     # MATLAB and torch stack the gates in the same order (reset, update, candidate). With
     # ResetGateMode "recurrent-bias-after-multiplication" (what torch computes) MATLAB's Bias is
@@ -173,6 +188,8 @@ def _table(layer) -> dict:
         return _embedding()
     if kind == "PatchEmbedding":
         return _conv2d()
+    if kind == "GroupedConv2d":
+        return _grouped(layer.filters_per_group)
     if kind == "EmbeddingConcatenation":
         return {"Weights": (("weight",), "NumChannels×1", _col, lambda v, s: (v.reshape(s[0]),))}
     return {}
