@@ -3,7 +3,6 @@ report the networks it builds — the final ones: a layer array that went into a
 analysed again on its own. Exit status 0 clean, 1 network errors, 2 the script cannot be run."""
 from __future__ import annotations
 
-import dataclasses
 import sys
 import warnings
 from pathlib import Path
@@ -13,7 +12,7 @@ from ..layers.base import Layer
 from ..network import Network
 from .interpreter import Interpreter, _run
 from .reader import ScriptError
-from .terms import in_matlab_terms
+from .terms import matlab_analysis, matlab_count_note
 
 
 def parse_sets(pairs: list[str]) -> dict:
@@ -55,36 +54,6 @@ def final_networks(ws: dict, notes=None) -> list[tuple[str, Network]]:
             if notes is not None:
                 notes.extend(f"'{name}': {w.message}" for w in caught)
     return out
-
-
-def torch_only_biases(net) -> int:
-    """The learnables torch's recurrent layers have beyond MATLAB's: the recurrent bias
-    (bias_hh) of LSTMs, and of GRUs unless ResetGateMode is
-    "recurrent-bias-after-multiplication" (where MATLAB has it too)."""
-    extra = 0
-    for layer in net.layers:
-        kind = type(layer).__name__
-        gates = {"LSTM": 4, "GRU": 3}.get(kind)
-        if gates is None or (kind == "GRU" and layer.__dict__.get("_matlab_reset_gate_mode")
-                             == "recurrent-bias-after-multiplication"):
-            continue
-        hidden = getattr(layer, "hidden", 0)
-        extra += gates * hidden * (2 if getattr(layer, "bidirectional", False) else 1)
-    return extra
-
-
-def _matlab_analysis(analysis, net=None):
-    from .terms import _TERMS, TYPES
-    names = {a: b for a, b in _TERMS if "(" not in b}
-    names.update(TYPES)
-    from .terms import time_axis_gone
-    issues = [dataclasses.replace(i, message=in_matlab_terms(time_axis_gone(net, i) or i.message))
-              for i in analysis.issues]
-    types = {k: names.get(v, v) for k, v in analysis.types.items()}
-    for layer in (net.layers if net is not None else ()):
-        if getattr(layer, "bidirectional", False) and types.get(layer.name) == "lstmLayer":
-            types[layer.name] = "bilstmLayer"
-    return dataclasses.replace(analysis, issues=issues, types=types)
 
 
 def _load(path: Path, sets: list[str]):
@@ -133,15 +102,13 @@ def analyze(path: Path, sets: list[str], width: int = 120) -> int:
     if not nets:
         print(f"{path.name}: the script builds no network")
     for name, net in nets:
-        analysis = _matlab_analysis(net.analyze(), net)
+        analysis = matlab_analysis(net.analyze(), net)
         print(f"{path.name}: network '{name}': {len(net.layers)} layers, inputs "
               f"{', '.join(net.input_names) or '-'}, outputs {', '.join(net.output_names) or '-'}")
         print(analysis.table(width=width), end="")
-        extra = torch_only_biases(net)
-        if extra and analysis.total_learnables:
-            print(f"MATLAB counts {analysis.total_learnables - extra:,} learnables: PyTorch's "
-                  f"LSTM/GRU keep a second bias vector per gate ({extra:,} values) that MATLAB "
-                  "does not have (MATLAB's Bias reads as the sum of the two).")
+        note = matlab_count_note(net, analysis)
+        if note:
+            print(note)
         status = status or (0 if analysis.ok else 1)
     for note in notes:
         print(f"note: {note}")

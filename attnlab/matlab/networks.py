@@ -167,9 +167,13 @@ def analyzeNetwork(net_or_layers, *X, **kwargs: Any):
     `Analysis`. Takes a network or a layer array; `X` are example inputs for a network without
     input layers. Never raises for a bad graph."""
     _parse("analyzeNetwork", (), kwargs, {"TargetUsage": "dlnetwork"})
+    from .terms import matlab_count_note
     net = net_or_layers if isinstance(net_or_layers, Network) else layerGraph(net_or_layers)
     analysis = net.analyze(*X)
     print(analysis.table())
+    note = matlab_count_note(net, analysis)       # what MATLAB's analyzeNetwork would count
+    if note:
+        print(note)
     return analysis
 
 
