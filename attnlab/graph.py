@@ -47,7 +47,7 @@ class Graph(Layer):
         self._conns: dict[tuple[str, str], tuple[str, str]] = {}
 
     # ------------------------------------------------------------------------- editing ---
-    def add(self, layers) -> "Graph":
+    def add(self, layers: Layer | list[Layer] | tuple[Layer, ...]) -> "Graph":
         """Adds a layer, or a list of layers connected in order (each first output to the next
         layer's first input). Returns the network, so calls can chain."""
         new = list(layers) if isinstance(layers, (list, tuple)) else [layers]
@@ -116,6 +116,7 @@ class Graph(Layer):
         return self
 
     def disconnect(self, source: str, destination: str) -> "Graph":
+        """Removes the connection `source` → `destination` (named as for `connect`)."""
         src, sport = self._resolve(source, "output")
         dst, dport = self._resolve(destination, "input")
         if self._conns.get((dst, dport)) != (src, sport):
@@ -138,7 +139,7 @@ class Graph(Layer):
         self._changed()
         return self
 
-    def replace(self, name: str, layers) -> "Graph":
+    def replace(self, name: str, layers: Layer | list[Layer] | tuple[Layer, ...]) -> "Graph":
         """Replaces a layer by a layer or a list (connected in order); the old layer's input
         connections go to the first new layer and its output connections leave from the last."""
         old = self._layer(name)
@@ -220,10 +221,12 @@ class Graph(Layer):
     # ----------------------------------------------------------------------- views -----
     @property
     def layers(self) -> LayerList:
+        """The layers in the order they were added, read-only, also by name (`net.layers["fc"]`)."""
         return LayerList(self._layers.values())
 
     @property
     def connections(self) -> tuple[Connection, ...]:
+        """The connections, each `Connection(source, destination)` as "layer" or "layer/port"."""
         out = []
         for (dst, dport), (src, sport) in self._conns.items():
             out.append(Connection(_fmt(self._layers[src], src, sport, "output"),
@@ -232,6 +235,7 @@ class Graph(Layer):
 
     @property
     def input_names(self) -> list[str]:
+        """The names of the network's inputs (its input layers, or else its open input ports)."""
         inputs = [n for n, l in self._layers.items() if l.is_input]
         if inputs:
             return inputs
@@ -240,9 +244,10 @@ class Graph(Layer):
 
     @property
     def output_names(self) -> list[str]:
+        """The names of the network's outputs (the layer outputs that feed no other layer)."""
         return [o[2] for o in self._dangling_outputs()]
 
-    def choose_outputs(self, names=None) -> "Graph":
+    def choose_outputs(self, names: str | list[str] | tuple[str, ...] | None = None) -> "Graph":
         """Makes these layer outputs ("layer" or "layer/port", inner ones too) the network's
         outputs, in this order (MATLAB's `net.OutputNames = [...]`); None goes back to the
         default, the unconnected outputs. A Network keeps the choice in

@@ -134,6 +134,12 @@ def _ints(fn: str, what: str, value, n: int, least: int = 1) -> tuple[int, ...]:
     return (_int(fn, what, value, least),) * n
 
 
+def _pair(fn: str, what: str, value, least: int = 1) -> tuple[int, int]:
+    """A MATLAB scalar or [a b] of integers as a pair."""
+    a, b = _ints(fn, what, value, 2, least)
+    return a, b
+
+
 def _is_vector(value) -> bool:
     return isinstance(value, (list, tuple)) or (hasattr(value, "shape") and getattr(value, "ndim", 0) > 0)
 

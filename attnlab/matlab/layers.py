@@ -8,7 +8,7 @@ import warnings
 from .. import layers as L
 from ..errors import ArgumentError
 from ..layers.base import Layer
-from ._options import (MatlabNote, _as_list, _auto, _flag, _int, _ints, _is_vector,
+from ._options import (MatlabNote, _as_list, _auto, _flag, _int, _ints, _is_vector, _pair,
                        _mask_option, _normalization, _parse, _word)
 
 __all__ = ['sequenceInputLayer', 'imageInputLayer', 'featureInputLayer', 'lstmLayer', 'bilstmLayer', 'gruLayer', 'attentionLayer', 'selfAttentionLayer', 'fullyConnectedLayer', 'convolution1dLayer', 'convolution2dLayer', 'maxPooling2dLayer', 'averagePooling2dLayer', 'globalAveragePooling1dLayer', 'globalMaxPooling1dLayer', 'globalAveragePooling2dLayer', 'globalMaxPooling2dLayer', 'flattenLayer', 'indexing1dLayer', 'positionEmbeddingLayer', 'sinusoidalPositionEncodingLayer', 'embeddingLayer', 'wordEmbeddingLayer', 'layerNormalizationLayer', 'batchNormalizationLayer', 'dropoutLayer', 'reluLayer', 'leakyReluLayer', 'geluLayer', 'tanhLayer', 'sigmoidLayer', 'softmaxLayer', 'additionLayer', 'multiplicationLayer', 'concatenationLayer', 'depthConcatenationLayer', 'classificationLayer', 'regressionLayer', 'OutputLayer']
@@ -232,9 +232,9 @@ def convolution2dLayer(filterSize, numFilters, *args: Any, **kwargs: Any) -> L.C
                   {"Name": None, "Stride": 1, "DilationFactor": 1, "Padding": 0,
                    "PaddingValue": 0, "NumChannels": "auto"})
     _padding_value(fn, o["PaddingValue"])
-    return L.Conv2d(_ints(fn, "filterSize", filterSize, 2), _int(fn, "numFilters", numFilters),
-                    stride=_ints(fn, "Stride", o["Stride"], 2), padding=_padding2d(fn, o["Padding"]),
-                    dilation=_ints(fn, "DilationFactor", o["DilationFactor"], 2), name=o["Name"])
+    return L.Conv2d(_pair(fn, "filterSize", filterSize), _int(fn, "numFilters", numFilters),
+                    stride=_pair(fn, "Stride", o["Stride"]), padding=_padding2d(fn, o["Padding"]),
+                    dilation=_pair(fn, "DilationFactor", o["DilationFactor"]), name=o["Name"])
 
 
 def _first(value):
