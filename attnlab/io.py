@@ -860,8 +860,10 @@ def _import_layer_modules():
     for m in _LAYER_MODULES:                      # attnlab's own modules: fixed names, not data
         try:
             importlib.import_module(m)
-        except ImportError:
-            pass
+        except ImportError as e:
+            if (e.name or "").split(".")[0] == "attnlab":
+                raise                            # attnlab itself is broken: say so
+            # else an optional dependency (the matlab extra) is missing: its types stay unknown
 
 
 def _make_layer(cls, cfg: dict, name: str):

@@ -154,7 +154,8 @@ class Module(Layer):
         except Exception as e:  # translated, with the cause chained
             got = ", ".join(map(str, ins))
             raise self.error(SizeError, self.input_ports[0],
-                             f"the wrapped {type(self.module).__name__} failed on input {got}: {e}. "
+                             f"the wrapped {type(self.module).__name__} failed on input {got}: "
+                             f"{str(e).rstrip('. ')}. "
                              "Check the sizes it expects, or give output_specs.") from e
         outs = outs if isinstance(outs, (tuple, list)) else (outs,)
         if len(outs) != self.num_outputs:
