@@ -302,3 +302,15 @@ def test_a_saved_network_with_matlab_layers_loads_without_importing_attnlab_matl
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "(1, 4, 2)"
+
+
+def test_self_attention_heads_that_do_not_divide_are_named_in_matlab_terms():
+    import attnlab as al
+    import attnlab.matlab as m
+    with pytest.raises(al.ArgumentError) as e:
+        m.selfAttentionLayer(3, 64)
+    assert "numKeyChannels (64) must be a multiple of numHeads (3)" in str(e.value)
+    assert "selfAttentionLayer(3, 63)" in str(e.value)
+    with pytest.raises(al.ArgumentError) as e:
+        m.selfAttentionLayer(4, 64, NumValueChannels=30)
+    assert "NumValueChannels=32" in str(e.value)

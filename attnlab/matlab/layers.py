@@ -160,8 +160,19 @@ def selfAttentionLayer(numHeads, numKeyChannels, *args: Any, **kwargs: Any) -> L
                    "HasPaddingMaskInput": False, "HasScoresOutput": False,
                    "AttentionMask": "none", "DropoutProbability": 0.0})
     value, out = _auto(o["NumValueChannels"]), _auto(o["OutputSize"])
+    heads, keys = _int(fn, "numHeads", numHeads), _int(fn, "numKeyChannels", numKeyChannels)
+    for what, channels in (("numKeyChannels", keys),
+                           ("NumValueChannels", None if value is None else _int(fn, "NumValueChannels", value))):
+        if channels is not None and heads > 0 and channels % heads:
+            raise ArgumentError(f"{fn}: {what} ({channels}) must be a multiple of numHeads "
+                                f"({heads}), received {fn}({heads}, {keys}, …): each head gets "
+                                f"{what}/numHeads channels. For example "
+                                + (f"{fn}({heads}, {heads * max(1, round(channels / heads))})."
+                                   if what == "numKeyChannels" else
+                                   f"{fn}({heads}, {keys}, NumValueChannels="
+                                   f"{heads * max(1, round(channels / heads))})."))
     return L.SelfAttention(
-        _int(fn, "numHeads", numHeads), _int(fn, "numKeyChannels", numKeyChannels),
+        heads, keys,
         value_channels=None if value is None else _int(fn, "NumValueChannels", value),
         output_channels=None if out is None else _int(fn, "OutputSize", out),
         attention_mask=_mask_option(fn, o["AttentionMask"]),
