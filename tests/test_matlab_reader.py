@@ -31,8 +31,11 @@ def test_seed1_question_names_the_cycle_in_order_with_the_fix(capsys):
 def test_seed1_question_without_its_variables_is_a_script_error(capsys):
     assert main(["analyze", str(HERE / "seed1_question.m")]) == 2
     err = capsys.readouterr().err
-    assert "seed1_question.m:3:24: undefined variable or function 'InputChannels'" in err
-    assert "--set InputChannels=VALUE" in err
+    assert "seed1_question.m:3:24: undefined variables or functions 'InputChannels', " in err
+    # every variable the script needs, in one error, so one command line gives them all
+    for name in ("InputChannels", "hidden_num_lstm1", "AttentionChannels", "NumHeads",
+                 "hidden_num_lstm2", "OutputChannels"):
+        assert f"--set {name}=VALUE" in err
 
 
 def test_seed1_answer_analyses_clean(capsys):

@@ -63,18 +63,44 @@ def _load(path: Path, sets: list[str]):
     ws, interp = _run(interp)
     nets = final_networks(ws, interp.notes)
     if not nets and interp.blocked:
-        raise _blocked_error(interp)
+        raise _blocked_error(interp, _all_undefined(path, sets, interp))
     return nets, interp.notes
 
 
-def _blocked_error(interp) -> ScriptError:
+def _all_undefined(path: Path, sets: list[str], interp, most: int = 30) -> list[str]:
+    """The script's undefined variables, all of them, so that one error can name every
+    --set the script needs: rerun with each one found given a placeholder (1) until the
+    script runs or stops on something else. The placeholders never reach the analysis."""
+    found: list[str] = []
+    while interp.blocked and len(found) < most:
+        e = interp.blocked[0][1]
+        if e.node is None or not e.var or e.var in found:
+            break
+        found.append(e.var)
+        ws = {**parse_sets(sets), **{name: 1.0 for name in found}}
+        try:
+            _, interp = _run(Interpreter(path.read_bytes(), path.name, ws, analyze=True,
+                                         out=lambda *a, **k: None))
+        except AttnlabError:
+            break                                   # the placeholder did not fit: stop here
+    return found
+
+
+def _blocked_error(interp, undefined: list[str] | None = None) -> ScriptError:
     """No network could be built because a statement that builds one needed a value the
-    script does not have: the error names that value and how to give it."""
+    script does not have: the error names that value (and the other undefined ones the
+    script uses) and how to give them."""
     node, e = interp.blocked[0]
     if e.node is not None:                       # an undefined variable: where it is used
-        return ScriptError(f"undefined variable or function '{e.var}'. Give it a value: "
-                           f"attnlab analyze FILE.m --set {e.var}=VALUE, or run_file(path, "
-                           f"workspace={{'{e.var}': …}})", interp.file,
+        names = undefined if undefined and len(undefined) > 1 else [e.var]
+        what = (f"undefined variable or function '{e.var}'" if len(names) == 1 else
+                f"undefined variables or functions {', '.join(repr(n) for n in names)} "
+                f"(the first used here)")
+        return ScriptError(f"{what}. Give {'it a value' if len(names) == 1 else 'them values'}: "
+                           f"attnlab analyze FILE.m "
+                           + " ".join(f"--set {n}=VALUE" for n in names)
+                           + ", or run_file(path, workspace={"
+                           + ", ".join(f"'{n}': …" for n in names) + "})", interp.file,
                            e.node.start_point.row + 1, e.node.start_point.column + 1)
     fix = f" Give it with --set {e.var}=VALUE." if e.var and "--set" not in e.why else ""
     return ScriptError(f"no network could be built: this statement was skipped ({e.why}).{fix}",
