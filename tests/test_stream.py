@@ -344,13 +344,13 @@ def test_kv_cache_grows_by_doubling_and_appends_in_place():
     for i in range(20):
         ys.append(s.step(x[:, i:i + 1]))
         ptrs.append(cache.k.data_ptr())
-        capacities.append(cache.k.shape[1])
+        capacities.append(cache.capacity)
     assert sorted(set(capacities)) == [4, 8, 16, 32]
     assert len(set(ptrs)) == 4                         # new buffers only when the cache doubles
     assert cache.n == 20
     close(torch.cat(ys, 1), net(x))
     s.reset()
-    assert cache.n == 0 and cache.k.shape[1] == 32     # reset keeps the memory
+    assert cache.n == 0 and cache.capacity == 32     # reset keeps the memory
 
 
 # -- layers that cannot stream -------------------------------------------------------------

@@ -377,43 +377,61 @@ def _sinusoidal(ctx):
 # ------------------------------------------------------------------------------ attention ---
 
 class KVCache:
-    """Keys and values of every step so far in preallocated buffers, B×capacity×Ck and
-    B×capacity×Cv, whose capacity doubles when full: appending t steps copies those t steps
-    only (a doubling copies the n cached ones, O(1) amortised per step).
+    """Keys and values of every step so far, in preallocated head-major buffers
+    B×heads×capacity×dk and B×heads×capacity×dv (the layout the attention kernel reads fastest,
+    as a hand-written cache keeps them), whose capacity doubles when full: appending t steps
+    copies those t steps only (a doubling copies the n cached ones, O(1) amortised per step).
 
-    Keys and values get separate buffers, so that the views handed to the attention kernel
-    have the layout of ordinary B×T×C activations (rows of C channels), not rows of keys
-    interleaved with values."""
+    `heads` is the number of key/value heads (fewer than the query's with grouped-query
+    attention); `k`/`v` are None until the first append, `n` the steps held, `capacity` the
+    steps the buffers hold."""
 
-    def __init__(self, capacity: int = 64):
+    def __init__(self, capacity: int = 64, heads: int = 1):
         self.capacity0 = max(1, int(capacity))
-        self.k = self.v = None
+        self.heads = int(heads)
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
         self.n = 0
 
-    def reset(self):
+    @property
+    def capacity(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+    def reset(self) -> None:
         self.n = 0
+
+    def fits(self, k: Tensor, end: int) -> bool:
+        """True when the buffers take steps up to `end` of keys like k (batch, dtype, device)."""
+        c = self.k
+        return c is not None and end <= c.shape[2] and c.shape[0] == k.shape[0] and \
+            c.dtype == k.dtype and c.device == k.device
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """k B×t×Ck, v B×t×Cv → every key and value so far, views B×n×Ck and B×n×Cv."""
-        n, end = self.n, self.n + k.shape[1]
-        if self.k is None or end > self.k.shape[1] or self.k.shape[0] != k.shape[0] or \
-                self.k.dtype != k.dtype or self.k.device != k.device:
-            self._grow(k, v, end)
-        self.k[:, n:end] = k
-        self.v[:, n:end] = v
+        """k B×t×(heads·dk), v B×t×(heads·dv) → every key and value so far, views
+        B×heads×n×dk and B×heads×n×dv."""
+        b, t, h = k.shape[0], k.shape[1], self.heads
+        n, end = self.n, self.n + t
+        if not self.fits(k, end):
+            self.grow(k, v, end)
+        kc, vc = self.k, self.v
+        assert kc is not None and vc is not None       # for mypy: grow made them
+        kc[:, :, n:end] = k.view(b, t, h, -1).transpose(1, 2)
+        vc[:, :, n:end] = v.view(b, t, h, -1).transpose(1, 2)
         self.n = end
-        return self.k[:, :end], self.v[:, :end]
+        return kc[:, :, :end], vc[:, :, :end]
 
-    def _grow(self, k, v, end):
+    def grow(self, k: Tensor, v: Tensor, end: int) -> None:
+        """New buffers for keys/values like k, v holding at least `end` steps; the cached
+        steps are kept when the batch is the same (else the cache starts again)."""
         old_k, old_v, n = self.k, self.v, self.n
-        keep = old_k is not None and old_k.shape[0] == k.shape[0] and n > 0
-        cap = max(self.capacity0, end, 2 * (old_k.shape[1] if keep else 0))
-        b = k.shape[0]
-        self.k = k.new_empty(b, cap, k.shape[2])
-        self.v = v.new_empty(b, cap, v.shape[2])
-        if keep:
-            self.k[:, :n] = old_k[:, :n]
-            self.v[:, :n] = old_v[:, :n]
+        keep = old_k is not None and old_v is not None and old_k.shape[0] == k.shape[0] and n > 0
+        cap = max(self.capacity0, end, 2 * (old_k.shape[2] if keep and old_k is not None else 0))
+        b, h = k.shape[0], self.heads
+        self.k = k.new_empty(b, h, cap, k.shape[-1] // h)
+        self.v = v.new_empty(b, h, cap, v.shape[-1] // h)
+        if keep and old_k is not None and old_v is not None:
+            self.k[:, :, :n] = old_k[:, :, :n]
+            self.v[:, :, :n] = old_v[:, :, :n]
         else:
             self.n = 0
 
@@ -428,9 +446,10 @@ class CachedAttentionStepper(Stepper):
     every cached step up to their own (bottom-right causal alignment).
 
     `project(*xs) → (q B×t×Ck, k B×t×Ckv, v B×t×Cv)`; `out` maps B×t×Cv → B×t×Cout.
-    One new step (decoding) takes a fast path: scaled_dot_product_attention on views of the
-    cache, no mask (the newest query sees every cached key) and no argument checks; several
-    new steps (a prefill) go through `attnlab.functional.attention`."""
+    One new step (decoding) takes a fast path written like a hand-made cache: the new key and
+    value copied into their slot of the head-major buffers, scaled_dot_product_attention on
+    views of them, no mask (the newest query sees every cached key) and no argument checks.
+    Several new steps (a prefill) go through `attnlab.functional.attention`."""
 
     def __init__(self, module, project, out, num_heads, num_kv_heads, key_channels,
                  value_channels, scale, capacity, refresh=None):
@@ -445,7 +464,7 @@ class CachedAttentionStepper(Stepper):
         self.gqa = num_kv_heads != num_heads
         self.sdpa_kw = {"enable_gqa": True} if self.gqa else {}
         self.fast = not self.gqa or AF._SDPA_GQA
-        self.cache = KVCache(capacity)
+        self.cache = KVCache(capacity, num_kv_heads)
         self.refresh = refresh
 
     def reset(self):
@@ -455,21 +474,27 @@ class CachedAttentionStepper(Stepper):
 
     def step(self, *xs):
         q, k, v = self.project(*xs)
-        keys, values = self.cache.append(k, v)                      # B×n×Ckv, B×n×Cv
-        m = self.module
+        m, c = self.module, self.cache
+        b, t, n = q.shape[0], q.shape[1], c.n
+        if t == 1 and self.fast and not (m.training and m.dropout):
+            if not c.fits(k, n + 1):
+                c.grow(k, v, n + 1)
+            kc, vc = c.k, c.v
+            kc[:, :, n] = k.view(b, self.hkv, self.dk)                      # B×Hkv×dk slot
+            vc[:, :, n] = v.view(b, self.hkv, self.dv)
+            c.n = n + 1
+            y = F.scaled_dot_product_attention(q.view(b, self.h, 1, self.dk), kc[:, :, :n + 1],
+                                               vc[:, :, :n + 1], scale=self.scale,
+                                               **self.sdpa_kw)              # B×H×1×dv
+            return self.out(y.view(b, 1, self.h * self.dv))                 # B×1×H·dv: a view
+        keys, values = c.append(k, v)                        # B×Hkv×n×dk, B×Hkv×n×dv
+        end = keys.shape[2]
+        keys = keys.transpose(1, 2).reshape(b, end, self.hkv * self.dk)    # B×n×Ckv
+        values = values.transpose(1, 2).reshape(b, end, self.hkv * self.dv)
         p = m.dropout if m.training else 0.0
-        b, t = q.shape[0], q.shape[1]
-        if t == 1 and self.fast and not p:
-            n = keys.shape[1]
-            qh = q.view(b, 1, self.h, self.dk).transpose(1, 2)             # B×H×1×dk
-            kh = keys.view(b, n, self.hkv, self.dk).transpose(1, 2)        # B×Hkv×n×dk (views)
-            vh = values.view(b, n, self.hkv, self.dv).transpose(1, 2)      # B×Hkv×n×dv
-            y = F.scaled_dot_product_attention(qh, kh, vh, scale=self.scale, **self.sdpa_kw)
-            y = y.transpose(1, 2).reshape(b, 1, self.h * self.dv)           # B×1×Cv
-        else:
-            y = AF.attention(q, keys, values, self.h, self.scale_arg, attention_mask="causal",
-                             causal_alignment="bottom-right", dropout=p, training=m.training,
-                             num_kv_heads=self.hkv if self.gqa else None)   # B×t×Cv
+        y = AF.attention(q, keys, values, self.h, self.scale_arg, attention_mask="causal",
+                         causal_alignment="bottom-right", dropout=p, training=m.training,
+                         num_kv_heads=self.hkv if self.gqa else None)       # B×t×Cv
         return self.out(y)
 
 
