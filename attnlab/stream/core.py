@@ -12,6 +12,7 @@ from ..errors import ArgumentError, DataError, NetworkError, close_matches
 from .program import LINE_LAYERS, Static, build_program
 
 _HALF = (torch.float16, torch.bfloat16)
+_IDS = (torch.int64, torch.int32)     # token ids an Embedding-only input takes as they are
 
 
 def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device=None,
@@ -22,7 +23,9 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
     sequence; tensors, lists of variable-length sequences or `Padded`). Everything that
     depends on them only is computed once, here. The other inputs are *streamed*: each
     `Stream.step(x)` gives their next t ≥ 1 steps (B×t×C) and returns the outputs at those
-    positions, exactly what the full forward pass gives there.
+    positions, exactly what the full forward pass gives there. An input read by Embedding
+    layers only also takes its token ids as integers (int64/int32, B×t×1), which skips the
+    conversion to floats and back: `y.argmax(-1, keepdim=True)` is the next step.
 
     Per-layer state: LSTM/GRU states, key/value caches of causal self-attention (preallocated,
     `capacity` steps at first, doubled when full), cross-attention keys/values from static
@@ -111,6 +114,9 @@ class Stream:
         self._fn = maybe_compile(fn, compile, self._device, "decoding")
         self._names = list(program.streamed_inputs)
         self._channels = [s.channels for s in specs]
+        # per input, the dtypes a step takes without a conversion
+        self._dtypes = [(dtype,) + (_IDS if n in program.ids_inputs else ())
+                        for n in self._names]
         self._out_names = [o for o, _ in program.outputs]
         self._single_in = len(self._names) == 1
         self._single_out = len(self._out_names) == 1
@@ -199,8 +205,8 @@ class Stream:
     # -- input checks -----------------------------------------------------------------------
     def _check(self, x, i):
         if type(x) is Tensor and x.dim() == 3 and x.shape[0] == self._batch and \
-                x.shape[2] == self._channels[i] and x.dtype is self._dtype and x.shape[1] and \
-                x.device == self._device:
+                x.shape[2] == self._channels[i] and x.dtype in self._dtypes[i] and \
+                x.shape[1] and x.device == self._device:
             return x                                       # the hot path: a right tensor
         return self._convert(x, i)
 
@@ -233,8 +239,9 @@ class Stream:
                             f"{'the static inputs' if self._static_batch else 'the first step'}), "
                             f"received {shape}. A stream keeps one batch; reset() (or a new "
                             "stream) for another.")
-        if x.dtype != self._dtype or x.device != self._device:
-            x = x.to(self._device, self._dtype, non_blocking=True)
+        dtype = x.dtype if x.dtype in self._dtypes[i] else self._dtype
+        if x.dtype != dtype or x.device != self._device:
+            x = x.to(self._device, dtype, non_blocking=True)
         return x
 
     def _by_name(self, given):

@@ -27,6 +27,7 @@ from ..analysis import Issue
 from ..errors import DataError
 from ..graph import Graph
 from ..layers.combine import _Sum
+from ..layers.embedding import Embedding
 from .steppers import (PER_STEP, LayerContext, NotStreamable, Route, bound_forward,
                        stepper_for)
 
@@ -67,6 +68,8 @@ class Program:
     limit: float = float("inf")        # steps available in static sequences read step by step
     problems: list[Issue] = field(default_factory=list)
     line_layers: dict[int, str] = field(default_factory=dict)
+    # streamed inputs read by Embedding layers only: integer token ids pass to them unconverted
+    ids_inputs: frozenset = frozenset()
 
     def reset(self) -> None:
         for r in self.resets:
@@ -94,6 +97,7 @@ class _Builder:
         self.problems: list[Issue] = []
         self.limit = float("inf")
         self.n_vars = 0
+        self.uses: dict[str, list] = {}    # streamed variable → the layers reading it
 
     # -- the walk ---------------------------------------------------------------------------
     def build(self, with_static_outputs: bool) -> Program:
@@ -118,6 +122,8 @@ class _Builder:
                 src = conns.get((name, p))       # an unconnected port is a network input
                 own = name if len(layer.input_ports) == 1 else f"{name}/{p}"
                 ins[p] = self.values[src if src is not None else ("<in>", own)]
+                if isinstance(ins[p], Streamed):
+                    self.uses.setdefault(ins[p].var, []).append(layer)
             if all(isinstance(v, Static) for v in ins.values()):
                 outs = self._run_static(name, layer, ins)
             else:
@@ -131,8 +137,12 @@ class _Builder:
         returned = [self._ref(v) for _, v in outputs
                     if with_static_outputs or isinstance(v, Streamed)]
         fn, source = self._compile(args, returned)
+        returned_vars = {v.var for _, v in outputs if isinstance(v, Streamed)}
+        ids = frozenset(a for i, a in enumerate(net.input_names) if a in args and
+                        f"x{i}" not in returned_vars and self.uses.get(f"x{i}") and
+                        all(type(u) is Embedding for u in self.uses[f"x{i}"]))
         return Program(fn, source, outputs, args, self.resets, self.steppers, self.limit,
-                       self.problems, self.line_layers)
+                       self.problems, self.line_layers, ids)
 
     # -- static layers: run once ------------------------------------------------------------
     def _run_static(self, name, layer, ins) -> list[Static]:
@@ -231,9 +241,11 @@ class _Builder:
             bias = "None" if module.bias is None else self._const(module.bias)
             return f"{self._callable(F.linear)}({args[0]}, {self._const(module.weight)}, {bias})"
         if kind is nn.LayerNorm and module.elementwise_affine and module.bias is not None:
-            return (f"{self._callable(F.layer_norm)}({args[0]}, "
+            # torch.layer_norm is what F.layer_norm calls after its Python-level checks
+            return (f"{self._callable(torch.layer_norm)}({args[0]}, "
                     f"{self._const(tuple(module.normalized_shape))}, {self._const(module.weight)}"
-                    f", {self._const(module.bias)}, {self._const(float(module.eps))})")
+                    f", {self._const(module.bias)}, {self._const(float(module.eps))}, "
+                    f"{self._const(torch.backends.cudnn.enabled)})")
         if kind is nn.GELU:
             return f"{self._callable(F.gelu)}({args[0]}, approximate={self._const(module.approximate)})"
         if kind is nn.ReLU and not module.inplace:

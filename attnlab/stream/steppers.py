@@ -319,8 +319,8 @@ def _conv1d(ctx):
 # ------------------------------------------------------------------------------ positions ---
 
 class PositionEmbeddingStepper(Stepper):
-    """Learned positions: runs the module with its `offset` at the stream's position (and puts
-    it back, so that the full forward pass still starts at 0)."""
+    """Learned positions: rows pos…pos+t−1 of the module's own weight (read live), as the
+    module gives them with its `offset` at the stream's position."""
 
     needs_pos = True
 
@@ -329,30 +329,34 @@ class PositionEmbeddingStepper(Stepper):
 
     def step(self, pos, x):
         m = self.module
-        m.offset = pos
-        try:
-            return m(x)                                             # B×t×channels
-        finally:
-            m.offset = 0
+        b, t = x.shape[0], x.shape[1]
+        if pos + t > m.weight.shape[0]:
+            m.offset = pos              # the module's own error, naming the layer
+            try:
+                return m(x)
+            finally:
+                m.offset = 0
+        return m.weight[pos:pos + t].expand(b, t, -1)                 # B×t×channels
 
 
 class SinusoidalStepper(Stepper):
-    """Sinusoidal positions: a table of the module's own encodings (1×capacity×dim, doubled
-    when outgrown) sliced at the stream's position: one view per step instead of recomputing."""
+    """Sinusoidal positions: a table of the module's own encodings (capacity×dim, doubled when
+    outgrown), kept expanded to the batch (a view, no copy), sliced at the stream's position:
+    one view per step instead of recomputing."""
 
     needs_pos = True
 
     def __init__(self, module):
         self.module = module
-        self.table = None
+        self.table = None               # B×length×dim, stride 0 along B
 
     def step(self, pos, x):
         end = pos + x.shape[1]
         table = self.table
-        if table is None or end > table.shape[1] or table.dtype != x.dtype or \
-                table.device != x.device:
-            table = self.table = self._encode(max(2 * end, 64), x)
-        return table[:, pos:end].expand(x.shape[0], -1, -1)         # B×t×dim
+        if table is None or end > table.shape[1] or table.shape[0] != x.shape[0] or \
+                table.dtype != x.dtype or table.device != x.device:
+            table = self.table = self._encode(max(2 * end, 64), x).expand(x.shape[0], -1, -1)
+        return table[:, pos:end]                                      # B×t×dim
 
     def _encode(self, length, x):
         with torch.no_grad():
