@@ -349,6 +349,7 @@ class SinusoidalStepper(Stepper):
     def __init__(self, module):
         self.module = module
         self.table = None               # B×length×dim, stride 0 along B
+        self.rows: tuple[Tensor, ...] = ()   # its B×1×dim views, one per position (t = 1)
 
     def step(self, pos, x):
         end = pos + x.shape[1]
@@ -356,6 +357,9 @@ class SinusoidalStepper(Stepper):
         if table is None or end > table.shape[1] or table.shape[0] != x.shape[0] or \
                 table.dtype != x.dtype or table.device != x.device:
             table = self.table = self._encode(max(2 * end, 64), x).expand(x.shape[0], -1, -1)
+            self.rows = table.split(1, 1)
+        if end == pos + 1:
+            return self.rows[pos]                                     # B×1×dim
         return table[:, pos:end]                                      # B×t×dim
 
     def _encode(self, length, x):
@@ -395,6 +399,13 @@ class KVCache:
         self.heads = int(heads)
         self.k: Tensor | None = None
         self.v: Tensor | None = None
+        # views made once per buffer, so that a decoding step indexes a tuple instead of
+        # slicing tensors (each slice is a ~1 µs call, a step makes 4 per layer): slot n,
+        # B×heads×d, takes step n's key; prefix n, B×heads×(n+1)×d, is what query n attends to
+        self.k_slots: tuple[Tensor, ...] = ()
+        self.v_slots: tuple[Tensor, ...] = ()
+        self.k_prefix: tuple[Tensor, ...] = ()
+        self.v_prefix: tuple[Tensor, ...] = ()
         self.n = 0
 
     @property
@@ -438,6 +449,12 @@ class KVCache:
             self.v[:, :, :n] = old_v[:, :, :n]
         else:
             self.n = 0
+        self.k_slots, self.v_slots = self.k.unbind(2), self.v.unbind(2)
+        self.k_prefix = tuple(self.k[:, :, :i + 1] for i in range(cap))
+        self.v_prefix = tuple(self.v[:, :, :i + 1] for i in range(cap))
+
+
+_compiling = torch.compiler.is_compiling
 
 
 def _scale(scale, dk: int) -> float:
@@ -483,13 +500,17 @@ class CachedAttentionStepper(Stepper):
         if t == 1 and self.fast and not (m.training and m.dropout):
             if not c.fits(k, n + 1):
                 c.grow(k, v, n + 1)
-            kc, vc = c.k, c.v
-            kc[:, :, n] = k.view(b, self.hkv, self.dk)                      # B×Hkv×dk slot
-            vc[:, :, n] = v.view(b, self.hkv, self.dv)
+            k, v = k.view(b, self.hkv, self.dk), v.view(b, self.hkv, self.dv)
+            if _compiling():     # traced: plain indexing (inductor fails on the slot views)
+                c.k[:, :, n], c.v[:, :, n] = k, v
+                keys, values = c.k[:, :, :n + 1], c.v[:, :, :n + 1]
+            else:
+                c.k_slots[n].copy_(k)                                       # B×Hkv×dk slot
+                c.v_slots[n].copy_(v)
+                keys, values = c.k_prefix[n], c.v_prefix[n]                 # B×Hkv×(n+1)×d
             c.n = n + 1
-            y = F.scaled_dot_product_attention(q.view(b, self.h, 1, self.dk), kc[:, :, :n + 1],
-                                               vc[:, :, :n + 1], scale=self.scale,
-                                               **self.sdpa_kw)              # B×H×1×dv
+            y = F.scaled_dot_product_attention(q.view(b, self.h, 1, self.dk), keys, values,
+                                               scale=self.scale, **self.sdpa_kw)   # B×H×1×dv
             return self.out(y.view(b, 1, self.h * self.dv))                 # B×1×H·dv: a view
         keys, values = c.append(k, v)                        # B×Hkv×n×dk, B×Hkv×n×dv
         end = keys.shape[2]
