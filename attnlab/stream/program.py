@@ -27,9 +27,9 @@ from ..analysis import Issue
 from ..errors import DataError
 from ..graph import Graph
 from ..layers.combine import _Sum
-from ..layers.embedding import Embedding
+from ..layers.embedding import Embedding, _Embedding
 from .steppers import (PER_STEP, LayerContext, NotStreamable, Route, bound_forward,
-                       stepper_for)
+                       embedding_of, stepper_for)
 
 _ids = itertools.count()
 _FACTORIES: dict[tuple, Callable] = {}         # (source, line table) → its compiled factory
@@ -250,6 +250,8 @@ class _Builder:
             return f"{self._callable(F.gelu)}({args[0]}, approximate={self._const(module.approximate)})"
         if kind is nn.ReLU and not module.inplace:
             return f"{self._callable(F.relu)}({args[0]})"
+        if kind is _Embedding:
+            return f"{self._callable(embedding_of(module))}({args[0]})"
         if kind is _Sum and len(args) >= 2:
             return " + ".join(args)
         return None

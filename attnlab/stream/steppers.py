@@ -39,6 +39,7 @@ from ..layers import (GELU, LSTM, Attention, AttentionPool1d, BatchNorm, Concate
                       PositionEmbedding, ReLU, SelfAttention, Sigmoid, SinusoidalPositionEncoding,
                       Softmax, Tanh, Addition)
 from ..layers.base import Layer
+from ..layers.embedding import _Embedding
 from ..spec import Spec
 
 PER_STEP = "per-step"   # a factory's answer: call the layer's module on the new steps
@@ -116,6 +117,26 @@ def linear_of(module: nn.Module):
     def linear(x):
         return F.linear(x, w, b)
     return linear
+
+
+def embedding_of(module: nn.Module):
+    """attnlab's Embedding module as a step function: integer ids on the CPU go straight to the
+    lookup (its bounds check still refuses bad ids, then the module names them); anything else
+    (float ids, other devices, hooks) runs the module's forward."""
+    fwd = bound_forward(module)
+    if type(module) is not _Embedding or fwd is module:
+        return fwd
+    w, squeeze = module.weight, module.squeeze
+    ints = (torch.int64, torch.int32)
+
+    def lookup(x):
+        if x.dtype in ints and x.device.type == "cpu":
+            try:
+                return torch.embedding(w, x.squeeze(-1) if squeeze else x)   # B×t×dim
+            except IndexError:
+                pass                                 # the module's forward names the bad id
+        return fwd(x)
+    return lookup
 
 
 def register_stepper(*layer_types: type):
