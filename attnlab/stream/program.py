@@ -121,11 +121,12 @@ class _Builder:
             for p in layer.input_ports:
                 src = conns.get((name, p))       # an unconnected port is a network input
                 own = name if len(layer.input_ports) == 1 else f"{name}/{p}"
-                ins[p] = self.values[src if src is not None else ("<in>", own)]
-                if isinstance(ins[p], Streamed):
-                    self.uses.setdefault(ins[p].var, []).append(layer)
+                value = ins[p] = self.values[src if src is not None else ("<in>", own)]
+                if isinstance(value, Streamed):
+                    self.uses.setdefault(value.var, []).append(layer)
+            outs: list[Static | Streamed]
             if all(isinstance(v, Static) for v in ins.values()):
-                outs = self._run_static(name, layer, ins)
+                outs = list(self._run_static(name, layer, ins))
             else:
                 outs = self._stream_layer(name, layer, ins)
             for port, v in zip(layer.output_ports, outs):

@@ -233,8 +233,8 @@ def _is_time_local(module: nn.Module, specs: list[Spec], steps: int = 4) -> bool
     """True when the module maps each time step on its own: running it on the whole sequence
     equals running it on each step separately (checked once, on random data)."""
     ref = next(iter(module.parameters()), None)
-    kw = {} if ref is None else {"device": ref.device, "dtype": ref.dtype}
-    xs = [torch.randn(s.concrete(2, steps), **kw) for s in specs]
+    device, dtype = (None, None) if ref is None else (ref.device, ref.dtype)
+    xs = [torch.randn(s.concrete(2, steps), device=device, dtype=dtype) for s in specs]
     try:
         with torch.no_grad():
             full = _as_tuple(module(*xs))
