@@ -508,6 +508,10 @@ class CachedAttentionStepper(Stepper):
         self.fast = not self.gqa or AF._SDPA_GQA
         self.cache = KVCache(capacity, num_kv_heads)
         self.refresh = refresh
+        # set by self-attention: its fused q/k/v weights {"w", "b"}; with equal head counts and
+        # sizes one step's q, k, v are then views of one B×3×H×d tensor (no split, no views)
+        self.fused: dict | None = None
+        self.same_heads = not self.gqa and key_channels == value_channels
 
     def reset(self):
         self.cache.reset()
@@ -515,24 +519,57 @@ class CachedAttentionStepper(Stepper):
             self.refresh()
 
     def step(self, *xs):
+        m = self.module
+        decoding = xs[0].shape[1] == 1 and self.fast and not (m.training and m.dropout)
+        f = self.fused
+        if decoding and f is not None and self.same_heads and not _compiling():
+            return self._step_fused(xs[0], f)
         q, k, v = self.project(*xs)
-        m, c = self.module, self.cache
-        b, t, n = q.shape[0], q.shape[1], c.n
-        if t == 1 and self.fast and not (m.training and m.dropout):
-            if not c.fits(k, n + 1):
-                c.grow(k, v, n + 1)
-            k, v = k.view(b, self.hkv, self.dk), v.view(b, self.hkv, self.dv)
-            if _compiling():     # traced: plain indexing (inductor fails on the slot views)
-                c.k[:, :, n], c.v[:, :, n] = k, v
-                keys, values = c.k[:, :, :n + 1], c.v[:, :, :n + 1]
-            else:
-                c.k_slots[n].copy_(k)                                       # B×Hkv×dk slot
-                c.v_slots[n].copy_(v)
-                keys, values = c.k_prefix[n], c.v_prefix[n]                 # B×Hkv×(n+1)×d
-            c.n = n + 1
-            y = F.scaled_dot_product_attention(q.view(b, self.h, 1, self.dk), keys, values,
-                                               scale=self.scale, **self.sdpa_kw)   # B×H×1×dv
-            return self.out(y.view(b, 1, self.h * self.dv))                 # B×1×H·dv: a view
+        if decoding:
+            return self._step_one(q, k, v)
+        return self._step_many(q, k, v)
+
+    def _step_fused(self, x, f):
+        """One step of self-attention with equal q/k/v heads: as `_step_one`, in fewer calls
+        (q, k and v as views of one B×3×H×d tensor: no split, no reshaping views)."""
+        c, b = self.cache, x.shape[0]
+        n = c.n
+        qkv = F.linear(x, f["w"], f["b"])                                   # B×1×3·H·d
+        q, k, v = qkv.view(b, 3, self.h, self.dk).unbind(1)                 # B×H×d views
+        if not c.fits(k, n + 1):
+            kv = qkv.view(b, 3, -1)[:, 1:]                                  # B×2×H·d: k, v
+            c.grow(kv, kv, n + 1)
+        c.k_slots[n].copy_(k)
+        c.v_slots[n].copy_(v)
+        c.n = n + 1
+        y = F.scaled_dot_product_attention(q.unsqueeze(2), c.k_prefix[n], c.v_prefix[n],
+                                           scale=self.scale)                # B×H×1×d
+        return self.out(y.view(b, 1, self.h * self.dv))                     # B×1×H·d: a view
+
+    def _step_one(self, q, k, v):
+        """One new step: its key and value copied into their slot of the head-major buffers,
+        SDPA on views of them, no mask (the newest query sees every cached key)."""
+        c, b = self.cache, q.shape[0]
+        n = c.n
+        if not c.fits(k, n + 1):
+            c.grow(k, v, n + 1)
+        k, v = k.view(b, self.hkv, self.dk), v.view(b, self.hkv, self.dv)
+        if _compiling():     # traced: plain indexing (inductor fails on the slot views)
+            c.k[:, :, n], c.v[:, :, n] = k, v
+            keys, values = c.k[:, :, :n + 1], c.v[:, :, :n + 1]
+        else:
+            c.k_slots[n].copy_(k)                                           # B×Hkv×dk slot
+            c.v_slots[n].copy_(v)
+            keys, values = c.k_prefix[n], c.v_prefix[n]                     # B×Hkv×(n+1)×d
+        c.n = n + 1
+        y = F.scaled_dot_product_attention(q.view(b, self.h, 1, self.dk), keys, values,
+                                           scale=self.scale, **self.sdpa_kw)   # B×H×1×dv
+        return self.out(y.view(b, 1, self.h * self.dv))                     # B×1×H·dv: a view
+
+    def _step_many(self, q, k, v):
+        """Several new steps (a prefill), or dropout in training: through
+        attnlab.functional.attention, bottom-right causal over the cache."""
+        m, c, b = self.module, self.cache, q.shape[0]
         keys, values = c.append(k, v)                        # B×Hkv×n×dk, B×Hkv×n×dv
         end = keys.shape[2]
         keys = keys.transpose(1, 2).reshape(b, end, self.hkv * self.dk)    # B×n×Ckv
@@ -630,8 +667,10 @@ def _self_attention(ctx):
         return qkv.split_with_sizes(sizes, -1)                      # views, no copies
 
     refresh()
-    return CachedAttentionStepper(m, project, linear_of(m.output), m.num_heads,
-                                  m.num_kv_heads, ck, cv, m.scale, ctx.capacity, refresh)
+    stepper = CachedAttentionStepper(m, project, linear_of(m.output), m.num_heads,
+                                     m.num_kv_heads, ck, cv, m.scale, ctx.capacity, refresh)
+    stepper.fused = fused if ck == ckv == cv else None
+    return stepper
 
 
 def _no_scores_or_mask(layer):
