@@ -190,20 +190,21 @@ def timed(fn, *args):
 
 
 def overhead(net, start, steps, pairs) -> list[float]:
-    """stream / hand CPU time of the same process (time.thread_time) over `pairs` decodes of
-    `steps` tokens, the two alternating token by token: on a shared machine, time the process
-    spends waiting and a neighbour's burst hit both alike."""
+    """stream / hand in CPU time of the process (time.process_time: all its threads) over
+    `pairs` decodes of `steps` tokens, the two alternating token by token: on a shared
+    machine, time spent waiting for a core does not count, and a neighbour's burst hits both
+    alike."""
     ratios = []
     for _ in range(pairs):
         s, hand = stream(net, capacity=steps), HandDecoder(net, start.shape[0], steps)
         xs, xh = start.long(), start.view(-1).long()
         ts = th = 0.0
         for _ in range(steps):
-            t0 = time.thread_time()
+            t0 = time.process_time()
             xs = s.step(xs).argmax(-1, keepdim=True)
-            t1 = time.thread_time()
+            t1 = time.process_time()
             xh = hand.step(xh).argmax(-1)
-            th += time.thread_time() - t1
+            th += time.process_time() - t1
             ts += t1 - t0
         ratios.append(ts / th)
     return ratios
