@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import io
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import torch
 
@@ -45,6 +46,8 @@ class Analysis:
     """
 
     order: list[str]
+    # typed as a valid network has them; where sizes are unknown (after an error, below a
+    # cycle) a port's in_spec or a layer's out_specs is None
     in_specs: dict[str, dict[str, Spec]]
     out_specs: dict[str, dict[str, Spec]]
     learnables: dict[str, dict[str, tuple[int, ...]]]
@@ -151,7 +154,7 @@ _CLASS_CACHE: dict[frozenset, type] = {}
 def network_error_class(classes) -> type:
     """NetworkError, also an instance of SizeError/FormatError when those caused it, so that
     `except SizeError` works for a size mistake found while running a network."""
-    flat = set()
+    flat: set[type] = set()
     for c in classes:
         if issubclass(c, NetworkError):     # a nested network's NetworkSizeError: take its parts
             flat.update(b for b in c.__bases__ if b is not NetworkError)
@@ -228,11 +231,12 @@ def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
 
     # sizes
     out_specs: dict[str, dict[str, Spec] | None] = {}
-    in_specs: dict[str, dict[str, Spec]] = {}
+    in_specs: dict[str, dict[str, Spec | None]] = {}
     learnables: dict[str, dict[str, tuple[int, ...]]] = {}
     for n in order:
         layer = layers[n]
-        specs, known = {}, True
+        specs: dict[str, Spec | None] = {}
+        known = True
         for p in layer.input_ports:
             if (n, p) in conns:
                 src, sport = conns[(n, p)]
@@ -247,8 +251,9 @@ def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
             out_specs[n] = None
             continue
         try:
-            out_specs[n] = layer.infer_all(specs)
-            learnables[n] = _learnable_shapes(net, n, layer, specs)
+            known_specs = cast("dict[str, Spec]", specs)     # no None: `known`
+            out_specs[n] = layer.infer_all(known_specs)
+            learnables[n] = _learnable_shapes(net, n, layer, known_specs)
         except AttnlabError as e:
             kind = "size" if isinstance(e, SizeError) else "format" if isinstance(e, FormatError) else "network"
             issues.append(Issue("error", kind, str(e), n, getattr(e, "port", None), type(e)))
@@ -276,29 +281,34 @@ def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
                                 f"channel(s) (MATLAB's and Keras' H×W×C order), write "
                                 f"ImageInput(({c}, {h}, {w})).", n))
     if len(outputs) > 1:
-        names = ", ".join(o[2] for o in outputs)
+        listed = ", ".join(o[2] for o in outputs)
         for n, p, oname in outputs:
             if layers[n].is_input:
                 continue
             issues.append(Issue("warning", "unused-output",
                                 f"layer '{n}' port '{p}' is not connected, so it is a network output "
-                                f"(outputs: {names}). Connect it if it should feed another layer.",
+                                f"(outputs: {listed}). Connect it if it should feed another layer.",
                                 n, p))
-    return Analysis(order=order_all, in_specs=in_specs,
-                    out_specs={n: out_specs.get(n) for n in order_all}, learnables=learnables,
+    return Analysis(order=order_all, in_specs=cast("dict[str, dict[str, Spec]]", in_specs),
+                    out_specs=cast("dict[str, dict[str, Spec]]",
+                                   {n: out_specs.get(n) for n in order_all}),
+                    learnables=learnables,
                     issues=issues, types={n: l.type_name for n, l in layers.items()}, cycles=cycles,
                     input_names=net.input_names, output_names=[o[2] for o in outputs])
 
 
 def _learnable_shapes(net, name, layer, specs) -> dict[str, tuple[int, ...]]:
+    # a Graph here is a Network (analysis sits below network.py, so the methods are untyped)
     mod = net._built_module(name, layer, specs)
     if mod is None:
         if isinstance(layer, Graph):       # analysed once per sizes (cached by the network)
-            return {k: tuple(s) for k, s in flat_learnables(layer.analyze_as_layer(specs)).items()}
+            inner: Any = layer
+            return {k: tuple(s) for k, s in flat_learnables(inner.analyze_as_layer(specs)).items()}
         with torch.device("meta"):
             mod = layer.build(specs)
     if isinstance(mod, Graph):
-        return {k: tuple(v.shape) for k, v in mod.learnables.items()}
+        built: Any = mod
+        return {k: tuple(v.shape) for k, v in built.learnables.items()}
     return {k: tuple(v.shape) for k, v in mod.named_parameters()}
 
 
@@ -367,7 +377,7 @@ def _cycles(layers, succ, conns) -> list[list[str]]:
 
 def _path_back(start, succ, members, position):
     """A shortest path start → … → start inside one component (breadth first)."""
-    parent = {}
+    parent: dict[str, str] = {}
     frontier = [start]
     while frontier:
         nxt = []

@@ -121,7 +121,7 @@ def predict(net, args, kwargs, batch_size: int, device=None, precision: str = "f
     finally:
         net.train(was_training)
     listed = any(isinstance(v, (list, tuple)) for v in given.values())
-    result = {}
+    result: dict[str, torch.Tensor | list[torch.Tensor]] = {}
     for name in chunks[0][0]:
         if listed and chunks[0][0][name].dim() == 3:
             seqs = []
@@ -208,13 +208,15 @@ def expected(spec: Spec | None) -> str:
 def _kind_of(x) -> str:
     if x is None:
         return "None"
-    if isinstance(x, (str, bytes)):
+    if isinstance(x, bytes):
+        return f"a string {x if len(x) <= 20 else x[:19] + b'...'!r}"
+    if isinstance(x, str):
         text = x if len(x) <= 20 else x[:19] + "…"
         return f"a string {text!r}"
     return f"a {type(x).__name__}"
 
 
-def _refuse_non_numbers(x, spec: Spec, name: str, what: str = "input") -> None:
+def _refuse_non_numbers(x, spec: Spec | None, name: str, what: str = "input") -> None:
     if x is None or isinstance(x, (str, bytes, dict, set)):
         fix = (" Text goes in as token ids: map each token to an int with a vocabulary first."
                if isinstance(x, (str, bytes)) else
@@ -223,7 +225,7 @@ def _refuse_non_numbers(x, spec: Spec, name: str, what: str = "input") -> None:
         raise DataError(f"{what} '{name}': expected {expected(spec)}, received {_kind_of(x)}.{fix}")
 
 
-def _numeric_dtype(kind: str, dtype, name: str, spec: Spec, what: str = "input") -> None:
+def _numeric_dtype(kind: str, dtype, name: str, spec: Spec | None, what: str = "input") -> None:
     """DataError unless numpy dtype kind `kind` is bool/int/float (complex, strings, objects)."""
     if kind in "biuf":
         return
@@ -239,7 +241,7 @@ def _numeric_dtype(kind: str, dtype, name: str, spec: Spec, what: str = "input")
     raise DataError(f"{what} '{name}': expected {expected(spec)}, received an array of {dtype}.")
 
 
-def array_tensor(x, spec: Spec, name: str, what: str = "input") -> torch.Tensor:
+def array_tensor(x, spec: Spec | None, name: str, what: str = "input") -> torch.Tensor:
     _refuse_non_numbers(x, spec, name, what)
     try:
         a = np.asarray(x)
@@ -250,7 +252,7 @@ def array_tensor(x, spec: Spec, name: str, what: str = "input") -> torch.Tensor:
     return torch.as_tensor(a)
 
 
-def observation(s, i: int, spec: Spec, name: str, what: str = "input"):
+def observation(s, i: int, spec: Spec | None, name: str, what: str = "input"):
     """Observation i of a list as a tensor, checked to hold numbers."""
     if isinstance(s, torch.Tensor):
         if s.is_complex():
@@ -321,7 +323,7 @@ def _padded(p: Padded, name: str):
     return data, mask
 
 
-def check_values(x: torch.Tensor, spec: Spec, name: str, what: str = "input") -> None:
+def check_values(x: torch.Tensor, spec: Spec | None, name: str, what: str = "input") -> None:
     """DataError for a tensor that cannot be an input's value whatever its shape: complex or
     non-numeric, on the meta device (no data), no observations, or sequences of zero steps.
     No host sync (only the tensor's metadata is read)."""

@@ -19,6 +19,8 @@ import argparse
 import importlib
 import sys
 from pathlib import Path
+from typing import Any
+
 from ._version import __version__
 
 DEMOS = {"seed1": "attnlab.demos.seed1", "digits": "attnlab.demos.digits",
@@ -213,7 +215,8 @@ def _view(args) -> int:
     matplotlib.use("Agg")
     from .viz import view as V
 
-    extra = {"sample": None, "labels": {}, "training": None, "metrics": None, "images": {}}
+    extra: dict[str, Any] = {"sample": None, "labels": {}, "training": None, "metrics": None,
+                             "images": {}}
     try:
         if args.file.is_dir():
             extra = V.read_folder(args.file)

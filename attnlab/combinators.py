@@ -46,6 +46,7 @@ the same weights::
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 from torch import nn
 
@@ -119,11 +120,28 @@ class _PickModule(nn.Module):
 
 # ---------------------------------------------------------------------- combinators ---
 
-def Serial(*layers, name: str | None = None) -> Network:
-    """Children in series, Trax stack style: each child's outputs feed the next child's inputs
-    in order. In: the first child's inputs; out: the last child's outputs. `Serial()` is the
-    identity (1 → 1). Raises NetworkError when a child gives another number of items than the
-    next one takes."""
+def Serial(*layers: Layer | list | None, name: str | None = None) -> Network:
+    """Children in series, as Trax's stack: each child's outputs feed the next child's inputs
+    in order.
+
+    Parameters
+    ----------
+    *layers : Layer, list or None
+        The children (a list is flattened into the series; None is the identity).
+    name : str, optional
+        The network's name when it is added as a layer.
+
+    Returns
+    -------
+    Network
+        Inputs: the first child's; outputs: the last child's. `Serial()` is the identity
+        (1 → 1).
+
+    Raises
+    ------
+    NetworkError
+        When a child gives another number of items than the next one takes.
+    """
     w = _Wiring("Serial", name)
     chain = _children(layers, "Serial")
     w.check_names(chain)
@@ -131,10 +149,23 @@ def Serial(*layers, name: str | None = None) -> Network:
     return w.finish(w.chain(chain, ins))
 
 
-def Parallel(*layers, name: str | None = None) -> Network:
+def Parallel(*layers: Layer | list | None, name: str | None = None) -> Network:
     """Children side by side: child i takes the next n_in(i) inputs and gives the next n_out(i)
-    outputs. `Parallel(L.Dense(d), L.Dense(d), L.Dense(d))`: 3 items (B×T×C each) → 3 items
-    (B×T×d). `None` passes its item through."""
+    outputs.
+
+    Parameters
+    ----------
+    *layers : Layer, list or None
+        The children (a list runs in series as one child; None passes its item through).
+    name : str, optional
+        The network's name when it is added as a layer.
+
+    Returns
+    -------
+    Network
+        E.g. `Parallel(L.Dense(d), L.Dense(d), L.Dense(d))`: 3 items (B×T×C each) → 3 items
+        (B×T×d).
+    """
     w = _Wiring("Parallel", name)
     children = _children(layers, "Parallel", nest=True)
     if not children:
@@ -150,10 +181,23 @@ def Parallel(*layers, name: str | None = None) -> Network:
     return w.finish(outs)
 
 
-def Branch(*layers, name: str | None = None) -> Network:
-    """Children reading copies of the same inputs: child j gets the first n_in(j) inputs (Trax);
-    outputs are concatenated in order. In: max n_in; out: Σ n_out. `Branch(None, L.Dense(d))`
-    gives (x, Dense(x))."""
+def Branch(*layers: Layer | list | None, name: str | None = None) -> Network:
+    """Children reading copies of the same inputs: child j gets the first n_in(j) inputs, as in
+    Trax; their outputs follow each other in order.
+
+    Parameters
+    ----------
+    *layers : Layer, list or None
+        The children (a list runs in series as one child; None passes its inputs through).
+    name : str, optional
+        The network's name when it is added as a layer.
+
+    Returns
+    -------
+    Network
+        Inputs: the largest n_in; outputs: Σ n_out. `Branch(None, L.Dense(d))` gives
+        (x, Dense(x)).
+    """
     w = _Wiring("Branch", name)
     children = _children(layers, "Branch", nest=True)
     if not children:
@@ -167,10 +211,25 @@ def Branch(*layers, name: str | None = None) -> Network:
     return w.finish(outs)
 
 
-def Residual(*layers, shortcut=None, name: str | None = None) -> Network:
-    """`x + Serial(*layers)(x)` (an `Addition` named `addition`): in1 of the addition is the
-    shortcut (the first input, or `shortcut` applied to it), in2 the body's output. In: the
-    body's inputs (at least 1); out: 1. The body must give one output of the input's size."""
+def Residual(*layers: Layer | list | None, shortcut: Layer | list | None = None,
+             name: str | None = None) -> Network:
+    """`x + Serial(*layers)(x)`, through an `Addition` named `addition`.
+
+    Parameters
+    ----------
+    *layers : Layer, list or None
+        The body, in series; it must give one output of the input's size.
+    shortcut : Layer or list, optional
+        Applied to the first input on the way to the addition (default: the input itself).
+    name : str, optional
+        The network's name when it is added as a layer.
+
+    Returns
+    -------
+    Network
+        Inputs: the body's (at least 1); one output. The addition's `in1` is the shortcut, `in2`
+        the body's output.
+    """
     w = _Wiring("Residual", name)
     body = _children(layers, "Residual")
     short = _children([shortcut], "Residual")[0]
@@ -193,11 +252,24 @@ def Residual(*layers, shortcut=None, name: str | None = None) -> Network:
     return w.finish([f"{add.name}/out"])
 
 
-def Select(indices, n_in: int | None = None, name: str | None = None) -> Network:
-    """Picks, reorders, copies or drops items: output j is input `indices[j]` (0-based). In:
-    `n_in` (default max(indices) + 1); out: len(indices). `Select([0, 0, 0])` turns one sequence
-    into query, key and value; `Select([1, 0])` swaps two items; `Select([0], n_in=2)` drops
-    the second."""
+def Select(indices: Sequence[int], n_in: int | None = None, name: str | None = None) -> Network:
+    """Picks, reorders, copies or drops items: output j is input `indices[j]` (0-based).
+
+    Parameters
+    ----------
+    indices : sequence of int
+        The input each output takes.
+    n_in : int, optional
+        The number of inputs (default: max(indices) + 1).
+    name : str, optional
+        The network's name when it is added as a layer.
+
+    Returns
+    -------
+    Network
+        `len(indices)` outputs. `Select([0, 0, 0])` turns one sequence into query, key and value;
+        `Select([1, 0])` swaps two items; `Select([0], n_in=2)` drops the second.
+    """
     indices, n_in = _check_indices(indices, n_in)
     w = _Wiring("Select", name)
     ins = w.inputs(n_in)
@@ -216,7 +288,8 @@ class _Wiring:
     def __init__(self, kind: str, name: str | None):
         self.kind = kind
         self.net = Network(name=name)
-        self.net.stem = kind.lower()        # unnamed, it is added as 'serial', 'parallel', …
+        # unnamed, it is added as 'serial', 'parallel', …: per instance, over the class's stem
+        self.net.stem = kind.lower()  # type: ignore[misc]
         self.net.metadata["combinator"] = kind
 
     def check_names(self, children):
@@ -289,7 +362,7 @@ class _Wiring:
 def _children(layers, kind: str, nest: bool = False) -> list:
     """Checks the children; Serial-style lists are flattened unless `nest` (then a list stays
     one child that runs in series)."""
-    out = []
+    out: list = []                       # layers, None (identity) and nested lists
     for x in layers:
         if isinstance(x, (list, tuple)):
             inner = _children(x, kind)

@@ -45,6 +45,10 @@ class DataError(AttnlabError):
 class TrainingError(AttnlabError):
     """Training diverged: the message names the iteration and the loss."""
 
+    iteration: int
+    epoch: int
+    loss: float | None
+
 
 def where(layer: str | None, port: str | None = None) -> str:
     """The uniform prefix `layer 'x' port 'y': `."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from numbers import Real
-from typing import Optional, Tuple, Union
+from typing import Optional, Tuple, Union, cast
 
 import torch
 import torch.nn.functional as F
@@ -159,7 +159,7 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
                 f"received {scale!r}. Use scale=\"auto\".")
         scale_f = 1.0 / math.sqrt(dk) if dk else 1.0
     elif isinstance(scale, Real) and not isinstance(scale, bool) and math.isfinite(scale) \
-            and scale > 0:
+            and float(scale) > 0:
         scale_f = float(scale)
     else:
         raise ArgumentError(
@@ -171,7 +171,7 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
             f"attention: causal_alignment must be \"top-left\" or \"bottom-right\", received "
             f"{causal_alignment!r}. Use \"bottom-right\" when the last query should see the "
             f"last key (e.g. decoding with a cache).")
-    if not isinstance(dropout, Real) or isinstance(dropout, bool) or not 0.0 <= dropout < 1.0:
+    if not isinstance(dropout, Real) or isinstance(dropout, bool) or not 0.0 <= float(dropout) < 1.0:
         raise ArgumentError(
             f"attention: dropout must be a probability in [0, 1), received {dropout!r}. "
             f"Use e.g. dropout=0.1, or 0 for none.")
@@ -243,7 +243,7 @@ def _combined_mask(Tq, Tk, key_padding_mask, attention_mask, causal_alignment, d
 # attention
 # --------------------------------------------------------------------------------------------
 
-def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",
+def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str, float] = "auto",
               key_padding_mask: Optional[Tensor] = None, attention_mask: MaskArg = None,
               causal_alignment: str = "top-left", dropout: float = 0.0,
               need_weights: bool = False, training: bool = False,
@@ -251,24 +251,40 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",
     """Multi-head scaled dot-product attention, `B×Tq×Ck, B×Tk×Ck, B×Tk×Cv → B×Tq×Cv`.
 
     Channels split into `num_heads` contiguous blocks (head h uses channels h*dk:(h+1)*dk,
-    dk = Ck/num_heads); per head `A = softmax(Q_h K_hᵀ · scale)` over the keys, with
-    `scale="auto"` = 1/sqrt(dk); `out_h = A V_h`; heads are concatenated.
+    dk = Ck/num_heads); per head `A = softmax(Q_h K_hᵀ · scale)` over the keys, `out_h = A V_h`;
+    the heads are concatenated. Masks are boolean, **True = attend**, and combine by AND. A query
+    with no visible key gets output 0 (and weights 0); gradients stay finite.
 
-    Masks are boolean, **True = attend**, and combine by AND:
+    Parameters
+    ----------
+    q, k, v : Tensor
+        Queries B×Tq×Ck, keys B×Tk×Ck, values B×Tk×Cv.
+    num_heads : int
+        The number of heads; it divides Ck and Cv.
+    scale : "auto" or float
+        The factor on Q Kᵀ; "auto" is 1/sqrt(dk).
+    key_padding_mask : Tensor, optional
+        B×Tk, False marks padding.
+    attention_mask : "causal" or Tensor, optional
+        "causal": query i sees keys j ≤ i; or a boolean Tq×Tk or B×Tq×Tk tensor.
+    causal_alignment : "top-left" or "bottom-right"
+        With "bottom-right" the causal rule is j ≤ i + Tk − Tq, so the last query sees the last
+        key (decoding with a cache).
+    dropout : float
+        Dropout on A, applied only when `training` is True.
+    need_weights : bool
+        Also return the weights A, B×heads×Tq×Tk (the softmax probabilities, before dropout).
+    training : bool
+        Whether dropout applies.
+    num_kv_heads : int, optional
+        Grouped-query attention: k is B×Tk×(num_kv_heads·dk) and v B×Tk×(num_kv_heads·dv); kv head
+        g serves query heads g·r … g·r + r − 1, r = num_heads/num_kv_heads (as torch's
+        `enable_gqa`); the output is B×Tq×(num_heads·dv).
 
-    - `key_padding_mask`: B×Tk (False marks padding);
-    - `attention_mask`: "causal" (query i sees keys j ≤ i; with
-      `causal_alignment="bottom-right"` j ≤ i + Tk − Tq, so the last query sees the last key),
-      or a Tq×Tk or B×Tq×Tk tensor.
-
-    A query with no visible key gets output 0 (and weights 0); gradients stay finite.
-
-    `dropout` is applied to A only when `training` is True. With `need_weights` the result is
-    `(out, weights)`, weights `B×heads×Tq×Tk` (the softmax probabilities, before dropout).
-
-    Grouped-query attention: with `num_kv_heads`, k is `B×Tk×(num_kv_heads·dk)` and v is
-    `B×Tk×(num_kv_heads·dv)`; kv head g serves query heads g·r … g·r + r − 1,
-    r = num_heads/num_kv_heads (as torch's `enable_gqa`); the output is `B×Tq×(num_heads·dv)`.
+    Returns
+    -------
+    Tensor or (Tensor, Tensor)
+        The output B×Tq×Cv, and with `need_weights` the weights.
     """
     B, Tq, Tk, dk, dv, kv_heads, scale_f = _validate(
         q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
@@ -316,7 +332,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",
     out = y.transpose(1, 2).reshape(B, Tq, H * dv)  # B×Tq×Cv
     if may_empty and fused:
         out = out.masked_fill(~row_any[:, 0], 0.0)  # (B|1)×(Tq|1)×1 broadcast over channels
-    return (out, weights) if need_weights else out
+    # need_weights took the explicit path, so the weights exist
+    return (out, cast(Tensor, weights)) if need_weights else out
 
 
 def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",
@@ -450,7 +467,8 @@ class SelfAttentionModule(MultiHeadAttentionModule):
         super().__init__(channels, channels, channels, num_heads, key_channels, value_channels,
                          output_channels, num_kv_heads, scale, dropout, bias)
 
-    def forward(self, x: Tensor, *, key_padding_mask: Optional[Tensor] = None,
+    # one input instead of three: a narrower signature than the parent's, by design
+    def forward(self, x: Tensor, *, key_padding_mask: Optional[Tensor] = None,  # type: ignore[override]
                 attention_mask: MaskArg = None, need_weights: bool = False):
         if not isinstance(x, Tensor) or x.dim() != 3:
             raise FormatError(
@@ -510,6 +528,6 @@ class AttentionPoolModule(nn.Module):
         q = self.query_vector.expand(x.shape[0], 1, -1)  # B×1×C
         r = attention(q, self.key(x), self.value(x), self.num_heads, "auto", key_padding_mask,
                       None, "top-left", self.dropout, need_weights, self.training)
-        y = r[0] if need_weights else r
+        y = r[0] if isinstance(r, tuple) else r
         out = self.output(y.squeeze(1))  # B×C
         return (out, r[1]) if need_weights else out

@@ -47,7 +47,7 @@ class Graph(Layer):
         self._conns: dict[tuple[str, str], tuple[str, str]] = {}
 
     # ------------------------------------------------------------------------- editing ---
-    def add(self, layers) -> "Graph":
+    def add(self, layers: Layer | list[Layer] | tuple[Layer, ...]) -> "Graph":
         """Adds a layer, or a list of layers connected in order (each first output to the next
         layer's first input). Returns the network, so calls can chain."""
         new = list(layers) if isinstance(layers, (list, tuple)) else [layers]
@@ -116,6 +116,7 @@ class Graph(Layer):
         return self
 
     def disconnect(self, source: str, destination: str) -> "Graph":
+        """Removes the connection `source` → `destination` (named as for `connect`)."""
         src, sport = self._resolve(source, "output")
         dst, dport = self._resolve(destination, "input")
         if self._conns.get((dst, dport)) != (src, sport):
@@ -138,7 +139,7 @@ class Graph(Layer):
         self._changed()
         return self
 
-    def replace(self, name: str, layers) -> "Graph":
+    def replace(self, name: str, layers: Layer | list[Layer] | tuple[Layer, ...]) -> "Graph":
         """Replaces a layer by a layer or a list (connected in order); the old layer's input
         connections go to the first new layer and its output connections leave from the last."""
         old = self._layer(name)
@@ -220,10 +221,12 @@ class Graph(Layer):
     # ----------------------------------------------------------------------- views -----
     @property
     def layers(self) -> LayerList:
+        """The layers in the order they were added, read-only, also by name (`net.layers["fc"]`)."""
         return LayerList(self._layers.values())
 
     @property
     def connections(self) -> tuple[Connection, ...]:
+        """The connections, each `Connection(source, destination)` as "layer" or "layer/port"."""
         out = []
         for (dst, dport), (src, sport) in self._conns.items():
             out.append(Connection(_fmt(self._layers[src], src, sport, "output"),
@@ -232,6 +235,7 @@ class Graph(Layer):
 
     @property
     def input_names(self) -> list[str]:
+        """The names of the network's inputs (its input layers, or else its open input ports)."""
         inputs = [n for n, l in self._layers.items() if l.is_input]
         if inputs:
             return inputs
@@ -240,9 +244,67 @@ class Graph(Layer):
 
     @property
     def output_names(self) -> list[str]:
+        """The names of the network's outputs (the layer outputs that feed no other layer)."""
         return [o[2] for o in self._dangling_outputs()]
 
+    def choose_outputs(self, names: str | list[str] | tuple[str, ...] | None = None) -> "Graph":
+        """Makes these layer outputs ("layer" or "layer/port", inner ones too) the network's
+        outputs, in this order (MATLAB's `net.OutputNames = [...]`); None goes back to the
+        default, the unconnected outputs. A Network keeps the choice in
+        `metadata["output_names"]`, so saving and loading keep it."""
+        if names is None:
+            chosen = None
+        else:
+            names = [names] if isinstance(names, str) else list(names)
+            if not names:
+                raise NetworkError("choose_outputs: expected at least one output, received none. "
+                                   "Pass None to use the unconnected outputs.")
+            chosen = [self._output_port(n) for n in names]
+            if len(set(chosen)) != len(chosen):
+                raise NetworkError(f"choose_outputs: expected each output once, received "
+                                   f"{', '.join(map(str, names))}.")
+        meta = getattr(self, "metadata", None)
+        if isinstance(meta, dict):
+            if chosen is None:
+                meta.pop("output_names", None)
+            else:
+                meta["output_names"] = [f"{n}/{p}" for n, p in chosen]
+        self.__dict__["_chosen_outputs"] = chosen
+        self._changed()
+        return self
+
+    def _output_port(self, name) -> tuple[str, str]:
+        if not isinstance(name, str):
+            raise NetworkError(f"choose_outputs: expected output names (text), received "
+                               f"{type(name).__name__}.")
+        lname, _, port = name.partition("/")
+        layer = self._layers.get(lname)
+        if layer is None:
+            raise NetworkError(f"choose_outputs: the network has no layer '{lname}'."
+                               f"{close_matches(lname, list(self._layers))}")
+        if not port:
+            if len(layer.output_ports) != 1:
+                raise NetworkError(f"choose_outputs: layer '{lname}' has outputs "
+                                   f"{', '.join(layer.output_ports)}: name one, e.g. "
+                                   f"'{lname}/{layer.output_ports[0]}'.")
+            port = layer.output_ports[0]
+        if port not in layer.output_ports:
+            raise NetworkError(f"choose_outputs: layer '{lname}' has no output '{port}'; its "
+                               f"outputs: {', '.join(layer.output_ports)}.")
+        return lname, port
+
     def _dangling_outputs(self):
+        chosen = self.__dict__.get("_chosen_outputs")
+        if chosen is None:                       # a loaded network: its saved choice
+            meta = getattr(self, "metadata", None)
+            saved = meta.get("output_names") if isinstance(meta, dict) else None
+            if saved:
+                chosen = [tuple(s.partition("/")[::2]) for s in saved]
+        if chosen:
+            live = [(n, p) for n, p in chosen
+                    if n in self._layers and p in self._layers[n].output_ports]
+            if live:                             # a removed layer leaves the choice
+                return [(n, p, _fmt(self._layers[n], n, p, "output")) for n, p in live]
         used = set(self._conns.values())
         return [(n, p, _fmt(l, n, p, "output")) for n, l in self._layers.items() if not l.is_input
                 for p in l.output_ports if (n, p) not in used]

@@ -33,7 +33,7 @@ import sys
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, BinaryIO, Callable, Mapping
 
 import torch
 from torch import nn
@@ -53,11 +53,11 @@ _MODULE_FACTORIES: dict[str, Callable[[], nn.Module]] = {}
 
 # ------------------------------------------------------------------------------ factories ---
 
-def register_module(name, factory: Callable[[], nn.Module] | None = None):
+def register_module(name: str | type, factory: Callable[[], nn.Module] | None = None) -> Any:
     """Registers how to recreate the torch module of `L.Module` layers when loading.
 
-    `name` is the module's class name, as a saved file records it; `factory()` returns a fresh
-    module of the same structure (its weights are then loaded from the file)::
+    A saved file records the module's class name only (never code); `al.load` calls the factory
+    registered for that name and loads the weights into the fresh module::
 
         al.register_module("Linear", lambda: nn.Linear(4, 3))
         al.register_module(MyBlock)              # a class whose constructor needs no arguments
@@ -65,7 +65,19 @@ def register_module(name, factory: Callable[[], nn.Module] | None = None):
         @al.register_module("MyBlock")           # or as a decorator
         def make_block(): return MyBlock(64)
 
-    Returns the factory (so it works as a decorator)."""
+    Parameters
+    ----------
+    name : str or type
+        The module's class name, as a saved file records it, or the class itself.
+    factory : Callable, optional
+        Returns a fresh module of the same structure. Without it, a class `name` is its own
+        factory, and a string `name` makes the call a decorator.
+
+    Returns
+    -------
+    Callable
+        The factory (or the decorator).
+    """
     if isinstance(name, type) and factory is None:
         factory, name = name, name.__name__
     if not isinstance(name, str) or not name:
@@ -300,20 +312,38 @@ _DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
            "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
 
 
-def load(path, *, modules: Mapping[str, Callable[[], nn.Module]] | None = None,
-         device=None):
-    """Reads a network written by `net.save(path)`: same graph, same weights, same outputs.
+def load(path: str | os.PathLike | BinaryIO, *,
+         modules: Mapping[str, Callable[[], nn.Module]] | None = None,
+         device: str | torch.device | None = None) -> Any:
+    """Reads a network written by `net.save(path)`: the same graph, weights and outputs.
 
-    `modules` maps module class names to factories for `L.Module` layers (see
-    `register_module`); `device` moves the loaded network (default: CPU). Like any new
-    module it comes back in training mode: `net.predict` switches to eval mode by itself, a
-    direct call needs `net.eval()` for Dropout and BatchNorm to act as at inference.
+    A file is data, never code: nothing in it is unpickled, imported, evaluated or pasted into
+    code. It is checked against the format's schema and the limits in `LIMITS` before anything
+    is built for it. Like any new module the network comes back in training mode:
+    `net.predict` switches to eval mode by itself, a direct call needs `net.eval()` for Dropout
+    and BatchNorm to act as at inference.
 
-    A file is data, never code: nothing in it is unpickled, imported, evaluated or pasted
-    into code. It is checked against the format's schema and the limits in `LIMITS` before
-    anything is built for it. Raises `NetworkError` naming the file and what is wrong (a
-    pickle, `torch.save`, ONNX or checkpoint file, an unknown layer type, a value out of range,
-    weights that do not fit the graph); `ArgumentError` for a path that names no file."""
+    Parameters
+    ----------
+    path : str, os.PathLike or binary file
+        The file.
+    modules : dict, optional
+        Module class name → factory, for `L.Module` layers (see `register_module`).
+    device : str or torch.device, optional
+        Where to move the network (default: the CPU).
+
+    Returns
+    -------
+    Network
+
+    Raises
+    ------
+    NetworkError
+        Naming the file and what is wrong: a pickle, `torch.save`, ONNX or checkpoint file, an
+        unknown layer type, a value out of range, weights that do not fit the graph.
+    ArgumentError
+        For a path that names no file.
+    """
     if modules is not None and not isinstance(modules, Mapping):
         raise ArgumentError(f"load(modules=...): expected a dict of module class name → factory, "
                             f"received {type(modules).__name__}")
@@ -369,7 +399,7 @@ def _load_from(f, where: str, modules: dict):
                             "not bytes: open it in binary mode (open(path, 'rb')).")
     f.seek(0)
     if not zipfile.is_zipfile(f):
-        raise NetworkError(f"cannot load '{where}': {_what_is(head, f)}")
+        raise NetworkError(f"cannot load '{where}': {_what_is(bytes(head), f)}")
     f.seek(0)
     try:
         with zipfile.ZipFile(f) as z:
@@ -491,7 +521,7 @@ def _what_is(raw: bytes, f=None) -> str:
 def _what_safetensors(raw: bytes, f) -> str:
     """A safetensors file: a training checkpoint (say how to resume) or bare weights."""
     n = int.from_bytes(raw[:8], "little")
-    meta = {}
+    meta: dict = {}
     if n <= LIMITS["header_bytes"]:
         f.seek(8)
         try:
@@ -669,7 +699,7 @@ def _network_from_json(doc: dict, where: str, modules: dict, top: bool = False, 
                        at: str = "network"):
     from .layers.base import LAYER_TYPES
 
-    Network = LAYER_TYPES["Network"]      # the registry, not an import: io sits below network
+    Network: Any = LAYER_TYPES["Network"]  # the registry, not an import: io sits below network
 
     if depth > LIMITS["network_depth"]:
         raise _bad(where, at, f"networks nested deeper than {LIMITS['network_depth']} levels")
@@ -830,8 +860,10 @@ def _import_layer_modules():
     for m in _LAYER_MODULES:                      # attnlab's own modules: fixed names, not data
         try:
             importlib.import_module(m)
-        except ImportError:
-            pass
+        except ImportError as e:
+            if (e.name or "").split(".")[0] == "attnlab":
+                raise                            # attnlab itself is broken: say so
+            # else an optional dependency (the matlab extra) is missing: its types stay unknown
 
 
 def _make_layer(cls, cfg: dict, name: str):
@@ -1013,7 +1045,7 @@ def _read_tensors(z, info, entries, start) -> dict[str, torch.Tensor]:
         for a, b, key, shape, dtype in entries:
             t = torch.empty(shape, dtype=dtype)
             if b > a:
-                view = memoryview(t.reshape(-1).view(torch.uint8).numpy())
+                view = t.reshape(-1).view(torch.uint8).numpy().data     # a memoryview
                 pos = 0
                 while pos < len(view):
                     n = m.readinto(view[pos:pos + 16 * _CHUNK])

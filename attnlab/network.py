@@ -8,7 +8,9 @@ layers stays lazy until `initialize(example_inputs)` or its first call, like `La
 """
 from __future__ import annotations
 
+import os
 import warnings
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 import numpy as np
 import torch
@@ -19,8 +21,15 @@ from .batching import as_batch, input_problem
 from .compile import Plan, compile_plan
 from .errors import AttnlabError, DataError, NetworkError, SizeError, close_matches
 from .graph import Connection, Graph, LayerList, module_key
+from .layers.base import Layer
 from .sequences import Padded, pad_sequences
 from .spec import Spec, spec_of_tensor_shape
+
+if TYPE_CHECKING:                  # for annotations only: these modules sit below this one
+    from matplotlib.figure import Figure
+
+    from .onnx_export import OnnxExport
+    from .stream.core import Stream
 
 __all__ = ["Network", "Connection", "LayerList"]
 
@@ -29,7 +38,7 @@ class LayerModules(nn.ModuleDict):
     """The built modules by layer name. A name holding '.' (which torch refuses in module names)
     is stored under `graph.module_key(name)`; every lookup here takes the layer's own name."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self._names: dict[str, str] = {}          # module key → layer name
 
@@ -67,14 +76,14 @@ class Network(nn.Module, Graph):
     uses_mask = True
     returns_mask = True
 
-    def __init__(self, layers=None, name: str | None = None):
+    def __init__(self, layers: Layer | list | None = None, name: str | None = None):
         nn.Module.__init__(self)
         Graph.__init__(self, name)
         self.layer_modules = LayerModules()
         self._built: dict[str, tuple] = {}
         self._plan: Plan | None = None
         self._data_specs: dict[str, Spec] | None = None
-        self._dtype = None
+        self._dtype: torch.dtype | None = None
         self._target: tuple | None = None        # (dtype, device) of the last .to()/.double()/…
         self._build_tried = False
         self._lazy_warned = False
@@ -92,7 +101,7 @@ class Network(nn.Module, Graph):
 
     def _forget(self, name):
         self._built.pop(name, None)
-        mods = self._modules["layer_modules"]
+        mods = cast(LayerModules, self._modules["layer_modules"])
         if name in mods:
             del mods[name]
 
@@ -101,7 +110,7 @@ class Network(nn.Module, Graph):
     def layer_modules(self) -> LayerModules:
         """The layers' torch modules by layer name (built first if the sizes are known)."""
         self._ensure_built()
-        return self._modules["layer_modules"]
+        return cast(LayerModules, self._modules["layer_modules"])
 
     @layer_modules.setter
     def layer_modules(self, value):
@@ -133,7 +142,7 @@ class Network(nn.Module, Graph):
         for name in self.input_names:
             lname, _, port = name.partition("/")
             layer = self._layers[lname]
-            inner = layer._layers.get(port or layer.input_ports[0]) if isinstance(layer, Graph) else None
+            inner: Any = layer._layers.get(port or layer.input_ports[0]) if isinstance(layer, Graph) else None
             if inner is None or not inner.is_input:
                 return None
             specs[name] = inner.spec
@@ -147,33 +156,33 @@ class Network(nn.Module, Graph):
                           "are known: call net.initialize(example_inputs) (or run it once) before "
                           "making an optimizer or moving it.", UserWarning, stacklevel=3)
 
-    def named_parameters(self, *a, **k):
+    def named_parameters(self, *a: Any, **k: Any) -> Iterator[tuple[str, nn.Parameter]]:
         self._ensure_built()
         self._warn_lazy()
         return super().named_parameters(*a, **k)
 
-    def named_buffers(self, *a, **k):
+    def named_buffers(self, *a: Any, **k: Any) -> Iterator[tuple[str, torch.Tensor]]:
         self._ensure_built()
         return super().named_buffers(*a, **k)
 
-    def named_children(self):
+    def named_children(self) -> Iterator[tuple[str, nn.Module]]:
         self._ensure_built()
         return super().named_children()
 
-    def named_modules(self, *a, **k):
+    def named_modules(self, *a: Any, **k: Any) -> Iterator[tuple[str, nn.Module]]:
         self._ensure_built()
         return super().named_modules(*a, **k)
 
-    def state_dict(self, *a, **k):
+    def state_dict(self, *a: Any, **k: Any) -> dict[str, Any]:  # type: ignore[override]
         self._ensure_built()
         self._warn_lazy()
         return super().state_dict(*a, **k)
 
-    def load_state_dict(self, *a, **k):
+    def load_state_dict(self, *a: Any, **k: Any) -> Any:
         self._ensure_built()
         return super().load_state_dict(*a, **k)
 
-    def train(self, mode: bool = True):
+    def train(self, mode: bool = True) -> Network:
         self._ensure_built()
         return super().train(mode)
 
@@ -206,9 +215,21 @@ class Network(nn.Module, Graph):
         return self._plan is not None
 
     # -------------------------------------------------------------------- analysis -----
-    def analyze(self, *example_inputs, **named) -> Analysis:
-        """Checks the graph and infers every activation's size. Never raises for a bad graph.
-        Without input layers, sizes come from example inputs (or the last call's data)."""
+    def analyze(self, *example_inputs: Any, **named: Any) -> Analysis:
+        """Checks the graph and infers every activation's size; never raises for a bad graph.
+
+        Parameters
+        ----------
+        *example_inputs, **named
+            Only for a network without input layers: data whose sizes to use (by position or
+            by input name). Without them the sizes come from the input layers, or from the data
+            of the last call.
+
+        Returns
+        -------
+        Analysis
+            Printable as a table (layer, type, activation sizes, learnables); `issues`, `ok`.
+        """
         specs = self._specs_from_data(example_inputs, named) if (example_inputs or named) \
             else self._data_specs if self._data_specs is not None else self._nested_input_specs()
         return _analyze(self, specs)
@@ -243,7 +264,7 @@ class Network(nn.Module, Graph):
         """The module already built for this layer at these sizes, or None (analysis reads its
         learnables from it instead of building one on the meta device)."""
         built = self._built.get(name)
-        mods = self._modules["layer_modules"]
+        mods = cast(LayerModules, self._modules["layer_modules"])
         if built is not None and built[0] is layer and built[1] == specs and name in mods:
             return mods[name]
         return None
@@ -255,9 +276,25 @@ class Network(nn.Module, Graph):
         return text
 
     # ------------------------------------------------------------------ initialising ---
-    def initialize(self, *example_inputs, **named) -> "Network":
-        """Builds every layer's parameters (like MATLAB's `initialize(net, X)`). Sizes come from
-        the input layers, or from example inputs for a network without input layers."""
+    def initialize(self, *example_inputs: Any, **named: Any) -> Network:
+        """Builds every layer's modules and parameters, as MATLAB's `initialize(net, X)`.
+
+        Parameters
+        ----------
+        *example_inputs, **named
+            For a network without input layers: data giving the sizes (by position or by input
+            name). A network with input layers needs none.
+
+        Returns
+        -------
+        Network
+            The network itself.
+
+        Raises
+        ------
+        NetworkError
+            Listing every issue of the analysis, when there are errors.
+        """
         self._prepare(example_inputs, named)
         return self
 
@@ -292,7 +329,7 @@ class Network(nn.Module, Graph):
         return self._plan
 
     def _build_modules(self, analysis: Analysis):
-        mods = self._modules["layer_modules"]
+        mods = cast(LayerModules, self._modules["layer_modules"])
         ref = next((p for m in mods.values() for p in m.parameters()), None)
         dtype, device = (ref.dtype, ref.device) if ref is not None else self._target or (None, None)
         for name in analysis.order:
@@ -321,18 +358,20 @@ class Network(nn.Module, Graph):
 
     def _input_spec(self, name, analysis):
         layer_name, _, port = name.partition("/")
-        layer = self._layers[layer_name]
+        layer: Any = self._layers[layer_name]      # an input layer has .spec
         if layer.is_input:
             return layer.spec
         return analysis.in_specs[layer_name][port or layer.input_ports[0]]
 
     # ---------------------------------------------------------------- as a layer -------
     @property
-    def input_ports(self):
+    def input_ports(self) -> tuple[str, ...]:
+        """The open input ports, as `input_names` (when used as a layer)."""
         return tuple(self.input_names)
 
     @property
-    def output_ports(self):
+    def output_ports(self) -> tuple[str, ...]:
+        """The open output ports, as `output_names` (when used as a layer)."""
         return tuple(self.output_names)
 
     def analyze_as_layer(self, specs: dict[str, Spec]) -> Analysis:
@@ -344,7 +383,7 @@ class Network(nn.Module, Graph):
             return cached
         given = {}
         for name, spec in specs.items():
-            layer = self._layers[name.partition("/")[0]]
+            layer: Any = self._layers[name.partition("/")[0]]     # an input layer has .spec
             if layer.is_input:
                 if not layer.spec.matches(spec):
                     raise self.error(SizeError, name, f"expected {layer.spec}, received {spec}.")
@@ -355,15 +394,15 @@ class Network(nn.Module, Graph):
         self._as_layer[key] = analysis
         return analysis
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         analysis = self.analyze_as_layer(specs)
         return {o: analysis.out_specs[n][p] for n, p, o in self._dangling_outputs()}
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         self._compile(None if self._has_input_layers() else dict(specs))
         return self
 
-    def config(self):
+    def config(self) -> dict:
         return {}
 
     def __repr__(self):
@@ -371,11 +410,12 @@ class Network(nn.Module, Graph):
                 f"outputs={self.output_names})")
 
     # ------------------------------------------------------------------- running -------
-    def forward(self, *args, _masks=None, **kwargs):
+    def forward(self, *args: Any, _masks: Any = None, **kwargs: Any) -> Any:
         plan = self._plan
         if _masks is not None:                              # inside another network's plan
             flat = [v for pair in zip(args, _masks) for v in pair]
-            return plan.fn(plan.mods, *flat)
+            built = cast(Plan, plan)                        # the outer plan built this one
+            return built.fn(built.mods, *flat)
         if plan is None:
             plan = self._prepare(args, kwargs)
         flat = self._flatten_inputs(args, kwargs)
@@ -387,7 +427,7 @@ class Network(nn.Module, Graph):
             return outs[0]
         return dict(zip(self._out_names, outs))
 
-    def forward_with_masks(self, *args, **kwargs):
+    def forward_with_masks(self, *args: Any, **kwargs: Any) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor | None]]:
         """(outputs, masks), each a dict by output name; masks are B×T (True = real step) for
         sequence outputs of padded batches, else None."""
         plan = self._plan or self._prepare(args, kwargs)
@@ -460,26 +500,45 @@ class Network(nn.Module, Graph):
         return DataError(f"{where_}running it failed; torch says: {text}. Check that the data fits "
                          "the network: print(net.analyze()) shows the sizes each layer expects.")
 
-    def stream(self, static_inputs=None, **kw):
+    def stream(self, static_inputs: dict[str, Any] | None = None, **kw: Any) -> Stream:
         """Step-wise execution (Trax `mode='predict'`): `s.step(x)` takes the next t ≥ 1 steps of
         the streamed inputs and returns exactly what the full forward gives at those steps."""
         from .stream import stream
         return stream(self, static_inputs, **kw)
 
     @torch.no_grad()
-    def predict(self, *args, batch_size: int = 128, **kwargs):
-        """Outputs in eval mode without gradients, in mini-batches. Sequence outputs of a list of
-        variable-length sequences come back as a list of each sequence's valid steps."""
+    def predict(self, *args: Any, batch_size: int = 128, **kwargs: Any) -> Any:
+        """Outputs in eval mode, without gradients, in mini-batches (the mode is restored after).
+
+        Parameters
+        ----------
+        *args
+            The inputs, as for calling the network: by position or (in `**kwargs`) by input
+            name; tensors, arrays, lists of variable-length sequences or `al.Padded`.
+        batch_size : int
+            Observations per forward pass.
+        **kwargs
+            Inputs by name, and the options `device` (where to compute; None: where the network
+            is), `precision` ("fp32", "bf16", "fp16", "auto": autocast, outputs in float32) and
+            `compile` (torch.compile the forward; eager with a warning when it cannot).
+
+        Returns
+        -------
+        tensor, list or dict
+            One output: a tensor (a list of each sequence's valid steps when the inputs were a
+            list of sequences); several: a dict by output name. On the CPU unless the inputs
+            were CUDA/MPS tensors.
+        """
         from .batching import predict
         return predict(self, args, kwargs, batch_size)
 
     # ---------------------------------------------------------------- pictures, io -----
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike) -> None:
         """One file: the graph as JSON and the weights as safetensors (no pickle)."""
         from .io import save
         save(self, path)
 
-    def export_onnx(self, path, example_inputs=None, **kw):
+    def export_onnx(self, path: str | os.PathLike, example_inputs: Any = None, **kw: Any) -> OnnxExport:
         """An ONNX file with dynamic batch and sequence lengths and, per sequence input, a bool
         `<input>_mask` input (True = real step), checked with onnxruntime; returns an
         `OnnxExport` (input and output names, largest difference from PyTorch). See
@@ -487,7 +546,7 @@ class Network(nn.Module, Graph):
         from .io import export_onnx
         return export_onnx(self, path, example_inputs, **kw)
 
-    def plot(self, path=None, **kw):
+    def plot(self, path: str | os.PathLike | None = None, **kw: Any) -> Figure:
         """A picture of the graph (a matplotlib figure), saved to `path` when given.
 
         Options (`direction="TB"|"LR"`, `sizes=True`): see :doc:`/pictures`."""
@@ -499,7 +558,7 @@ class Network(nn.Module, Graph):
         from .viz.graph import to_dot
         return to_dot(self)
 
-    def view(self, path=None, **kw):
+    def view(self, path: str | os.PathLike | None = None, **kw: Any) -> Any:
         """The interactive page of the network (graph, analysis, attention); see
         `attnlab.viz.view.view` for the options."""
         from .viz.view import view

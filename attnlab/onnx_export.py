@@ -27,6 +27,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,7 +53,7 @@ class OnnxExport:
     outputs: list[str]
     dynamic_axes: dict[str, dict[int, str]] = field(default_factory=dict)
     max_error: float | None = None
-    _example: object = field(default=None, repr=False, compare=False)
+    _example: Any = field(default=None, repr=False, compare=False)   # the exporter's inputs
 
     def feeds(self, *args, **kwargs) -> dict[str, np.ndarray]:
         """Network inputs (as for calling the network: by position or by name; tensors, lists
@@ -188,7 +189,8 @@ class _Example:
             as_batch(x, spec, n, dtype)      # the forward pass's checks, before any tracing
             mask = None
             if isinstance(x, Padded):
-                x, mask = x.data, x.mask
+                mask = x.mask
+                x = x.data
             elif isinstance(x, (list, tuple)) and spec.is_sequence:
                 x, mask = pad_sequences(x, dtype=dtype)
             x = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
@@ -265,8 +267,8 @@ def _vocab_of(net, input_name):
         layer = net._layers[src]
         return getattr(layer, "vocab", None) if isinstance(getattr(layer, "vocab", None), int) else None
     vocabs = [getattr(net._layers[d], "vocab", None) for (d, _), (s, _) in net._conns.items() if s == src]
-    vocabs = [v for v in vocabs if isinstance(v, int)]
-    return min(vocabs) if vocabs else None
+    ints: list[int] = [v for v in vocabs if isinstance(v, int)]
+    return min(ints) if ints else None
 
 
 def _example_length(spec, default):
@@ -362,7 +364,7 @@ def _sdpa_for_onnx():
             k, v = k.repeat_interleave(r, dim=-3), v.repeat_interleave(r, dim=-3)
         return original(q, k, v, *a, **kw)
 
-    F.scaled_dot_product_attention = sdpa
+    F.scaled_dot_product_attention = sdpa  # type: ignore[assignment]  # restored below
     try:
         yield
     finally:
@@ -465,7 +467,7 @@ def _check_sizes(ex, dynamic_lengths):
     lengths = []
     for i, (n, spec) in enumerate(zip(ex.names, ex.specs)):
         t = ex.data[n][0].shape[1] if spec.is_sequence else None
-        if spec.is_sequence and dynamic_lengths and spec.time is None:
+        if t is not None and dynamic_lengths and spec.time is None:     # a free length
             t = t + 3 + 2 * i
         lengths.append(t)
     return 3, lengths
@@ -535,7 +537,7 @@ def _unexportable(net, ex, dynamic_lengths, opset, atol, rtol, cause) -> Network
 
 def _probe_network(net, analysis, prefix, masks, dynamic_lengths, opset, atol, rtol):
     """Exports every layer alone (with its weights, at its input sizes) to name those that fail."""
-    culprits = []
+    culprits: list = []
     for name in analysis.order:
         layer = net._layers[name]
         if layer.is_input or name not in net.layer_modules or analysis.out_specs.get(name) is None:
@@ -546,8 +548,9 @@ def _probe_network(net, analysis, prefix, masks, dynamic_lengths, opset, atol, r
         if why is None:
             continue
         if isinstance(layer, Graph):
+            nested: Any = layer                   # a Network (this module sits below network.py)
             try:
-                inner = layer.analyze_as_layer(specs)
+                inner = nested.analyze_as_layer(specs)
             except AttnlabError:
                 inner = None
             found = [] if inner is None else _probe_network(

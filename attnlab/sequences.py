@@ -25,8 +25,23 @@ def as_tensor(x, dtype=None) -> torch.Tensor:
     return torch.as_tensor(np.asarray(x), dtype=dtype)
 
 
-def pad_sequences(seqs: Sequence, value: float = 0.0, dtype=None) -> Padded:
-    """Pads a list of T_i×C (or T_i) sequences into a `Padded` batch B×T×C."""
+def pad_sequences(seqs: Sequence, value: float = 0.0, dtype: torch.dtype | None = None) -> Padded:
+    """Pads sequences of different lengths into one batch with its padding mask.
+
+    Parameters
+    ----------
+    seqs : sequence of tensors or arrays
+        T_i×C (or T_i) each.
+    value : float
+        The value of the padded steps.
+    dtype : torch.dtype, optional
+        The data's dtype (default: that of the sequences).
+
+    Returns
+    -------
+    Padded
+        `data` B×T×C (T the longest length) and `mask` B×T, True at real steps.
+    """
     seqs = [as_tensor(s, dtype) for s in seqs]
     if not seqs:
         raise ValueError("pad_sequences needs at least one sequence")

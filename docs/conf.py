@@ -39,6 +39,9 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_typehints_format = "short"
 autodoc_preserve_defaults = True
+# classes named in annotations under `if TYPE_CHECKING:` (imports that would run upwards)
+autodoc_type_aliases = {"Stream": "attnlab.stream.core.Stream",
+                        "OnnxExport": "attnlab.onnx_export.OnnxExport"}
 autodoc_class_signature = "mixed"
 # `config()` is the layers' serialisation hook (io.py), not an API a user calls.
 autodoc_default_options = {"members": True, "undoc-members": True,
@@ -64,8 +67,12 @@ nitpick_ignore_regex = [
               r"|Union|Self|TypeAlias|ArrayLike|StrPath)"),
     # choices written as NumPy-style parameter types ("auto" or float, int, optional)
     ("py:class", r'".*"|\'.*\'|optional'),
+    # plain words in NumPy-style types ("sequence of tensors", "binary file", "callable")
+    ("py:class", r"sequence|tensors?|arrays?|callable|(binary )?file|of"),
     # private helpers named in annotations (base classes of layer modules, the module dict)
     ("py:.*", r"attnlab\..*\._\w+|attnlab\.network\.LayerModules"),
+    # the graph base of Network (editing returns the network itself) and its layers tuple
+    ("py:class", r"attnlab\.graph\.(Graph|LayerList)"),
     ("py:.*", r"(int|float|str|bool|bytes|None|dict|list|tuple|set|object|type|slice)"),
 ]
 

@@ -167,3 +167,13 @@ def test_causal_self_attention_sees_only_the_past():
     x2 = x.clone()
     x2[:, 4:] = torch.randn(1, 2, 8)
     torch.testing.assert_close(net(x2)[:, :4], y[:, :4])
+
+
+def test_heads_that_do_not_divide_the_channels_are_refused_at_construction():
+    import attnlab as al
+    for make, arg in [(lambda: L.SelfAttention(3, 8), "key_channels"),
+                      (lambda: L.MultiHeadAttention(4, 64, value_channels=30), "value_channels")]:
+        with pytest.raises(al.ArgumentError) as e:
+            make()
+        msg = str(e.value)
+        assert "argument 'num_heads'" in msg and f"'{arg}'" in msg and "Use num_heads one of" in msg

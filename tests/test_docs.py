@@ -93,3 +93,30 @@ def test_output_check_catches_a_wrong_message(tmp_path):
     page.write_text("```python\nprint('a')\n```\n\n```text\nb\n```\n")
     [(lang, code, expected), _] = blocks(page)
     assert (lang, expected) == ("python", "b\n")
+
+
+def _docstring_examples():
+    import doctest
+
+    import attnlab.layers as layers
+    finder = doctest.DocTestFinder(recurse=False)
+    return [t for name in layers.__all__ for t in finder.find(getattr(layers, name), name)
+            if t.examples]
+
+
+@pytest.mark.parametrize("example", _docstring_examples(), ids=lambda t: t.name)
+def test_layer_docstring_examples_run(example):
+    # the Examples sections of the layers' docstrings, rendered in the reference
+    import doctest
+    out = io.StringIO()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    runner.run(example, out=out.write)
+    assert runner.failures == 0, out.getvalue()
+
+
+def test_every_layer_docstring_states_its_shape():
+    import attnlab.layers as layers
+    missing = [name for name in layers.__all__ if isinstance(getattr(layers, name), type)
+               and name not in ("Layer",) and "Shape\n" not in (getattr(layers, name).__doc__ or "")]
+    # Embedding, PositionEmbedding, SinusoidalPositionEncoding: their module's owner adds them
+    assert set(missing) <= {"Embedding", "PositionEmbedding", "SinusoidalPositionEncoding"}, missing

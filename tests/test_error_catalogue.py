@@ -102,8 +102,8 @@ CATALOGUE = [
      lambda: al.Network([L.ImageInput((1, 28, 28)), L.Conv2d(3, 8), L.MaxPool2d(2), L.Flatten(),
                          L.SelfAttention(8, 64, name="self_attention")]).initialize(),
      al.FormatError, ["layer 'self_attention' port 'in'", "B×1568", "ImageToSequence instead of Flatten"]),
-    ("self-attention-heads", lambda: al.Network([L.SequenceInput(12), L.SelfAttention(5, 12, name="sa")])
-     .initialize(), al.SizeError, ["layer 'sa'", "num_heads 5", "12"]),
+    ("self-attention-heads", lambda: L.SelfAttention(5, 12, name="sa"), al.ArgumentError,
+     ["SelfAttention 'sa' argument 'num_heads'", "divisor of 'key_channels' (12)", "received 5"]),
     ("mha-kv-length", lambda: al.Network([L.SequenceInput(4, name="q"), L.MultiHeadAttention(2, 8, name="mha")])
      .add(L.SequenceInput(4, length=5, name="k")).add(L.SequenceInput(4, length=6, name="v"))
      .connect("k", "mha/key").connect("v", "mha/value").initialize(),

@@ -6,6 +6,7 @@ from torch import nn
 from attnlab import layers as L
 from attnlab.combinators import Pick, Port
 from attnlab.matlab import mlayers as ML          # MATLAB's layers beyond the core (issue 14)
+from attnlab.matlab import vit_layers as VL
 from attnlab.spec import Spec
 
 from helpers import concrete, data_for, single_layer_net
@@ -90,6 +91,13 @@ CASES = {
                (lambda: ML.Pool1d("average", 3, 1, "same"), {"in": seq(3)}, 0)],
     "Scaling": [(lambda: ML.Scaling([1, 2, 3], 0.5), {"in": seq(3)}, 0)],
     "Identity": [(lambda: ML.Identity(), {"in": feat(3)}, 0)],
+    "GroupedConv2d": [(lambda: ML.GroupedConv2d(3, 2, None, padding="same"), {"in": img(4, 5, 5)}, 80),
+                      (lambda: ML.GroupedConv2d(3, 3, 2, stride=2), {"in": img(4, 5, 5)}, 114)],
+    "PatchEmbedding": [(lambda: VL.PatchEmbedding((2, 2), 5), {"in": img(3, 4, 4)}, 65),
+                       (lambda: VL.PatchEmbedding(2, 5, "row-major"), {"in": img(3, 4, 6)}, 65)],
+    "EmbeddingConcatenation": [(lambda: VL.EmbeddingConcatenation(), {"in": seq(3)}, 3)],
+    "Swish": [(lambda: VL.Swish(), {"in": seq(3)}, 0)],
+    "TanhGELU": [(lambda: VL.TanhGELU(), {"in": img(2, 3, 3)}, 0)],
 }
 
 ALL = [(t, i, c) for t, cases in CASES.items() for i, c in enumerate(cases)]

@@ -11,9 +11,11 @@ from __future__ import annotations
 import email
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import venv
 import zipfile
 from pathlib import Path
@@ -70,7 +72,23 @@ def test_wheel_and_sdist_pass_twine_check(dist):
     assert meta["Version"] == attnlab.__version__
     assert meta["License-Expression"] == "MIT"
     assert "Typing :: Typed" in meta.get_all("Classifier")
-    # no Project-URL yet: the project has no public address to name (an invented one would mislead)
+    # no Project-URL: the project has no public address to name (an invented one would mislead);
+    # the README points into the sdist instead (next test)
+    assert meta.get_all("Project-URL") is None
+
+
+def test_readme_links_point_into_the_sdist(dist):
+    # The README (also the package's long description) links the documentation, changelog and
+    # licence by relative paths: each must be a file the source distribution ships.
+    sdist, = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as t:
+        prefix = f"attnlab-{attnlab.__version__}/"
+        shipped = {n[len(prefix):] for n in t.getnames() if n.startswith(prefix)}
+    links = {m.split("#")[0] for m in re.findall(r"\]\(([^)\s]+)\)", (ROOT / "README.md").read_text())
+             if not re.match(r"[a-z]+:|#", m)}
+    assert {"CHANGELOG.md", "LICENSE", "docs/getting-started.md"} <= links
+    assert sorted(links - shipped) == []
+    assert {"docs/conf.py", "docs/index.md", "docs/api/layers.rst", "Makefile"} <= shipped
 
 
 def test_wheel_installs_into_a_fresh_venv_and_works(dist, tmp_path):

@@ -72,15 +72,15 @@ def co2(test_weeks: int = 52) -> TimeSeries:
     2,284 weeks; the 59 weeks without a measurement are filled by linear interpolation
     (`filled` marks them). The last `test_weeks` weeks (all of 2001) are the test part."""
     folder = package_dir("statsmodels", "CO2") / "datasets" / "co2"
-    dates, values = [], []
+    day_list, value_list = [], []
     with open(folder / "co2.csv", encoding="utf-8") as f:
         next(f)                                                              # date,co2
         for line in f:
             d, _, v = line.strip().partition(",")
-            dates.append(np.datetime64(f"{d[:4]}-{d[4:6]}-{d[6:8]}"))
-            values.append(float(v) if v.strip() else np.nan)
-    dates = np.array(dates, dtype="datetime64[D]")
-    values = np.array(values, dtype=np.float64)
+            day_list.append(np.datetime64(f"{d[:4]}-{d[4:6]}-{d[6:8]}"))
+            value_list.append(float(v) if v.strip() else np.nan)
+    dates = np.array(day_list, dtype="datetime64[D]")
+    values = np.array(value_list, dtype=np.float64)
     missing = np.isnan(values)
     steps = np.arange(len(values))
     values[missing] = np.interp(steps[missing], steps[~missing], values[~missing])

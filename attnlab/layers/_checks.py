@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from numbers import Integral, Real
+from typing import Literal, overload
 
 from ..errors import ArgumentError, SizeError, close_matches
 
@@ -57,6 +58,12 @@ def _is_real(value) -> bool:
     return isinstance(value, Real) and not isinstance(value, bool)
 
 
+@overload
+def integer(owner, arg: str, value, least: int = 1, most: int | None = None,
+            none_ok: Literal[False] = False, example: int | None = None) -> int: ...
+@overload
+def integer(owner, arg: str, value, least: int = 1, most: int | None = None, *,
+            none_ok: bool, example: int | None = None) -> int | None: ...
 def integer(owner, arg: str, value, least: int = 1, most: int | None = None,
             none_ok: bool = False, example: int | None = None) -> int | None:
     """An int ≥ `least` (and ≤ `most`); None only where it is the documented default."""
@@ -161,6 +168,25 @@ def scale(owner, value, arg: str = "scale"):
     hint = close_matches(value, ["auto"]) if isinstance(value, str) else ""
     raise fail(owner, arg, "\"auto\" (1/sqrt(channels per head)) or a finite number > 0", value,
                (hint.strip() + " " if hint else "") + f"Use {arg}=\"auto\" or e.g. {arg}=0.125.")
+
+
+def product(sizes) -> int | None:
+    """The product of sizes, None when one is unknown (None)."""
+    out = 1
+    for s in sizes:
+        if s is None:
+            return None
+        out *= s
+    return out
+
+
+def known(layer, port: str, size: int | None) -> int:
+    """A size the module needs when it is built. The analysis builds modules only once the
+    sizes arriving at the layer are known, so None here means a spec that lost its size."""
+    if size is None:
+        raise layer.error(SizeError, port, "the size is unknown when the layer's module is built. "
+                          "Give the input layers their sizes, or call net.initialize(example_inputs).")
+    return size
 
 
 # More numbers than any device holds (4 TiB of float32): a size typo such as 10**9, found by

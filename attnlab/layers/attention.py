@@ -19,7 +19,26 @@ def _check_heads(layer, port, channels, num_heads, what):
                           f"{', '.join(map(str, divisors))}) or change the {what} channels.")
 
 
-class Attention(Layer):
+class _Heads(Layer):
+    # the options `_options` sets, declared for the type checker
+    num_heads: int
+    scale: str | float
+    attention_mask: str | None
+    causal_alignment: str
+    dropout: float
+    has_padding_mask_input: bool
+    has_scores_output: bool
+    num_kv_heads: int | None
+
+
+class _Projected(_Heads):
+    # the sizes `_projection_sizes` sets
+    key_channels: int
+    value_channels: int | None
+    output_channels: int | None
+
+
+class Attention(_Heads):
     """Scaled dot-product attention without learnables [attentionLayer].
 
     Per head ``softmax(Q_h K_hᵀ · scale) V_h``, channels split into `num_heads` contiguous
@@ -32,8 +51,9 @@ class Attention(Layer):
         The number of heads; it must divide Ck and Cv.
     scale : "auto" or float
         The factor on Q Kᵀ; "auto" is 1/√dk, dk = Ck/num_heads.
-    attention_mask : None, "causal" or Tensor
-        "causal": query i sees keys j ≤ i; or a boolean Tq×Tk / B×Tq×Tk mask, True = attend.
+    attention_mask : None or "causal"
+        "causal": query i sees keys j ≤ i. (A boolean mask of your own goes to
+        `al.attention`; padding to the `mask` port.)
     causal_alignment : "top-left" or "bottom-right"
         Where the causal diagonal starts when Tq ≠ Tk.
     dropout : float
@@ -51,11 +71,24 @@ class Attention(Layer):
     - `mask`: B×Tk (optional; True or nonzero = attend)
     - `out`: B×Tq×Cv
     - `scores`: B×heads×Tq×Tk (optional)
+
+    Examples
+    --------
+    Keys from an encoder, queries from a decoder (MATLAB's cross-attention):
+
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(16, name="q"), L.Attention(num_heads=4, name="att")])
+    >>> net.add(L.SequenceInput(16, name="kv")).connect("kv", "att/key").connect("kv", "att/value")
+    ...     # doctest: +ELLIPSIS
+    Network(...)
+    >>> net({"q": torch.randn(2, 5, 16), "kv": torch.randn(2, 7, 16)}).shape
+    torch.Size([2, 5, 16])
     """
 
     uses_mask = True
 
-    def __init__(self, num_heads: int = 1, scale="auto", attention_mask=None,
+    def __init__(self, num_heads: int = 1, scale: str | float = "auto", attention_mask: str | None = None,
                  causal_alignment: str = "top-left", dropout: float = 0.0,
                  has_padding_mask_input: bool = False, has_scores_output: bool = False,
                  name: str | None = None):
@@ -64,14 +97,14 @@ class Attention(Layer):
                  has_padding_mask_input, has_scores_output, None)
 
     @property
-    def input_ports(self):
+    def input_ports(self) -> tuple[str, ...]:
         return ("query", "key", "value") + (("mask",) if self.has_padding_mask_input else ())
 
     @property
-    def output_ports(self):
+    def output_ports(self) -> tuple[str, ...]:
         return ("out",) + (("scores",) if self.has_scores_output else ())
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         q, k, v = specs["query"], specs["key"], specs["value"]
         fix = "Attention attends over a time axis: give it sequences B×T×C."
         for port, s in (("query", q), ("key", k), ("value", v)):
@@ -93,7 +126,7 @@ class Attention(Layer):
             out["scores"] = Spec("BHQK", (None, self.num_heads, q.time, k.time))
         return out
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _AttentionModule(self)
 
 
@@ -138,6 +171,15 @@ def _projection_sizes(layer, key_channels, value_channels, output_channels):
     layer.key_channels = check.integer(layer, "key_channels", key_channels, example=64)
     layer.value_channels = check.integer(layer, "value_channels", value_channels, none_ok=True)
     layer.output_channels = check.integer(layer, "output_channels", output_channels, none_ok=True)
+    heads = layer.num_heads
+    for arg in ("key_channels", "value_channels"):
+        channels = getattr(layer, arg)
+        if channels is not None and channels % heads:
+            fits = [h for h in range(1, min(channels, 64) + 1) if channels % h == 0][:6]
+            raise check.fail(layer, "num_heads", f"a divisor of '{arg}' ({channels}): each head "
+                             f"gets {arg} / num_heads channels", heads,
+                             f"Use num_heads one of {', '.join(map(str, fits))}, or make {arg} "
+                             f"a multiple of {heads}.")
 
 
 def _projections_fit(layer, port, query_channels, kv_channels):
@@ -173,7 +215,7 @@ def _key_mask(masks, mask_port):
     return key_mask
 
 
-class SelfAttention(Layer):
+class SelfAttention(_Projected):
     """Multi-head self-attention with learned projections [selfAttentionLayer].
 
     Learnables `query`, `key`, `value`, `output`: each a `weight` (out×in) and a `bias`, laid
@@ -200,13 +242,24 @@ class SelfAttention(Layer):
     - `mask`: B×T (optional)
     - `out`: B×T×output_channels
     - `scores`: B×heads×T×T (optional)
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(8),
+    ...                   L.SelfAttention(2, 16, attention_mask="causal", name="sa")])
+    >>> net(torch.randn(3, 6, 8)).shape
+    torch.Size([3, 6, 8])
+    >>> list(net.learnables)[:2]
+    ['sa/query.weight', 'sa/query.bias']
     """
 
     stem = "selfattention"
     uses_mask = True
 
     def __init__(self, num_heads: int, key_channels: int, value_channels: int | None = None,
-                 output_channels: int | None = None, scale="auto", attention_mask=None,
+                 output_channels: int | None = None, scale: str | float = "auto", attention_mask: str | None = None,
                  dropout: float = 0.0, has_padding_mask_input: bool = False,
                  has_scores_output: bool = False, num_kv_heads: int | None = None,
                  name: str | None = None):
@@ -216,14 +269,14 @@ class SelfAttention(Layer):
         _projection_sizes(self, key_channels, value_channels, output_channels)
 
     @property
-    def input_ports(self):
+    def input_ports(self) -> tuple[str, ...]:
         return ("in",) + (("mask",) if self.has_padding_mask_input else ())
 
     @property
-    def output_ports(self):
+    def output_ports(self) -> tuple[str, ...]:
         return ("out",) + (("scores",) if self.has_scores_output else ())
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         s = specs["in"]
         _sequence_only(self, s, "in")
         _projections_fit(self, "in", s.channels, s.channels)
@@ -236,11 +289,11 @@ class SelfAttention(Layer):
             out["scores"] = Spec("BHQK", (None, self.num_heads, s.time, s.time))
         return out
 
-    def build(self, specs):
-        return _SelfAttentionModule(self, specs["in"].channels)
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _SelfAttentionModule(self, check.known(self, "in", specs["in"].channels))
 
 
-class MultiHeadAttention(Layer):
+class MultiHeadAttention(_Projected):
     """Multi-head attention with learned projections and separate inputs: cross-attention
     (Trax `AttentionQKV`, Keras/PyTorch `MultiHeadAttention`).
 
@@ -270,7 +323,7 @@ class MultiHeadAttention(Layer):
     uses_mask = True
 
     def __init__(self, num_heads: int, key_channels: int, value_channels: int | None = None,
-                 output_channels: int | None = None, scale="auto", attention_mask=None,
+                 output_channels: int | None = None, scale: str | float = "auto", attention_mask: str | None = None,
                  causal_alignment: str = "top-left", dropout: float = 0.0,
                  has_padding_mask_input: bool = False, has_scores_output: bool = False,
                  num_kv_heads: int | None = None, name: str | None = None):
@@ -282,7 +335,7 @@ class MultiHeadAttention(Layer):
     input_ports = Attention.input_ports
     output_ports = Attention.output_ports
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         q, k, v = specs["query"], specs["key"], specs["value"]
         for port, s in (("query", q), ("key", k), ("value", v)):
             _sequence_only(self, s, port)
@@ -299,12 +352,12 @@ class MultiHeadAttention(Layer):
             out["scores"] = Spec("BHQK", (None, self.num_heads, q.time, k.time))
         return out
 
-    def build(self, specs):
-        return _MultiHeadAttentionModule(self, specs["query"].channels, specs["key"].channels,
-                                         specs["value"].channels)
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        cq, ck, cv = (check.known(self, p, specs[p].channels) for p in ("query", "key", "value"))
+        return _MultiHeadAttentionModule(self, cq, ck, cv)
 
 
-class AttentionPool1d(Layer):
+class AttentionPool1d(_Heads):
     """Attention pooling over time: a learned query attends over the sequence.
 
     Padded steps are ignored. Learnables `query_vector` (1×1×C), `key`, `value`, `output`.
@@ -329,23 +382,43 @@ class AttentionPool1d(Layer):
         super().__init__(name)
         _options(self, num_heads, "auto", None, "top-left", dropout, False, False, None)
 
-    def config(self):
+    def config(self) -> dict:
         return {"num_heads": self.num_heads, "dropout": self.dropout}
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         _sequence_only(self, s, "in")
         _check_heads(self, "in", s.channels, self.num_heads, "input")
         return Spec.features(s.channels)
 
-    def build(self, specs):
-        return _AttentionPoolModule(specs["in"].channels, self.num_heads, self.dropout)
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _AttentionPoolModule(check.known(self, "in", specs["in"].channels), self.num_heads,
+                                    self.dropout)
 
 
 class ImageToSequence(Layer):
-    """Image positions as a sequence: B×C×H×W → B×(H·W/p²)×(C·p²), row by row, each step one
-    p×p patch (p = `patch_size`; p = 1 keeps the channels). No learnables; follow it with
-    Dense to project the patches."""
+    """The positions of an image as a sequence, row by row, each step one p×p patch
+    (p = `patch_size`) with its C·p² values. No learnables: follow it with `Dense` to project the
+    patches (a vision transformer's patch embedding).
+
+    Parameters
+    ----------
+    patch_size : int
+        The patch side p; it must divide the height and the width. 1 keeps one pixel per step.
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×(H·W/p²)×(C·p²)
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.ImageInput((3, 8, 8)), L.ImageToSequence(patch_size=4)])
+    >>> net(torch.randn(2, 3, 8, 8)).shape
+    torch.Size([2, 4, 48])
+    """
 
     stem = "img2seq"
 
@@ -353,7 +426,7 @@ class ImageToSequence(Layer):
         super().__init__(name)
         self.patch_size = check.integer(self, "patch_size", patch_size, example=4)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BCSS",), "ImageToSequence turns an image into a sequence.")
         c, h, w = s.sizes[1:]
@@ -361,10 +434,10 @@ class ImageToSequence(Layer):
         if (h is not None and h % p) or (w is not None and w % p):
             raise self.error(SizeError, "in", f"expected height and width divisible by patch_size "
                              f"{p}, received {s}. Use a patch_size that divides both, or resize.")
-        t = None if None in (h, w) else (h // p) * (w // p)
+        t = None if h is None or w is None else (h // p) * (w // p)
         return Spec.sequence(None if c is None else c * p * p, t)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _ImageToSequence(self.patch_size)
 
 
@@ -377,7 +450,8 @@ class _SelfAttentionModule(SelfAttentionModule):
         self.causal = layer.attention_mask
         self.scores = layer.has_scores_output
 
-    def forward(self, x, *mask_port, masks=(None,)):
+    # the plan's calling convention (ports positional, masks by keyword), not the parent's
+    def forward(self, x, *mask_port, masks=(None,)):  # type: ignore[override]
         return super().forward(x, key_padding_mask=_key_mask(masks, mask_port),
                                attention_mask=self.causal, need_weights=self.scores)
 
@@ -390,14 +464,14 @@ class _MultiHeadAttentionModule(MultiHeadAttentionModule):
         self.alignment = layer.causal_alignment
         self.scores = layer.has_scores_output
 
-    def forward(self, q, k, v, *mask_port, masks=(None, None, None)):
+    def forward(self, q, k, v, *mask_port, masks=(None, None, None)):  # type: ignore[override]
         return super().forward(q, k, v, key_padding_mask=_key_mask(masks[1:], mask_port),
                                attention_mask=self.causal, causal_alignment=self.alignment,
                                need_weights=self.scores)
 
 
 class _AttentionPoolModule(AttentionPoolModule):
-    def forward(self, x, masks=(None,)):
+    def forward(self, x, masks=(None,)):  # type: ignore[override]
         return super().forward(x, key_padding_mask=masks[0])
 
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import inspect
 import unicodedata
-from typing import ClassVar, Iterable
+from typing import ClassVar, Iterable, TypeVar
 
 from torch import nn
 
-from ..errors import ArgumentError, FormatError, SizeError, where
+from ..errors import ArgumentError, AttnlabError, FormatError, SizeError, where
 from ..spec import Spec
 
 LAYER_TYPES: dict[str, type["Layer"]] = {}
+
+_E = TypeVar("_E", bound=AttnlabError)
 
 MAX_NAME_LENGTH = 200
 
@@ -55,11 +57,20 @@ def check_name(name):
 
 
 class Layer:
-    """Base of every layer. Subclasses keep constructor arguments as attributes of the same name,
-    which is what `config()` (and saving) reads."""
+    """Base of every layer: a description with a name, ports, a size rule and a module factory.
 
-    input_ports: tuple[str, ...] = ("in",)
-    output_ports: tuple[str, ...] = ("out",)
+    A subclass keeps its constructor arguments as attributes of the same name (what `config()`,
+    `repr` and saving read), names its ports (`input_ports`, `output_ports`), maps input specs to
+    output specs in `infer` (raising `SizeError`/`FormatError` made with `error`) and makes its
+    torch module in `build`. It holds no tensors: the network builds the modules.
+
+    Parameters
+    ----------
+    name : str, optional
+        The layer's unique name in its network; without one, the network names it from its
+        type (`fc`, `fc_1`, …).
+    """
+
     uses_mask: ClassVar[bool] = False
     returns_mask: ClassVar[bool] = False
     is_input: ClassVar[bool] = False
@@ -74,6 +85,17 @@ class Layer:
 
     def __init__(self, name: str | None = None):
         self.name = check_name(name)
+
+    # a subclass with other ports overrides these (a class attribute or a property)
+    @property
+    def input_ports(self) -> tuple[str, ...]:
+        """The names of the input ports, in order (`in` for a single input)."""
+        return ("in",)
+
+    @property
+    def output_ports(self) -> tuple[str, ...]:
+        """The names of the output ports, in order (`out` for a single output)."""
+        return ("out",)
 
     # -- the rule and the factory ---------------------------------------------------------
     def infer(self, specs: dict[str, Spec]) -> Spec | dict[str, Spec]:
@@ -110,7 +132,7 @@ class Layer:
         return f"{self.type_name}({args}{name})"
 
     # -- errors that teach ----------------------------------------------------------------
-    def error(self, cls, port: str | None, message: str):
+    def error(self, cls: type[_E], port: str | None, message: str) -> _E:
         """An error of class `cls` whose message starts with this layer and `port` (``layer 'fc' port 'in': …``)."""
         err = cls(where(self.name, port) + message)
         err.layer, err.port = self.name, port

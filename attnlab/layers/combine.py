@@ -16,7 +16,7 @@ class _Combine(Layer):
         self.n = check.integer(self, "n", n, least=2, most=check.MAX_PORTS, example=2)
 
     @property
-    def input_ports(self):
+    def input_ports(self) -> tuple[str, ...]:
         return tuple(f"in{i}" for i in range(1, self.n + 1))
 
     def _check_same(self, specs, skip_dim=None):
@@ -34,22 +34,44 @@ class _Combine(Layer):
 
 
 class Addition(_Combine):
-    """Elementwise sum [additionLayer]: n inputs of the same size → that size."""
+    """Elementwise sum of `n` inputs of the same spec [additionLayer]. No learnables.
 
-    def infer(self, specs):
+    Parameters
+    ----------
+    n : int
+        The number of inputs, ports `in1` … `in{n}`.
+
+    Shape
+    -----
+    - `in1` … `in{n}`: the same spec each (any kind)
+    - `out`: that spec
+    """
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         return self._check_same(specs)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _Sum()
 
 
 class Multiplication(_Combine):
-    """Elementwise product [multiplicationLayer]: n inputs of the same size → that size."""
+    """Elementwise product of `n` inputs of the same spec [multiplicationLayer]. No learnables.
 
-    def infer(self, specs):
+    Parameters
+    ----------
+    n : int
+        The number of inputs, ports `in1` … `in{n}`.
+
+    Shape
+    -----
+    - `in1` … `in{n}`: the same spec each (any kind)
+    - `out`: that spec
+    """
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         return self._check_same(specs)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _Product()
 
 
@@ -70,8 +92,29 @@ class _Product(nn.Module):
 
 
 class Concatenation(_Combine):
-    """Concatenation [concatenationLayer] along `dim`: "channel" (B×T×ΣC, B×ΣC, B×ΣC×H×W) or
-    "time" (sequences: B×ΣT×C; the padding mask is concatenated too)."""
+    """Concatenation of `n` inputs [concatenationLayer, depthConcatenationLayer].
+
+    Parameters
+    ----------
+    n : int
+        The number of inputs, ports `in1` … `in{n}`.
+    dim : "channel" or "time"
+        "channel" joins the channels (of sequences, features or images); "time" joins sequences
+        one after the other, padding masks included.
+
+    Shape
+    -----
+    - `in1` … `in{n}`: the same spec except along `dim`
+    - `out`: B×T×ΣC, B×ΣC or B×ΣC×H×W ("channel"); B×ΣT×C ("time")
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.FeatureInput(3, name="a"), L.Concatenation(2, name="cat")])
+    >>> net.add(L.FeatureInput(5, name="b")).connect("b", "cat/in2").analyze().out_specs["cat"]["out"]
+    Spec(B×8)
+    """
 
     stem = "concat"
     uses_mask = True
@@ -81,7 +124,7 @@ class Concatenation(_Combine):
         super().__init__(n, name)
         self.dim = check.choice(self, "dim", dim, ("channel", "time"))
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         first = specs["in1"]
         if self.dim == "time":
             self.require(first, "in1", ("BTC",), "dim='time' concatenates sequences.")
@@ -90,10 +133,10 @@ class Concatenation(_Combine):
             axis = first.labels.index("C")
         self._check_same(specs, skip_dim=axis)
         parts = [specs[p].sizes[axis] for p in self.input_ports]
-        total = None if None in parts else sum(parts)
+        total = None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
         return Spec(first.labels, first.sizes[:axis] + (total,) + first.sizes[axis + 1:])
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         first = specs["in1"]
         return _Concat(1 if self.dim == "time" else first.labels.index("C") - len(first.labels),
                        self.dim == "time")

@@ -32,28 +32,60 @@ def _out_size(size, k, s, d, padding):
 
 
 class Conv2d(Layer):
-    """2-D convolution [convolution2dLayer]: B×C×H×W → B×filters×H'×W'.
-    `padding` is "same" (H' = ceil(H/stride)), "valid", an int or a pair."""
+    """2-D convolution over images [convolution2dLayer]. Learnables `weight`
+    (filters×C×kh×kw) and `bias`, as in `torch.nn.Conv2d`.
+
+    Parameters
+    ----------
+    kernel : int or (int, int)
+        The kernel's height and width.
+    filters : int
+        Channels out.
+    stride : int or (int, int)
+        The step between applications.
+    padding : "same", "valid", int or (int, int)
+        "same" gives H' = ceil(H/stride) (as MATLAB's 'same', also with stride > 1); "valid" pads
+        nothing; an int or pair pads that many rows/columns on each side.
+    dilation : int or (int, int)
+        The spacing of the kernel's taps.
+    bias : bool
+        Whether to learn a bias.
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×filters×H'×W'
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.ImageInput((1, 28, 28)), L.Conv2d(3, 8, stride=2)])
+    >>> net(torch.randn(2, 1, 28, 28)).shape
+    torch.Size([2, 8, 14, 14])
+    """
 
     stem = "conv"
 
-    def __init__(self, kernel, filters: int, stride=1, padding="same", dilation=1,
-                 bias: bool = True, name: str | None = None):
+    def __init__(self, kernel: int | tuple[int, int], filters: int,
+                 stride: int | tuple[int, int] = 1, padding: str | int | tuple[int, int] = "same",
+                 dilation: int | tuple[int, int] = 1, bias: bool = True, name: str | None = None):
         super().__init__(name)
         self.kernel = check.int_pair(self, "kernel", kernel, example=3)
         self.filters = check.integer(self, "filters", filters, example=16)
         self.stride = check.int_pair(self, "stride", stride, example=2)
         self.dilation = check.int_pair(self, "dilation", dilation, example=1)
+        pad: str | tuple[int, int]
         if isinstance(padding, str):
-            padding = check.choice(self, "padding", padding, ("same", "valid"),
-                                   extra="an int ≥ 0 or a pair of them")
+            pad = check.choice(self, "padding", padding, ("same", "valid"),
+                               extra="an int ≥ 0 or a pair of them")
         else:
             try:
-                padding = check.int_pair(self, "padding", padding, least=0)
+                pad = check.int_pair(self, "padding", padding, least=0)
             except ArgumentError:
                 raise check.fail(self, "padding", "'same', 'valid', an int ≥ 0 or a pair of them",
                                  padding, "Use e.g. padding='same' or padding=1.") from None
-        self.padding = padding
+        self.padding = pad
         self.bias = check.flag(self, "bias", bias)
 
     def _pads(self):
@@ -63,7 +95,7 @@ class Conv2d(Layer):
             return ((0, 0), (0, 0))
         return tuple((p, p) for p in self.padding)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BCSS",), "Conv2d works on images; use Conv1d for sequences.")
         check.learnables_fit(self, "in", "Use a smaller kernel or fewer filters.",
@@ -79,8 +111,8 @@ class Conv2d(Layer):
             hw.append(o)
         return Spec.image(self.filters, *hw)
 
-    def build(self, specs):
-        cin = specs["in"].channels
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        cin = check.known(self, "in", specs["in"].channels)
         if self.padding == "same" and self.stride == (1, 1):
             return nn.Conv2d(cin, self.filters, self.kernel, 1, "same", self.dilation, bias=self.bias)
         if self.padding == "same":
@@ -90,7 +122,7 @@ class Conv2d(Layer):
         return nn.Conv2d(cin, self.filters, self.kernel, self.stride, pad, self.dilation,
                          bias=self.bias)
 
-    def config(self):
+    def config(self) -> dict:
         c = super().config()
         for k in ("kernel", "stride", "dilation"):
             c[k] = list(c[k])
@@ -109,16 +141,47 @@ class _SameStridedConv2d(nn.Conv2d):
 
 
 class Conv1d(Layer):
-    """1-D convolution over time [convolution1dLayer]: B×T×C → B×T'×filters.
-    `padding`: "same" (T' = ceil(T/stride)), "causal" (left padding only: step t sees steps ≤ t),
-    "valid" or an int. Padded steps of shorter sequences are zeroed before the convolution so they
-    never leak into valid steps; the padding mask follows the new length."""
+    """1-D convolution over time [convolution1dLayer]. Learnables `weight`
+    (filters×C×kernel) and `bias`, as in `torch.nn.Conv1d`.
+
+    Padded steps of shorter sequences are zeroed before the convolution, so they never leak into
+    valid steps, and the padding mask follows the new length.
+
+    Parameters
+    ----------
+    kernel : int
+        The kernel's length in time steps.
+    filters : int
+        Channels out.
+    stride : int
+        The step between applications.
+    padding : "same", "causal", "valid" or int
+        "same": T' = ceil(T/stride); "causal": padding on the left only, so step t sees steps ≤ t;
+        "valid": none; an int pads that many steps at each end.
+    dilation : int
+        The spacing of the kernel's taps.
+    bias : bool
+        Whether to learn a bias.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×T'×filters
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(4), L.Conv1d(3, 16, padding="causal")])
+    >>> net(torch.randn(2, 9, 4)).shape
+    torch.Size([2, 9, 16])
+    """
 
     stem = "conv1d"
     uses_mask = True
     returns_mask = True
 
-    def __init__(self, kernel: int, filters: int, stride: int = 1, padding="same",
+    def __init__(self, kernel: int, filters: int, stride: int = 1, padding: str | int = "same",
                  dilation: int = 1, bias: bool = True, name: str | None = None):
         super().__init__(name)
         self.kernel = check.integer(self, "kernel", kernel, example=3)
@@ -137,7 +200,7 @@ class Conv1d(Layer):
         self.padding = padding
         self.bias = check.flag(self, "bias", bias)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC",), "Conv1d works on sequences B×T×C; use Conv2d for images.")
         check.learnables_fit(self, "in", "Use a smaller kernel or fewer filters.",
@@ -165,8 +228,8 @@ class Conv1d(Layer):
         before, after = self._pads(t)
         return (t + before + after - (self.kernel - 1) * self.dilation - 1) // self.stride + 1
 
-    def build(self, specs):
-        return _Conv1dModule(self, specs["in"].channels)
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _Conv1dModule(self, check.known(self, "in", specs["in"].channels))
 
 
 class _Conv1dModule(nn.Conv1d):

@@ -1,8 +1,6 @@
 """Dense layers, activations and dropout."""
 from __future__ import annotations
 
-import math
-
 from torch import nn
 from torch.nn import functional as F
 
@@ -12,8 +10,10 @@ from .base import Layer
 
 
 class Dense(Layer):
-    """Fully connected [fullyConnectedLayer]: per time step on sequences; an image is flattened,
-    as MATLAB does. Learnables `weight` (out×in) and `bias`, as `torch.nn.Linear`.
+    """Fully connected layer [fullyConnectedLayer].
+
+    Applied to each time step of a sequence; an image is flattened first, as MATLAB does.
+    Learnables `weight` (out×in) and `bias`, laid out as in `torch.nn.Linear`.
 
     Parameters
     ----------
@@ -25,7 +25,15 @@ class Dense(Layer):
     Shape
     -----
     - `in`: B×T×C, B×C or B×C×H×W
-    - `out`: B×T×out, B×out or B×out
+    - `out`: B×T×out, B×out or B×out (an image: C·H·W inputs per output)
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.FeatureInput(8), L.Dense(4, name="fc")])
+    >>> tuple(net.learnables["fc/weight"].shape)
+    (4, 8)
     """
 
     stem = "fc"
@@ -35,22 +43,22 @@ class Dense(Layer):
         self.out = check.integer(self, "out", out, example=64)
         self.bias = check.flag(self, "bias", bias)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC", "BC", "BCSS"))
-        cin = math.prod(s.sizes[1:]) if s.is_image and None not in s.sizes[1:] else s.channels
+        cin = check.product(s.sizes[1:]) if s.is_image else s.channels
         check.learnables_fit(self, "in", "Use a smaller out, or reduce the input first.",
                              weight=(self.out, cin))
         if s.is_image:
             return Spec.features(self.out)
         return s.with_channels(self.out)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         s = specs["in"]
         if s.is_image:
-            c, h, w = s.sizes[1:]
-            return _FlattenLinear(c * h * w, self.out, bias=self.bias)
-        return nn.Linear(s.channels, self.out, bias=self.bias)
+            return _FlattenLinear(check.known(self, "in", check.product(s.sizes[1:])), self.out,
+                                  bias=self.bias)
+        return nn.Linear(check.known(self, "in", s.channels), self.out, bias=self.bias)
 
 
 class _FlattenLinear(nn.Linear):
@@ -61,63 +69,120 @@ class _FlattenLinear(nn.Linear):
 class _Elementwise(Layer):
     """Base of shape-preserving layers: any input spec → the same spec."""
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         return specs["in"]
 
 
 class ReLU(_Elementwise):
-    """max(x, 0): any shape → same shape."""
+    """Rectified linear unit, max(x, 0), elementwise [reluLayer]. No learnables.
 
-    def build(self, specs):
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.ReLU()
 
 
 class LeakyReLU(_Elementwise):
-    """Leaky ReLU: any shape → same shape."""
+    """Leaky ReLU, x for x ≥ 0 and `negative_slope`·x below, elementwise [leakyReluLayer].
+
+    Parameters
+    ----------
+    negative_slope : float
+        The slope for negative inputs.
+
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
 
     def __init__(self, negative_slope: float = 0.01, name: str | None = None):
         super().__init__(name)
         self.negative_slope = check.real(self, "negative_slope", negative_slope,
                                          fix="Use e.g. negative_slope=0.01.")
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.LeakyReLU(self.negative_slope)
 
 
 class GELU(_Elementwise):
-    """GELU: any shape → same shape."""
+    """Gaussian error linear unit, elementwise [geluLayer]. No learnables.
 
-    def build(self, specs):
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.GELU()
 
 
 class Tanh(_Elementwise):
-    """tanh: any shape → same shape."""
+    """Hyperbolic tangent, elementwise [tanhLayer]. No learnables.
 
-    def build(self, specs):
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Tanh()
 
 
 class Sigmoid(_Elementwise):
-    """logistic sigmoid: any shape → same shape."""
+    """Logistic sigmoid 1 / (1 + e⁻ˣ), elementwise [sigmoidLayer]. No learnables.
 
-    def build(self, specs):
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Sigmoid()
 
 
 class Softmax(_Elementwise):
-    """Softmax over channels: B×T×C, B×C (last dim), B×C×H×W (dim 1) → same shape."""
+    """Softmax over the channels [softmaxLayer]: the last dimension of B×T×C and B×C, dimension 1
+    of B×C×H×W.
 
-    def build(self, specs):
+    Training with ``loss="crossentropy"`` works from the logits before it, so a network may end
+    in Softmax as in MATLAB without losing precision.
+
+    Shape
+    -----
+    - `in`: B×T×C, B×C or B×C×H×W
+    - `out`: the same spec
+    """
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Softmax(dim=1 if specs["in"].is_image else -1)
 
 
 class Dropout(_Elementwise):
-    """Zeroes elements with probability p in training only: any shape → same shape."""
+    """Zeroes each element with probability `p` during training and scales the others by
+    1/(1 − p); the identity in evaluation [dropoutLayer].
+
+    Parameters
+    ----------
+    p : float
+        The probability of zeroing, in [0, 1).
+
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
 
     def __init__(self, p: float = 0.5, name: str | None = None):
         super().__init__(name)
         self.p = check.probability(self, "p", p)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Dropout(self.p)

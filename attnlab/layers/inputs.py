@@ -12,16 +12,43 @@ class _Input(Layer):
     input_ports = ()
     is_input = True
 
-    def build(self, specs):
+    @property
+    def spec(self) -> Spec:
+        """The spec of the data this input accepts."""
+        raise NotImplementedError
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Identity()
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         return self.spec
 
 
 class SequenceInput(_Input):
-    """Sequences of `channels` features: data B×T×C (a list of T_i×C tensors for varying lengths).
-    `length` fixes T when every sequence has the same known length (else T is symbolic)."""
+    """Where sequences enter the network [sequenceInputLayer].
+
+    The data is B×T×C: a tensor, an array, or a list of T_i×C sequences of different lengths
+    (padded, with a padding mask that travels with the activations).
+
+    Parameters
+    ----------
+    channels : int
+        The features per time step, C.
+    length : int, optional
+        T, when every sequence has this known length; None (the default) leaves T symbolic.
+
+    Shape
+    -----
+    - `out`: B×T×channels (no input port)
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(3, name="x"), L.Dense(2)])
+    >>> net(torch.randn(4, 10, 3)).shape
+    torch.Size([4, 10, 2])
+    """
 
     stem = "input"
 
@@ -37,11 +64,28 @@ class SequenceInput(_Input):
 
 
 class ImageInput(_Input):
-    """Images of size (C, H, W): data B×C×H×W (PyTorch layout)."""
+    """Where images enter the network [imageInputLayer], in PyTorch's layout B×C×H×W.
+
+    Parameters
+    ----------
+    size : tuple of int
+        Three ints (channels, height, width), e.g. ``(1, 28, 28)`` for grey 28×28 images.
+
+    Shape
+    -----
+    - `out`: B×C×H×W (no input port)
+
+    Examples
+    --------
+    >>> import attnlab as al
+    >>> from attnlab import layers as L
+    >>> L.ImageInput((3, 32, 32)).spec
+    Spec(B×3×32×32)
+    """
 
     stem = "input"
 
-    def __init__(self, size, name: str | None = None):
+    def __init__(self, size: tuple[int, int, int] | list[int], name: str | None = None):
         super().__init__(name)
         fix = "For a 28×28 grey image use ImageInput((1, 28, 28)); for RGB, (3, H, W)."
         if not isinstance(size, (tuple, list)) or len(size) != 3:
@@ -54,12 +98,22 @@ class ImageInput(_Input):
         """The spec of the data this input accepts."""
         return Spec.image(*self.size)
 
-    def config(self):
+    def config(self) -> dict:
         return {"size": list(self.size)}
 
 
 class FeatureInput(_Input):
-    """Feature vectors: data B×C."""
+    """Where feature vectors enter the network [featureInputLayer].
+
+    Parameters
+    ----------
+    channels : int
+        The features per observation, C.
+
+    Shape
+    -----
+    - `out`: B×channels (no input port)
+    """
 
     stem = "input"
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -16,17 +17,48 @@ _FORMATS = ("BC", "BTC", "BCSS", "BT", "BHQK")
 
 
 class Module(Layer):
-    """Wraps a `torch.nn.Module` as a layer: in1..inN (or `in`) → out (or out1..outM).
+    """Any `torch.nn.Module` as a layer.
 
-    Output sizes are found by two trial runs on meta tensors (sizes that change with the batch or
-    time length stay symbolic), or given as `output_specs` (a list of `Spec`). Output labels default
-    to the input's when the rank is kept, else B×C / B×T×C / B×C×S×S by rank; `output_format`
-    overrides them (e.g. "BTC")."""
+    Output sizes come from two trial runs on meta tensors (sizes that change with the batch or
+    the time length stay symbolic), or from `output_specs`. Output labels default to the input's
+    when the rank is kept, else B×C, B×T×C or B×C×S×S by rank; `output_format` overrides them.
+    Save/load recreates the module through `attnlab.register_module`.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The module; its parameters are the layer's learnables.
+    num_inputs, num_outputs : int
+        The numbers of tensors `forward` takes and returns.
+    output_format : str or list of str, optional
+        The labels of the outputs, e.g. "BTC" (one per output when there are several).
+    output_specs : Spec or list of Spec, optional
+        The output specs, instead of the trial runs.
+    lengths : Callable, optional
+        For a module that changes the time length: the valid lengths out (an int64 tensor B) from
+        the valid lengths in, e.g. ``lambda n: n // 2``. Without it the lengths are found by trial runs.
+
+    Shape
+    -----
+    - `in` (or `in1` … `in{num_inputs}`): any spec
+    - `out` (or `out1` … `out{num_outputs}`): as the module computes them
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(4), L.Module(torch.nn.Linear(4, 6))])
+    >>> net(torch.randn(2, 3, 4)).shape
+    torch.Size([2, 3, 6])
+    """
 
     stem = "module"
 
     def __init__(self, module: nn.Module, num_inputs: int = 1, num_outputs: int = 1,
-                 output_format=None, output_specs=None, lengths=None, name: str | None = None):
+                 output_format: str | Sequence[str] | None = None,
+                 output_specs: Spec | Sequence[Spec] | None = None,
+                 lengths: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 name: str | None = None):
         super().__init__(name)
         if not isinstance(module, nn.Module):
             raise check.fail(self, "module", "a torch.nn.Module", module,
@@ -44,8 +76,8 @@ class Module(Layer):
         self.lengths = lengths
         self._time_changes = lengths is not None   # found by the trial runs in infer()
 
-    @property
-    def returns_mask(self) -> bool:
+    @property  # a ClassVar on Layer, per instance here
+    def returns_mask(self) -> bool:  # type: ignore[override]
         """A module that changes the time length returns the padding mask of its new length
         (see `_NewLengthMask`); one that keeps it passes the input's mask on, as any layer."""
         return self._time_changes
@@ -78,18 +110,18 @@ class Module(Layer):
         return list(specs)
 
     @property
-    def input_ports(self):
+    def input_ports(self) -> tuple[str, ...]:
         return ("in",) if self.num_inputs == 1 else tuple(f"in{i + 1}" for i in range(self.num_inputs))
 
     @property
-    def output_ports(self):
+    def output_ports(self) -> tuple[str, ...]:
         return ("out",) if self.num_outputs == 1 else tuple(f"out{i + 1}" for i in range(self.num_outputs))
 
-    def config(self):
+    def config(self) -> dict:
         return {"module": type(self.module).__name__, "num_inputs": self.num_inputs,
                 "num_outputs": self.num_outputs, "output_format": self.output_format}
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         ins = [specs[p] for p in self.input_ports]
         if self.output_specs is not None:
             return dict(zip(self.output_ports, self.output_specs))
@@ -122,7 +154,8 @@ class Module(Layer):
         except Exception as e:  # translated, with the cause chained
             got = ", ".join(map(str, ins))
             raise self.error(SizeError, self.input_ports[0],
-                             f"the wrapped {type(self.module).__name__} failed on input {got}: {e}. "
+                             f"the wrapped {type(self.module).__name__} failed on input {got}: "
+                             f"{str(e).rstrip('. ')}. "
                              "Check the sizes it expects, or give output_specs.") from e
         outs = outs if isinstance(outs, (tuple, list)) else (outs,)
         if len(outs) != self.num_outputs:
@@ -130,7 +163,7 @@ class Module(Layer):
                              f"{type(self.module).__name__}, received {len(outs)}. Set num_outputs.")
         return [tuple(o.shape) for o in outs]
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         if not self._time_changes:
             return self.module
         first = next((s for s in (specs[p] for p in self.input_ports) if s.is_sequence), None)
@@ -156,6 +189,9 @@ class _NewLengthMask(nn.Module):
     valid length L keeps the output steps the module gives a sequence of length L alone: the
     `lengths` callable when given, else a table L → output length found once per padded length
     by trial runs on meta tensors (no host sync per call)."""
+
+    inner: nn.Module                 # set with object.__setattr__: not children (see __init__)
+    probe: nn.Module | None
 
     def __init__(self, module: nn.Module, spec: Spec | None, lengths=None):
         super().__init__()
@@ -187,13 +223,14 @@ class _NewLengthMask(nn.Module):
     def _table(self, t: int, xs) -> torch.Tensor:
         if len(self.table) > t:
             return self.table
-        if self.probe is None:
+        probe = self.probe
+        if probe is None:
             try:
                 probe = copy.deepcopy(self.inner).to("meta")
             except (NotImplementedError, RuntimeError):    # cannot live on meta: a CPU copy
                 probe = copy.deepcopy(self.inner).cpu()
             object.__setattr__(self, "probe", probe)
-        ref = next(self.probe.parameters(), None)
+        ref = next(probe.parameters(), None)
         dev = ref.device if ref is not None else torch.device("meta")
         rows = []
         for n in range(len(self.table), t + 1):
@@ -202,7 +239,7 @@ class _NewLengthMask(nn.Module):
             dtypes = [ref.dtype if ref is not None and x.is_floating_point() else x.dtype for x in xs]
             try:
                 with torch.no_grad():
-                    o = self.probe(*[torch.zeros(sh, device=dev, dtype=d) for sh, d in zip(shapes, dtypes)])
+                    o = probe(*[torch.zeros(sh, device=dev, dtype=d) for sh, d in zip(shapes, dtypes)])
                 o = o[0] if isinstance(o, (tuple, list)) else o
                 rows.append(o.shape[1] if n else 0)
             except (RuntimeError, ValueError, IndexError):  # too short for the module: no valid step

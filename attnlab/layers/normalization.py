@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from torch import nn
 
+from ..spec import Spec
 from . import _checks as check
 from .base import Layer
 
@@ -10,31 +11,60 @@ from .base import Layer
 class _Norm(Layer):
     """A normalisation: sequences, features or images in, the same shape out."""
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC", "BC", "BCSS"))
         return s
 
 
 class LayerNorm(_Norm):
-    """Layer normalisation [layerNormalizationLayer]. B×T×C, B×C: over channels (`nn.LayerNorm`);
-    B×C×H×W: over channels and space with a per-channel scale (`nn.GroupNorm` with one group, as
-    MATLAB normalises images). Same shape out. Learnables `weight`, `bias`."""
+    """Layer normalisation [layerNormalizationLayer].
+
+    Sequences and features are normalised over the channels (`torch.nn.LayerNorm`); images over
+    channels and space together with a per-channel scale and shift (`torch.nn.GroupNorm` with one
+    group), as MATLAB normalises images. Learnables `weight`, `bias` (C each).
+
+    Parameters
+    ----------
+    eps : float
+        Added to the variance, for stability.
+
+    Shape
+    -----
+    - `in`: B×T×C, B×C or B×C×H×W
+    - `out`: the same spec
+    """
 
     def __init__(self, eps: float = 1e-5, name: str | None = None):
         super().__init__(name)
         self.eps = check.positive(self, "eps", eps)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         s = specs["in"]
+        c = check.known(self, "in", s.channels)
         if s.is_image:
-            return nn.GroupNorm(1, s.channels, eps=self.eps)
-        return nn.LayerNorm(s.channels, eps=self.eps)
+            return nn.GroupNorm(1, c, eps=self.eps)
+        return nn.LayerNorm(c, eps=self.eps)
 
 
 class BatchNorm(_Norm):
-    """Batch normalisation [batchNormalizationLayer] over channels: B×C×H×W, B×C, B×T×C → same
-    shape. Learnables `weight`, `bias`; running statistics as buffers."""
+    """Batch normalisation over the channels [batchNormalizationLayer].
+
+    Statistics of the mini-batch in training (for sequences over batch and time, padded steps
+    included), the running averages in evaluation. Learnables `weight`, `bias`; buffers `running_mean`, `running_var`.
+
+    Parameters
+    ----------
+    eps : float
+        Added to the variance, for stability.
+    momentum : float
+        The weight of each new batch in the running averages, in [0, 1].
+
+    Shape
+    -----
+    - `in`: B×T×C, B×C or B×C×H×W
+    - `out`: the same spec
+    """
 
     def __init__(self, eps: float = 1e-5, momentum: float = 0.1, name: str | None = None):
         super().__init__(name)
@@ -42,13 +72,14 @@ class BatchNorm(_Norm):
         self.momentum = check.real(self, "momentum", momentum, 0, 1, what="a number in [0, 1]",
                                    fix="Use e.g. momentum=0.1 (the weight of each new batch).")
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         s = specs["in"]
+        c = check.known(self, "in", s.channels)
         if s.is_image:
-            return nn.BatchNorm2d(s.channels, self.eps, self.momentum)
+            return nn.BatchNorm2d(c, self.eps, self.momentum)
         if s.is_sequence:
-            return _SequenceBatchNorm(s.channels, self.eps, self.momentum)
-        return nn.BatchNorm1d(s.channels, self.eps, self.momentum)
+            return _SequenceBatchNorm(c, self.eps, self.momentum)
+        return nn.BatchNorm1d(c, self.eps, self.momentum)
 
 
 class _SequenceBatchNorm(nn.BatchNorm1d):

@@ -18,7 +18,8 @@ def lengths_of(mask):
 class _Pool2d(Layer):
     stem = "pool"
 
-    def __init__(self, pool_size, stride=None, padding=0, name: str | None = None):
+    def __init__(self, pool_size: int | tuple[int, int], stride: int | tuple[int, int] | None = None,
+                 padding: int | tuple[int, int] = 0, name: str | None = None):
         super().__init__(name)
         self.pool_size = check.int_pair(self, "pool_size", pool_size, example=2)
         self.stride = self.pool_size if stride is None else \
@@ -30,7 +31,7 @@ class _Pool2d(Layer):
                                  f"(here ≤ {k // 2})", padding,
                                  "Use a smaller padding or a larger pool_size.")
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BCSS",), "2-D pooling works on images.")
         hw = [_out_size(n, k, st, 1, (p, p)) for n, k, st, p in
@@ -41,41 +42,78 @@ class _Pool2d(Layer):
                              "Use a smaller pool_size or fewer pooling layers.")
         return Spec.image(s.channels, *hw)
 
-    def config(self):
+    def config(self) -> dict:
         return {k: list(getattr(self, k)) for k in ("pool_size", "stride", "padding")}
 
 
 class MaxPool2d(_Pool2d):
-    """Max pooling [maxPooling2dLayer]: B×C×H×W → B×C×H'×W'. `stride` defaults to `pool_size`."""
+    """Maximum over windows of an image [maxPooling2dLayer]. No learnables.
+
+    Parameters
+    ----------
+    pool_size : int or (int, int)
+        The window's height and width.
+    stride : int or (int, int), optional
+        The step between windows; defaults to `pool_size` (windows that do not overlap).
+    padding : int or (int, int)
+        Rows/columns added on each side, at most half the window.
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×C×H'×W', H' = ⌊(H + 2·padding − pool_size) / stride⌋ + 1
+    """
 
     stem = "maxpool"
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.MaxPool2d(self.pool_size, self.stride, self.padding)
 
 
 class AvgPool2d(_Pool2d):
-    """Average pooling [averagePooling2dLayer]: B×C×H×W → B×C×H'×W'."""
+    """Mean over windows of an image [averagePooling2dLayer]. No learnables.
+
+    Parameters
+    ----------
+    pool_size : int or (int, int)
+        The window's height and width.
+    stride : int or (int, int), optional
+        The step between windows; defaults to `pool_size` (windows that do not overlap).
+    padding : int or (int, int)
+        Rows/columns added on each side, at most half the window.
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×C×H'×W', H' = ⌊(H + 2·padding − pool_size) / stride⌋ + 1
+    """
 
     stem = "avgpool"
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.AvgPool2d(self.pool_size, self.stride, self.padding)
 
 
 class GlobalAvgPool1d(Layer):
-    """Mean over time, skipping padding [globalAveragePooling1dLayer]: B×T×C → B×C."""
+    """Mean over time of each sequence's valid steps [globalAveragePooling1dLayer].
+    A sequence with no valid step gives zeros.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×C
+    """
 
     stem = "gap"
     uses_mask = True
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC",), "GlobalAvgPool1d reduces the time axis of a sequence; "
                      "use GlobalAvgPool2d for images.")
         return Spec.features(s.channels)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _MaskedMean()
 
 
@@ -89,14 +127,21 @@ class _MaskedMean(nn.Module):
 
 
 class GlobalMaxPool1d(Layer):
-    """Max over time, skipping padding [globalMaxPooling1dLayer]: B×T×C → B×C."""
+    """Maximum over time of each sequence's valid steps [globalMaxPooling1dLayer].
+    A sequence with no valid step gives zeros.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×C
+    """
 
     stem = "gmp"
     uses_mask = True
 
     infer = GlobalAvgPool1d.infer
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _MaskedMax()
 
 
@@ -111,17 +156,23 @@ class _MaskedMax(nn.Module):
 
 
 class GlobalAvgPool2d(Layer):
-    """Mean over space [globalAveragePooling2dLayer]: B×C×H×W → B×C."""
+    """Mean over the height and width of an image [globalAveragePooling2dLayer].
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×C
+    """
 
     stem = "gap"
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BCSS",), "GlobalAvgPool2d reduces the spatial axes of an image; "
                      "use GlobalAvgPool1d for sequences.")
         return Spec.features(s.channels)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _SpatialMean()
 
 
@@ -131,11 +182,17 @@ class _SpatialMean(nn.Module):
 
 
 class GlobalMaxPool2d(GlobalAvgPool2d):
-    """Max over space [globalMaxPooling2dLayer]: B×C×H×W → B×C."""
+    """Maximum over the height and width of an image [globalMaxPooling2dLayer].
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×C
+    """
 
     stem = "gmp"
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _SpatialMax()
 
 
@@ -145,10 +202,18 @@ class _SpatialMax(nn.Module):
 
 
 class Flatten(Layer):
-    """Flattens an image into features [flattenLayer]: B×C×H×W → B×(C·H·W); B×C unchanged.
-    A sequence keeps its time axis in attnlab: reduce it with GlobalAvgPool1d or Index1d."""
+    """Flattens an image into a feature vector [flattenLayer]; features pass unchanged.
 
-    def infer(self, specs):
+    Unlike MATLAB's, it refuses sequences: reduce the time axis with `GlobalAvgPool1d`,
+    `Index1d` or `AttentionPool1d` instead.
+
+    Shape
+    -----
+    - `in`: B×C×H×W or B×C
+    - `out`: B×(C·H·W) or B×C
+    """
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         if s.is_sequence:
             raise self.error(FormatError, "in", f"expected B×C×S×S or B×C, received {s} (sequence). "
@@ -156,23 +221,41 @@ class Flatten(Layer):
                              "GlobalAvgPool1d, Index1d('last') or AttentionPool1d instead.")
         self.require(s, "in", ("BCSS", "BC"))
         if s.is_image:
-            c, h, w = s.sizes[1:]
-            return Spec.features(None if None in (c, h, w) else c * h * w)
+            return Spec.features(check.product(s.sizes[1:]))
         return s
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Flatten(1)
 
 
 class Index1d(Layer):
-    """One time step of a sequence [indexing1dLayer]: B×T×C → B×C. `index` is "first", "last"
-    (each sequence's own last valid step when lengths differ) or an int (0-based; negative counts
-    from the end of the padded batch)."""
+    """One time step of each sequence [indexing1dLayer].
+
+    Parameters
+    ----------
+    index : "first", "last" or int
+        "last" takes each sequence's own last valid step when the lengths differ; an int is 0-based,
+        a negative one counts from the end of the padded batch.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×C
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(2), L.Index1d("last")])
+    >>> seqs = [torch.ones(3, 2), 2 * torch.ones(5, 2)]        # lengths 3 and 5
+    >>> net(al.pad_sequences(seqs)).tolist()
+    [[1.0, 1.0], [2.0, 2.0]]
+    """
 
     stem = "index1d"
     uses_mask = True
 
-    def __init__(self, index="last", name: str | None = None):
+    def __init__(self, index: str | int = "last", name: str | None = None):
         super().__init__(name)
         if isinstance(index, str):
             index = check.choice(self, "index", index, ("first", "last"),
@@ -185,7 +268,7 @@ class Index1d(Layer):
                                  "counts from the end)", index, "Use e.g. index='last'.") from None
         self.index = index
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC",), "Index1d picks a time step of a sequence.")
         if isinstance(self.index, int) and s.time is not None and not -s.time <= self.index < s.time:
@@ -194,7 +277,7 @@ class Index1d(Layer):
                              f"in -{s.time}…{s.time - 1}, or index='last'.")
         return Spec.features(s.channels)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _Index1d(0 if self.index == "first" else self.index, self.name)
 
 

@@ -14,6 +14,7 @@ class _Recurrent(Layer):
     uses_mask = True
     state_names: tuple[str, ...] = ()
     torch_class: type = nn.Module
+    module_class: type[nn.Module]          # the module that runs it (set by LSTM, GRU)
 
     def __init__(self, hidden: int, output_mode: str = "sequence", bidirectional: bool = False,
                  has_state_inputs: bool = False, has_state_outputs: bool = False,
@@ -26,18 +27,18 @@ class _Recurrent(Layer):
         self.has_state_outputs = check.flag(self, "has_state_outputs", has_state_outputs)
 
     @property
-    def input_ports(self):
+    def input_ports(self) -> tuple[str, ...]:
         return ("in",) + (self.state_names if self.has_state_inputs else ())
 
     @property
-    def output_ports(self):
+    def output_ports(self) -> tuple[str, ...]:
         return ("out",) + (self.state_names if self.has_state_outputs else ())
 
     @property
     def width(self):
         return self.hidden * (2 if self.bidirectional else 1)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
         s = specs["in"]
         self.require(s, "in", ("BTC",), f"{type(self).__name__} reads sequences B×T×C; for images "
                      "insert ImageToSequence first, for features use Dense.")
@@ -54,12 +55,14 @@ class _Recurrent(Layer):
         out.update({p: Spec.features(self.width) for p in self.output_ports[1:]})
         return out
 
-    def build(self, specs):
-        return self.module_class(self, specs["in"].channels)
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return self.module_class(self, check.known(self, "in", specs["in"].channels))
 
 
 class _RecurrentModule:
     """Mixin run over an nn.LSTM/nn.GRU subclass: masks, output modes and state ports."""
+
+    hidden_size: int                       # nn.LSTM's / nn.GRU's, next in the MRO
 
     def _setup(self, layer):
         self.last = layer.output_mode == "last"
@@ -76,13 +79,13 @@ class _RecurrentModule:
                          for s in states)
             init = init[0] if len(init) == 1 else init
         if mask is None:
-            y, final = super().forward(x, init)                          # y: B×T×(dirs·H)
+            y, final = super().forward(x, init)  # type: ignore[misc]  # y: B×T×(dirs·H)
             lengths = None
         else:
             lengths = mask.sum(1)
             packed = rnn_utils.pack_padded_sequence(x, lengths.cpu().clamp(min=1),
                                                     batch_first=True, enforce_sorted=False)
-            y, final = super().forward(packed, init)
+            y, final = super().forward(packed, init)  # type: ignore[misc]
             y, _ = rnn_utils.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
         if self.last:
             y = y[:, -1] if lengths is None else \
@@ -110,17 +113,70 @@ class _GRUModule(_RecurrentModule, nn.GRU):
 
 
 class LSTM(_Recurrent):
-    """Long short-term memory [lstmLayer, bilstmLayer]: B×T×C → B×T×H (output_mode="sequence") or
-    B×H ("last": each sequence's last valid step); H doubles when bidirectional. Optional state
-    ports `hidden`, `cell` (B×H) in and out. Learnables as `torch.nn.LSTM` (`weight_ih_l0`, …)."""
+    """Long short-term memory [lstmLayer, bilstmLayer].
+
+    With a padding mask each sequence runs on its own length (packed), so padding changes
+    neither its outputs nor its final state. Learnables as in `torch.nn.LSTM` (`weight_ih_l0`,
+    `weight_hh_l0`, `bias_ih_l0`, `bias_hh_l0`, and `*_reverse` when bidirectional).
+
+    Parameters
+    ----------
+    hidden : int
+        The hidden size H.
+    output_mode : "sequence" or "last"
+        "sequence": every step's output; "last": each sequence's last valid step only.
+    bidirectional : bool
+        Also run backwards over each sequence (its valid steps) and concatenate: 2H channels.
+    has_state_inputs : bool
+        Adds input ports for the initial state (otherwise it starts at zero).
+    has_state_outputs : bool
+        Adds output ports for the final state.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `hidden`, `cell` (with `has_state_inputs`): B×H' each
+    - `out`: B×T×H' ("sequence") or B×H' ("last"), H' = H, or 2H when bidirectional
+    - `hidden`, `cell` (with `has_state_outputs`): B×H' each
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(3), L.LSTM(8, output_mode="last")])
+    >>> net(torch.randn(2, 5, 3)).shape
+    torch.Size([2, 8])
+    """
 
     state_names = ("hidden", "cell")
     module_class = _LSTMModule
 
 
 class GRU(_Recurrent):
-    """Gated recurrent unit [gruLayer]: B×T×C → B×T×H or B×H; optional `hidden` state ports.
-    Learnables as `torch.nn.GRU`."""
+    """Gated recurrent unit [gruLayer].
+
+    As `LSTM`, with a single state `hidden`. Learnables as in `torch.nn.GRU`.
+
+    Parameters
+    ----------
+    hidden : int
+        The hidden size H.
+    output_mode : "sequence" or "last"
+        "sequence": every step's output; "last": each sequence's last valid step only.
+    bidirectional : bool
+        Also run backwards over each sequence (its valid steps) and concatenate: 2H channels.
+    has_state_inputs : bool
+        Adds input ports for the initial state (otherwise it starts at zero).
+    has_state_outputs : bool
+        Adds output ports for the final state.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `hidden` (with `has_state_inputs`): B×H'
+    - `out`: B×T×H' ("sequence") or B×H' ("last"), H' = H, or 2H when bidirectional
+    - `hidden` (with `has_state_outputs`): B×H'
+    """
 
     state_names = ("hidden",)
     module_class = _GRUModule

@@ -19,9 +19,11 @@ Required arguments are positional, as in MATLAB. Options are MATLAB's name–val
 given either as Python keywords (`OutputMode="last"`) or as MATLAB's positional pairs
 (`lstmLayer(64, 'OutputMode', 'last')`); names match case-insensitively, as MATLAB does, and so do
 the text values of options that choose among words (`OutputMode="Last"`). An unknown name raises
-`ArgumentError` listing the valid ones. MATLAB's learn-rate and L2 factors are accepted at their
-default 1. Weights by MATLAB name (`Weights`, `QueryWeights`, …) and `WeightsInitializer`/
-`BiasInitializer` are presets applied when the network is built (weights.py, docs/matlab.md).
+`ArgumentError` listing the valid ones. MATLAB's learn-rate and L2 factors
+(`WeightLearnRateFactor=0`, `setLearnRateFactor`) become optimizer parameter groups when
+training (factors.py). Weights by MATLAB name (`Weights`, `QueryWeights`, …) and
+`WeightsInitializer`/`BiasInitializer` are presets applied when the network is built
+(weights.py, docs/matlab.md).
 
 Where attnlab differs from MATLAB
 ---------------------------------
@@ -69,9 +71,11 @@ from .utility_layers import *  # noqa: F401,F403
 from .utility_layers import __all__ as _utility_names
 from .data import *  # noqa: F401,F403
 from .data import __all__ as _data_names
-from .mlayers import InputNormalization, Pool1d, Scaling, Identity
+from .factors import *  # noqa: F401,F403
+from .factors import __all__ as _factor_names
+from .mlayers import GroupedConv2d, InputNormalization, Pool1d, Scaling, Identity
 from .interpreter import ScriptError, run_code, run_file
 
-__all__ = [*_layer_names, *_utility_names, *_data_names, *_extra_names, *_network_names, *_training_names, "MatlabNote", "ScriptError",
-           "InputNormalization", "Pool1d", "Scaling", "Identity",
+__all__ = [*_layer_names, *_utility_names, *_data_names, *_factor_names, *_extra_names, *_network_names, *_training_names, "MatlabNote", "ScriptError",
+           "InputNormalization", "Pool1d", "Scaling", "Identity", "GroupedConv2d",
            "run_code", "run_file"]

@@ -25,7 +25,7 @@ _HINTS = {
 # MATLAB options without an attnlab counterpart, accepted at the value that changes nothing
 _EMPTY = ("weights", "bias", "inputweights", "recurrentweights", "offset", "cellstate",
           "hiddenstate", "trainedmean", "trainedvariance", "mean", "standarddeviation", "min",
-          "max", "queryweights", "keyweights", "valueweights", "outputweights")
+          "max", "queryweights", "keyweights", "valueweights", "outputweights", "scale")
 
 
 def _record(name, value) -> bool:
@@ -38,11 +38,13 @@ def _matlab_only(fn: str, name: str, value) -> bool:
     value. False when attnlab does not know the name at all."""
     key = name.lower()
     if key.endswith(("learnratefactor", "l2factor")):
-        if value == 1:
+        if _record(name, value):           # kept with the layer being made (factors.py)
+            return True
+        if isinstance(value, (int, float)) and value == 1:
             return True
         raise ArgumentError(
-            f"{fn}: expected {name}=1, received {value!r}: attnlab has no per-layer learning-rate "
-            "or L2 factors. Give the optimizer parameter groups from net.learnables instead.")
+            f"{fn}: expected {name}=1, received {value!r}: this function makes no layer to keep "
+            "the factor. Set it on the layer: setLearnRateFactor(layer, \"Weights\", f).")
     if (key.endswith("initializer") or key in _EMPTY) and _record(name, value):
         return True                        # a preset of the layer being made (weights.py)
     if key.endswith("initializer"):
@@ -66,11 +68,12 @@ def _parse(fn: str, args: tuple, kwargs: dict, options: dict[str, Any],
     Leading values are taken until a string that names an option (case-insensitively) starts the
     name–value pairs; the rest are pairs, then the Python keywords."""
     valid = {k.lower(): k for k in options}
-    args = list(args)
-    pos = []
-    while args and len(pos) < positional and not (
-            isinstance(args[0], str) and args[0].lower() in valid and len(args) >= 2):
-        pos.append(args.pop(0))
+    rest = list(args)
+    pos: list = []
+    while rest and len(pos) < positional and not (
+            isinstance(rest[0], str) and rest[0].lower() in valid and len(rest) >= 2):
+        pos.append(rest.pop(0))
+    args = tuple(rest)
     if len(args) % 2:
         raise ArgumentError(
             f"{fn}: expected name–value pairs after the positional arguments, received "
@@ -129,6 +132,12 @@ def _ints(fn: str, what: str, value, n: int, least: int = 1) -> tuple[int, ...]:
                                 f"{list(vals)}.")
         return vals
     return (_int(fn, what, value, least),) * n
+
+
+def _pair(fn: str, what: str, value, least: int = 1) -> tuple[int, int]:
+    """A MATLAB scalar or [a b] of integers as a pair."""
+    a, b = _ints(fn, what, value, 2, least)
+    return a, b
 
 
 def _is_vector(value) -> bool:

@@ -23,6 +23,48 @@ DATA = {"trainNetwork", "trainnet", "predict", "minibatchpredict", "classify", "
         "japaneseVowelsTestData", "digitTrain4DArrayData", "digitTest4DArrayData"}
 FILES = DATA - {"trainNetwork", "trainnet", "predict", "minibatchpredict", "classify", "forward"}
 
+# MATLAB's graphics and GPU-state functions: they change no value a network depends on, so the
+# reader runs them as no-ops (`attnlab plot FILE.m` draws the networks)
+GRAPHICS = {
+    "xlabel", "ylabel", "zlabel", "title", "subtitle", "sgtitle", "legend", "grid", "subplot",
+    "axis", "xlim", "ylim", "zlim", "xticks", "yticks", "xticklabels", "yticklabels", "colorbar",
+    "colormap", "set", "gca", "gcf", "box", "text", "annotation", "saveas", "savefig",
+    "exportgraphics", "tiledlayout", "nexttile", "scatter", "scatter3", "histogram", "bar",
+    "barh", "imshow", "imagesc", "image", "montage", "surf", "mesh", "line", "area", "stem",
+    "stairs", "errorbar", "pie", "heatmap", "confusionchart", "plotconfusion", "plotroc",
+    "view", "shg", "movegui", "uifigure", "gpuDevice", "pause", "beep", "commandwindow",
+    "dbstop", "more", "diary", "profile", "addpath", "rmpath", "savepath", "delete",
+}
+# MATLAB functions the reader does not run (statistics, preprocessing, tables, text analytics,
+# pretrained networks, …): `attnlab analyze` skips their statements, naming them; `run_file`
+# asks for their results in the workspace
+OUTSIDE = {
+    "mapminmax", "normalize", "zscore", "rescale", "cvpartition", "training", "test",
+    "crossval", "table2array", "array2table", "cell2mat", "num2cell", "cellfun", "arrayfun",
+    "table", "height", "width", "head", "tail", "rmmissing", "fillmissing", "ismissing",
+    "standardizeMissing", "movmean", "smoothdata", "interp1", "detrend", "resample", "filter",
+    "buffer", "cat", "horzcat", "vertcat", "squeeze", "permute", "circshift", "flip", "fliplr",
+    "flipud", "sort", "sortrows", "unique", "find", "cumsum", "cumprod", "diff", "std", "var",
+    "median", "mode", "corrcoef", "cov", "histcounts", "discretize", "isnan", "isinf", "nnz",
+    "grp2idx", "onehotencode", "onehotdecode", "countcats", "dummyvar", "bayesopt",
+    "optimizableVariable", "bestPoint", "perfcurve", "rocmetrics", "confusionmat", "rmse",
+    "mse", "mae", "crossentropy", "l2loss", "huber", "writematrix", "writetable", "writecell",
+    "save", "csvwrite", "xlswrite", "dlmwrite", "fopen", "fclose", "fread", "fwrite", "fgetl",
+    "fgets", "fscanf", "textscan", "jsondecode", "jsonencode", "exist", "isfile", "isfolder",
+    "dir", "mkdir", "tempdir", "tempname", "pwd", "datetime", "seconds", "minutes", "hours",
+    "days", "now", "clock", "datestr", "tokenizedDocument", "wordEncoding", "doc2sequence",
+    "preprocessText", "doclength", "fastTextWordEmbedding", "activations", "resetState",
+    "resnet18", "resnet50", "resnet101", "googlenet", "squeezenet", "alexnet", "vgg16", "vgg19",
+    "mobilenetv2", "efficientnetb0", "inceptionv3", "imagePretrainedNetwork", "bert",
+    "augmentedImageDatastore", "imageDataAugmenter", "transform", "shuffle", "partition",
+    "minibatchqueue", "hasdata", "next", "read", "reset", "imresize", "im2single", "im2double",
+    "rgb2gray", "mat2gray", "spectrogram", "stft", "cwt", "fft", "ifft", "pca", "kmeans",
+    "knnsearch", "fitcsvm", "fitlm", "predictAndUpdateState", "confusion", "str2double",
+    "str2num", "int2str", "mat2str", "regexp", "regexprep", "strsplit", "strjoin", "strrep",
+    "contains", "startsWith", "endsWith", "lower", "upper", "strtrim", "split", "join",
+    "replace", "input", "keyboard",
+}
+
 
 def _scalar(x):
     if isinstance(x, np.ndarray) and x.size == 1:
@@ -49,7 +91,7 @@ def _size_args(args) -> tuple[int, ...]:
 
 def _format(fmt: str, args) -> str:
     """sprintf/fprintf: MATLAB's format (a C format; the format is reused while values remain)."""
-    values = []
+    values: list = []
     for a in args:
         if isinstance(a, np.ndarray):
             values.extend(_scalar(v) for v in a.ravel())
@@ -219,6 +261,8 @@ def _elementwise(fn):
 def _reduce(fn):
     def f(ctx, x, *args):
         x = _num(x)
+        if isinstance(x, np.ndarray) and x.size == 0 and fn in (np.max, np.min):
+            return np.zeros(0)                       # max([]) is [] in MATLAB
         if isinstance(x, np.ndarray) and x.ndim == 2 and 1 not in x.shape:
             return fn(x, axis=0)
         return _scalar(fn(np.ravel(x)))
@@ -287,6 +331,67 @@ def dlarray(ctx, x, fmt=""):
     return t.permute(*order).contiguous()
 
 
+def randperm(ctx, n, k=None):
+    p = np.random.permutation(int(_scalar(n))) + 1
+    return p[:int(_scalar(k))] if k is not None else p
+
+
+def reshape(ctx, x, *dims):
+    """reshape(X, m, n, …) or reshape(X, [m n …]), column-major as MATLAB; [] infers one size."""
+    sizes = []
+    for d in dims:
+        d = _num(d) if not (isinstance(d, np.ndarray) and d.size == 0) else d
+        if isinstance(d, np.ndarray) and d.size == 0:
+            sizes.append(-1)
+        else:
+            sizes.extend(int(v) for v in np.atleast_1d(d).ravel())
+    arr = np.asarray(_num(x), dtype=float)
+    arr = arr.reshape(1, -1) if arr.ndim == 1 else arr
+    try:
+        return arr.reshape(sizes, order="F")
+    except ValueError as e:
+        raise MatlabError(f"reshape: the number of elements must not change ({e})") from None
+
+
+def linspace(ctx, a, b, n=100):
+    return np.linspace(float(_scalar(a)), float(_scalar(b)), int(_scalar(n)))
+
+
+def repmat(ctx, x, *reps):
+    counts = _size_args(reps)
+    if isinstance(x, str):
+        return x * int(np.prod(counts))
+    arr = np.asarray(_num(x))
+    arr = arr.reshape(1, -1) if arr.ndim == 1 else np.atleast_2d(arr)
+    out = np.tile(arr, counts)
+    return _scalar(out) if out.size == 1 else out
+
+
+def _any_all(fn):
+    def f(ctx, x, *args):
+        return bool(fn(np.asarray(_num(x))))
+    return f
+
+
+class Namespace:
+    """A MATLAB package path such as `parallel.gpu`: its functions only set GPU state
+    (`parallel.gpu.rng(seed)` seeds like `rng`)."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def field(self, name: str):
+        return Namespace(f"{self.path}.{name}")
+
+    def call(self, ctx, *args):
+        if self.path.endswith(".rng") and args:
+            rng(ctx, args[0])
+        return None
+
+
+NAMESPACES = {"parallel": Namespace("parallel"), "matlab": Namespace("matlab")}
+
+
 def extractdata(ctx, x):
     return x.detach().cpu().numpy() if hasattr(x, "detach") else x
 
@@ -306,7 +411,9 @@ BASE = {
     "min": _reduce(np.min), "prod": _reduce(np.prod),
     "strcmp": strcmp, "strcmpi": strcmpi, "strcat": strcat, "string": string, "char": string,
     "struct": struct, "cell": cell, "isfield": isfield, "fullfile": fullfile,
-    "dlarray": dlarray, "extractdata": extractdata,
+    "dlarray": dlarray, "extractdata": extractdata, "randperm": randperm, "reshape": reshape,
+    "linspace": linspace, "repmat": repmat, "any": _any_all(np.any), "all": _any_all(np.all),
+    **{name: _noop for name in GRAPHICS},
 }
 CONSTANTS = {"true": True, "false": False, "pi": math.pi, "Inf": math.inf, "inf": math.inf,
              "NaN": math.nan, "nan": math.nan, "eps": float(np.finfo(float).eps)}

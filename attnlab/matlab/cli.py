@@ -3,7 +3,6 @@ report the networks it builds — the final ones: a layer array that went into a
 analysed again on its own. Exit status 0 clean, 1 network errors, 2 the script cannot be run."""
 from __future__ import annotations
 
-import dataclasses
 import sys
 import warnings
 from pathlib import Path
@@ -13,7 +12,7 @@ from ..layers.base import Layer
 from ..network import Network
 from .interpreter import Interpreter, _run
 from .reader import ScriptError
-from .terms import in_matlab_terms
+from .terms import matlab_analysis, matlab_count_note
 
 
 def parse_sets(pairs: list[str]) -> dict:
@@ -33,7 +32,7 @@ def parse_sets(pairs: list[str]) -> dict:
     return ws
 
 
-def final_networks(ws: dict, consumed: set[int], notes=None) -> list[tuple[str, Network]]:
+def final_networks(ws: dict, notes=None) -> list[tuple[str, Network]]:
     """The networks a script ends with, by variable name: each Network once, and layer arrays
     whose layers went into no network (as MATLAB's analyzeNetwork(layers) would see them)."""
     from .networks import layerGraph
@@ -43,7 +42,9 @@ def final_networks(ws: dict, consumed: set[int], notes=None) -> list[tuple[str, 
         if isinstance(value, Network) and id(value) not in seen and value.layers:
             seen.add(id(value))
             out.append((name, value))
-    in_nets = {id(l) for _, net in out for l in net.layers} | consumed
+    # a layer array counts as used only by a network the script keeps: one that went into a
+    # discarded layerGraph (plot(layerGraph(layers))) or a skipped statement is shown itself
+    in_nets = {id(l) for _, net in out for l in net.layers}
     for name, value in ws.items():
         if isinstance(value, list) and any(isinstance(v, Layer) for v in value) and \
                 not any(id(v) in in_nets for v in value):
@@ -55,23 +56,30 @@ def final_networks(ws: dict, consumed: set[int], notes=None) -> list[tuple[str, 
     return out
 
 
-def _matlab_analysis(analysis, net=None):
-    from .terms import _TERMS, TYPES
-    names = {a: b for a, b in _TERMS if "(" not in b}
-    names.update(TYPES)
-    from .terms import time_axis_gone
-    issues = [dataclasses.replace(i, message=in_matlab_terms(time_axis_gone(net, i) or i.message))
-              for i in analysis.issues]
-    types = {k: names.get(v, v) for k, v in analysis.types.items()}
-    return dataclasses.replace(analysis, issues=issues, types=types)
-
-
 def _load(path: Path, sets: list[str]):
     ws = parse_sets(sets)
     interp = Interpreter(path.read_bytes(), path.name, ws, analyze=True,
                          out=lambda *a, **k: None)
     ws, interp = _run(interp)
-    return final_networks(ws, interp.consumed, interp.notes), interp.notes
+    nets = final_networks(ws, interp.notes)
+    if not nets and interp.blocked:
+        raise _blocked_error(interp)
+    return nets, interp.notes
+
+
+def _blocked_error(interp) -> ScriptError:
+    """No network could be built because a statement that builds one needed a value the
+    script does not have: the error names that value and how to give it."""
+    node, e = interp.blocked[0]
+    if e.node is not None:                       # an undefined variable: where it is used
+        return ScriptError(f"undefined variable or function '{e.var}'. Give it a value: "
+                           f"attnlab analyze FILE.m --set {e.var}=VALUE, or run_file(path, "
+                           f"workspace={{'{e.var}': …}})", interp.file,
+                           e.node.start_point.row + 1, e.node.start_point.column + 1)
+    fix = f" Give it with --set {e.var}=VALUE." if e.var and "--set" not in e.why else ""
+    return ScriptError(f"no network could be built: this statement was skipped ({e.why}).{fix}",
+                       interp.file,
+                       node.start_point.row + 1, node.start_point.column + 1)
 
 
 def _load_reported(path: Path, sets: list[str]):
@@ -94,10 +102,13 @@ def analyze(path: Path, sets: list[str], width: int = 120) -> int:
     if not nets:
         print(f"{path.name}: the script builds no network")
     for name, net in nets:
-        analysis = _matlab_analysis(net.analyze(), net)
+        analysis = matlab_analysis(net.analyze(), net)
         print(f"{path.name}: network '{name}': {len(net.layers)} layers, inputs "
               f"{', '.join(net.input_names) or '-'}, outputs {', '.join(net.output_names) or '-'}")
         print(analysis.table(width=width), end="")
+        note = matlab_count_note(net, analysis)
+        if note:
+            print(note)
         status = status or (0 if analysis.ok else 1)
     for note in notes:
         print(f"note: {note}")

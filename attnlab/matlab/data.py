@@ -3,6 +3,8 @@
 reads files); training unwraps them into the arrays `al.train` takes."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import ArgumentError
@@ -37,7 +39,7 @@ class CombinedDatastore:
         return f"combine({', '.join(map(repr, self.parts))})"
 
 
-def arrayDatastore(X, *args, **kwargs) -> ArrayDatastore:
+def arrayDatastore(X, *args: Any, **kwargs: Any) -> ArrayDatastore:
     """`arrayDatastore(X, IterationDimension=d)`: the observations of `X` along dimension d (1-based), read one at a time, for `trainnet(ds, net, …)`."""
     fn = "arrayDatastore"
     _, o = _parse(fn, args, kwargs, {"IterationDimension": 1, "ReadSize": 1,
@@ -61,7 +63,7 @@ def arrayDatastore(X, *args, **kwargs) -> ArrayDatastore:
     return ArrayDatastore(arr)
 
 
-def combine(*datastores, **kwargs) -> CombinedDatastore:
+def combine(*datastores, **kwargs: Any) -> CombinedDatastore:
     """`combine(dsX, dsT)`: datastores read together, observation by observation (inputs, then targets)."""
     _parse("combine", (), kwargs, {"ReadOrder": "associated"})
     parts = []
@@ -104,7 +106,7 @@ def _text(v) -> str:
     return str(v.item() if isinstance(v, np.generic) else v)
 
 
-def categorical(x, valueset=None, catnames=None, *args, **kwargs) -> Categorical:
+def categorical(x, valueset=None, catnames=None, *args: Any, **kwargs: Any) -> Categorical:
     """`categorical(x)`: categories are the sorted unique values (numbers compare as numbers);
     `categorical(x, valueset)` fixes them and their order; `catnames` renames them."""
     _parse("categorical", args, kwargs, {"Ordinal": False, "Protected": False})
@@ -138,7 +140,7 @@ def categories(c) -> Cell:
     return Cell(c.categories)
 
 
-def scores2label(scores, classNames, *args, **kwargs):
+def scores2label(scores, classNames, *args: Any, **kwargs: Any):
     """`Y = scores2label(scores, classNames)`: the class of the highest score of each
     observation, a categorical with categories classNames. The class axis is the last one whose
     size is numel(classNames) (attnlab's outputs are B×C, B×T×C), or `dim` (1-based)."""
@@ -162,3 +164,20 @@ def scores2label(scores, classNames, *args, **kwargs):
         dim = dims[-1]
     idx = s.argmax(axis=dim)
     return Categorical([names[i] for i in idx.reshape(-1)], names)
+
+
+def _scores2label_both(scores, classNames, *args, **kwargs):
+    """`[Y, scores] = scores2label(scores, classNames)`: the labels and each observation's
+    highest score (what MATLAB's second output holds)."""
+    import torch
+    labels = scores2label(scores, classNames, *args, **kwargs)
+    s = scores.detach().cpu().numpy() if isinstance(scores, torch.Tensor) else np.asarray(scores)
+    s = s[None] if s.ndim == 1 else s
+    names = labels.categories
+    dims = [d for d in range(s.ndim) if s.shape[d] == len(names)]
+    dim = _int("scores2label", "dim", args[0]) - 1 if args else dims[-1]
+    return labels, s.max(axis=dim)
+
+
+# `[labels, best] = scores2label(...)` in a script, `scores2label.with_scores(...)` in Python
+setattr(scores2label, "with_scores", _scores2label_both)

@@ -2,13 +2,15 @@
 read by `run_file` and in Python alike)."""
 from __future__ import annotations
 
+from typing import Any
+
 from .. import layers as L
 from ._options import _int, _parse
 
 __all__ = ["imageToSequenceLayer"]
 
 
-def imageToSequenceLayer(*args, **kwargs) -> L.ImageToSequence:
+def imageToSequenceLayer(*args: Any, **kwargs: Any) -> L.ImageToSequence:
     """`imageToSequenceLayer(PatchSize=p)` → `L.ImageToSequence(p)`: an image B×C×H×W becomes a
     sequence of its (H/p)·(W/p) patches, B×T×C' — what attention over an image needs (flattenLayer
     merges the positions into channels instead). An attnlab addition: MATLAB has no such layer."""

@@ -15,25 +15,27 @@ from __future__ import annotations
 import operator
 import warnings
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
-from ..errors import AttnlabError, close_matches
+from ..errors import AttnlabError, NetworkError, close_matches
 from ..layers.base import Layer
 from ..network import Network
 from . import builtins as B
+from ._options import MatlabNote
 from .reader import ScriptError, parse
-from .values import Cell, MatlabError, Missing, NeedsData, String, Struct
+from .values import Cell, Lambda, MatlabError, Missing, NeedsData, String, Struct
 
-_NETWORK_BUILDERS = {"dlnetwork", "layerGraph", "addLayers", "trainNetwork", "trainnet",
-                     "analyzeNetwork", "replaceLayer"}
 _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
+_GRAPH_EDITS = {"dlnetwork", "layerGraph", "addLayers", "connectLayers", "disconnectLayers",
+                "removeLayers", "replaceLayer", "initialize"}
 
 
 def _toolbox() -> dict:
-    from . import layers, networks, training, extras, utility_layers, data
+    from . import layers, networks, training, extras, utility_layers, data, factors
     names = {}
-    for module in (layers, networks, training, extras, utility_layers, data):
+    for module in (layers, networks, training, extras, utility_layers, data, factors):
         names.update({n: getattr(module, n) for n in module.__all__
                       if n[0].islower() and callable(getattr(module, n))})
     return names
@@ -58,23 +60,13 @@ class Function:
         self.node = node
         self.name = _text(node.child_by_field_name("name") or _child(node, "identifier"), src)
         out = _child(node, "function_output")
+        if out is not None and _child(out, "multioutput_variable") is not None:
+            out = _child(out, "multioutput_variable")      # function [a, b] = f(...)
         self.outputs = [_text(c, src) for c in _walk_ids(out)] if out else []
         args = _child(node, "function_arguments")
         self.params = [_text(c, src) for c in args.named_children if c.type == "identifier"] \
             if args else []
         self.body = _child(node, "block")
-
-
-class Lambda:
-    """`@(x) expr`: a closure over the workspace it was made in."""
-
-    def __init__(self, params, body, scope, interp):
-        self.params, self.body, self.scope, self.interp = params, body, scope, interp
-
-    def __call__(self, *args):
-        scope = dict(self.scope)
-        scope.update(zip(self.params, args))
-        return self.interp.eval_in(self.body, scope)
 
 
 def _child(node, kind):
@@ -104,12 +96,13 @@ class Interpreter:
         self.ws: dict = dict(self.given)
         self.analyze = analyze
         self.notes: list[str] = []
-        self.consumed: set[int] = set()          # layers that went into a network
         self.state: dict = {}
         self.print = out
         self.functions: dict[str, Function] = {}
         self.toolbox = _toolbox()
         self._data_depth = 0                     # > 0 inside the arguments of a data call
+        # network-building statements analyze skipped: (node, NeedsData), in order
+        self.blocked: list = []
 
     # ---------------------------------------------------------------------------- running --
     def run(self) -> dict:
@@ -123,7 +116,10 @@ class Interpreter:
         if not script and stmts:                 # a function file: run its first function
             first = Function(stmts[0], self.src)
             missing = [p for p in first.params if p not in self.ws]
-            if missing:
+            if missing and self.analyze:         # arguments only data statements need may stay unset
+                for p in missing:
+                    self.ws[p] = Missing(0, f"an argument of {first.name} that was not given", p)
+            elif missing:
                 self._fail(stmts[0], f"function {first.name} needs its arguments "
                            f"{', '.join(missing)}: give them as workspace variables "
                            f"(attnlab analyze FILE.m --set {missing[0]}=…)")
@@ -132,11 +128,15 @@ class Interpreter:
             if not isinstance(results, tuple):
                 results = (results,)
             self.ws.update(zip(first.outputs, results))
+            if self.analyze:                     # the networks it built, also those only its
+                for k, v in self._last_scope.items():      # skipped statements returned
+                    if k not in self.ws and (isinstance(v, Network) or _is_layerish(v)):
+                        self.ws[k] = v
             return self.ws
         self._block(script, self.ws)
         return self.ws
 
-    def _fail(self, node, message):
+    def _fail(self, node, message) -> NoReturn:
         raise ScriptError(message, self.file, node.start_point.row + 1,
                           node.start_point.column + 1)
 
@@ -168,9 +168,30 @@ class Interpreter:
         except NeedsData as e:
             if not self.analyze:
                 raise
+            kept = []
             for name in self._targets(node):
-                scope[name] = Missing(node.start_point.row + 1, e.why)
-            self._note(node, f"skipped: {e.why}")
+                if scope is self.ws and name in self.given:
+                    kept.append(name)            # --set gave it: the given value stands
+                    scope[name] = self.given[name]
+                else:
+                    scope[name] = Missing(node.start_point.row + 1, e.why, e.var or name)
+            if self._builds_network(node):
+                self.blocked.append((node, e))
+            self._note(node, f"skipped: {e.why}" + (
+                f"; {', '.join(kept)} keep{'s' if len(kept) == 1 else ''} the given value"
+                if kept else ""))
+
+    def _builds_network(self, node) -> bool:
+        """Whether a statement calls a layer or network-building function."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n.type == "identifier":
+                name = _text(n, self.src)
+                if name in self.toolbox and (name.endswith("Layer") or name in _GRAPH_EDITS):
+                    return True
+            stack.extend(n.named_children)
+        return False
 
     def _given_data(self, node) -> bool:
         """A statement that loads data whose variables the caller gave (run_file's workspace,
@@ -496,14 +517,21 @@ class Interpreter:
         if name in scope:
             v = scope[name]
             if isinstance(v, Missing):
-                raise NeedsData(f"uses '{name}' from line {v.line}, which was skipped")
+                raise NeedsData(f"uses '{name}' from line {v.line}, which was skipped" if v.line
+                                else f"needs '{name}', {v.why} (give it with --set "
+                                f"{name}=VALUE)", name)
             return v
         if name in B.CONSTANTS:
             return B.CONSTANTS[name]
-        if name in self.functions or name in self.toolbox or name in B.BASE or name in B.DATA:
+        if name in self.functions or name in self.toolbox or name in B.BASE or name in B.DATA \
+                or name in B.OUTSIDE:
             return self._call(name, [], {}, node, scope, nargout)
-        if self.analyze and self._data_depth:
-            raise NeedsData(f"needs '{name}', data the script does not define")
+        if name in B.NAMESPACES:
+            return B.NAMESPACES[name]
+        if self.analyze:
+            # data the script does not define: skipped, and named if a network needed it
+            raise NeedsData(f"needs '{name}', which the script does not define (give it with "
+                            f"--set {name}=VALUE)", name, node)
         known = list(scope) + (list(self.toolbox) + list(B.BASE) if name.endswith("Layer") else [])
         self._fail(node, f"undefined variable or function '{name}'.{close_matches(name, known)} "
                    f"Give it a value: attnlab analyze FILE.m --set {name}=VALUE, or "
@@ -583,6 +611,8 @@ class Interpreter:
         brace = _child(node, "{") is not None
         if name_node.type == "identifier":
             name = _text(name_node, self.src)
+            if brace and name not in scope:
+                self._name(name_node, scope, 1)   # x{i}: a variable; undefined → needs data
             if name in scope:
                 container = self._name(name_node, scope, 1)
                 if isinstance(container, (Lambda,)) or callable(container) and \
@@ -701,6 +731,14 @@ class Interpreter:
         parts = node.named_children
         obj = self._value(parts[0], scope)
         for part in parts[1:]:
+            if isinstance(obj, B.Namespace):     # parallel.gpu.rng(42, "Philox")
+                name = _text(part.named_children[0] if part.type == "function_call" else part,
+                             self.src)
+                obj = obj.field(name)
+                if part.type == "function_call":
+                    pos, _ = self._arguments(_child(part, "arguments"), scope)
+                    obj = obj.call(self, *pos)
+                continue
             if part.type == "function_call":
                 name = _text(part.named_children[0], self.src)
                 obj = self._index(self._get_field(obj, name, part), _child(part, "arguments"),
@@ -728,9 +766,17 @@ class Interpreter:
         if name in self.functions:
             return self._call_function(self.functions[name], pos, nargout, node, kw)
         if name in _DISPLAY and (self.analyze or name == "plot"):
-            for a in pos:
-                self._consume(a)
             return None                  # pictures: `attnlab plot FILE.m` draws the networks
+        if name in B.OUTSIDE:
+            if self.analyze:
+                raise NeedsData(f"{name} is a MATLAB function attnlab's reader does not run")
+            raise MatlabError(f"{name} is a MATLAB function attnlab's reader does not run: "
+                              "compute its result in Python and pass it as a workspace "
+                              "variable (run_file(path, workspace={...}))", node=node)
+        if name in ("clear", "clearvars") and pos:
+            for var in pos:                      # clear x y: those variables only; a bare
+                scope.pop(str(var), None)        # `clear` keeps what the caller gave
+            return None
         if name in B.DATA:
             if self.analyze:
                 raise NeedsData(f"{name} trains, predicts or reads data; analyze does not run it"
@@ -741,10 +787,9 @@ class Interpreter:
                                   "do: load the data in Python and pass it as a workspace "
                                   "variable (run_file(path, workspace={...}))", node=node)
         fn = self.toolbox.get(name)
+        if fn is not None and nargout >= 2 and hasattr(fn, "with_scores"):
+            fn = fn.with_scores                 # [labels, scores] = scores2label(...)
         if fn is not None:
-            if name in _NETWORK_BUILDERS:
-                for a in pos:
-                    self._consume(a)
             try:
                 result = fn(*[_to_python(a) for a in pos], **{k: _to_python(v) for k, v in kw.items()})
                 if name in ("trainNetwork", "trainnet") and nargout >= 2:
@@ -753,6 +798,12 @@ class Interpreter:
             except (AttnlabError, ValueError, TypeError) as e:
                 if isinstance(e, ScriptError):
                     raise
+                if isinstance(e, NetworkError) and self.analyze and name == "initialize" and \
+                        pos and isinstance(pos[0], Network):
+                    # MATLAB stops here; analyze goes on, so the analysis lists every issue
+                    warnings.warn("initialize: the network has errors (its analysis lists "
+                                  "them); MATLAB stops at this line", MatlabNote)
+                    return pos[0]
                 from .terms import in_matlab_terms
                 raise MatlabError(in_matlab_terms(str(e)), type(e).__name__, node) from e
         base = B.BASE.get(name)
@@ -761,6 +812,12 @@ class Interpreter:
                 result = base(self, *pos, **kw)
             except (TypeError, ValueError) as e:
                 raise MatlabError(f"{name}: {e}", node=node) from e
+            if name in ("max", "min") and nargout > 1 and len(pos) == 1:
+                arr = np.asarray(B._num(pos[0])).ravel()
+                if arr.size == 0:
+                    return np.zeros(0), np.zeros(0)
+                k = int(np.argmax(arr) if name == "max" else np.argmin(arr))
+                return B._scalar(arr[k]), k + 1
             if name == "size" and nargout > 1 and isinstance(result, np.ndarray):
                 dims = [int(d) for d in result] + [1] * nargout
                 return tuple(dims[:nargout - 1]) + (int(np.prod(dims[nargout - 1:len(result)]))
@@ -768,19 +825,16 @@ class Interpreter:
             return result
         known = list(self.toolbox) + list(B.BASE) + list(self.functions)
         hint = close_matches(name, known)
+        if self.analyze and not name.endswith(("Layer", "Layers", "network", "Network")):
+            # a variable the script never defines, or a function of the user's in another file
+            raise NeedsData(f"'{name}' is neither a function attnlab knows nor a variable the "
+                            f"script defines{hint.rstrip('?').replace('. Did', ' (did') + ')' if hint else ''}"
+                            f"; give what it computes with --set", name)
         what = "not a Deep Learning Toolbox function that attnlab knows" if \
             name.endswith(("Layer", "Layers", "network", "Network")) else \
             "an unknown function (attnlab reads the Deep Learning Toolbox subset listed in " \
             "docs/matlab.md)"
         self._fail(node, f"{name} is {what}.{hint}".rstrip("."))
-
-    def _consume(self, value):
-        if isinstance(value, Layer):
-            self.consumed.add(id(value))
-        elif isinstance(value, list):
-            self.consumed.update(id(v) for v in value if isinstance(v, Layer))
-        elif isinstance(value, Network):
-            self.consumed.update(id(l) for l in value.layers)
 
     def _call_function(self, fn: Function, args, nargout, node, kw=None):
         if kw:
@@ -791,22 +845,19 @@ class Interpreter:
                        f"{len(args)}")
         scope = dict(zip(fn.params, args))
         scope["nargin"] = len(args)
+        self._last_scope = scope
         try:
             self._block(fn.body.named_children if fn.body else [], scope)
         except _Return:
             pass
-        results = []
+        results: list = []
         for out in fn.outputs[:max(nargout, 1)]:
             if out not in scope:
                 if nargout == 0 and not results:
                     break
                 self._fail(node, f"{fn.name}: output '{out}' was not assigned")
             results.append(scope[out])
-        self._consume_from(scope)
         return results[0] if len(results) == 1 and nargout <= 1 else tuple(results)
-
-    def _consume_from(self, scope):
-        pass
 
 
 def _has(obj, name):

@@ -1,12 +1,14 @@
 """The Deep Learning Toolbox layer functions (`lstmLayer`, `selfAttentionLayer`, …) → attnlab layers."""
 from __future__ import annotations
 
+from typing import Any
+
 import warnings
 
 from .. import layers as L
 from ..errors import ArgumentError
 from ..layers.base import Layer
-from ._options import (MatlabNote, _as_list, _auto, _flag, _int, _ints, _is_vector,
+from ._options import (MatlabNote, _as_list, _auto, _flag, _int, _ints, _is_vector, _pair,
                        _mask_option, _normalization, _parse, _word)
 
 __all__ = ['sequenceInputLayer', 'imageInputLayer', 'featureInputLayer', 'lstmLayer', 'bilstmLayer', 'gruLayer', 'attentionLayer', 'selfAttentionLayer', 'fullyConnectedLayer', 'convolution1dLayer', 'convolution2dLayer', 'maxPooling2dLayer', 'averagePooling2dLayer', 'globalAveragePooling1dLayer', 'globalMaxPooling1dLayer', 'globalAveragePooling2dLayer', 'globalMaxPooling2dLayer', 'flattenLayer', 'indexing1dLayer', 'positionEmbeddingLayer', 'sinusoidalPositionEncodingLayer', 'embeddingLayer', 'wordEmbeddingLayer', 'layerNormalizationLayer', 'batchNormalizationLayer', 'dropoutLayer', 'reluLayer', 'leakyReluLayer', 'geluLayer', 'tanhLayer', 'sigmoidLayer', 'softmaxLayer', 'additionLayer', 'multiplicationLayer', 'concatenationLayer', 'depthConcatenationLayer', 'classificationLayer', 'regressionLayer', 'OutputLayer']
@@ -14,7 +16,7 @@ __all__ = ['sequenceInputLayer', 'imageInputLayer', 'featureInputLayer', 'lstmLa
 
 # ============================================================================= inputs ===
 
-def sequenceInputLayer(inputSize, *args, **kwargs) -> L.SequenceInput:
+def sequenceInputLayer(inputSize, *args: Any, **kwargs: Any) -> L.SequenceInput:
     """`sequenceInputLayer(numChannels)` → `L.SequenceInput(numChannels)`: data B×T×C."""
     _, o = _parse("sequenceInputLayer", args, kwargs,
                   {"Name": None, "Normalization": "none", "MinLength": 1,
@@ -36,7 +38,7 @@ def sequenceInputLayer(inputSize, *args, **kwargs) -> L.SequenceInput:
                                        name=o["Name"]), norm)
 
 
-def imageInputLayer(inputSize, *args, **kwargs) -> L.ImageInput:
+def imageInputLayer(inputSize, *args: Any, **kwargs: Any) -> L.ImageInput:
     """`imageInputLayer([h w c])` → `L.ImageInput((c, h, w))`: data B×C×H×W (PyTorch layout).
     `[h w]` means one channel."""
     _, o = _parse("imageInputLayer", args, kwargs,
@@ -54,7 +56,7 @@ def imageInputLayer(inputSize, *args, **kwargs) -> L.ImageInput:
                                      _int("imageInputLayer", "width", w)), name=o["Name"]), norm)
 
 
-def featureInputLayer(numFeatures, *args, **kwargs) -> L.FeatureInput:
+def featureInputLayer(numFeatures, *args: Any, **kwargs: Any) -> L.FeatureInput:
     """`featureInputLayer(n)` → `L.FeatureInput(n)`: data B×C."""
     _, o = _parse("featureInputLayer", args, kwargs,
                   {"Name": None, "Normalization": "none", "NormalizationDimension": "auto",
@@ -96,25 +98,30 @@ def _recurrent(fn, cls, numHiddenUnits, args, kwargs, bidirectional=False, gru=F
         # PyTorch's GRU (cuDNN's) applies the reset gate after the recurrent multiplication
         _word(fn, "ResetGateMode", o["ResetGateMode"],
               ("after-multiplication", "recurrent-bias-after-multiplication"))
-    return cls(_int(fn, "numHiddenUnits", numHiddenUnits),
-               output_mode=_word(fn, "OutputMode", o["OutputMode"], ("sequence", "last")),
-               bidirectional=bidirectional,
-               has_state_inputs=_flag(fn, "HasStateInputs", o["HasStateInputs"]),
-               has_state_outputs=_flag(fn, "HasStateOutputs", o["HasStateOutputs"]),
-               name=o["Name"])
+    layer = cls(_int(fn, "numHiddenUnits", numHiddenUnits),
+                output_mode=_word(fn, "OutputMode", o["OutputMode"], ("sequence", "last")),
+                bidirectional=bidirectional,
+                has_state_inputs=_flag(fn, "HasStateInputs", o["HasStateInputs"]),
+                has_state_outputs=_flag(fn, "HasStateOutputs", o["HasStateOutputs"]),
+                name=o["Name"])
+    if bidirectional:
+        setattr(layer, "stem", "bilstm")     # unnamed, it is 'bilstm', 'bilstm_1', as in MATLAB
+    if gru:                                  # the shape of MATLAB's Bias follows it (weights.py)
+        layer.__dict__["_matlab_reset_gate_mode"] = o["ResetGateMode"].lower()
+    return layer
 
 
-def lstmLayer(numHiddenUnits, *args, **kwargs) -> L.LSTM:
+def lstmLayer(numHiddenUnits, *args: Any, **kwargs: Any) -> L.LSTM:
     """`lstmLayer(H, OutputMode="sequence"|"last")` → `L.LSTM(H, output_mode=...)`."""
     return _recurrent("lstmLayer", L.LSTM, numHiddenUnits, args, kwargs)
 
 
-def bilstmLayer(numHiddenUnits, *args, **kwargs) -> L.LSTM:
+def bilstmLayer(numHiddenUnits, *args: Any, **kwargs: Any) -> L.LSTM:
     """`bilstmLayer(H)` → `L.LSTM(H, bidirectional=True)`: 2·H channels out."""
     return _recurrent("bilstmLayer", L.LSTM, numHiddenUnits, args, kwargs, bidirectional=True)
 
 
-def gruLayer(numHiddenUnits, *args, **kwargs) -> L.GRU:
+def gruLayer(numHiddenUnits, *args: Any, **kwargs: Any) -> L.GRU:
     """`gruLayer(H)` → `L.GRU(H)` (PyTorch's GRU, MATLAB's
     ResetGateMode="recurrent-bias-after-multiplication")."""
     return _recurrent("gruLayer", L.GRU, numHiddenUnits, args, kwargs, gru=True)
@@ -122,7 +129,7 @@ def gruLayer(numHiddenUnits, *args, **kwargs) -> L.GRU:
 
 # ========================================================================== attention ===
 
-def attentionLayer(numHeads, *args, **kwargs) -> L.Attention:
+def attentionLayer(numHeads, *args: Any, **kwargs: Any) -> L.Attention:
     """`attentionLayer(numHeads)` → `L.Attention(numHeads)`: inputs query, key, value (+ mask),
     output out (+ scores); no learnables."""
     fn = "attentionLayer"
@@ -138,7 +145,7 @@ def attentionLayer(numHeads, *args, **kwargs) -> L.Attention:
                        name=o["Name"])
 
 
-def selfAttentionLayer(numHeads, numKeyChannels, *args, **kwargs) -> L.SelfAttention:
+def selfAttentionLayer(numHeads, numKeyChannels, *args: Any, **kwargs: Any) -> L.SelfAttention:
     """`selfAttentionLayer(numHeads, numKeyChannels)` → `L.SelfAttention(numHeads,
     numKeyChannels)`: B×T×C → B×T×OutputSize (default C); NumValueChannels defaults to
     numKeyChannels. Learnables query, key, value, output (weight out×in, bias)."""
@@ -185,7 +192,7 @@ def _scale(fn, value):
 
 # ====================================================================== dense and conv ===
 
-def fullyConnectedLayer(outputSize, *args, **kwargs) -> L.Dense:
+def fullyConnectedLayer(outputSize, *args: Any, **kwargs: Any) -> L.Dense:
     """`fullyConnectedLayer(n)` → `L.Dense(n)`: per time step on sequences; flattens images."""
     _, o = _parse("fullyConnectedLayer", args, kwargs,
                   {"Name": None, "OperationDimension": "auto"})
@@ -193,7 +200,7 @@ def fullyConnectedLayer(outputSize, *args, **kwargs) -> L.Dense:
     return L.Dense(_int("fullyConnectedLayer", "outputSize", outputSize), name=o["Name"])
 
 
-def convolution1dLayer(filterSize, numFilters, *args, **kwargs) -> L.Conv1d:
+def convolution1dLayer(filterSize, numFilters, *args: Any, **kwargs: Any) -> L.Conv1d:
     """`convolution1dLayer(k, n)` → `L.Conv1d(k, n, padding="valid")` over time (B×T×C).
     Padding: 0 (MATLAB's default, "valid"), "same", "causal", p or [p p]."""
     fn = "convolution1dLayer"
@@ -216,7 +223,7 @@ def convolution1dLayer(filterSize, numFilters, *args, **kwargs) -> L.Conv1d:
                     name=o["Name"])
 
 
-def convolution2dLayer(filterSize, numFilters, *args, **kwargs) -> L.Conv2d:
+def convolution2dLayer(filterSize, numFilters, *args: Any, **kwargs: Any) -> L.Conv2d:
     """`convolution2dLayer(k, n)` → `L.Conv2d(k, n, padding="valid")` on B×C×H×W.
     MATLAB's defaults: Padding 0 ("valid") unless "same", Stride 1. Padding p, [p q] (top/bottom,
     left/right) or [t b l r] with t == b and l == r."""
@@ -225,9 +232,9 @@ def convolution2dLayer(filterSize, numFilters, *args, **kwargs) -> L.Conv2d:
                   {"Name": None, "Stride": 1, "DilationFactor": 1, "Padding": 0,
                    "PaddingValue": 0, "NumChannels": "auto"})
     _padding_value(fn, o["PaddingValue"])
-    return L.Conv2d(_ints(fn, "filterSize", filterSize, 2), _int(fn, "numFilters", numFilters),
-                    stride=_ints(fn, "Stride", o["Stride"], 2), padding=_padding2d(fn, o["Padding"]),
-                    dilation=_ints(fn, "DilationFactor", o["DilationFactor"], 2), name=o["Name"])
+    return L.Conv2d(_pair(fn, "filterSize", filterSize), _int(fn, "numFilters", numFilters),
+                    stride=_pair(fn, "Stride", o["Stride"]), padding=_padding2d(fn, o["Padding"]),
+                    dilation=_pair(fn, "DilationFactor", o["DilationFactor"]), name=o["Name"])
 
 
 def _first(value):
@@ -276,12 +283,12 @@ def _pool2d(fn, cls, poolSize, args, kwargs):
                padding=(0, 0) if pad == "valid" else pad, name=o["Name"])
 
 
-def maxPooling2dLayer(poolSize, *args, **kwargs) -> L.MaxPool2d:
+def maxPooling2dLayer(poolSize, *args: Any, **kwargs: Any) -> L.MaxPool2d:
     """`maxPooling2dLayer(k)` → `L.MaxPool2d(k, stride=1)` (MATLAB's default Stride is 1)."""
     return _pool2d("maxPooling2dLayer", L.MaxPool2d, poolSize, args, kwargs)
 
 
-def averagePooling2dLayer(poolSize, *args, **kwargs) -> L.AvgPool2d:
+def averagePooling2dLayer(poolSize, *args: Any, **kwargs: Any) -> L.AvgPool2d:
     """`averagePooling2dLayer(k)` → `L.AvgPool2d(k, stride=1)` (MATLAB's default Stride is 1)."""
     return _pool2d("averagePooling2dLayer", L.AvgPool2d, poolSize, args, kwargs)
 
@@ -291,32 +298,32 @@ def _simple(fn, cls, args, kwargs, **options):
     return cls(name=o["Name"]), o
 
 
-def globalAveragePooling1dLayer(*args, **kwargs) -> L.GlobalAvgPool1d:
+def globalAveragePooling1dLayer(*args: Any, **kwargs: Any) -> L.GlobalAvgPool1d:
     """→ `L.GlobalAvgPool1d()`: B×T×C → B×C, padding skipped."""
     return _simple("globalAveragePooling1dLayer", L.GlobalAvgPool1d, args, kwargs)[0]
 
 
-def globalMaxPooling1dLayer(*args, **kwargs) -> L.GlobalMaxPool1d:
+def globalMaxPooling1dLayer(*args: Any, **kwargs: Any) -> L.GlobalMaxPool1d:
     """→ `L.GlobalMaxPool1d()`: B×T×C → B×C, padding skipped."""
     return _simple("globalMaxPooling1dLayer", L.GlobalMaxPool1d, args, kwargs)[0]
 
 
-def globalAveragePooling2dLayer(*args, **kwargs) -> L.GlobalAvgPool2d:
+def globalAveragePooling2dLayer(*args: Any, **kwargs: Any) -> L.GlobalAvgPool2d:
     """→ `L.GlobalAvgPool2d()`: B×C×H×W → B×C."""
     return _simple("globalAveragePooling2dLayer", L.GlobalAvgPool2d, args, kwargs)[0]
 
 
-def globalMaxPooling2dLayer(*args, **kwargs) -> L.GlobalMaxPool2d:
+def globalMaxPooling2dLayer(*args: Any, **kwargs: Any) -> L.GlobalMaxPool2d:
     """→ `L.GlobalMaxPool2d()`: B×C×H×W → B×C."""
     return _simple("globalMaxPooling2dLayer", L.GlobalMaxPool2d, args, kwargs)[0]
 
 
-def flattenLayer(*args, **kwargs) -> L.Flatten:
+def flattenLayer(*args: Any, **kwargs: Any) -> L.Flatten:
     """→ `L.Flatten()`: B×C×H×W → B×(C·H·W). Before attention on images use ImageToSequence."""
     return _simple("flattenLayer", L.Flatten, args, kwargs)[0]
 
 
-def indexing1dLayer(*args, **kwargs) -> L.Index1d:
+def indexing1dLayer(*args: Any, **kwargs: Any) -> L.Index1d:
     """`indexing1dLayer(index)` → `L.Index1d(...)`: B×T×C → B×C. index "first" (MATLAB's
     default), "last" (each sequence's own last valid step) or a 1-based integer k (→ k − 1)."""
     fn = "indexing1dLayer"
@@ -336,7 +343,7 @@ def indexing1dLayer(*args, **kwargs) -> L.Index1d:
 
 # ============================================================ positions and embeddings ===
 
-def positionEmbeddingLayer(outputSize, maxPosition, *args, **kwargs) -> L.PositionEmbedding:
+def positionEmbeddingLayer(outputSize, maxPosition, *args: Any, **kwargs: Any) -> L.PositionEmbedding:
     """`positionEmbeddingLayer(outputSize, maxPosition)` → `L.PositionEmbedding(maxPosition,
     outputSize)`: B×T×C → B×T×outputSize, the embedding only (add it with additionLayer)."""
     fn = "positionEmbeddingLayer"
@@ -346,7 +353,7 @@ def positionEmbeddingLayer(outputSize, maxPosition, *args, **kwargs) -> L.Positi
                                _int(fn, "outputSize", outputSize), name=o["Name"])
 
 
-def sinusoidalPositionEncodingLayer(outputSize, *args, **kwargs) -> L.SinusoidalPositionEncoding:
+def sinusoidalPositionEncodingLayer(outputSize, *args: Any, **kwargs: Any) -> L.SinusoidalPositionEncoding:
     """`sinusoidalPositionEncodingLayer(outputSize)` → `L.SinusoidalPositionEncoding(outputSize)`
     (positions 0…T−1)."""
     fn = "sinusoidalPositionEncodingLayer"
@@ -355,7 +362,7 @@ def sinusoidalPositionEncodingLayer(outputSize, *args, **kwargs) -> L.Sinusoidal
     return L.SinusoidalPositionEncoding(_int(fn, "outputSize", outputSize), name=o["Name"])
 
 
-def embeddingLayer(outputSize, maxIndex, *args, **kwargs) -> L.Embedding:
+def embeddingLayer(outputSize, maxIndex, *args: Any, **kwargs: Any) -> L.Embedding:
     """`embeddingLayer(outputSize, maxIndex)` → `L.Embedding(maxIndex + 1, outputSize)`: MATLAB's
     indices 1…maxIndex work unchanged."""
     fn = "embeddingLayer"
@@ -367,7 +374,7 @@ def embeddingLayer(outputSize, maxIndex, *args, **kwargs) -> L.Embedding:
                        name=o["Name"])
 
 
-def wordEmbeddingLayer(dimension, numWords, *args, **kwargs) -> L.Embedding:
+def wordEmbeddingLayer(dimension, numWords, *args: Any, **kwargs: Any) -> L.Embedding:
     """`wordEmbeddingLayer(dimension, numWords)` → `L.Embedding(numWords + 1, dimension)`: word
     indices 1…numWords work unchanged."""
     fn = "wordEmbeddingLayer"
@@ -379,7 +386,7 @@ def wordEmbeddingLayer(dimension, numWords, *args, **kwargs) -> L.Embedding:
 
 # ====================================================== normalisation and activations ===
 
-def layerNormalizationLayer(*args, **kwargs) -> L.LayerNorm:
+def layerNormalizationLayer(*args: Any, **kwargs: Any) -> L.LayerNorm:
     """→ `L.LayerNorm(eps=Epsilon)` (default 1e-5, as MATLAB)."""
     fn = "layerNormalizationLayer"
     _, o = _parse(fn, args, kwargs, {"Name": None, "Epsilon": 1e-5, "OperationDimension": "auto"})
@@ -387,7 +394,7 @@ def layerNormalizationLayer(*args, **kwargs) -> L.LayerNorm:
     return L.LayerNorm(eps=float(o["Epsilon"]), name=o["Name"])
 
 
-def batchNormalizationLayer(*args, **kwargs) -> L.BatchNorm:
+def batchNormalizationLayer(*args: Any, **kwargs: Any) -> L.BatchNorm:
     """→ `L.BatchNorm(eps=Epsilon, momentum=MeanDecay)` (MATLAB's decay is PyTorch's momentum;
     VarianceDecay must equal MeanDecay)."""
     fn = "batchNormalizationLayer"
@@ -399,60 +406,63 @@ def batchNormalizationLayer(*args, **kwargs) -> L.BatchNorm:
     return L.BatchNorm(eps=float(o["Epsilon"]), momentum=float(o["MeanDecay"]), name=o["Name"])
 
 
-def dropoutLayer(*args, **kwargs) -> L.Dropout:
+def dropoutLayer(*args: Any, **kwargs: Any) -> L.Dropout:
     """`dropoutLayer(p)` → `L.Dropout(p)` (default 0.5)."""
     pos, o = _parse("dropoutLayer", args, kwargs, {"Name": None, "Probability": 0.5}, positional=1)
     return L.Dropout(float(pos[0] if pos else o["Probability"]), name=o["Name"])
 
 
-def reluLayer(*args, **kwargs) -> L.ReLU:
+def reluLayer(*args: Any, **kwargs: Any) -> L.ReLU:
     """reluLayer(Name=…) → `attnlab.layers.ReLU`."""
     return _simple("reluLayer", L.ReLU, args, kwargs)[0]
 
 
-def leakyReluLayer(*args, **kwargs) -> L.LeakyReLU:
+def leakyReluLayer(*args: Any, **kwargs: Any) -> L.LeakyReLU:
     """`leakyReluLayer(scale)` → `L.LeakyReLU(scale)` (default 0.01)."""
     pos, o = _parse("leakyReluLayer", args, kwargs, {"Name": None, "Scale": 0.01}, positional=1)
     return L.LeakyReLU(float(pos[0] if pos else o["Scale"]), name=o["Name"])
 
 
-def geluLayer(*args, **kwargs) -> L.GELU:
-    """→ `L.GELU()` (the exact GELU: Approximation "none")."""
+def geluLayer(*args: Any, **kwargs: Any) -> L.GELU:
+    """→ `L.GELU()` (the exact GELU, Approximation "none"); Approximation "tanh" → the tanh
+    approximation (`TanhGELU`)."""
     layer, o = _simple("geluLayer", L.GELU, args, kwargs, Approximation="none")
-    _word("geluLayer", "Approximation", o["Approximation"], ("none",))
+    if _word("geluLayer", "Approximation", o["Approximation"], ("none", "tanh")) == "tanh":
+        from .vit_layers import TanhGELU
+        return TanhGELU(name=o["Name"])
     return layer
 
 
-def tanhLayer(*args, **kwargs) -> L.Tanh:
+def tanhLayer(*args: Any, **kwargs: Any) -> L.Tanh:
     """tanhLayer(Name=…) → `attnlab.layers.Tanh`."""
     return _simple("tanhLayer", L.Tanh, args, kwargs)[0]
 
 
-def sigmoidLayer(*args, **kwargs) -> L.Sigmoid:
+def sigmoidLayer(*args: Any, **kwargs: Any) -> L.Sigmoid:
     """sigmoidLayer(Name=…) → `attnlab.layers.Sigmoid`."""
     return _simple("sigmoidLayer", L.Sigmoid, args, kwargs)[0]
 
 
-def softmaxLayer(*args, **kwargs) -> L.Softmax:
+def softmaxLayer(*args: Any, **kwargs: Any) -> L.Softmax:
     """→ `L.Softmax()` over channels. trainnet's "crossentropy" stays stable after it."""
     return _simple("softmaxLayer", L.Softmax, args, kwargs)[0]
 
 
 # ========================================================================== combining ===
 
-def additionLayer(numInputs, *args, **kwargs) -> L.Addition:
+def additionLayer(numInputs, *args: Any, **kwargs: Any) -> L.Addition:
     """`additionLayer(n)` → `L.Addition(n)`: inputs in1…inN."""
     _, o = _parse("additionLayer", args, kwargs, {"Name": None})
     return L.Addition(_int("additionLayer", "numInputs", numInputs, 2), name=o["Name"])
 
 
-def multiplicationLayer(numInputs, *args, **kwargs) -> L.Multiplication:
+def multiplicationLayer(numInputs, *args: Any, **kwargs: Any) -> L.Multiplication:
     """`multiplicationLayer(n)` → `L.Multiplication(n)`: inputs in1…inN."""
     _, o = _parse("multiplicationLayer", args, kwargs, {"Name": None})
     return L.Multiplication(_int("multiplicationLayer", "numInputs", numInputs, 2), name=o["Name"])
 
 
-def concatenationLayer(dim, numInputs, *args, **kwargs) -> L.Concatenation:
+def concatenationLayer(dim, numInputs, *args: Any, **kwargs: Any) -> L.Concatenation:
     """`concatenationLayer(1, n)` → `L.Concatenation(n, dim="channel")` (dim 1 is the channel
     dimension of MATLAB's "CB"/"CBT" data); "channel"/"time" are accepted as dim too."""
     fn = "concatenationLayer"
@@ -469,7 +479,7 @@ def concatenationLayer(dim, numInputs, *args, **kwargs) -> L.Concatenation:
     return L.Concatenation(_int(fn, "numInputs", numInputs, 2), dim=which, name=o["Name"])
 
 
-def depthConcatenationLayer(numInputs, *args, **kwargs) -> L.Concatenation:
+def depthConcatenationLayer(numInputs, *args: Any, **kwargs: Any) -> L.Concatenation:
     """`depthConcatenationLayer(n)` → `L.Concatenation(n, dim="channel")`."""
     _, o = _parse("depthConcatenationLayer", args, kwargs, {"Name": None})
     return L.Concatenation(_int("depthConcatenationLayer", "numInputs", numInputs, 2),
@@ -514,7 +524,7 @@ def _classes(fn, value):
     return vals
 
 
-def classificationLayer(*args, **kwargs) -> OutputLayer:
+def classificationLayer(*args: Any, **kwargs: Any) -> OutputLayer:
     """Legacy: not an attnlab graph layer (a MatlabNote says so); trainNetwork trains with
     "crossentropy", weighted by `ClassWeights` (one weight per class of `Classes`, MATLAB's
     loss −(1/N) Σₙ w_cₙ log yₙ,cₙ)."""
@@ -541,7 +551,7 @@ def classificationLayer(*args, **kwargs) -> OutputLayer:
     return OutputLayer("classificationLayer", "crossentropy", o["Name"], classes, weights)
 
 
-def regressionLayer(*args, **kwargs) -> OutputLayer:
+def regressionLayer(*args: Any, **kwargs: Any) -> OutputLayer:
     """Legacy: not an attnlab graph layer (a MatlabNote says so); trainNetwork trains with
     "mse" (MATLAB's half-mean-squared-error: the same minimum)."""
     _, o = _parse("regressionLayer", args, kwargs, {"Name": None, "ResponseNames": None})
@@ -561,7 +571,8 @@ def _layer_array(layers, fn: str) -> tuple[list, list[OutputLayer]]:
             flat.append(x)
 
     walk(layers)
-    keep, dropped = [], []
+    keep: list = []
+    dropped: list = []
     for x in flat:
         if isinstance(x, OutputLayer):
             x.source = keep[-1] if keep else None           # a Layer: its name is set by add()
@@ -589,6 +600,8 @@ def _layer_array(layers, fn: str) -> tuple[list, list[OutputLayer]]:
 
 # weight and initializer options (Weights=W, WeightsInitializer="he") become presets of the layer
 from .weights import collect_presets as _collect  # noqa: E402
-for _fn in ("lstmLayer", "bilstmLayer", "fullyConnectedLayer", "convolution1dLayer",
-            "convolution2dLayer", "selfAttentionLayer"):
+for _fn in ("lstmLayer", "bilstmLayer", "gruLayer", "fullyConnectedLayer", "convolution1dLayer",
+            "convolution2dLayer", "selfAttentionLayer", "layerNormalizationLayer",
+            "batchNormalizationLayer", "embeddingLayer", "wordEmbeddingLayer",
+            "positionEmbeddingLayer"):
     globals()[_fn] = _collect(globals()[_fn])

@@ -7,13 +7,17 @@ loading a network that holds them). Their statistics and constants are buffers.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from ..errors import ArgumentError, SizeError
 from ..spec import Spec
+from ..layers import Conv2d
 from ..layers.base import Layer
+from ..layers.conv import _SameStridedConv2d, _out_size
 
 NORMALIZATIONS = ("none", "zerocenter", "zscore", "rescale-symmetric", "rescale-zero-one")
 
@@ -68,6 +72,12 @@ class InputNormalization(Layer):
 
 
 class _Normalize(nn.Module):
+    mean: torch.Tensor                     # buffers (registered below by name)
+    std: torch.Tensor
+    min: torch.Tensor
+    max: torch.Tensor
+    fitted: torch.Tensor
+
     def __init__(self, layer: InputNormalization, channels: int, cdim: int, ndim: int):
         super().__init__()
         self.method, self.cdim, self.ndim = layer.method, cdim % ndim, ndim
@@ -244,3 +254,63 @@ class Identity(Layer):
 
     def build(self, specs):
         return nn.Identity()
+
+
+class GroupedConv2d(Conv2d):
+    """Grouped 2-D convolution [groupedConvolution2dLayer]: the C input channels split into
+    `groups` groups (None: one per channel, MATLAB's "channel-wise"), each convolved with
+    `filters_per_group` filters of its own; B×C×H×W → B×(groups·filters_per_group)×H'×W'.
+    Padding, stride and dilation as `Conv2d`."""
+
+    stem = "groupedconv"
+
+    def __init__(self, kernel: Any, filters_per_group: int, groups: int | None = None,
+                 stride: Any = 1, padding: Any = "valid", dilation: Any = 1,
+                 name: str | None = None):
+        if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int)
+                                   or groups < 1):
+            raise ArgumentError(f"layer '{name}': expected numGroups to be an integer ≥ 1 or "
+                                f"\"channel-wise\", received {groups!r}.")
+        super().__init__(kernel, filters_per_group, stride, padding, dilation, name=name)
+        self.filters_per_group, self.groups = self.filters, groups
+
+    def config(self) -> dict:
+        c = super().config()
+        c.pop("filters", None)
+        c.pop("bias", None)
+        return c
+
+    def _groups(self, channels):
+        return channels if self.groups is None else self.groups
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        self.require(s, "in", ("BCSS",), "groupedConvolution2dLayer works on images.")
+        c = s.channels
+        g = self._groups(c)
+        if c is not None and c % g:
+            raise self.error(SizeError, "in", f"expected a number of channels divisible by "
+                             f"numGroups {g}, received {s}. Use numGroups that divides {c}, "
+                             "or \"channel-wise\".")
+        hw = []
+        for size, k, st, d, p in zip(s.sizes[2:], self.kernel, self.stride, self.dilation,
+                                     self._pads()):
+            o = _out_size(size, k, st, d, p)
+            if o is not None and o < 1:
+                raise self.error(SizeError, "in", f"expected an image of at least {k}×{k} for "
+                                 f"filter size {self.kernel}, received {s}. Use "
+                                 "Padding=\"same\" or a smaller filter.")
+            hw.append(o)
+        return Spec.image(None if c is None else g * self.filters_per_group, *hw)
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        cin = int(specs["in"].channels or 0)     # known once the network builds its modules
+        g = self._groups(cin)
+        out = g * self.filters_per_group
+        if self.padding == "same" and self.stride == (1, 1):
+            return nn.Conv2d(cin, out, self.kernel, 1, "same", self.dilation, groups=g)
+        if self.padding == "same":
+            return _SameStridedConv2d(cin, out, self.kernel, self.stride, 0, self.dilation,
+                                      groups=g)
+        pad = (0, 0) if self.padding == "valid" else self.padding
+        return nn.Conv2d(cin, out, self.kernel, self.stride, pad, self.dilation, groups=g)

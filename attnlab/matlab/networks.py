@@ -1,11 +1,13 @@
 """Network functions: `dlnetwork`, `layerGraph`, `connectLayers`, `analyzeNetwork`, `predict`, …"""
 from __future__ import annotations
 
+from typing import Any
+
 import weakref
 
 import torch
 
-from ..errors import ArgumentError, close_matches
+from ..errors import ArgumentError, NetworkError, close_matches
 from ..network import Network
 from ._options import _flag, _int, _parse, _word
 from .weights import apply_presets, getLayerWeights, setLayerWeights
@@ -34,30 +36,44 @@ def _add(net: Network, layers, fn: str) -> Network:
     return net
 
 
-def dlnetwork(*args, **kwargs) -> Network:
+def dlnetwork(*args: Any, **kwargs: Any) -> Network:
     """`dlnetwork()` (empty), `dlnetwork(layers)`, `dlnetwork(layers, X1, …)` (example inputs
     for a network without input layers), `dlnetwork(layers, Initialize=False)`.
 
     Like MATLAB, the network is initialised when it has input layers (or examples) and no
     unconnected inputs; a network with errors then raises NetworkError listing them."""
     _, o = _parse("dlnetwork", (), kwargs, {"Initialize": True, "OutputNames": None})
-    if o["OutputNames"] is not None:
-        raise ArgumentError("dlnetwork: expected no OutputNames, received "
-                            f"{o['OutputNames']!r}: an attnlab network's outputs are its "
-                            "unconnected layer outputs (net.output_names).")
     if not args:
-        return Network()
+        net = Network()
+        if o["OutputNames"] is not None:
+            set_output_names(net, o["OutputNames"])
+        return net
     layers, examples = args[0], args[1:]
     if isinstance(layers, Network):
         net = layers
     else:
         net = _add(Network(), layers, "dlnetwork")
+    if o["OutputNames"] is not None:
+        set_output_names(net, o["OutputNames"])
     if _flag("dlnetwork", "Initialize", o["Initialize"]):
         _initialize_if_complete(net, examples)
     return net
 
 
-def layerGraph(*args) -> Network:
+def set_output_names(net: Network, names) -> Network:
+    """MATLAB's `net.OutputNames = ["fc1", "lstm/hidden"]` and `dlnetwork(…, OutputNames=…)`:
+    these layer outputs, inner ones too, become the network's outputs in this order (what
+    `predict` returns and training's losses apply to); the choice is saved with the network."""
+    values = [names] if isinstance(names, str) else list(names.tolist() if hasattr(names, "tolist")
+                                                         else names)
+    try:
+        net.choose_outputs([str(v) for v in values])
+    except NetworkError as e:
+        raise ArgumentError(f"OutputNames: {str(e).partition(': ')[2]}") from None
+    return net
+
+
+def layerGraph(*args: Any) -> Network:
     """Legacy `layerGraph(layers)`: the network, not initialised."""
     net = Network()
     if args:
@@ -89,7 +105,8 @@ def connectLayers(net: Network, s: str, d: str) -> Network:
     if out is not None:                  # a classificationLayer as the target: remember its source
         out.source = s.partition("/")[0] if isinstance(s, str) else s
         return net
-    return net.connect(_normalized_source(net, s), d)
+    net.connect(_normalized_source(net, s), d)
+    return net
 
 
 def _normalized_source(net: Network, s):
@@ -115,7 +132,8 @@ def _layer(net, name):
 def disconnectLayers(net: Network, s: str, d: str) -> Network:
     """Removes the connection from `s` to `d` (``"layer/port"`` names, as `connectLayers`)."""
     _check_net(net, "disconnectLayers")
-    return net.disconnect(s, d)
+    net.disconnect(s, d)
+    return net
 
 
 def removeLayers(net: Network, layerNames) -> Network:
@@ -127,10 +145,12 @@ def removeLayers(net: Network, layerNames) -> Network:
     for o in dropped:
         outs.remove(o)
     names = [n for n in names if n not in {o.name for o in dropped}]
-    return net.remove(*names) if names else net
+    if names:
+        net.remove(*names)
+    return net
 
 
-def replaceLayer(net: Network, layerName: str, larray, *args, **kwargs) -> Network:
+def replaceLayer(net: Network, layerName: str, larray, *args: Any, **kwargs: Any) -> Network:
     """Replaces a layer by a layer or layer array; inputs go to the first new layer and outputs
     leave from the last, port by port (ReconnectBy "name" and "order" agree for one-port
     layers, the common case)."""
@@ -138,21 +158,26 @@ def replaceLayer(net: Network, layerName: str, larray, *args, **kwargs) -> Netwo
     _, o = _parse("replaceLayer", args, kwargs, {"ReconnectBy": "name"})
     _word("replaceLayer", "ReconnectBy", o["ReconnectBy"], ("name", "order"))
     keep, dropped = _layer_array(larray, "replaceLayer")
-    return net.replace(layerName, keep)
+    net.replace(layerName, keep)
+    return net
 
 
-def analyzeNetwork(net_or_layers, *X, **kwargs):
+def analyzeNetwork(net_or_layers, *X, **kwargs: Any):
     """Prints the analysis table (layers, activation sizes, learnables, issues) and returns the
     `Analysis`. Takes a network or a layer array; `X` are example inputs for a network without
     input layers. Never raises for a bad graph."""
     _parse("analyzeNetwork", (), kwargs, {"TargetUsage": "dlnetwork"})
+    from .terms import matlab_count_note
     net = net_or_layers if isinstance(net_or_layers, Network) else layerGraph(net_or_layers)
     analysis = net.analyze(*X)
     print(analysis.table())
+    note = matlab_count_note(net, analysis)       # what MATLAB's analyzeNetwork would count
+    if note:
+        print(note)
     return analysis
 
 
-def plot(net: Network, path=None, **kwargs):
+def plot(net: Network, path=None, **kwargs: Any):
     """Draws the network (a matplotlib Figure); saves it to `path` when given."""
     _check_net(net, "plot")
     return net.plot(path, **kwargs)
@@ -166,7 +191,7 @@ def initialize(net: Network, *X) -> Network:
     return net
 
 
-def predict(net: Network, *X, **kwargs):
+def predict(net: Network, *X, **kwargs: Any):
     """Outputs in inference mode without gradients: one output, or a tuple in `Outputs` order
     (default: net.output_names), as MATLAB's `[Y1, …, YN] = predict(net, X1, …)`."""
     _check_net(net, "predict")
@@ -176,7 +201,7 @@ def predict(net: Network, *X, **kwargs):
     return _select_outputs(net, net.predict(*X), o["Outputs"], "predict")
 
 
-def minibatchpredict(net: Network, *X, **kwargs):
+def minibatchpredict(net: Network, *X, **kwargs: Any):
     """`predict` in mini-batches of `MiniBatchSize` (default 128)."""
     _check_net(net, "minibatchpredict")
     _, o = _parse("minibatchpredict", (), kwargs,

@@ -30,6 +30,11 @@ def get_property(obj, name: str):
     else:
         raise ArgumentError(f"expected a struct, network or layer before '.{name}', received "
                             f"{type(obj).__name__}")
+    if isinstance(obj, Layer) and name not in props:
+        from .factor_store import get_factor, split_option
+        factor = split_option(name)
+        if factor is not None:                       # layer.WeightLearnRateFactor
+            return get_factor(obj, *factor)
     if name not in props:
         raise ArgumentError(f"{type(obj).__name__} has no property '{name}'; readable: "
                             f"{', '.join(props)}.{close_matches(name, list(props))}")
@@ -37,12 +42,22 @@ def get_property(obj, name: str):
 
 
 def set_property(obj, name: str, value) -> None:
+    if isinstance(obj, Network) and name == "OutputNames":
+        from .networks import set_output_names
+        set_output_names(obj, value)
+        return
     if isinstance(obj, Layer) and name == "Name":
         obj.name = str(value)
         return
     if isinstance(obj, Layer):
+        from .factor_store import set_factor, split_option
+        factor = split_option(name)
+        if factor is not None:                       # layers(2).BiasLearnRateFactor = 0
+            set_factor(obj, factor[0], factor[1], value, option=name)
+            return
         from .weights import set_layer_weight
         set_layer_weight(obj, name, value)
         return
-    raise ArgumentError(f"cannot set '{name}' of a {type(obj).__name__}; settable: a layer's Name "
-                        "and weights (before it joins a network)")
+    raise ArgumentError(f"cannot set '{name}' of a {type(obj).__name__}; settable: a network's "
+                        "OutputNames, a layer's Name, weights (before it joins a network) and "
+                        "learn-rate and L2 factors")

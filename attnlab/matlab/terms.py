@@ -35,7 +35,11 @@ TYPES = {"Dropout": "dropoutLayer", "ReLU": "reluLayer", "Softmax": "softmaxLaye
          "LeakyReLU": "leakyReluLayer", "Embedding": "embeddingLayer",
          "PositionEmbedding": "positionEmbeddingLayer",
          "SinusoidalPositionEncoding": "sinusoidalPositionEncodingLayer",
-         "Multiplication": "multiplicationLayer", "ImageToSequence": "imageToSequenceLayer"}
+         "Multiplication": "multiplicationLayer", "ImageToSequence": "imageToSequenceLayer",
+         "PatchEmbedding": "patchEmbeddingLayer",
+         "EmbeddingConcatenation": "embeddingConcatenationLayer", "Swish": "swishLayer",
+         "GroupedConv2d": "groupedConvolution2dLayer",
+         "TanhGELU": "geluLayer"}
 
 
 def _add(m):
@@ -100,3 +104,44 @@ def time_axis_gone(net, issue) -> str | None:
             f"axis is gone: '{before.name}' before it ({why}), so it receives B×C features, "
             f"but {fn} reads sequences B×T×C. Keep the time axis up to {fn}: {fix}, or remove "
             f"'{before.name}'.")
+
+
+def torch_only_biases(net) -> int:
+    """The learnables torch's recurrent layers have beyond MATLAB's: the recurrent bias
+    (bias_hh) of LSTMs, and of GRUs unless ResetGateMode is
+    "recurrent-bias-after-multiplication" (where MATLAB has it too)."""
+    extra = 0
+    for layer in net.layers:
+        kind = type(layer).__name__
+        gates = {"LSTM": 4, "GRU": 3}.get(kind)
+        if gates is None or (kind == "GRU" and layer.__dict__.get("_matlab_reset_gate_mode")
+                             == "recurrent-bias-after-multiplication"):
+            continue
+        hidden = getattr(layer, "hidden", 0)
+        extra += gates * hidden * (2 if getattr(layer, "bidirectional", False) else 1)
+    return extra
+
+
+def matlab_analysis(analysis, net=None):
+    """The analysis in MATLAB terms: layer types as the functions that make them, messages
+    naming MATLAB functions."""
+    import dataclasses
+    names = {a: b for a, b in _TERMS if "(" not in b}
+    names.update(TYPES)
+    issues = [dataclasses.replace(i, message=in_matlab_terms(time_axis_gone(net, i) or i.message))
+              for i in analysis.issues]
+    types = {k: names.get(v, v) for k, v in analysis.types.items()}
+    for layer in (net.layers if net is not None else ()):
+        if getattr(layer, "bidirectional", False) and types.get(layer.name) == "lstmLayer":
+            types[layer.name] = "bilstmLayer"
+    return dataclasses.replace(analysis, issues=issues, types=types)
+
+
+def matlab_count_note(net, analysis) -> str:
+    """A line saying what MATLAB's analyzeNetwork would count, where it differs."""
+    extra = torch_only_biases(net)
+    if not extra or not analysis.total_learnables:
+        return ""
+    return (f"MATLAB counts {analysis.total_learnables - extra:,} learnables: PyTorch's LSTM/GRU "
+            f"keep a second bias vector per gate ({extra:,} values) that MATLAB does not have "
+            "(MATLAB's Bias reads as the sum of the two).")

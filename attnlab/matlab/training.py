@@ -51,7 +51,7 @@ _TRAINING_NOOP = {
 _MATLAB_TRAINING_DEFAULTS = {"shuffle": "once", "l2": 1e-4}
 
 
-def trainingOptions(solverName, *args, **kwargs):
+def trainingOptions(solverName, *args: Any, **kwargs: Any):
     """`trainingOptions("adam", MaxEpochs=5, ...)` → `al.TrainingOptions(solver="adam",
     max_epochs=5, ...)`, with MATLAB's defaults (Shuffle "once", L2Regularization 1e-4,
     MaxEpochs 30, MiniBatchSize 128, learning rate 0.01 for sgdm, else 0.001).
@@ -59,7 +59,7 @@ def trainingOptions(solverName, *args, **kwargs):
     fn = "trainingOptions"
     from ..training import TrainingOptions
     solver = _word(fn, "solverName", solverName, _SOLVERS)
-    options = {k: None for k in _TRAINING}
+    options: dict[str, Any] = {k: None for k in _TRAINING}
     options.update({k: None for k in _TRAINING_NOOP})
     options["OutputNetwork"] = "auto"
     _, o = _parse(fn, args, kwargs, options)
@@ -227,7 +227,7 @@ def _units(data, net, src, fn):
     return x.movedim(cdim, -1).reshape(-1, x.shape[cdim])
 
 
-def trainnet(*args):
+def trainnet(*args: Any):
     """`net = trainnet(X, T, net, lossFcn, options)` or `trainnet(data, net, lossFcn, options)`
     (a torch Dataset/DataLoader, or an arrayDatastore/combine) → `al.train(net, X, T, loss=...,
     options=...)`. `net` may be a dlnetwork or a layer array (made into a dlnetwork). Trains the
@@ -266,17 +266,23 @@ def _train(fn, X, T, net, loss, options, classes=None):
         options = options.replace(validation_data=(vd[0], np.array([str(v) for v in vd[1].values],
                                                                    dtype=object)))
     _fit_normalization(net, X, options, fn)
+    from .factors import has_factors, mark_parameters
     from .weights import apply_presets, has_presets
-    if not net.initialized and has_presets(net) and hasattr(X, "shape"):
+    if not net.initialized and (has_presets(net) or has_factors(net)) and hasattr(X, "shape"):
         net.initialize(X[:1])              # presets need the built modules before step one
     apply_presets(net)
+    if has_factors(net):
+        if not net.initialized:
+            raise ArgumentError(f"{fn}: learn-rate and L2 factors need the network's sizes "
+                                "before training: give it an input layer, or initialize(net, X).")
+        mark_parameters(net)               # the optimizer's parameter groups read them
     data = (X,) if T is None else (X, T)
     info = train(net, *data, loss=loss, options=options)
     net.training_info = info
     return net
 
 
-def trainNetwork(*args):
+def trainNetwork(*args: Any):
     """Legacy `net = trainNetwork(X, Y, layers, options)` or `trainNetwork(data, layers,
     options)`: `layers` is a layer array or a layerGraph ending in classificationLayer (loss
     "crossentropy", weighted by its ClassWeights, classes in its Classes order) or
@@ -326,7 +332,7 @@ def _output_losses(net, outputs, fn):
     return by_output, None
 
 
-def classify(net: Network, *X, **kwargs):
+def classify(net: Network, *X, **kwargs: Any):
     """Legacy `YPred = classify(net, X)` → `al.classify(net, X)`: class labels."""
     _check_net(net, "classify")
     _parse("classify", (), kwargs, {"MiniBatchSize": 128})

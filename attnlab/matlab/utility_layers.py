@@ -2,6 +2,8 @@
 `functionLayer`, `identityLayer`, `networkLayer`, `scalingLayer`."""
 from __future__ import annotations
 
+from typing import Any
+
 import math
 
 from torch import nn
@@ -9,11 +11,14 @@ from torch import nn
 from .. import layers as L
 from ..errors import ArgumentError
 from ..network import Network
-from ._options import _as_list, _flag, _int, _is_vector, _parse
-from .mlayers import Identity, Pool1d, Scaling
+from ._options import _as_list, _flag, _int, _ints, _is_vector, _parse
+from .mlayers import GroupedConv2d, Identity, Pool1d, Scaling
+from .vit_layers import EmbeddingConcatenation, PatchEmbedding, Swish
 
 __all__ = ["maxPooling1dLayer", "averagePooling1dLayer", "inputLayer", "functionLayer",
-           "identityLayer", "networkLayer", "scalingLayer"]
+           "identityLayer", "networkLayer", "scalingLayer", "patchEmbeddingLayer",
+           "embeddingConcatenationLayer", "swishLayer", "sequenceFoldingLayer",
+           "sequenceUnfoldingLayer", "groupedConvolution2dLayer", "spatialDropoutLayer"]
 
 
 def _pool1d(fn, mode, poolSize, args, kwargs):
@@ -31,13 +36,13 @@ def _pool1d(fn, mode, poolSize, args, kwargs):
                   name=o["Name"])
 
 
-def maxPooling1dLayer(poolSize, *args, **kwargs) -> Pool1d:
+def maxPooling1dLayer(poolSize, *args: Any, **kwargs: Any) -> Pool1d:
     """`maxPooling1dLayer(k)`: max over windows of k time steps, B×T×C → B×T'×C; MATLAB's
     defaults Stride 1 and Padding 0; Padding "same", p or [before after]."""
     return _pool1d("maxPooling1dLayer", "max", poolSize, args, kwargs)
 
 
-def averagePooling1dLayer(poolSize, *args, **kwargs) -> Pool1d:
+def averagePooling1dLayer(poolSize, *args: Any, **kwargs: Any) -> Pool1d:
     """`averagePooling1dLayer(k)`: the mean over windows of k time steps (zero padding counts)."""
     return _pool1d("averagePooling1dLayer", "average", poolSize, args, kwargs)
 
@@ -46,7 +51,7 @@ def _size(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
-def inputLayer(inputSize, inputFormat=None, *args, **kwargs):
+def inputLayer(inputSize, inputFormat=None, *args: Any, **kwargs: Any):
     """`inputLayer(size, format)`: one size per letter of the format, NaN where it varies.
     "CBT"/"CT"/"BTC" → sequenceInputLayer (B×T×C), "SSCB"/"SSC" → imageInputLayer (B×C×H×W),
     "CB"/"BC"/"C" → featureInputLayer (B×C)."""
@@ -92,7 +97,7 @@ class _Function(nn.Module):
         return _Function(self.fn)      # the function is shared: it holds code, not weights
 
 
-def functionLayer(fun, *args, **kwargs) -> L.Module:
+def functionLayer(fun, *args: Any, **kwargs: Any) -> L.Module:
     """`functionLayer(@(X) …)` or a Python callable on torch tensors (attnlab layout), NumInputs
     inputs and NumOutputs outputs; sizes are found by a trial run. It cannot be saved to a file
     (it holds code): register its module before `al.load` (see attnlab.io)."""
@@ -108,20 +113,20 @@ def functionLayer(fun, *args, **kwargs) -> L.Module:
                     num_outputs=_int(fn, "NumOutputs", o["NumOutputs"]), name=o["Name"])
 
 
-def identityLayer(*args, **kwargs) -> Identity:
+def identityLayer(*args: Any, **kwargs: Any) -> Identity:
     """`identityLayer`: passes its input through (a named junction in a graph)."""
     _, o = _parse("identityLayer", args, kwargs, {"Name": None})
     return Identity(name=o["Name"])
 
 
-def scalingLayer(*args, **kwargs) -> Scaling:
+def scalingLayer(*args: Any, **kwargs: Any) -> Scaling:
     """`scalingLayer(Scale=s, Bias=b)`: Y = s .* X + b, fixed (not learned); scalars or one value
     per channel."""
     _, o = _parse("scalingLayer", args, kwargs, {"Name": None, "Scale": 1, "Bias": 0})
     return Scaling(o["Scale"], o["Bias"], name=o["Name"])
 
 
-def networkLayer(net, *args, **kwargs) -> Network:
+def networkLayer(net, *args: Any, **kwargs: Any) -> Network:
     """`networkLayer(net)`: a dlnetwork used as one layer of another network (its inputs and
     outputs become the layer's ports)."""
     fn = "networkLayer"
@@ -135,3 +140,86 @@ def networkLayer(net, *args, **kwargs) -> Network:
     if o["Name"] is not None:
         net.name = str(o["Name"])
     return net
+
+
+# ================================================================ vision transformers ===
+
+def patchEmbeddingLayer(patchSize, outputSize, *args: Any, **kwargs: Any) -> PatchEmbedding:
+    """`patchEmbeddingLayer(patchSize, outputSize)`: an image B×C×H×W → the sequence of its
+    patches B×T×outputSize (MATLAB keeps them as a spatial dimension, attnlab as time steps);
+    SpatialFlattenMode "column-major" (MATLAB's default) or "row-major"."""
+    fn = "patchEmbeddingLayer"
+    _, o = _parse(fn, args, kwargs, {"Name": None, "SpatialFlattenMode": "column-major"})
+    size = [_int(fn, "patchSize", v) for v in (_as_list(patchSize) if _is_vector(patchSize)
+                                               else [patchSize] * 2)]
+    if len(size) == 1:
+        size = size * 2
+    mode = o["SpatialFlattenMode"]
+    mode = mode.lower() if isinstance(mode, str) else mode
+    return PatchEmbedding(tuple(size), _int(fn, "outputSize", outputSize), mode, name=o["Name"])
+
+
+def embeddingConcatenationLayer(*args: Any, **kwargs: Any) -> EmbeddingConcatenation:
+    """`embeddingConcatenationLayer`: prepends a learned vector (the class token) to each
+    sequence, B×T×C → B×(T+1)×C; read it back with indexing1dLayer("first")."""
+    _, o = _parse("embeddingConcatenationLayer", args, kwargs, {"Name": None})
+    return EmbeddingConcatenation(name=o["Name"])
+
+
+def swishLayer(*args: Any, **kwargs: Any) -> Swish:
+    """`swishLayer`: x·sigmoid(x), any shape."""
+    _, o = _parse("swishLayer", args, kwargs, {"Name": None})
+    return Swish(name=o["Name"])
+
+
+def groupedConvolution2dLayer(filterSize: Any, numFiltersPerGroup: int, numGroups: Any, *args: Any,
+                              **kwargs: Any) -> GroupedConv2d:
+    """`groupedConvolution2dLayer(filterSize, numFiltersPerGroup, numGroups)`, numGroups a
+    number or "channel-wise" (one group per input channel: a depthwise convolution). MATLAB's
+    defaults Padding 0, Stride 1; Padding "same", p, [p q] or symmetric [t b l r]."""
+    fn = "groupedConvolution2dLayer"
+    from .layers import _padding2d, _padding_value
+    _, o = _parse(fn, args, kwargs, {"Name": None, "Stride": 1, "DilationFactor": 1,
+                                     "Padding": 0, "PaddingValue": 0, "NumChannelsPerGroup": "auto"})
+    _padding_value(fn, o["PaddingValue"])
+    if isinstance(numGroups, str):
+        if numGroups.lower() != "channel-wise":
+            raise ArgumentError(f"{fn}: expected numGroups to be a number or \"channel-wise\", "
+                                f"received {numGroups!r}.")
+        groups = None
+    else:
+        groups = _int(fn, "numGroups", numGroups)
+    return GroupedConv2d(_ints(fn, "filterSize", filterSize, 2),
+                         _int(fn, "numFiltersPerGroup", numFiltersPerGroup), groups,
+                         stride=_ints(fn, "Stride", o["Stride"], 2),
+                         padding=_padding2d(fn, o["Padding"]),
+                         dilation=_ints(fn, "DilationFactor", o["DilationFactor"], 2),
+                         name=o["Name"])
+
+
+from .weights import collect_presets as _collect  # noqa: E402
+groupedConvolution2dLayer = _collect(groupedConvolution2dLayer)
+patchEmbeddingLayer = _collect(patchEmbeddingLayer)
+embeddingConcatenationLayer = _collect(embeddingConcatenationLayer)
+
+
+# ================================================= MATLAB layers attnlab does not have ===
+
+def _unsupported(fn: str, why: str):
+    def layer(*args, **kwargs):
+        raise ArgumentError(f"{fn}: {why}")
+    layer.__name__ = fn
+    layer.__doc__ = f"Not supported: {why}"
+    return layer
+
+
+_IMAGE_SEQUENCES = ("attnlab has sequences B×T×C and images B×C×H×W, not sequences of images, "
+                    "so there is nothing to fold. For sequenceInputLayer([n 1 1]) data (a "
+                    "vector per time step) write sequenceInputLayer(n) and convolution1dLayer "
+                    "in place of the folded convolution2dLayer; for video, flatten each frame "
+                    "into features first.")
+sequenceFoldingLayer = _unsupported("sequenceFoldingLayer", _IMAGE_SEQUENCES)
+sequenceUnfoldingLayer = _unsupported("sequenceUnfoldingLayer", _IMAGE_SEQUENCES)
+spatialDropoutLayer = _unsupported(
+    "spatialDropoutLayer", "attnlab's dropout drops single values, not whole channels; use "
+    "dropoutLayer, or a functionLayer with torch's dropout1d/dropout2d.")

@@ -26,8 +26,8 @@ class Struct(dict):
 class Missing:
     """The value of a variable whose statement `attnlab analyze` skipped (it needs data)."""
 
-    def __init__(self, line: int, why: str):
-        self.line, self.why = line, why
+    def __init__(self, line: int, why: str, var: str | None = None):
+        self.line, self.why, self.var = line, why, var
 
     def __repr__(self):
         return f"<not computed: line {self.line} was skipped ({self.why})>"
@@ -43,11 +43,13 @@ class MatlabError(Exception):
 
 
 class NeedsData(Exception):
-    """Raised inside a statement that `attnlab analyze` skips: it needs data or trains."""
+    """Raised inside a statement that `attnlab analyze` skips: it needs data or trains.
+    `var` names the variable whose value was missing (what `--set` can give), `node` is where
+    an undefined one was used."""
 
-    def __init__(self, why: str):
+    def __init__(self, why: str, var: str | None = None, node=None):
         super().__init__(why)
-        self.why = why
+        self.why, self.var, self.node = why, var, node
 
 
 class Categorical:
@@ -75,3 +77,15 @@ class Categorical:
     def __repr__(self):
         shown = " ".join(str(v) for v in self.values[:8]) + (" …" if len(self.values) > 8 else "")
         return f"categorical([{shown}], categories {self.categories})"
+
+
+class Lambda:
+    """`@(x) expr`: a closure over the workspace it was made in."""
+
+    def __init__(self, params, body, scope, interp):
+        self.params, self.body, self.scope, self.interp = params, body, scope, interp
+
+    def __call__(self, *args):
+        scope = dict(self.scope)
+        scope.update(zip(self.params, args))
+        return self.interp.eval_in(self.body, scope)

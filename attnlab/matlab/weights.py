@@ -98,6 +98,62 @@ def _lstm(bidirectional: bool):
                      bias_get, bias_set)}
 
 
+def _grouped(fpg):
+    # MATLAB: FilterSize(1)×FilterSize(2)×NumChannelsPerGroup×NumFiltersPerGroup×NumGroups;
+    # torch: (NumGroups·NumFiltersPerGroup)×NumChannelsPerGroup×FilterSize(1)×FilterSize(2)
+    def to_m(w):
+        g = w.shape[0] // fpg
+        return w.reshape(g, fpg, *w.shape[1:]).permute(3, 4, 2, 1, 0)
+
+    return {"Weights": (("weight",), "FilterSize(1)×FilterSize(2)×NumChannelsPerGroup×"
+                        "NumFiltersPerGroup×NumGroups", to_m,
+                        lambda v, s: (v.permute(4, 3, 2, 0, 1).reshape(s[0]),)),
+            "Bias": (("bias",), "1×1×NumFiltersPerGroup×NumGroups",
+                     lambda b: b.reshape(-1, fpg).t().reshape(1, 1, fpg, -1),
+                     lambda v, s: (v.reshape(fpg, -1).t().reshape(s[0]),))}
+
+
+def _gru(layer):
+    # MATLAB and torch stack the gates in the same order (reset, update, candidate). With
+    # ResetGateMode "recurrent-bias-after-multiplication" (what torch computes) MATLAB's Bias is
+    # 6·H: the input biases above the recurrent ones; with the default "after-multiplication"
+    # it is 3·H, read as their sum (exact: setting it zeroes the recurrent biases).
+    dirs = ("_l0", "_l0_reverse") if getattr(layer, "bidirectional", False) else ("_l0",)
+
+    def names(kind):
+        return tuple(f"{kind}{d}" for d in dirs)
+
+    def split(v, s):
+        return tuple(v.split([x[0] for x in s]))
+
+    six = layer.__dict__.get("_matlab_reset_gate_mode") == "recurrent-bias-after-multiplication"
+    n = len(dirs)
+    if six:
+        bias = (names("bias_ih") + names("bias_hh"), "6*NumHiddenUnits×1",
+                lambda *bs: _col(torch.cat(bs)), lambda v, s: split(v.reshape(-1), s))
+    else:
+        bias = (names("bias_ih") + names("bias_hh"), "3*NumHiddenUnits×1",
+                lambda *bs: _col(torch.cat([bs[i] + bs[i + n] for i in range(n)])),
+                lambda v, s: (*v.reshape(-1).split([x[0] for x in s[:n]]),
+                              *(torch.zeros(x) for x in s[n:])))
+    return {"InputWeights": (names("weight_ih"), "3*NumHiddenUnits×InputSize",
+                             lambda *w: torch.cat(w), split),
+            "RecurrentWeights": (names("weight_hh"), "3*NumHiddenUnits×NumHiddenUnits",
+                                 lambda *w: torch.cat(w), split),
+            "Bias": bias}
+
+
+def _norm():
+    return {"Scale": (("weight",), "NumChannels×1", _col, lambda v, s: (v.reshape(s[0]),)),
+            "Offset": (("bias",), "NumChannels×1", _col, lambda v, s: (v.reshape(s[0]),))}
+
+
+def _embedding():
+    # attnlab keeps MATLAB's 1-based indices: row 0 of torch's table is never used by them
+    return {"Weights": (("weight",), "OutputSize×MaxIndex", lambda w: w[1:].t(),
+                        lambda v, s: (torch.cat([torch.zeros(1, s[0][1], dtype=v.dtype), v.t()]),))}
+
+
 def _attention():
     out = {}
     for matlab, torch_name, rows in (("Query", "query", "NumKeyChannels"),
@@ -124,6 +180,18 @@ def _table(layer) -> dict:
         return _lstm(bool(getattr(layer, "bidirectional", False)))
     if kind == "SelfAttention":
         return _attention()
+    if kind == "GRU":
+        return _gru(layer)
+    if kind in ("LayerNorm", "BatchNorm"):
+        return _norm()
+    if kind == "Embedding":
+        return _embedding()
+    if kind == "PatchEmbedding":
+        return _conv2d()
+    if kind == "GroupedConv2d":
+        return _grouped(layer.filters_per_group)
+    if kind == "EmbeddingConcatenation":
+        return {"Weights": (("weight",), "NumChannels×1", _col, lambda v, s: (v.reshape(s[0]),))}
     return {}
 
 
@@ -133,7 +201,9 @@ def _init_targets(layer) -> dict[str, tuple[str, ...]]:
     table = _table(layer)
     weights = tuple(k for k in table if k.endswith("Weights"))
     biases = tuple(k for k in table if k.endswith("Bias"))
-    if type(layer).__name__ == "LSTM":
+    if type(layer).__name__ in ("LayerNorm", "BatchNorm"):
+        return {"ScaleInitializer": ("Scale",), "OffsetInitializer": ("Offset",)}
+    if type(layer).__name__ in ("LSTM", "GRU"):
         return {"InputWeightsInitializer": ("InputWeights",),
                 "RecurrentWeightsInitializer": ("RecurrentWeights",),
                 "BiasInitializer": biases}
@@ -287,14 +357,19 @@ def preset_initializer(layer, option, value):
         raise ArgumentError(f"{_who(layer)} ({type(layer).__name__}): no option "
                             f"'{option}'; initializer options: {', '.join(targets) or 'none'}."
                             f"{close_matches(option, list(targets))}")
+    if callable(value) and not isinstance(value, str):
+        # a function of the weights' size, in MATLAB's shape: @(sz) 0.01*randn(sz) in a
+        # script (run by the interpreter), or any Python callable
+        _presets.setdefault(layer, {}).setdefault("init", {})[option] = value
+        _applied.pop(layer, None)
+        return
     word = value.lower() if isinstance(value, str) else value
     allowed = INITIALIZERS if option == "BiasInitializer" and type(layer).__name__ == "LSTM" \
         else INITIALIZERS[:-1]
     if word not in allowed:
         raise ArgumentError(f"{_who(layer)} {option}: expected one of "
                             f"{', '.join(repr(a) for a in allowed)}, received {value!r}. "
-                            "(Function handles are not supported: set the weights with "
-                            "setLayerWeights after building the network.)"
+                            "or a function handle @(sz) … that returns an array of size sz."
                             + (close_matches(value, allowed) if isinstance(value, str) else ""))
     _presets.setdefault(layer, {}).setdefault("init", {})[option] = word
     _applied.pop(layer, None)
@@ -313,7 +388,12 @@ def collect_presets(fn):
             found = _collecting.get()
         finally:
             _collecting.reset(token)
+        from .factor_store import set_factor, split_option
         for name, value in found:
+            factor = split_option(name)
+            if factor is not None:           # WeightLearnRateFactor=2, BiasL2Factor=0, …
+                set_factor(layer, factor[0], factor[1], value, fn.__name__, name)
+                continue
             canon = next((k for k in (*_table(layer), *_init_targets(layer))
                           if k.lower() == name.lower()), None)
             if canon is None:
@@ -357,6 +437,28 @@ def _initialize(t: torch.Tensor, word: str, forget_rows: int = 0):
             t.view(-1, 4, forget_rows)[:, 1] = 1.0
 
 
+def _matlab_shape(net, layer, mname) -> tuple[int, ...]:
+    tnames, _, to_m, _ = _table(layer)[mname]
+    params = _module_params(net, layer.name)
+    with torch.no_grad():
+        return tuple(to_m(*(params[t] for t in tnames)).shape)
+
+
+def _call_initializer(layer, option, mname, fn, shape):
+    """Runs an initializer function with the weights' MATLAB size: a script's `@(sz) …` gets
+    it as a row vector, a Python callable as a tuple of ints."""
+    from .values import Lambda
+    arg = np.array(shape, dtype=float) if isinstance(fn, Lambda) else tuple(shape)
+    try:
+        value = fn(arg)
+    except Exception as e:               # the user's function: say whose it was, keep the cause
+        raise ArgumentError(f"{_who(layer)} {option}: the initializer function failed for "
+                            f"{mname} of size {'×'.join(map(str, shape))}: {e}") from e
+    if hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    return value
+
+
 def has_presets(net) -> bool:
     return any(_presets.get(layer) for layer in net.layers)
 
@@ -374,9 +476,15 @@ def apply_presets(net) -> None:
         table = _table(layer)
         params = dict(mods[layer.name].named_parameters())
         for option, word in preset.get("init", {}).items():
+            if callable(word):
+                for mname in _init_targets(layer)[option]:
+                    _set(net, layer, mname, _call_initializer(layer, option, mname, word,
+                                                              _matlab_shape(net, layer, mname)))
+                continue
             for mname in _init_targets(layer)[option]:
                 tensors = [params[t] for t in table[mname][0]]
-                if mname == "Bias" and type(layer).__name__ == "LSTM":
+                if mname == "Bias" and type(layer).__name__ in ("LSTM", "GRU") and \
+                        len(table["Bias"][0]) > 0 and not table["Bias"][1].startswith("6"):
                     tensors[len(tensors) // 2:] = [t.data.zero_() for t in tensors[len(tensors) // 2:]]
                     tensors = tensors[:len(tensors) // 2]
                 for t in tensors:

@@ -15,6 +15,7 @@ import json
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,8 +53,8 @@ def checkpoints(directory) -> list[Path]:
     directory = Path(directory)
     if not directory.is_dir():
         return []
-    found = [p for p in directory.iterdir() if PATTERN.match(p.name)]
-    return sorted(found, key=lambda p: int(PATTERN.match(p.name).group(1)))
+    found = [(int(m.group(1)), p) for p in directory.iterdir() if (m := PATTERN.match(p.name))]
+    return [p for _, p in sorted(found, key=lambda e: e[0])]
 
 
 def load(path) -> tuple[dict[str, torch.Tensor], dict]:
@@ -99,7 +100,8 @@ def _json_default(v):
 
 def pack_optimizer(state: dict) -> tuple[dict[str, torch.Tensor], dict]:
     """torch optimizer state_dict → (tensors 'optimizer/<param>/<key>', JSON rest)."""
-    tensors, scalars = {}, {}
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict = {}
     for idx, entry in state["state"].items():
         for key, value in entry.items():
             if isinstance(value, torch.Tensor):
@@ -129,7 +131,8 @@ def rng_state(generator: torch.Generator) -> tuple[dict[str, torch.Tensor], dict
         for i, s in enumerate(torch.cuda.get_rng_state_all()):
             tensors[f"rng/cuda/{i}"] = s
     version, state, gauss = random.getstate()
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    legacy: Any = np.random.get_state()             # the legacy tuple (its default)
+    name, keys, pos, has_gauss, cached = legacy
     meta = {"python": [version, list(state), gauss],
             "numpy": [name, keys.tolist(), int(pos), int(has_gauss), float(cached)]}
     return tensors, meta

@@ -1,6 +1,8 @@
 """`al.classify`: predicted class labels, in the label values seen in training."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from torch import nn
@@ -10,16 +12,34 @@ from ..errors import ArgumentError
 from .losses import final_module
 
 
-def classify(net, X, batch_size: int = 128, output: str | None = None, device=None,
-             precision: str = "fp32", compile=False):
-    """Class labels for X (anything `net.predict` takes: a tensor, a list of variable-length
-    sequences, a dict by input name).
+def classify(net: Any, X: Any, batch_size: int = 128, output: str | None = None,
+             device: str | torch.device | None = None, precision: str = "fp32",
+             compile: bool | str = False) -> np.ndarray | list[np.ndarray]:
+    """Class labels for `X`.
 
-    Returns a numpy array: N labels for one prediction per observation, N×T for a padded batch
-    of sequence outputs, or a list of per-sequence arrays when X is a list of sequences. Labels
-    are the values training saw (`net.metadata["class_labels"]`: strings, ints, …), or class
-    indices when training used indices. One output channel means a binary decision (threshold
-    0.5 after a final Sigmoid, else 0). `device`, `precision`, `compile`: as for `predict`."""
+    Parameters
+    ----------
+    net : Network
+        A classifier: its output has one channel per class (or one channel for a binary decision:
+        threshold 0.5 after a final Sigmoid, else 0).
+    X : tensor, array, list or dict
+        Anything `net.predict` takes: a tensor, a list of variable-length sequences, a dict by
+        input name.
+    batch_size : int
+        Observations per forward pass.
+    output : str, optional
+        Which output, for a network with several.
+    device, precision, compile
+        As for `Network.predict`.
+
+    Returns
+    -------
+    numpy.ndarray or list of numpy.ndarray
+        N labels for one prediction per observation, N×T for a padded batch of sequence outputs,
+        or a list of per-sequence arrays when `X` is a list of sequences. The labels are the values
+        training saw (`net.metadata["class_labels"]`: strings, ints, …), or class indices when
+        training used indices.
+    """
     names = net.output_names
     if output is None:
         output = names[0]
@@ -49,5 +69,5 @@ def _decide(scores: torch.Tensor, labels, threshold: float) -> np.ndarray:
         idx = (scores.squeeze(cd) > threshold).long()
     else:
         idx = scores.argmax(cd)
-    idx = idx.cpu().numpy()
-    return labels[idx] if labels is not None else idx
+    found = idx.cpu().numpy()
+    return labels[found] if labels is not None else found

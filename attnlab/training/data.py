@@ -45,7 +45,7 @@ class Field:
 
     def to(self, device) -> "Field":
         self.data = self.data.to(device)
-        if self.lengths is not None:
+        if self._lengths_dev is not None and self._steps is not None:   # sequences
             self._lengths_dev = self._lengths_dev.to(device)
             self._steps = self._steps.to(device)
         return self
@@ -53,7 +53,7 @@ class Field:
     def take(self, idx: torch.Tensor, idx_host: np.ndarray):
         """(B×… tensor, B×T mask or None) for the observations `idx` (on the data's device;
         `idx_host` is the same indices on the host, to size the batch without a sync)."""
-        if self.lengths is None:
+        if self.lengths is None or self._steps is None or self._lengths_dev is None:  # whole
             return self.data.index_select(0, idx), None
         lens = self.lengths[idx_host]
         t = int(lens.max()) if len(lens) else 0

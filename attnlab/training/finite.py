@@ -43,9 +43,9 @@ class ActivationWatch:
     """Forward hooks on every layer module recording `isfinite(output).all()` as device flags;
     `first_bad()` reads them (one sync) in execution order."""
 
-    def __init__(self, net):
+    def __init__(self, net) -> None:
         self.flags: list[tuple[str, torch.Tensor]] = []
-        self.handles = []
+        self.handles: list[torch.utils.hooks.RemovableHandle] = []
         for name, mod in _layer_modules(net):
             self.handles.append(mod.register_forward_hook(self._hook(name)))
 

@@ -8,6 +8,7 @@ stacked, summed across processes and copied to the host in one transfer.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -75,7 +76,7 @@ class TrainingInfo:
         """The `TrainingInfo` from `to_json`'s dict."""
         return TrainingInfo(**d)
 
-    def plot(self, path) -> str:
+    def plot(self, path: str | os.PathLike) -> str:
         """Draws loss and metrics, training and validation, into a PNG at `path`."""
         from .plots import draw
         return draw(self, path)

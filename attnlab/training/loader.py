@@ -32,7 +32,7 @@ class DatasetData:
             raise DataError("an IterableDataset has no length or order to shuffle and resume: give "
                             "a map-style Dataset (with __len__ and __getitem__).")
         try:
-            self.n = len(self.dataset)
+            self.n = len(self.dataset)  # type: ignore[arg-type]  # no __len__: caught below
         except TypeError:
             raise DataError("the Dataset has no __len__: attnlab needs the number of observations "
                             "to form epochs.") from None
@@ -46,7 +46,10 @@ class DatasetData:
         self.lengths = None
         # set once the targets are matched (setup): TargetPlans, input specs, float dtype, and
         # the sum of a batch's units over processes
-        self.plans, self.specs, self.dtype, self.units_sum = None, {}, None, (lambda u: u)
+        self.plans: dict = {}               # by output name, set by setup
+        self.specs: dict = {}
+        self.dtype: torch.dtype | None = None
+        self.units_sum = lambda u: u
 
     def __len__(self):
         return self.n

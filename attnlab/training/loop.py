@@ -12,6 +12,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -35,43 +36,60 @@ from .step import evaluate, train_step
 
 @dataclass
 class Run:
-    """What one call of `train` works with (built once, read by the helpers below)."""
-    net: object
+    """What one call of `train` works with (built once, read by the helpers below).
+    `Any` where the type is a duck (data sources, the progress display) or optional."""
+    net: Any
     o: TrainingOptions
     d: dd.Dist
     device: torch.device
     cdev: torch.device
-    data: object
-    val: object
+    data: Any
+    val: Any
     heads: list
-    fwd: object
-    opt: object
-    scheduler: object
+    fwd: Any
+    opt: torch.optim.Optimizer
+    scheduler: Any
     sched_unit: str
-    clip: object
+    clip: Any
     generator: torch.Generator
     recorder: Recorder
     info: TrainingInfo
-    progress: object
+    progress: Any
     board: TensorBoard
     plotter: Plotter | None
     watch: ActivationWatch | None
     batches_per_epoch: int
-    amp: object = None             # autocast context factory (mixed precision), None for fp32
-    scaler: object = None          # fp16's GradScaler
+    amp: Any = None             # autocast context factory (mixed precision), None for fp32
+    scaler: Any = None          # fp16's GradScaler
 
 
-def train(net, X, Y=None, loss="crossentropy", options: TrainingOptions | None = None,
-          **overrides) -> TrainingInfo:
-    """Trains `net` in place and returns its TrainingInfo.
+def train(net: Any, X: Any, Y: Any = None, loss: Any = "crossentropy",
+          options: TrainingOptions | None = None, **overrides: Any) -> TrainingInfo:
+    """Trains `net` in place.
 
-    X: a tensor/array N×…, a list of variable-length T_i×C sequences, `al.Padded`, a dict of
-    those by input name, or a torch Dataset/DataLoader of (x, y) items (then Y is omitted).
-    Y: class labels (ints or any values: N, or per time step N×T / a list of T_i), or targets
-    shaped like the output (N×C, N×T×C, a list of T_i×C), or a dict by output name.
-    loss: "crossentropy" (from logits, also after a final Softmax), "mse", "mae", "huber",
-    "binary-crossentropy", a callable (outputs, targets) -> mean, or a dict by output name.
-    Options come from `options` and/or keyword overrides (`al.train(net, X, Y, max_epochs=5)`).
+    Parameters
+    ----------
+    net : Network
+        The network; its parameters are updated where they are.
+    X : tensor, array, list, Padded, dict, Dataset or DataLoader
+        The inputs: N×… (a tensor or array), a list of variable-length T_i×C sequences,
+        `al.Padded`, a dict of those by input name, or a torch `Dataset`/`DataLoader` of (x, y)
+        items (then `Y` is omitted).
+    Y : optional
+        The targets: class labels (ints or any values; N, or per time step N×T or a list of T_i),
+        values shaped like the output (N×C, N×T×C, a list of T_i×C), or a dict by output name.
+    loss : str, callable or dict
+        "crossentropy" (from the logits, also when the network ends in Softmax), "mse", "mae",
+        "huber", "binary-crossentropy", a callable (outputs, targets) → mean loss, or a dict of
+        those by output name.
+    options : TrainingOptions, optional
+        The options; keyword `overrides` change some of them (``al.train(net, X, Y,
+        max_epochs=5)``).
+
+    Returns
+    -------
+    TrainingInfo
+        The history: losses and metrics per iteration and validation, the stop reason.
     """
     o = make_options(options, overrides)
     d = dd.setup(o.device)
@@ -372,8 +390,8 @@ class _Progress:
         self._r = r
 
     @property
-    def loss(self) -> float:
-        """This iteration's loss (reads it from the device: a sync)."""
+    def loss(self) -> float | None:
+        """This iteration's loss (reads it from the device: a sync); None before any."""
         rec = self._r.recorder.pending[-1] if self._r.recorder.pending else None
         if rec is None:
             return self._r.info.final_loss

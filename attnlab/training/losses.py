@@ -172,7 +172,7 @@ def make_loss(loss) -> Loss:
 
 # ----------------------------------------------------------------- final activations ---
 
-def final_module(net, output: str, kind: type) -> nn.Module | None:
+def final_module(net, output: str, kind: type[nn.Module]) -> nn.Module | None:
     """The module of type `kind` that produces `output` (looking inside nested networks), if
     it acts on the channel axis; else None."""
     from ..graph import Graph

@@ -8,7 +8,7 @@ that averaging over iterations and epochs stays exact).
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, TypeVar
 
 import torch
 
@@ -16,13 +16,18 @@ from ..errors import ArgumentError, close_matches
 from .losses import masked_sum
 
 NAMES = ("accuracy", "rmse", "mae")
+_M = TypeVar("_M", bound="Metric")
 
 
 class Metric:
     name = "metric"
     per_element = False          # divides by units × channels (rmse, mae) or by units
+    # set by `bind`, once the target's kind and the output's layout are known
+    kind: str
+    channel_dim: int
+    logits: bool
 
-    def bind(self, kind: str, channel_dim: int, logits: bool) -> "Metric":
+    def bind(self: _M, kind: str, channel_dim: int, logits: bool) -> _M:
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new.kind, new.channel_dim, new.logits = kind, channel_dim, logits
@@ -41,6 +46,7 @@ class Accuracy(Metric):
     probabilities) against targets > 0.5, element by element."""
 
     name = "accuracy"
+    threshold: float
 
     def bind(self, kind, channel_dim, logits):
         new = super().bind(kind, channel_dim, logits)

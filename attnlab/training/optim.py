@@ -11,16 +11,25 @@ from ..errors import ArgumentError
 from .options import TrainingOptions
 
 
+def param_groups(params: list[nn.Parameter], lr: float, l2: float) -> list[dict]:
+    """Optimizer parameter groups. `l2` decays weights (≥ 2 dimensions) only. A parameter's
+    `learn_rate_factor` / `l2_factor` attributes (MATLAB's per-layer factors, set by
+    attnlab.matlab) scale its learning rate / set its decay to l2 × factor; factor 0 freezes.
+    The first group is the one at the base learning rate (what progress reports show)."""
+    groups: dict[tuple[float, float], list[nn.Parameter]] = {}
+    for p in params:
+        f = float(getattr(p, "learn_rate_factor", 1.0))
+        default = l2 if p.dim() >= 2 else 0.0
+        decay = l2 * float(getattr(p, "l2_factor")) if hasattr(p, "l2_factor") else default
+        groups.setdefault((f, decay), []).append(p)
+    order = sorted(groups, key=lambda k: (k[0] != 1.0, k[0], -k[1]))   # decayed group first
+    return [{"params": groups[k], "lr": lr * k[0], "weight_decay": k[1]} for k in order]
+
+
 def make_optimizer(params: list[nn.Parameter], o: TrainingOptions) -> torch.optim.Optimizer:
-    """The torch optimizer for `o.solver`. `l2` decays weights (≥ 2 dimensions) only."""
-    if o.l2:
-        decay = [p for p in params if p.dim() >= 2]
-        rest = [p for p in params if p.dim() < 2]
-        groups = [g for g in ({"params": decay, "weight_decay": o.l2},
-                              {"params": rest, "weight_decay": 0.0}) if g["params"]]
-    else:
-        groups = [{"params": params, "weight_decay": 0.0}]     # one group: one update pass
+    """The torch optimizer for `o.solver`, over `param_groups`."""
     lr = o.lr
+    groups = param_groups(params, lr, o.l2 or 0.0)
     if o.solver == "sgdm":
         return torch.optim.SGD(groups, lr=lr, momentum=o.momentum)
     beta2 = o.squared_gradient_decay

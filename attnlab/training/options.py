@@ -200,7 +200,7 @@ class TrainingOptions:
         return self.learning_rate if self.learning_rate is not None \
             else DEFAULT_LEARNING_RATE[self.solver]
 
-    def replace(self, **changes) -> "TrainingOptions":
+    def replace(self, **changes: Any) -> "TrainingOptions":
         """A copy with the given options changed, e.g. ``opts.replace(max_epochs=1)``."""
         return dataclasses.replace(self, **changes)
 
@@ -257,7 +257,7 @@ def _checked_init(init):
     return __init__
 
 
-TrainingOptions.__init__ = _checked_init(TrainingOptions.__init__)
+TrainingOptions.__init__ = _checked_init(TrainingOptions.__init__)  # type: ignore[method-assign]
 
 
 def _short(v, n: int = 40) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -42,8 +43,9 @@ def snapshot(st: State, net, opt, scheduler, generator, recorder, info: Training
     tensors.update(opt_tensors)
     rng_tensors, rng_json = ck.rng_state(generator)
     tensors.update(rng_tensors)
-    tensors["epoch/order"] = torch.from_numpy(np.ascontiguousarray(st.order.order))
-    tensors["epoch/starts"] = torch.from_numpy(np.ascontiguousarray(st.order.starts))
+    order = cast(EpochOrder, st.order)              # snapshots are taken within an epoch
+    tensors["epoch/order"] = torch.from_numpy(np.ascontiguousarray(order.order))
+    tensors["epoch/starts"] = torch.from_numpy(np.ascontiguousarray(order.starts))
     if st.best_weights is not None:
         tensors.update({f"best/{k}": v for k, v in st.best_weights.items()})
     meta = {

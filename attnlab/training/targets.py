@@ -228,7 +228,7 @@ def time_axis_error(output: str, spec: Spec, raw: RawTarget) -> FormatError:
 def _reduce_point(net, layer: str) -> tuple[str, str | None]:
     """Walks back from `layer` over per-step layers (Dense, activations, normalisation) to the
     first layer that mixes time steps: the time reduction goes right after it."""
-    sources = {}
+    sources: dict[str, list[str]] = {}
     for c in net.connections:
         sources.setdefault(c.destination.partition("/")[0], []).append(c.source.partition("/")[0])
     current, follower = layer, None

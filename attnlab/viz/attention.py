@@ -2,27 +2,52 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+import os
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..errors import ArgumentError
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def plot_attention(scores, query_labels: Sequence | None = None, key_labels: Sequence | None = None,
-                   heads=None, path=None, *, batch: int = 0, title: str | None = None,
-                   cmap: str = "viridis", ncols: int | None = None, annotate: bool | None = None):
+
+def plot_attention(scores: Any, query_labels: Sequence | None = None,
+                   key_labels: Sequence | None = None, heads: int | Sequence[int] | None = None,
+                   path: str | os.PathLike | None = None, *, batch: int = 0, title: str | None = None,
+                   cmap: str = "viridis", ncols: int | None = None, annotate: bool | None = None) -> Figure:
     """Heatmaps of attention weights, one per head: rows are queries, columns keys.
 
-    - `scores`: the weights as a tensor or array, `B×heads×Tq×Tk` (an attention layer's
-      `scores` output, or `al.attention(..., need_weights=True)[1]`), `heads×Tq×Tk` or `Tq×Tk`;
-      of a batch, item `batch` is drawn.
-    - `query_labels`, `key_labels`: the tokens (any values, shown with `str`), Tq and Tk of them.
-    - `heads`: which heads (an int or a list; default all).
-    - `path`: save there (PNG, SVG, PDF by extension) and close the figure.
-    - `annotate`: write each weight in its cell (default: when the map is small).
+    Padded keys, whose weights are 0, show as the lowest colour.
 
-    Returns the matplotlib Figure. Padded keys, whose weights are 0, show as the lowest colour."""
+    Parameters
+    ----------
+    scores : tensor or array
+        The weights, B×heads×Tq×Tk (an attention layer's `scores` output, or
+        ``al.attention(..., need_weights=True)[1]``), heads×Tq×Tk or Tq×Tk; of a batch, item
+        `batch` is drawn.
+    query_labels, key_labels : sequence, optional
+        The tokens (any values, shown with `str`), Tq and Tk of them.
+    heads : int or sequence of int, optional
+        Which heads (default: all).
+    path : str or os.PathLike, optional
+        Save there (PNG, SVG, PDF by extension) and close the figure.
+    batch : int
+        The item of a batch to draw.
+    title : str, optional
+        The figure's title.
+    cmap : str
+        A matplotlib colour map.
+    ncols : int, optional
+        Panels per row.
+    annotate : bool, optional
+        Write each weight in its cell (default: when the map is small).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     w = _as_array(scores)
     if w.ndim == 4:
         if not 0 <= batch < w.shape[0]:

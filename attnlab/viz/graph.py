@@ -222,7 +222,7 @@ def _links(edges):
     return links
 
 
-def _initial_order(net, nodes, virtual, edges, n_ranks):
+def _initial_order(net, nodes: dict, virtual: dict, edges: list, n_ranks: int) -> list[list[str]]:
     """Depth-first from the sources in the order the layers were added: chains stay together."""
     ranks: list[list[str]] = [[] for _ in range(n_ranks)]
     succ: dict[str, list[str]] = {n: [] for n in list(nodes) + list(virtual)}
@@ -492,7 +492,7 @@ def plot_network(net, path=None, direction: str = "TB", sizes: bool = True, ax=N
 
     if ax is None:
         fig = plt.figure(figsize=(max(width, 2.5), max(height, 1.2)))
-        ax = fig.add_axes([0, 0, 1, 1])
+        ax = fig.add_axes((0, 0, 1, 1))
         # 1 data unit = 1 inch, so the text sizes in points match the boxes
         fw, fh = fig.get_size_inches()
         cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
@@ -508,8 +508,8 @@ def plot_network(net, path=None, direction: str = "TB", sizes: bool = True, ax=N
         fw, fh = fig.get_size_inches()
         k = min(box.width * fw / width, box.height * fh / height)
     ax.axis("off")
-    for i, (text, color, pts, weight) in enumerate(captions):
-        ax.text((x0 + x1) / 2, y1 - 0.22 - 0.3 * i, text, ha="center", va="center", fontsize=pts * k,
+    for i, (text, color, size_pt, weight) in enumerate(captions):
+        ax.text((x0 + x1) / 2, y1 - 0.22 - 0.3 * i, text, ha="center", va="center", fontsize=size_pt * k,
                 color=color, weight=weight)
 
     # edges, computed in layout coordinates and then turned for LR

@@ -63,7 +63,7 @@ def page_data(net, sample=None, labels=None, training=None, metrics=None, title=
             s = (a.in_specs.get(n) or {}).get(p)
             ins.append({"port": p, "size": None if s is None else str(s), "labels": _labels(s),
                         "kind": None if s is None else s.kind,
-                        "from": None if src is None else _port_ref(net, *src, "out")})
+                        "from": None if src is None else _port_ref(net, src[0], src[1], "out")})
         outs = []
         out_specs = a.out_specs.get(n) or {}
         for p in layer.output_ports:
@@ -145,19 +145,19 @@ def _geometry(net) -> dict:
                       "in_cycle": n.in_cycle})
     edges = []
     step = G._RANK_GAP * 0.45
-    for e in lay.edges:
-        start = port_point(e.source, e.source_slot, "out")
-        end = port_point(e.destination, e.slot, "in")
-        mids = [centre(v) for v in e.points]
-        if e.reversed:
-            pts = G._loop_points(start, end, mids, centre(e.source), extents(e.source),
-                                 centre(e.destination), extents(e.destination), step)
+    for ed in lay.edges:
+        start = port_point(ed.source, ed.source_slot, "out")
+        end = port_point(ed.destination, ed.slot, "in")
+        mids = [centre(v) for v in ed.points]
+        if ed.reversed:
+            pts = G._loop_points(start, end, mids, centre(ed.source), extents(ed.source),
+                                 centre(ed.destination), extents(ed.destination), step)
         else:
             pts = [start] + mids + [end]
         verts, _codes = G._smooth(pts, 0.5 * G._RANK_GAP)   # a move, then cubic Bézier triplets
-        edges.append({"source": e.source, "destination": e.destination, "port": e.port,
-                      "source_port": e.source_port, "in_cycle": e.in_cycle,
-                      "dst_port": _dst_port(net, e), "points": [px(v) for v in verts]})
+        edges.append({"source": ed.source, "destination": ed.destination, "port": ed.port,
+                      "source_port": ed.source_port, "in_cycle": ed.in_cycle,
+                      "dst_port": _dst_port(net, ed), "points": [px(v) for v in verts]})
     width = (max(xs) + margin - x0) * PX
     height = (max(ys) + margin - y0) * PX
     return {"nodes": nodes, "edges": edges, "size": [round(width, 1), round(height, 1)]}
@@ -319,10 +319,10 @@ def attention_maps(net, sample, labels=None, item: int = 0) -> list[dict]:
             mod.scores = flag
     out = []
     for display, name, owner, _mod in mods:
-        w = captured.get(display)
-        if w is None:
+        scores = captured.get(display)
+        if scores is None:
             continue
-        w = w[item].float().cpu().numpy()                    # heads×Tq×Tk
+        w = scores[item].float().cpu().numpy()               # heads×Tq×Tk
         if w.ndim != 3:
             continue
         w = w[:, :MAX_STEPS, :MAX_STEPS]
@@ -533,7 +533,7 @@ class PageServer:
         self.timeout = timeout
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
                                         name="attnlab-view")
-        self._timer = None
+        self._timer: threading.Timer | None = None
         self._stopped = threading.Event()
 
     def start(self) -> "PageServer":
