@@ -16,6 +16,7 @@ takes "reduce-overhead" (CUDA graphs: launch overhead dominates small batches). 
 from __future__ import annotations
 
 import warnings
+from typing import Any, Callable
 
 import torch
 
@@ -32,7 +33,7 @@ def _reason(e: BaseException) -> str:
 
 def compile_options(compile, device: torch.device, purpose: str) -> dict:
     """torch.compile keyword arguments for `purpose` ("training", "inference", "decoding")."""
-    kw = {}
+    kw: dict[str, object] = {}
     if purpose == "inference" and device.type == "cuda":
         kw["mode"] = "reduce-overhead"         # CUDA graphs: one per batch shape
     # decoding stays in the default mode: its cache length changes every step, and CUDA graphs
@@ -51,6 +52,7 @@ class Compiled:
         self.eager = fn
         self.purpose = purpose
         self.reason: str | None = None       # why it fell back, None while compiled
+        self.compiled: Callable[..., Any] | None = None
         try:
             self.compiled = torch.compile(fn, **options)
         except Exception as e:  # noqa: BLE001 — e.g. an unsupported Python: run eagerly

@@ -344,13 +344,13 @@ def test_kv_cache_grows_by_doubling_and_appends_in_place():
     for i in range(20):
         ys.append(s.step(x[:, i:i + 1]))
         ptrs.append(cache.k.data_ptr())
-        capacities.append(cache.k.shape[1])
+        capacities.append(cache.capacity)
     assert sorted(set(capacities)) == [4, 8, 16, 32]
     assert len(set(ptrs)) == 4                         # new buffers only when the cache doubles
     assert cache.n == 20
     close(torch.cat(ys, 1), net(x))
     s.reset()
-    assert cache.n == 0 and cache.k.shape[1] == 32     # reset keeps the memory
+    assert cache.n == 0 and cache.capacity == 32     # reset keeps the memory
 
 
 # -- layers that cannot stream -------------------------------------------------------------
@@ -598,3 +598,64 @@ def test_forecast_needs_matching_channels_or_feedback():
         forecast(net, torch.randn(1, 3, 2), 2)
     y = forecast(net, torch.randn(1, 3, 2), 4, feedback=lambda p: p.repeat(1, 1, 2))
     assert y.shape == (1, 4, 1)
+
+
+# -- token ids and the decoding fast paths ------------------------------------------------------
+
+def _token_decoder():
+    net = al.Network([L.SequenceInput(1, name="tok"), L.Embedding(11, C, name="embed"),
+                      L.SinusoidalPositionEncoding(C, name="pos"), L.Addition(2, name="add"),
+                      L.SelfAttention(2, C, attention_mask="causal", name="attn"),
+                      L.LayerNorm(name="norm"), L.Dense(11, name="scores")])
+    net.connect("embed", "add/in2")
+    return net.initialize().eval()
+
+
+def test_integer_ids_stream_as_floats_do_and_equal_the_full_pass():
+    net = _token_decoder()
+    ids = torch.randint(0, 11, (2, 9, 1))
+    full = net(ids.float())
+    s_int, s_float = _stream(net, capacity=4), _stream(net, capacity=4)   # the cache doubles
+    assert s_int.steppers["attn"].cache.capacity == 0
+    close(step_by_step(s_int, ids, [3, 4, 5, 6, 7, 8, 9]), full)        # prefill, then steps
+    close(step_by_step(s_float, ids.float()), full)
+    assert s_int.steppers["attn"].cache.capacity == 16
+    s_int.reset()
+    close(step_by_step(s_int, ids.int()), full)                          # int32 too
+
+
+def test_a_bad_integer_id_in_a_step_names_the_layer_and_the_id():
+    s = _stream(_token_decoder())
+    s.step(torch.tensor([[[3]]]))
+    with pytest.raises(al.DataError, match=r"layer 'embed'.*token id 11 .*vocabulary of 11"):
+        s.step(torch.tensor([[[11]]]))
+
+
+def test_integer_ids_reach_only_embedding_inputs():
+    """An input that feeds something else than an Embedding takes ids as floats (converted)."""
+    net = al.Network([L.SequenceInput(1, name="x"), L.Dense(3, name="fc")]).initialize().eval()
+    s = _stream(net)
+    x = torch.tensor([[[2]]])
+    close(s.step(x), net(x.float()))
+
+
+def test_embedding_off_the_cpu_reads_nothing_back_and_marks_bad_ids_nan():
+    """Elsewhere than on the CPU the lookup cannot check ids without a host read: meta tensors
+    (no data: any read raises) stand in for a GPU; bad ids become NaN vectors."""
+    emb = _token_decoder().layer_modules["embed"]
+    y = emb.lookup_unchecked(torch.tensor([[0, 11, -1, 4]]))
+    assert y.shape == (1, 4, C)
+    assert torch.isnan(y[0, 1:3]).all() and torch.equal(y[0, 0], emb.weight[0].detach())
+    meta = _token_decoder().layer_modules["embed"].to("meta")
+    out = meta(torch.zeros(2, 5, 1, device="meta"))                 # float ids: no read either
+    assert out.shape == (2, 5, C) and out.is_meta
+
+
+def test_decoding_step_indexes_views_made_once_per_buffer():
+    """The one-step path copies into slot views and attends over prefix views of the cache."""
+    s = _stream(_token_decoder(), capacity=8)
+    s.step(torch.zeros(1, 1, 1, dtype=torch.long))
+    cache = s.steppers["attn"].cache
+    assert len(cache.k_slots) == len(cache.k_prefix) == 8
+    assert cache.k_slots[0].data_ptr() == cache.k.data_ptr()
+    assert cache.k_prefix[4].shape == (1, 2, 5, C // 2)

@@ -34,12 +34,16 @@ class Embedding(Layer):
 class _Embedding(nn.Embedding):
     """nn.Embedding reading token ids given as floats (inputs take the network's dtype) or ints.
 
-    Bad ids (fractional, negative, ≥ vocab, NaN) become a DataError naming the layer, the id,
-    where it is and the vocabulary size. On the CPU this costs no host sync: a fractional id is
-    turned into -1, which the embedding kernel's own bounds check refuses, and only then (the
-    failure path) are the ids read back to say which one was wrong. Other devices report a bad
-    index with an asynchronous device-side assert that leaves the device unusable, so there
-    the ids are checked first (one host read per call)."""
+    Bad ids (fractional, negative, ≥ vocab, NaN) cost no host read on the happy path:
+    a fractional or NaN id is turned into -1 (out of range on purpose), then
+
+    - on the CPU the embedding kernel's own bounds check refuses it, and only then (the failure
+      path) are the ids read back for a DataError naming the layer, the id, where it is and
+      the vocabulary size;
+    - on other devices a bad index would fire an asynchronous device-side assert that leaves
+      the device unusable, and checking first would read back every call: there the lookup
+      is clamped into range and the vectors of bad ids become NaN (which the training loop's
+      finite-loss check, or the caller, sees). Validate ids on the CPU for the named error."""
 
     def __init__(self, vocab, dim, squeeze, layer=None):
         super().__init__(vocab, dim)
@@ -55,12 +59,19 @@ class _Embedding(nn.Embedding):
             ids = torch.where(ids == x, ids, -1)    # fractional or NaN: out of range on purpose
         elif x.dtype is torch.bool:
             ids = x.long()
-        if ids.device.type != "cpu" and bool(((ids < 0) | (ids >= self.num_embeddings)).any()):
-            raise bad_token_ids(x, self.num_embeddings, self.layer)
+        if ids.device.type != "cpu":
+            return self.lookup_unchecked(ids)
         try:
-            return super().forward(ids)             # B×T×dim
+            return torch.embedding(self.weight, ids)    # B×T×dim (F.embedding's defaults)
         except IndexError:
             raise bad_token_ids(x, self.num_embeddings, self.layer) from None
+
+    def lookup_unchecked(self, ids: torch.Tensor) -> torch.Tensor:
+        """The lookup without a host read or a device-side assert: ids outside 0…vocab−1 get
+        NaN vectors (B×T×dim)."""
+        bad = (ids < 0) | (ids >= self.num_embeddings)                      # B×T
+        y = torch.embedding(self.weight, ids.clamp(0, self.num_embeddings - 1))
+        return y.masked_fill(bad.unsqueeze(-1), float("nan"))
 
 
 def bad_token_ids(x: torch.Tensor, vocab: int, layer: str | None) -> DataError:

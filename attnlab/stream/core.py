@@ -12,6 +12,7 @@ from ..errors import ArgumentError, DataError, NetworkError, close_matches
 from .program import LINE_LAYERS, Static, build_program
 
 _HALF = (torch.float16, torch.bfloat16)
+_IDS = (torch.int64, torch.int32)     # token ids an Embedding-only input takes as they are
 
 
 def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device=None,
@@ -22,7 +23,9 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
     sequence; tensors, lists of variable-length sequences or `Padded`). Everything that
     depends on them only is computed once, here. The other inputs are *streamed*: each
     `Stream.step(x)` gives their next t ≥ 1 steps (B×t×C) and returns the outputs at those
-    positions, exactly what the full forward pass gives there.
+    positions, exactly what the full forward pass gives there. An input read by Embedding
+    layers only also takes its token ids as integers (int64/int32, B×t×1), which skips the
+    conversion to floats and back: `y.argmax(-1, keepdim=True)` is the next step.
 
     Per-layer state: LSTM/GRU states, key/value caches of causal self-attention (preallocated,
     `capacity` steps at first, doubled when full), cross-attention keys/values from static
@@ -116,6 +119,9 @@ class Stream:
         self._fn = maybe_compile(fn, compile, self._device, "decoding")
         self._names = list(program.streamed_inputs)
         self._channels = [s.channels for s in specs]
+        # per input, the dtypes a step takes without a conversion
+        self._dtypes = [(dtype,) + (_IDS if n in program.ids_inputs else ())
+                        for n in self._names]
         self._out_names = [o for o, _ in program.outputs]
         self._single_in = len(self._names) == 1
         self._single_out = len(self._out_names) == 1
@@ -191,11 +197,16 @@ class Stream:
         if pos + t > self._limit:
             raise DataError(f"step {pos + t - 1}: a static sequence read step by step has only "
                             f"{self._limit} steps. Give longer static sequences, or reset().")
-        with torch.no_grad():
-            try:
-                outs = self._fn(pos, t, *xs)
-            except (RuntimeError, IndexError, ValueError) as e:
-                raise self._translate(e) from None  # torch's error stays as __context__
+        # no gradients, as torch.no_grad() does, without its context-manager object (a
+        # decoding step is a few hundred µs; the object costs about 1 µs of it)
+        grad = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(False)
+        try:
+            outs = self._fn(pos, t, *xs)
+        except (RuntimeError, IndexError, ValueError) as e:
+            raise self._translate(e) from None      # torch's error stays as __context__
+        finally:
+            torch._C._set_grad_enabled(grad)
         self._pos = pos + t
         return outs[0] if self._single_out else dict(zip(self._out_names, outs))
 
@@ -203,10 +214,11 @@ class Stream:
 
     # -- input checks -----------------------------------------------------------------------
     def _check(self, x, i):
-        if type(x) is Tensor and x.dim() == 3 and x.shape[0] == self._batch and \
-                x.shape[2] == self._channels[i] and x.dtype is self._dtype and x.shape[1] and \
-                x.device == self._device:
-            return x                                       # the hot path: a right tensor
+        if type(x) is Tensor and x.dim() == 3:
+            b, t, c = x.shape
+            if b == self._batch and c == self._channels[i] and t and \
+                    x.dtype in self._dtypes[i] and x.device == self._device:
+                return x                                   # the hot path: a right tensor
         return self._convert(x, i)
 
     def _convert(self, x, i):
@@ -238,8 +250,9 @@ class Stream:
                             f"{'the static inputs' if self._static_batch else 'the first step'}), "
                             f"received {shape}. A stream keeps one batch; reset() (or a new "
                             "stream) for another.")
-        if x.dtype != self._dtype or x.device != self._device:
-            x = x.to(self._device, self._dtype, non_blocking=True)
+        dtype = x.dtype if x.dtype in self._dtypes[i] else self._dtype
+        if x.dtype != dtype or x.device != self._device:
+            x = x.to(self._device, dtype, non_blocking=True)
         return x
 
     def _by_name(self, given):

@@ -27,8 +27,9 @@ from ..analysis import Issue
 from ..errors import DataError
 from ..graph import Graph
 from ..layers.combine import _Sum
+from ..layers.embedding import Embedding, _Embedding
 from .steppers import (PER_STEP, LayerContext, NotStreamable, Route, bound_forward,
-                       stepper_for)
+                       embedding_of, stepper_for)
 
 _ids = itertools.count()
 _FACTORIES: dict[tuple, Callable] = {}         # (source, line table) → its compiled factory
@@ -67,6 +68,8 @@ class Program:
     limit: float = float("inf")        # steps available in static sequences read step by step
     problems: list[Issue] = field(default_factory=list)
     line_layers: dict[int, str] = field(default_factory=dict)
+    # streamed inputs read by Embedding layers only: integer token ids pass to them unconverted
+    ids_inputs: frozenset = frozenset()
 
     def reset(self) -> None:
         for r in self.resets:
@@ -94,6 +97,7 @@ class _Builder:
         self.problems: list[Issue] = []
         self.limit = float("inf")
         self.n_vars = 0
+        self.uses: dict[str, list] = {}    # streamed variable → the layers reading it
 
     # -- the walk ---------------------------------------------------------------------------
     def build(self, with_static_outputs: bool) -> Program:
@@ -117,9 +121,12 @@ class _Builder:
             for p in layer.input_ports:
                 src = conns.get((name, p))       # an unconnected port is a network input
                 own = name if len(layer.input_ports) == 1 else f"{name}/{p}"
-                ins[p] = self.values[src if src is not None else ("<in>", own)]
+                value = ins[p] = self.values[src if src is not None else ("<in>", own)]
+                if isinstance(value, Streamed):
+                    self.uses.setdefault(value.var, []).append(layer)
+            outs: list[Static | Streamed]
             if all(isinstance(v, Static) for v in ins.values()):
-                outs = self._run_static(name, layer, ins)
+                outs = list(self._run_static(name, layer, ins))
             else:
                 outs = self._stream_layer(name, layer, ins)
             for port, v in zip(layer.output_ports, outs):
@@ -131,8 +138,12 @@ class _Builder:
         returned = [self._ref(v) for _, v in outputs
                     if with_static_outputs or isinstance(v, Streamed)]
         fn, source = self._compile(args, returned)
+        returned_vars = {v.var for _, v in outputs if isinstance(v, Streamed)}
+        ids = frozenset(a for i, a in enumerate(net.input_names) if a in args and
+                        f"x{i}" not in returned_vars and self.uses.get(f"x{i}") and
+                        all(type(u) is Embedding for u in self.uses[f"x{i}"]))
         return Program(fn, source, outputs, args, self.resets, self.steppers, self.limit,
-                       self.problems, self.line_layers)
+                       self.problems, self.line_layers, ids)
 
     # -- static layers: run once ------------------------------------------------------------
     def _run_static(self, name, layer, ins) -> list[Static]:
@@ -231,13 +242,17 @@ class _Builder:
             bias = "None" if module.bias is None else self._const(module.bias)
             return f"{self._callable(F.linear)}({args[0]}, {self._const(module.weight)}, {bias})"
         if kind is nn.LayerNorm and module.elementwise_affine and module.bias is not None:
-            return (f"{self._callable(F.layer_norm)}({args[0]}, "
+            # torch.layer_norm is what F.layer_norm calls after its Python-level checks
+            return (f"{self._callable(torch.layer_norm)}({args[0]}, "
                     f"{self._const(tuple(module.normalized_shape))}, {self._const(module.weight)}"
-                    f", {self._const(module.bias)}, {self._const(float(module.eps))})")
+                    f", {self._const(module.bias)}, {self._const(float(module.eps))}, "
+                    f"{self._const(torch.backends.cudnn.enabled)})")
         if kind is nn.GELU:
             return f"{self._callable(F.gelu)}({args[0]}, approximate={self._const(module.approximate)})"
         if kind is nn.ReLU and not module.inplace:
             return f"{self._callable(F.relu)}({args[0]})"
+        if kind is _Embedding:
+            return f"{self._callable(embedding_of(module))}({args[0]})"
         if kind is _Sum and len(args) >= 2:
             return " + ".join(args)
         return None

@@ -39,6 +39,7 @@ from ..layers import (GELU, LSTM, Attention, AttentionPool1d, BatchNorm, Concate
                       PositionEmbedding, ReLU, SelfAttention, Sigmoid, SinusoidalPositionEncoding,
                       Softmax, Tanh, Addition)
 from ..layers.base import Layer
+from ..layers.embedding import _Embedding
 from ..spec import Spec
 
 PER_STEP = "per-step"   # a factory's answer: call the layer's module on the new steps
@@ -116,6 +117,26 @@ def linear_of(module: nn.Module):
     def linear(x):
         return F.linear(x, w, b)
     return linear
+
+
+def embedding_of(module: nn.Module):
+    """attnlab's Embedding module as a step function: integer ids on the CPU go straight to the
+    lookup (its bounds check still refuses bad ids, then the module names them); anything else
+    (float ids, other devices, hooks) runs the module's forward."""
+    fwd = bound_forward(module)
+    if type(module) is not _Embedding or fwd is module:
+        return fwd
+    w, squeeze = module.weight, module.squeeze
+    ints = (torch.int64, torch.int32)
+
+    def lookup(x):
+        if x.dtype in ints and x.device.type == "cpu":
+            try:
+                return torch.embedding(w, x.squeeze(-1) if squeeze else x)   # B×t×dim
+            except IndexError:
+                pass                                 # the module's forward names the bad id
+        return fwd(x)
+    return lookup
 
 
 def register_stepper(*layer_types: type):
@@ -212,8 +233,8 @@ def _is_time_local(module: nn.Module, specs: list[Spec], steps: int = 4) -> bool
     """True when the module maps each time step on its own: running it on the whole sequence
     equals running it on each step separately (checked once, on random data)."""
     ref = next(iter(module.parameters()), None)
-    kw = {} if ref is None else {"device": ref.device, "dtype": ref.dtype}
-    xs = [torch.randn(s.concrete(2, steps), **kw) for s in specs]
+    device, dtype = (None, None) if ref is None else (ref.device, ref.dtype)
+    xs = [torch.randn(s.concrete(2, steps), device=device, dtype=dtype) for s in specs]
     try:
         with torch.no_grad():
             full = _as_tuple(module(*xs))
@@ -319,8 +340,8 @@ def _conv1d(ctx):
 # ------------------------------------------------------------------------------ positions ---
 
 class PositionEmbeddingStepper(Stepper):
-    """Learned positions: runs the module with its `offset` at the stream's position (and puts
-    it back, so that the full forward pass still starts at 0)."""
+    """Learned positions: rows pos…pos+t−1 of the module's own weight (read live), as the
+    module gives them with its `offset` at the stream's position."""
 
     needs_pos = True
 
@@ -329,30 +350,38 @@ class PositionEmbeddingStepper(Stepper):
 
     def step(self, pos, x):
         m = self.module
-        m.offset = pos
-        try:
-            return m(x)                                             # B×t×channels
-        finally:
-            m.offset = 0
+        b, t = x.shape[0], x.shape[1]
+        if pos + t > m.weight.shape[0]:
+            m.offset = pos              # the module's own error, naming the layer
+            try:
+                return m(x)
+            finally:
+                m.offset = 0
+        return m.weight[pos:pos + t].expand(b, t, -1)                 # B×t×channels
 
 
 class SinusoidalStepper(Stepper):
-    """Sinusoidal positions: a table of the module's own encodings (1×capacity×dim, doubled
-    when outgrown) sliced at the stream's position: one view per step instead of recomputing."""
+    """Sinusoidal positions: a table of the module's own encodings (capacity×dim, doubled when
+    outgrown), kept expanded to the batch (a view, no copy), sliced at the stream's position:
+    one view per step instead of recomputing."""
 
     needs_pos = True
 
     def __init__(self, module):
         self.module = module
-        self.table = None
+        self.table = None               # B×length×dim, stride 0 along B
+        self.rows: tuple[Tensor, ...] = ()   # its B×1×dim views, one per position (t = 1)
 
     def step(self, pos, x):
         end = pos + x.shape[1]
         table = self.table
-        if table is None or end > table.shape[1] or table.dtype != x.dtype or \
-                table.device != x.device:
-            table = self.table = self._encode(max(2 * end, 64), x)
-        return table[:, pos:end].expand(x.shape[0], -1, -1)         # B×t×dim
+        if table is None or end > table.shape[1] or table.shape[0] != x.shape[0] or \
+                table.dtype != x.dtype or table.device != x.device:
+            table = self.table = self._encode(max(2 * end, 64), x).expand(x.shape[0], -1, -1)
+            self.rows = table.split(1, 1)
+        if end == pos + 1:
+            return self.rows[pos]                                     # B×1×dim
+        return table[:, pos:end]                                      # B×t×dim
 
     def _encode(self, length, x):
         with torch.no_grad():
@@ -377,45 +406,76 @@ def _sinusoidal(ctx):
 # ------------------------------------------------------------------------------ attention ---
 
 class KVCache:
-    """Keys and values of every step so far in preallocated buffers, B×capacity×Ck and
-    B×capacity×Cv, whose capacity doubles when full: appending t steps copies those t steps
-    only (a doubling copies the n cached ones, O(1) amortised per step).
+    """Keys and values of every step so far, in preallocated head-major buffers
+    B×heads×capacity×dk and B×heads×capacity×dv (the layout the attention kernel reads fastest,
+    as a hand-written cache keeps them), whose capacity doubles when full: appending t steps
+    copies those t steps only (a doubling copies the n cached ones, O(1) amortised per step).
 
-    Keys and values get separate buffers, so that the views handed to the attention kernel
-    have the layout of ordinary B×T×C activations (rows of C channels), not rows of keys
-    interleaved with values."""
+    `heads` is the number of key/value heads (fewer than the query's with grouped-query
+    attention); `k`/`v` are None until the first append, `n` the steps held, `capacity` the
+    steps the buffers hold."""
 
-    def __init__(self, capacity: int = 64):
+    def __init__(self, capacity: int = 64, heads: int = 1):
         self.capacity0 = max(1, int(capacity))
-        self.k = self.v = None
+        self.heads = int(heads)
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+        # views made once per buffer, so that a decoding step indexes a tuple instead of
+        # slicing tensors (each slice is a ~1 µs call, a step makes 4 per layer): slot n,
+        # B×heads×d, takes step n's key; prefix n, B×heads×(n+1)×d, is what query n attends to
+        self.k_slots: tuple[Tensor, ...] = ()
+        self.v_slots: tuple[Tensor, ...] = ()
+        self.k_prefix: tuple[Tensor, ...] = ()
+        self.v_prefix: tuple[Tensor, ...] = ()
         self.n = 0
 
-    def reset(self):
+    @property
+    def capacity(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+    def reset(self) -> None:
         self.n = 0
+
+    def fits(self, k: Tensor, end: int) -> bool:
+        """True when the buffers take steps up to `end` of keys like k (batch, dtype, device)."""
+        c = self.k
+        return c is not None and end <= c.shape[2] and c.shape[0] == k.shape[0] and \
+            c.dtype == k.dtype and c.device == k.device
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """k B×t×Ck, v B×t×Cv → every key and value so far, views B×n×Ck and B×n×Cv."""
-        n, end = self.n, self.n + k.shape[1]
-        if self.k is None or end > self.k.shape[1] or self.k.shape[0] != k.shape[0] or \
-                self.k.dtype != k.dtype or self.k.device != k.device:
-            self._grow(k, v, end)
-        self.k[:, n:end] = k
-        self.v[:, n:end] = v
+        """k B×t×(heads·dk), v B×t×(heads·dv) → every key and value so far, views
+        B×heads×n×dk and B×heads×n×dv."""
+        b, t, h = k.shape[0], k.shape[1], self.heads
+        n, end = self.n, self.n + t
+        if not self.fits(k, end):
+            self.grow(k, v, end)
+        kc, vc = self.k, self.v
+        assert kc is not None and vc is not None       # for mypy: grow made them
+        kc[:, :, n:end] = k.view(b, t, h, -1).transpose(1, 2)
+        vc[:, :, n:end] = v.view(b, t, h, -1).transpose(1, 2)
         self.n = end
-        return self.k[:, :end], self.v[:, :end]
+        return kc[:, :, :end], vc[:, :, :end]
 
-    def _grow(self, k, v, end):
+    def grow(self, k: Tensor, v: Tensor, end: int) -> None:
+        """New buffers for keys/values like k, v holding at least `end` steps; the cached
+        steps are kept when the batch is the same (else the cache starts again)."""
         old_k, old_v, n = self.k, self.v, self.n
-        keep = old_k is not None and old_k.shape[0] == k.shape[0] and n > 0
-        cap = max(self.capacity0, end, 2 * (old_k.shape[1] if keep else 0))
-        b = k.shape[0]
-        self.k = k.new_empty(b, cap, k.shape[2])
-        self.v = v.new_empty(b, cap, v.shape[2])
-        if keep:
-            self.k[:, :n] = old_k[:, :n]
-            self.v[:, :n] = old_v[:, :n]
+        keep = old_k is not None and old_v is not None and old_k.shape[0] == k.shape[0] and n > 0
+        cap = max(self.capacity0, end, 2 * (old_k.shape[2] if keep and old_k is not None else 0))
+        b, h = k.shape[0], self.heads
+        self.k = k.new_empty(b, h, cap, k.shape[-1] // h)
+        self.v = v.new_empty(b, h, cap, v.shape[-1] // h)
+        if keep and old_k is not None and old_v is not None:
+            self.k[:, :, :n] = old_k[:, :, :n]
+            self.v[:, :, :n] = old_v[:, :, :n]
         else:
             self.n = 0
+        self.k_slots, self.v_slots = self.k.unbind(2), self.v.unbind(2)
+        self.k_prefix = tuple(self.k[:, :, :i + 1] for i in range(cap))
+        self.v_prefix = tuple(self.v[:, :, :i + 1] for i in range(cap))
+
+
+_compiling = torch.compiler.is_compiling
 
 
 def _scale(scale, dk: int) -> float:
@@ -428,9 +488,10 @@ class CachedAttentionStepper(Stepper):
     every cached step up to their own (bottom-right causal alignment).
 
     `project(*xs) → (q B×t×Ck, k B×t×Ckv, v B×t×Cv)`; `out` maps B×t×Cv → B×t×Cout.
-    One new step (decoding) takes a fast path: scaled_dot_product_attention on views of the
-    cache, no mask (the newest query sees every cached key) and no argument checks; several
-    new steps (a prefill) go through `attnlab.functional.attention`."""
+    One new step (decoding) takes a fast path written like a hand-made cache: the new key and
+    value copied into their slot of the head-major buffers, scaled_dot_product_attention on
+    views of them, no mask (the newest query sees every cached key) and no argument checks.
+    Several new steps (a prefill) go through `attnlab.functional.attention`."""
 
     def __init__(self, module, project, out, num_heads, num_kv_heads, key_channels,
                  value_channels, scale, capacity, refresh=None):
@@ -445,8 +506,12 @@ class CachedAttentionStepper(Stepper):
         self.gqa = num_kv_heads != num_heads
         self.sdpa_kw = {"enable_gqa": True} if self.gqa else {}
         self.fast = not self.gqa or AF._SDPA_GQA
-        self.cache = KVCache(capacity)
+        self.cache = KVCache(capacity, num_kv_heads)
         self.refresh = refresh
+        # set by self-attention: its fused q/k/v weights {"w", "b"}; with equal head counts and
+        # sizes one step's q, k, v are then views of one B×3×H×d tensor (no split, no views)
+        self.fused: dict | None = None
+        self.same_heads = not self.gqa and key_channels == value_channels
 
     def reset(self):
         self.cache.reset()
@@ -454,22 +519,65 @@ class CachedAttentionStepper(Stepper):
             self.refresh()
 
     def step(self, *xs):
-        q, k, v = self.project(*xs)
-        keys, values = self.cache.append(k, v)                      # B×n×Ckv, B×n×Cv
         m = self.module
-        p = m.dropout if m.training else 0.0
-        b, t = q.shape[0], q.shape[1]
-        if t == 1 and self.fast and not p:
-            n = keys.shape[1]
-            qh = q.view(b, 1, self.h, self.dk).transpose(1, 2)             # B×H×1×dk
-            kh = keys.view(b, n, self.hkv, self.dk).transpose(1, 2)        # B×Hkv×n×dk (views)
-            vh = values.view(b, n, self.hkv, self.dv).transpose(1, 2)      # B×Hkv×n×dv
-            y = F.scaled_dot_product_attention(qh, kh, vh, scale=self.scale, **self.sdpa_kw)
-            y = y.transpose(1, 2).reshape(b, 1, self.h * self.dv)           # B×1×Cv
+        decoding = xs[0].shape[1] == 1 and self.fast and not (m.training and m.dropout)
+        f = self.fused
+        if decoding and f is not None and self.same_heads and not _compiling():
+            return self._step_fused(xs[0], f)
+        q, k, v = self.project(*xs)
+        if decoding:
+            return self._step_one(q, k, v)
+        return self._step_many(q, k, v)
+
+    def _step_fused(self, x, f):
+        """One step of self-attention with equal q/k/v heads: as `_step_one`, in fewer calls
+        (q, k and v as views of one B×3×H×d tensor: no split, no reshaping views)."""
+        c, b = self.cache, x.shape[0]
+        n = c.n
+        qkv = F.linear(x, f["w"], f["b"])                                   # B×1×3·H·d
+        q, k, v = qkv.view(b, 3, self.h, self.dk).unbind(1)                 # B×H×d views
+        if not c.fits(k, n + 1):
+            kv = qkv.view(b, 3, -1)[:, 1:]                                  # B×2×H·d: k, v
+            c.grow(kv, kv, n + 1)
+        c.k_slots[n].copy_(k)
+        c.v_slots[n].copy_(v)
+        c.n = n + 1
+        y = F.scaled_dot_product_attention(q.unsqueeze(2), c.k_prefix[n], c.v_prefix[n],
+                                           scale=self.scale)                # B×H×1×d
+        return self.out(y.view(b, 1, self.h * self.dv))                     # B×1×H·d: a view
+
+    def _step_one(self, q, k, v):
+        """One new step: its key and value copied into their slot of the head-major buffers,
+        SDPA on views of them, no mask (the newest query sees every cached key)."""
+        c, b = self.cache, q.shape[0]
+        n = c.n
+        if not c.fits(k, n + 1):
+            c.grow(k, v, n + 1)
+        k, v = k.view(b, self.hkv, self.dk), v.view(b, self.hkv, self.dv)
+        if _compiling():     # traced: plain indexing (inductor fails on the slot views)
+            c.k[:, :, n], c.v[:, :, n] = k, v
+            keys, values = c.k[:, :, :n + 1], c.v[:, :, :n + 1]
         else:
-            y = AF.attention(q, keys, values, self.h, self.scale_arg, attention_mask="causal",
-                             causal_alignment="bottom-right", dropout=p, training=m.training,
-                             num_kv_heads=self.hkv if self.gqa else None)   # B×t×Cv
+            c.k_slots[n].copy_(k)                                           # B×Hkv×dk slot
+            c.v_slots[n].copy_(v)
+            keys, values = c.k_prefix[n], c.v_prefix[n]                     # B×Hkv×(n+1)×d
+        c.n = n + 1
+        y = F.scaled_dot_product_attention(q.view(b, self.h, 1, self.dk), keys, values,
+                                           scale=self.scale, **self.sdpa_kw)   # B×H×1×dv
+        return self.out(y.view(b, 1, self.h * self.dv))                     # B×1×H·dv: a view
+
+    def _step_many(self, q, k, v):
+        """Several new steps (a prefill), or dropout in training: through
+        attnlab.functional.attention, bottom-right causal over the cache."""
+        m, c, b = self.module, self.cache, q.shape[0]
+        keys, values = c.append(k, v)                        # B×Hkv×n×dk, B×Hkv×n×dv
+        end = keys.shape[2]
+        keys = keys.transpose(1, 2).reshape(b, end, self.hkv * self.dk)    # B×n×Ckv
+        values = values.transpose(1, 2).reshape(b, end, self.hkv * self.dv)
+        p = m.dropout if m.training else 0.0
+        y = AF.attention(q, keys, values, self.h, self.scale_arg, attention_mask="causal",
+                         causal_alignment="bottom-right", dropout=p, training=m.training,
+                         num_kv_heads=self.hkv if self.gqa else None)       # B×t×Cv
         return self.out(y)
 
 
@@ -559,8 +667,10 @@ def _self_attention(ctx):
         return qkv.split_with_sizes(sizes, -1)                      # views, no copies
 
     refresh()
-    return CachedAttentionStepper(m, project, linear_of(m.output), m.num_heads,
-                                  m.num_kv_heads, ck, cv, m.scale, ctx.capacity, refresh)
+    stepper = CachedAttentionStepper(m, project, linear_of(m.output), m.num_heads,
+                                     m.num_kv_heads, ck, cv, m.scale, ctx.capacity, refresh)
+    stepper.fused = fused if ck == ckv == cv else None
+    return stepper
 
 
 def _no_scores_or_mask(layer):

@@ -8,17 +8,26 @@ summed across processes at logging time only.
 
 BatchNorm statistics stay per process (as in plain DDP); the one-process equivalence holds for
 networks without BatchNorm.
+
+`launch(nproc)` starts that launch for the user (MATLAB's ExecutionEnvironment="multi-gpu" /
+"parallel"): called at the top of a script, it re-runs the script under
+`torch.distributed.run` with nproc processes and exits with their status; in the workers it
+returns at once.
 """
 from __future__ import annotations
 
 import atexit
 import gc
 import os
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from ..errors import ArgumentError, TrainingError
 
 
 @dataclass
@@ -109,3 +118,63 @@ def wrap(net, d: Dist, device: torch.device) -> nn.Module:
     from torch.nn.parallel import DistributedDataParallel as DDP
     ids = [device.index] if device.type == "cuda" else None
     return DDP(fwd, device_ids=ids)
+
+
+def in_launch() -> bool:
+    """True inside a torchrun (torch.distributed.run) worker."""
+    return "TORCHELASTIC_RUN_ID" in os.environ or int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
+def launch(nproc: int | str = "gpu", argv: list[str] | None = None, *,
+           exit: bool = True) -> int | None:
+    """Runs this program data-parallel: re-launches it (`argv`, default `sys.argv`, or the
+    `python -m` module it was started as) through `torch.distributed.run --standalone` with
+    `nproc` processes, waits, and exits with their status (`exit=False`: returns it).
+
+    `nproc`: a number of processes (≥ 1; on a CPU-only machine they train with gloo), or
+    "gpu" for one per visible GPU. Inside a worker, and for one process, it returns None and
+    the program simply goes on: call it first thing, before loading data, e.g.
+
+        al.launch(4)          # then al.train(...) runs under DDP in each of the 4 workers
+    """
+    if isinstance(nproc, str):
+        if nproc != "gpu":
+            raise ArgumentError(f"launch nproc: expected a number of processes or 'gpu', "
+                                f"received {nproc!r}. Example: launch(2).")
+    elif isinstance(nproc, bool) or not isinstance(nproc, int) or nproc < 1:
+        raise ArgumentError(f"launch nproc: expected a number of processes ≥ 1 or 'gpu', "
+                            f"received {nproc!r}. Example: launch(2).")
+    if in_launch():
+        return None
+    if nproc == "gpu":
+        nproc = torch.cuda.device_count()
+        if nproc == 0:
+            raise TrainingError("launch('gpu'): this machine has no CUDA GPU (torch sees "
+                                f"none; torch {torch.__version__}). Give a number of CPU "
+                                "processes, e.g. launch(2) (gloo), or train without launch.")
+    if nproc == 1:
+        return None
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc-per-node={nproc}", *_program(argv)]
+    rc = subprocess.call(cmd)
+    if exit:
+        raise SystemExit(rc)
+    return rc
+
+
+def _program(argv: list[str] | None) -> list[str]:
+    """What torchrun should run: the script and its arguments, or `-m module …`."""
+    args = list(sys.argv if argv is None else argv)
+    if argv is None:
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is not None and spec.name:                   # started as python -m name
+            name = spec.name[:-len(".__main__")] if spec.name.endswith(".__main__") else spec.name
+            return ["-m", name, *args[1:]]
+    if not args or args[0] in ("", "-c") or not os.path.isfile(args[0]):
+        shown = args[0] if args else "nothing"
+        raise TrainingError(f"launch: cannot re-run this program under torchrun (it was started "
+                            f"as {shown!r}, not from a script file). Put the training in a "
+                            "script and run it with launch() at the top, or start it yourself: "
+                            "python -m torch.distributed.run --standalone --nproc-per-node=N "
+                            "script.py.")
+    return args
