@@ -15,7 +15,7 @@ from ._version import __version__
 _LAZY = {
     "attention": "attnlab.functional",
     "train": "attnlab.training", "TrainingOptions": "attnlab.training", "TrainingInfo": "attnlab.training",
-    "classify": "attnlab.training",
+    "classify": "attnlab.training", "launch": "attnlab.training.distributed",
     "Serial": "attnlab.combinators", "Parallel": "attnlab.combinators",
     "Branch": "attnlab.combinators", "Residual": "attnlab.combinators",
     "Select": "attnlab.combinators",

@@ -314,3 +314,23 @@ def test_self_attention_heads_that_do_not_divide_are_named_in_matlab_terms():
     with pytest.raises(al.ArgumentError) as e:
         m.selfAttentionLayer(4, 64, NumValueChannels=30)
     assert "NumValueChannels=32" in str(e.value)
+
+
+def test_execution_environment_multi_gpu_and_parallel_launch_data_parallel(monkeypatch):
+    import attnlab as al
+    import attnlab.matlab as m
+    import attnlab.training.distributed as dist
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("TORCHELASTIC_RUN_ID", raising=False)
+    layers = [m.featureInputLayer(3), m.fullyConnectedLayer(2), m.softmaxLayer()]
+    X, Y = np.random.randn(8, 3).astype("float32"), np.arange(8) % 2
+    launched = []
+    monkeypatch.setattr(dist, "launch", lambda nproc: launched.append(nproc))
+    opts = m.trainingOptions("adam", MaxEpochs=1, Verbose=False, ExecutionEnvironment="parallel")
+    m.trainnet(X, Y, m.dlnetwork(layers), "crossentropy", opts)
+    assert len(launched) == 1 and (launched[0] == "gpu" or launched[0] >= 1)
+    if not __import__("torch").cuda.is_available():
+        opts = m.trainingOptions("adam", MaxEpochs=1, ExecutionEnvironment="multi-gpu")
+        with pytest.raises(al.TrainingError) as e:
+            m.trainnet(X, Y, m.dlnetwork(layers), "crossentropy", opts)
+        assert "multi-gpu" in str(e.value) and '"parallel"' in str(e.value)

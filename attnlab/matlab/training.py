@@ -101,6 +101,10 @@ def trainingOptions(solverName, *args: Any, **kwargs: Any):
     # MATLAB's ResetInputNormalization, read by trainnet (not a TrainingOptions field)
     opts.__dict__["_matlab_reset_normalization"] = \
         True if reset is None else _flag(fn, "ResetInputNormalization", reset)
+    env = o.get("ExecutionEnvironment")
+    # read by trainnet/trainNetwork, which run data-parallel through attnlab's launcher
+    opts.__dict__["_matlab_parallel"] = (str(env).lower() if isinstance(env, str) and
+                                         str(env).lower() in ("multi-gpu", "parallel") else None)
     return opts
 
 
@@ -128,10 +132,6 @@ def _training_value(fn, matlab, value):
         return None if word == "none" else word
     if matlab == "ExecutionEnvironment":
         word = _word(fn, matlab, value, ("auto", "cpu", "gpu", "multi-gpu", "parallel"))
-        if word in ("multi-gpu", "parallel"):
-            warnings.warn(f"{fn}: ExecutionEnvironment=\"{word}\" trains in this one process "
-                          "(\"multi-gpu\" on one GPU); launch the script's Python with torchrun "
-                          "to train data-parallel on several.", MatlabNote, stacklevel=3)
         return {"auto": None, "cpu": "cpu", "gpu": "cuda", "multi-gpu": "cuda",
                 "parallel": None}[word]
     if matlab == "ValidationData" and isinstance(value, list) and len(value) == 2:
@@ -277,9 +277,35 @@ def _train(fn, X, T, net, loss, options, classes=None):
                                 "before training: give it an input layer, or initialize(net, X).")
         mark_parameters(net)               # the optimizer's parameter groups read them
     data = (X,) if T is None else (X, T)
+    _launch_parallel(fn, options)
     info = train(net, *data, loss=loss, options=options)
     net.training_info = info
     return net
+
+
+def _launch_parallel(fn, options) -> None:
+    """ExecutionEnvironment "multi-gpu" (one process per GPU) or "parallel" (per GPU, else per
+    CPU core, gloo): the program is run again under torchrun by attnlab's launcher, and each
+    worker trains its share under DDP when it reaches this call; the launching process exits
+    with the workers' status once they are done. One GPU: trains here."""
+    word = options.__dict__.get("_matlab_parallel")
+    if word is None:
+        return
+    import os
+    import torch
+    from ..training.distributed import in_launch, launch
+    if in_launch():
+        return
+    if torch.cuda.device_count() > 0:
+        nproc: int | str = "gpu"
+    elif word == "multi-gpu":
+        from ..errors import TrainingError
+        raise TrainingError(f"{fn}: ExecutionEnvironment=\"multi-gpu\" needs CUDA GPUs; torch "
+                            "sees none on this machine. Use \"parallel\" (CPU processes), "
+                            "\"cpu\" or \"auto\".")
+    else:
+        nproc = max(1, min(os.cpu_count() or 1, 8))
+    launch(nproc)
 
 
 def trainNetwork(*args: Any):

@@ -134,8 +134,9 @@ def launch(nproc: int | str = "gpu", argv: list[str] | None = None, *,
     `nproc`: a number of processes (≥ 1; on a CPU-only machine they train with gloo), or
     "gpu" for one per visible GPU. Inside a worker, and for one process, it returns None and
     the program simply goes on: call it first thing, before loading data, e.g.
-
-        al.launch(4)          # then al.train(...) runs under DDP in each of the 4 workers
+    ``al.launch(4)``, after which ``al.train(...)`` runs under DDP in each of the 4 workers.
+    MATLAB's ``ExecutionEnvironment="multi-gpu"`` / ``"parallel"`` in ``attnlab.matlab``
+    calls it when training starts.
     """
     if isinstance(nproc, str):
         if nproc != "gpu":
