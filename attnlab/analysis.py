@@ -265,6 +265,16 @@ def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
         if l.is_input and n not in used:
             issues.append(Issue("warning", "unused-input", f"input '{n}' feeds no layer. Connect it, "
                                 f"e.g. net.connect('{n}', '<layer>'), or remove it.", n))
+        size = getattr(l, "size", None) if l.type_name == "ImageInput" else None
+        # MATLAB (and Keras) give image sizes as H×W×C: (28, 28, 1) there is a grey 28×28 image,
+        # here it reads as 28 channels of 28×1
+        if size is not None and size[2] in (1, 3, 4) and size[0] > 4 and size[1] > 4:
+            h, w, c = size
+            issues.append(Issue("warning", "image-layout",
+                                f"layer '{n}': ImageInput({tuple(size)}) reads as C×H×W = {h} channels "
+                                f"of {w}×{c} pixels. If you meant a {h}×{w} image with {c} "
+                                f"channel(s) (MATLAB's and Keras' H×W×C order), write "
+                                f"ImageInput(({c}, {h}, {w})).", n))
     if len(outputs) > 1:
         names = ", ".join(o[2] for o in outputs)
         for n, p, oname in outputs:

@@ -70,7 +70,17 @@ def run_options(net, kwargs: dict) -> dict:
     """Takes predict's `device`, `precision` and `compile` out of its keyword inputs (inputs
     by name come as keywords too; an input of the same name keeps its keyword)."""
     names = set(net.input_names)
-    return {k: kwargs.pop(k) for k in RUN_OPTIONS if k in kwargs and k not in names}
+    opts = {k: kwargs.pop(k) for k in RUN_OPTIONS if k in kwargs and k not in names}
+    unknown = [k for k in kwargs if k not in names]
+    if unknown:
+        import difflib
+        known = ("batch_size",) + RUN_OPTIONS
+        close = difflib.get_close_matches(unknown[0], known + tuple(names), n=1)
+        hint = f" Did you mean '{close[0]}'?" if close else ""
+        raise ArgumentError(f"predict: unknown keyword '{unknown[0]}'.{hint} Keywords are the "
+                            f"options {', '.join(known)} and the inputs by name "
+                            f"({', '.join(net.input_names) or 'none'}).")
+    return opts
 
 
 @torch.no_grad()

@@ -19,6 +19,7 @@ import argparse
 import importlib
 import sys
 from pathlib import Path
+from ._version import __version__
 
 DEMOS = {"seed1": "attnlab.demos.seed1", "digits": "attnlab.demos.digits",
          "vowels": "attnlab.demos.vowels", "forecast": "attnlab.demos.forecast",
@@ -27,6 +28,7 @@ DEMOS = {"seed1": "attnlab.demos.seed1", "digits": "attnlab.demos.digits",
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="attnlab", description="attention networks as layer graphs")
+    ap.add_argument("--version", action="version", version=f"attnlab {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a demo end to end and write its outputs to a folder")
     demo.add_argument("name", choices=sorted(DEMOS))
@@ -156,6 +158,10 @@ def _on_file(args) -> int:
         return matlab_cli.plot(args.file, args.sets, args.out, direction=args.direction,
                                sizes=not args.no_sizes, dpi=args.dpi)
 
+    if args.sets:
+        print(f"error: --set gives workspace variables to a MATLAB script (.m); '{args.file}' is "
+              "a saved network, which has none. Drop --set.", file=sys.stderr)
+        return 2
     try:
         for name in args.imports:
             importlib.import_module(name)
@@ -183,7 +189,11 @@ def _on_file(args) -> int:
     import matplotlib
     matplotlib.use("Agg")
     out = args.out or args.file.with_suffix(".png")
-    net.plot(out, direction=args.direction, sizes=not args.no_sizes, dpi=args.dpi)
+    try:
+        net.plot(out, direction=args.direction, sizes=not args.no_sizes, dpi=args.dpi)
+    except AttnlabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(f"wrote {out}")
     return 0
 
@@ -234,7 +244,12 @@ def _view(args) -> int:
             webbrowser.open(server.url)
         server.wait()
         return 0
-    out = args.out or default_out
+    from ._files import output_path
+    try:
+        out = output_path(args.out or default_out, "view -o", ("html", "htm"))
+    except AttnlabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     out.write_text(page, encoding="utf-8")
     print(f"wrote {out}")
     return 0

@@ -63,8 +63,11 @@ def _check_mask_tensor(name: str, mask: Tensor, ref: Tensor, expected: list, wan
     if mask.dtype != torch.bool:
         raise FormatError(
             f"attention: {name} must be boolean with True = attend, received dtype {mask.dtype}. "
-            f"Convert it, e.g. mask > 0 for a Keras-style 1 = attend mask, or ~mask for a "
-            f"PyTorch key_padding_mask (True = ignore).")
+            + ("Convert it: mask == 0 for a PyTorch-style additive float mask (0 = attend, "
+               "-inf = ignore), or mask > 0 for a Keras-style 1.0 = attend mask."
+               if mask.is_floating_point() else
+               "Convert it, e.g. mask > 0 for a Keras-style 1 = attend mask, or ~mask for a "
+               "PyTorch key_padding_mask (True = ignore)."))
     if mask.device != ref.device:
         raise FormatError(
             f"attention: {name} is on {mask.device} but the queries are on {ref.device}. "

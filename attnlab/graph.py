@@ -62,6 +62,9 @@ class Graph(Layer):
         if len({id(l) for l in new}) != len(new):
             raise NetworkError("the same layer object appears twice in the list given to add(): "
                                "create a separate layer for each position.")
+        for layer in new:
+            if isinstance(layer, Graph):
+                _check_nesting(self, layer)
         taken = set(self._layers)
         names = []
         for layer in new:
@@ -260,6 +263,30 @@ def module_key(name: str) -> str:
 def _fmt(layer, name, port, side):
     ports = layer.output_ports if side == "output" else layer.input_ports
     return name if len(ports) == 1 else f"{name}/{port}"
+
+
+# Nested networks run, analyse and save recursively (a few Python frames a level), and
+# al.load() refuses files nested deeper than this (attnlab.io.LIMITS["network_depth"]).
+MAX_NESTING = 64
+
+
+def _check_nesting(outer: Graph, inner: Graph) -> None:
+    """Refuses a network that would contain itself, or nest deeper than MAX_NESTING."""
+    depth, level, seen = 0, [inner], set[int]()
+    while level:                                    # breadth first, one level of nesting at a time
+        if any(g is outer for g in level):
+            raise NetworkError("add(): the network would contain itself (directly or through the "
+                               "networks inside it), which never ends. Add a copy instead, e.g. "
+                               "copy.deepcopy(net), or build a new network.")
+        depth += 1
+        if depth >= MAX_NESTING:
+            raise NetworkError(f"add(): networks would be nested more than {MAX_NESTING} levels "
+                               f"deep (a Network inside a Network inside …), more than attnlab "
+                               "runs, saves and loads. Put the layers side by side in one "
+                               "network, e.g. al.Serial(*layers) instead of nesting Serials.")
+        seen.update(id(g) for g in level)
+        level = [l for g in level for l in g._layers.values()
+                 if isinstance(l, Graph) and id(l) not in seen]
 
 
 def _fresh(stem, taken, first_plain=False):

@@ -35,6 +35,7 @@ from torch.nn import functional as F
 
 from .errors import ArgumentError, AttnlabError, DataError, NetworkError
 from .graph import Graph
+from .batching import as_batch
 from .sequences import Padded, pad_sequences
 from .spec import Spec
 
@@ -184,6 +185,7 @@ class _Example:
             if n not in given:
                 raise DataError(f"export_onnx: the example lacks input '{n}'.")
             x = given[n]
+            as_batch(x, spec, n, dtype)      # the forward pass's checks, before any tracing
             mask = None
             if isinstance(x, Padded):
                 x, mask = x.data, x.mask

@@ -2,6 +2,7 @@
 holds nothing a user or a file supplied."""
 import os
 import time
+import pytest
 
 import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -178,3 +179,21 @@ def test_rendered_pictures_never_raise_on_any_graph(edits):
         _apply(net, *e)
     net.plot(None)
     net._repr_svg_()
+
+
+def test_nesting_is_bounded_and_a_network_cannot_contain_itself(tmp_path):
+    from attnlab.graph import MAX_NESTING
+    inner = L.Dense(4)
+    for _ in range(MAX_NESTING - 1):
+        inner = al.Serial(inner)
+    net = al.Network([L.FeatureInput(4), inner, L.Dense(2)])   # MAX_NESTING levels: works
+    x = torch.randn(2, 4)
+    net.save(tmp_path / "deep.attnlab")
+    assert torch.allclose(al.load(tmp_path / "deep.attnlab")(x), net(x))
+    with pytest.raises(al.NetworkError) as e:
+        al.Serial(al.Network([L.FeatureInput(4), inner]))
+    assert f"more than {MAX_NESTING} levels" in str(e.value) and "al.Serial(*layers)" in str(e.value)
+    for outer, make in [(net, lambda: net), (inner, lambda: al.Serial(inner))]:
+        with pytest.raises(al.NetworkError) as e:
+            outer.add(make())
+        assert "would contain itself" in str(e.value) and "copy.deepcopy" in str(e.value)

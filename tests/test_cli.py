@@ -84,3 +84,34 @@ def test_import_registers_module_factories(tmp_path, capsys, monkeypatch):
     assert "gain" in capsys.readouterr().out
     _MODULE_FACTORIES.pop("Gain", None)
     assert main(["analyze", str(path), "--import", "no_such_module_xyz"]) == 2
+
+
+def test_version_flag(capsys):
+    import pytest
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"attnlab {al.__version__}"
+
+
+def test_output_paths_are_checked_before_writing(tmp_path, capsys):
+    path = tmp_path / "n.attnlab"
+    al.Network([L.SequenceInput(3), L.Dense(2)]).save(path)
+    missing = tmp_path / "no-such-folder"
+    for argv, who in [(["plot", str(path), "-o", str(missing / "x.png")], "plot(path)"),
+                      (["view", str(path), "-o", str(missing / "x.html")], "view -o")]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert who in err and "no-such-folder' does not exist" in err and "mkdir" in err
+    assert main(["plot", str(path), "-o", str(tmp_path / "x.bmpx")]) == 2
+    err = capsys.readouterr().err
+    assert "'.bmpx'" in err and ".png" in err and ".svg" in err
+    assert not missing.exists() and not (tmp_path / "x.bmpx").exists()
+
+
+def test_set_on_a_saved_network_is_refused(tmp_path, capsys):
+    path = tmp_path / "n.attnlab"
+    al.Network([L.SequenceInput(3), L.Dense(2)]).save(path)
+    assert main(["analyze", str(path), "--set", "x=1"]) == 2
+    err = capsys.readouterr().err
+    assert "--set" in err and "MATLAB script" in err and "n.attnlab" in err

@@ -456,3 +456,18 @@ def test_docs_snippet_runs():
     assert blocks, "docs/attention.md has no ```python block"
     for block in blocks:
         exec(compile(block, str(DOC), "exec"), {"__name__": "__docs__"})
+
+
+def test_a_float_additive_mask_gets_the_additive_conversion():
+    import attnlab as al
+    x = torch.randn(2, 4, 8)
+    additive = torch.zeros(2, 4)
+    additive[0, 2:] = float("-inf")
+    with pytest.raises(al.FormatError) as e:
+        al.attention(x, x, x, 2, key_padding_mask=additive)
+    assert "torch.float32" in str(e.value) and "mask == 0" in str(e.value)
+    with pytest.raises(al.FormatError) as e:
+        al.attention(x, x, x, 2, key_padding_mask=torch.ones(2, 4, dtype=torch.int64))
+    assert "torch.int64" in str(e.value) and "~mask" in str(e.value)
+    out = al.attention(x, x, x, 2, key_padding_mask=additive == 0)
+    assert torch.isfinite(out).all()

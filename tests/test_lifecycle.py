@@ -292,3 +292,42 @@ def test_classify_runs_in_eval_and_restores_the_mode():
     a = al.classify(net, x)
     b = al.classify(net, x)
     assert torch.equal(torch.as_tensor(a), torch.as_tensor(b)) and net.training
+
+
+def test_predict_names_a_misspelt_keyword():
+    net = al.Network([L.SequenceInput(3, name="x"), L.Dense(2)])
+    for kw, close in [("batchsize", "batch_size"), ("devices", "device")]:
+        with pytest.raises(al.ArgumentError) as e:
+            net.predict(torch.randn(2, 3, 3), **{kw: 4})
+        assert f"unknown keyword '{kw}'" in str(e.value) and f"Did you mean '{close}'" in str(e.value)
+        assert "inputs by name (x)" in str(e.value)
+    assert net.predict(x=torch.randn(2, 3, 3)).shape == (2, 3, 2)
+
+
+def test_training_a_fully_frozen_network_is_a_training_error():
+    net = al.Network([L.FeatureInput(3), L.Dense(2)])
+    net.initialize()
+    net.requires_grad_(False)
+    with pytest.raises(al.TrainingError) as e:
+        al.train(net, torch.randn(8, 3), torch.randint(0, 2, (8,)),
+                 options=al.TrainingOptions(max_epochs=1, plots=None, verbose=False))
+    assert "requires_grad=True" in str(e.value) and "requires_grad_(True)" in str(e.value)
+
+
+def test_an_image_size_in_matlab_order_is_a_warning():
+    a = al.Network([L.ImageInput((28, 28, 1)), L.Flatten(), L.Dense(2)]).analyze()
+    assert a.ok and [w.kind for w in a.warnings] == ["image-layout"]
+    assert "ImageInput((1, 28, 28))" in a.warnings[0].message and "H×W×C" in a.warnings[0].message
+    assert al.Network([L.ImageInput((1, 28, 28)), L.Flatten(), L.Dense(2)]).analyze().warnings == []
+
+
+def test_a_tensor_where_static_inputs_go_is_an_argument_error():
+    lm = al.Network([L.SequenceInput(1, name="ids"), L.Embedding(10, 8),
+                     L.SelfAttention(2, 8, attention_mask="causal"), L.Dense(10)])
+    prompt = torch.tensor([[1, 2, 3]])
+    for call in (lambda: lm.stream(prompt), lambda: al.generate(lm, prompt, max_length=2)):
+        with pytest.raises(al.ArgumentError) as e:
+            call()
+        assert "static_inputs must be a dict" in str(e.value) and "received Tensor" in str(e.value)
+        assert "start=" in str(e.value)
+    assert al.generate(lm, start=prompt, max_length=2).tokens.shape == (1, 2)

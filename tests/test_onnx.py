@@ -146,3 +146,11 @@ def test_scores_outputs_tokens_and_modes(tmp_path):
     np.testing.assert_allclose(scores, want["attn/scores"].numpy(), atol=1e-5)
     np.testing.assert_allclose(out, want["dropout"].numpy(), atol=1e-4)
     assert np.all(scores[1, :, :, 5:] == 0)                             # padded keys get no weight
+
+
+def test_a_wrong_example_input_is_reported_before_tracing(tmp_path):
+    net = al.Network([L.ImageInput((1, 8, 8)), L.Conv2d(3, 4), L.GlobalAvgPool2d(), L.Dense(3)])
+    with pytest.raises(al.DataError) as e:
+        net.export_onnx(tmp_path / "x.onnx", example_inputs=torch.randn(2, 3))
+    assert "expected B×1×8×8, received 2×3" in str(e.value) and "tensor(" not in str(e.value)
+    assert not (tmp_path / "x.onnx").exists()

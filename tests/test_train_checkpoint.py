@@ -160,3 +160,30 @@ def test_torchrun_two_processes_match_one_process(tmp_path, one_thread):
     assert val["iteration"] == info.validation["iteration"]
     assert val["loss"] == pytest.approx(info.validation["loss"], abs=1e-5)
     assert val["accuracy"] == pytest.approx(info.validation["accuracy"], abs=1e-6)
+
+
+def test_resume_with_another_solver_names_the_option(tmp_path):
+    import attnlab as al
+    from attnlab import layers as L
+    X, Y = torch.randn(32, 3), torch.randint(0, 2, (32,))
+    def opts(**k):
+        return al.TrainingOptions(max_epochs=2, plots=None, verbose=False, seed=1,
+                                  checkpoint_dir=tmp_path / "ck", **k)
+    al.train(al.Network([L.FeatureInput(3), L.Dense(2)]), X, Y, options=opts())
+    with pytest.raises(al.TrainingError) as e:
+        al.train(al.Network([L.FeatureInput(3), L.Dense(2)]), X, Y,
+                 options=opts(solver="adam", resume=True))
+    assert "solver 'sgdm' then, 'adam' now" in str(e.value) and "max_epochs may grow" in str(e.value)
+
+
+def test_a_checkpoint_folder_that_cannot_be_made_stops_before_training(tmp_path):
+    import attnlab as al
+    from attnlab import layers as L
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(al.ArgumentError) as e:
+        al.train(al.Network([L.FeatureInput(3), L.Dense(2)]), torch.randn(8, 3),
+                 torch.randint(0, 2, (8,)),
+                 options=al.TrainingOptions(max_epochs=1, plots=None, verbose=False,
+                                            checkpoint_dir=blocker / "ck"))
+    assert "checkpoint_dir" in str(e.value) and "cannot create the folder" in str(e.value)

@@ -42,6 +42,11 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
     """
     P.check_precision(precision, "stream precision")
     P.check_compile(compile, "stream compile")
+    if static_inputs is not None and not isinstance(static_inputs, dict):
+        raise ArgumentError(f"static_inputs must be a dict by input name, the inputs given whole "
+                            f"(e.g. {{'encoder-input': x}}), or None; received "
+                            f"{type(static_inputs).__name__}. The streamed inputs go to "
+                            "step(x); a prompt for al.generate is its start= argument.")
     if not isinstance(capacity, int) or isinstance(capacity, bool) or capacity < 1:
         raise ArgumentError(f"stream capacity must be a positive int (key/value cache steps), "
                             f"got {capacity!r}")

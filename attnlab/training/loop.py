@@ -17,7 +17,7 @@ import torch
 
 from .. import precision as P
 from ..compiled import maybe_compile
-from ..errors import DataError
+from ..errors import ArgumentError, DataError, TrainingError
 from . import checkpoint as ck
 from . import distributed as dd
 from . import setup as S
@@ -114,6 +114,11 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
     torch.manual_seed(seed + d.rank)            # dropout differs across processes, not data order
     generator = torch.Generator().manual_seed(seed)
     params = [p for p in net.parameters() if p.requires_grad]
+    if not params:
+        raise TrainingError("train: nothing to train: the network has no learnable with "
+                            "requires_grad=True (all frozen, or no learnable layers). Unfreeze the "
+                            "layers to train, e.g. net.requires_grad_(True) or "
+                            "p.requires_grad_(True) for p in net.layer_modules['fc'].parameters().")
     opt = make_optimizer(params, o)
     half = P.autocast_dtype(o.precision, device, "TrainingOptions precision")
     amp = None if half is None else functools.partial(P.autocast, device, half)
@@ -130,6 +135,9 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
     finish = [m.finish for h in heads for _, m, _ in h.metrics]
     recorder = Recorder(info, names, finish, lambda t: d.sum_(t.to(cdev)))
     st = State(order=first)
+    for what in ("checkpoint_dir", "log_dir"):
+        if getattr(o, what) and d.main:
+            _make_folder(what, getattr(o, what))
     if o.resume:
         _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler)
     plot_path = _plot_path(o) if o.plots == "training-progress" and d.main else None
@@ -295,7 +303,27 @@ def _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler=None) 
     if found is None:
         return                                   # nothing to resume: start from the beginning
     tensors, meta, path = found
+    _check_same_solver(meta, o, path)
     restore(tensors, meta, st, net, opt, scheduler, generator, recorder, info, path, scaler)
+
+
+# options whose change makes the saved optimizer state or data order meaningless; others
+# (max_epochs to train on, validation, plots, …) may change between runs
+_FIXED_ON_RESUME = ("solver", "batch_size", "seed")
+
+
+def _check_same_solver(meta: dict, o: TrainingOptions, path) -> None:
+    saved = meta.get("options") if isinstance(meta, dict) else None
+    if not isinstance(saved, dict):
+        return                                    # restore() reports a damaged checkpoint
+    now = o.to_json()
+    changed = [f"{k} {saved[k]!r} then, {now.get(k)!r} now" for k in _FIXED_ON_RESUME
+               if k in saved and saved[k] != now.get(k)]
+    if changed:
+        raise TrainingError(f"checkpoint '{path}' was written by a run with other options ("
+                            + "; ".join(changed) + "), so it cannot continue exactly. Resume with "
+                            "the options it was written with (max_epochs may grow), or give "
+                            "another checkpoint_dir to start afresh.")
 
 
 def _place(source, device, d, cdev) -> None:
@@ -315,6 +343,16 @@ def _store_labels(net, plans: dict) -> None:
         net.metadata["class_labels"] = next(iter(labelled.values()))
     else:
         net.metadata["class_labels"] = labelled
+
+
+def _make_folder(what: str, folder) -> None:
+    """Creates an output folder before the first step, so that a folder that cannot be made
+    stops the run at once instead of at its first checkpoint."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ArgumentError(f"TrainingOptions {what} '{folder}': cannot create the folder "
+                            f"({e.strerror or e}). Give a folder you can write to.") from None
 
 
 def _plot_path(o: TrainingOptions) -> Path:

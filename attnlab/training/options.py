@@ -213,6 +213,8 @@ class TrainingOptions:
                 continue
             if f.name == "metrics" and v is not None:
                 v = [m if isinstance(m, str) else getattr(m, "__name__", "custom") for m in v]
+            if isinstance(v, os.PathLike):                 # checkpoint_dir=Path(...), …
+                v = os.fspath(v)
             out[f.name] = v
         return out
 

@@ -19,7 +19,9 @@ import functools
 import io
 from dataclasses import dataclass, field
 
+from .._files import output_path
 from ..analysis import analyze
+from ..errors import ArgumentError
 
 # colours by layer family: face, edge
 _FAMILIES = [
@@ -414,13 +416,20 @@ def _rough_measure(direction):
     return lambda node: _box_size(node, True, direction)[0 if direction == "TB" else 1]
 
 
+# what matplotlib's Agg, SVG, PDF and PS backends write (a name without an extension: PNG)
+_PICTURE_FORMATS = ("png", "svg", "svgz", "pdf", "ps", "eps", "jpg", "jpeg", "tif", "tiff", "webp")
+
+
 def plot_network(net, path=None, direction: str = "TB", sizes: bool = True, ax=None,
                  title: str | None = None, dpi: int = 110):
     """Draws the network top-down (`direction="TB"`) or left to right (`"LR"`); `sizes` adds
     each layer's output size. Saves to `path` when given (PNG, SVG or PDF, by its extension)
     and closes the figure; returns the matplotlib Figure."""
     if direction not in ("TB", "LR"):
-        raise ValueError(f"direction must be 'TB' (top-down) or 'LR' (left to right), got {direction!r}")
+        raise ArgumentError(f"plot argument 'direction': expected 'TB' (top-down) or 'LR' (left to "
+                            f"right), received {direction!r}.")
+    if path is not None:
+        path = output_path(path, "plot(path)", _PICTURE_FORMATS)
     import matplotlib
     if ax is None and path is not None:
         matplotlib.use("Agg", force=False) if matplotlib.get_backend() == "" else None

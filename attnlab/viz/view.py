@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._files import output_path
 from ..analysis import analyze
 from ..errors import ArgumentError, DataError
 from . import graph as G
@@ -480,7 +481,7 @@ def view(net, path=None, *, sample=None, labels=None, training=None, serve: bool
         return server
     if path is None:
         return text
-    path = Path(path)
+    path = output_path(path, "view(path)", ("html", "htm"))
     path.write_text(text, encoding="utf-8")
     return path
 
