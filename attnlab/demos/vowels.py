@@ -283,8 +283,8 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
 # ensemble 98.52 % (4 errors); with it single 99.14 %, ensemble 98.89 % (3 errors).
 # The ensembles sit at 3–4 errors of 270 whatever is added: one error is 0.37 points, so the
 # differences are within noise; channel scaling is kept as the best on both counts in both
-# fold sets. With every
-# choice made, the members learn from all 270 training utterances (as the baseline does).
+# fold sets. With every choice made, the members learn from all 270 training utterances (as the
+# baseline does).
 TUNED: dict = {"lr": 3e-3, "dropout": 0.3, "augment": {"warp": 0.15, "jitter": 0.05, "scale": 0.1}}
 MEMBERS = 3
 # the chosen configuration's 5-fold CV figures (above), recorded in metrics.json and the report
