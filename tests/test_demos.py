@@ -105,3 +105,58 @@ def test_forecast_features_turn_true_departures_back_into_the_levels(drift):
     z = feats.inputs(values, dates)
     assert z.shape == (len(values) - 1 - drift, 3)
     np.testing.assert_allclose(feats.levels(values[:-10], z[-10:, 0]), values[-10:], atol=1e-4)
+
+
+def test_vowels_label_smoothing_is_torchs():
+    import torch
+    import torch.nn.functional as F
+    from attnlab.demos.vowels import SmoothedCrossEntropy
+    out, target = torch.randn(5, 9), torch.tensor([0, 3, 8, 1, 1])
+    loss = SmoothedCrossEntropy(0.1)
+    expected = F.cross_entropy(out, target, reduction="sum", label_smoothing=0.1)
+    assert torch.allclose(loss.sum(out, target, None), expected)
+    assert torch.allclose(loss.terms(out, target).sum(), expected)
+
+
+def test_vowels_weight_average_holds_the_mean_of_the_last_iterations():
+    import torch
+    from attnlab.demos.vowels import WeightAverage
+
+    class Step:
+        def __init__(self, iteration):
+            self.iteration = iteration
+
+    net = torch.nn.Linear(2, 1)
+    avg = WeightAverage(net, iterations=4, swa=0.5)           # the mean of iterations 2 and 3
+    seen = []
+    for it in range(4):
+        with torch.no_grad():
+            net.weight.fill_(float(it))
+        assert avg(Step(it)) is False                         # never stops training
+        seen.append(float(it))
+    avg.finish()
+    assert torch.allclose(net.weight, torch.full((1, 2), 2.5))
+
+
+def test_vowels_augmentation_keeps_channels_and_labels():
+    import numpy as np
+    from attnlab.demos.vowels import Augmented
+    X = [np.ones((10, 12), np.float32), np.ones((7, 12), np.float32)]
+    data = Augmented(X, [4, 2], seed=1, warp=0.2, jitter=0.0, scale=0.1)
+    x, label = data[0]
+    assert x.shape[1] == 12 and 8 <= x.shape[0] <= 12 and label == 4
+    column = x[:, 0]
+    assert torch_all_close(column, column[0]) and 0.9 <= float(column[0]) <= 1.1   # one factor per channel
+
+
+def torch_all_close(a, value):
+    import torch
+    return bool(torch.allclose(a, torch.full_like(a, float(value))))
+
+
+def test_vowels_cross_validation_scores_training_folds_only(capsys):
+    _skip_without("vowels")
+    from attnlab.demos import vowels_cv
+    vowels_cv.main(['{"lr": 3e-3}', "--folds", "2", "--members", "1", "--epochs", "1"])
+    line = capsys.readouterr().out
+    assert "folds=2 members=1 epochs=1" in line and "ensemble" in line and "logistic" in line

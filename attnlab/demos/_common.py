@@ -154,14 +154,13 @@ def classification_rows(metrics: dict) -> list[dict]:
 
 def ensemble_scores(nets, X) -> torch.Tensor:
     """The mean of the members' class probabilities (softmax of each network's scores)."""
-    total = None
+    probabilities = []
     for net in nets:
         s = net.predict(X)
         if isinstance(s, list):
             s = torch.stack([t.reshape(-1) for t in s])
-        p = torch.softmax(s.float(), dim=-1)
-        total = p if total is None else total + p
-    return total / len(nets)
+        probabilities.append(torch.softmax(s.float(), dim=-1))
+    return torch.stack(probabilities).mean(0)
 
 
 def ensemble_classify(nets, X) -> np.ndarray:

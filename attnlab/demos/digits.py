@@ -86,7 +86,7 @@ class Augmented(torch.utils.data.Dataset):
 
 
 def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int = SEED,
-                  verbose: bool = True, augment: dict | None = None, **net_kw):
+                  verbose: bool = True, augment: dict | bool | None = None, **net_kw):
     net = build_network(**net_kw)
     opts = al.TrainingOptions(solver="adamw", learning_rate=2e-3, l2=1e-2, max_epochs=epochs,
                               batch_size=32, learning_rate_schedule="warmup-cosine",
@@ -95,7 +95,8 @@ def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int 
                               verbose=verbose, verbose_frequency=200,
                               plots="training-progress" if out else None,
                               plots_file=str(out / "training-progress.png") if out else None)
-    source = (Augmented(X, y, seed, **(augment or {})),) if augment is not False else (X, y)
+    source = (Augmented(X, y, seed, **(augment if isinstance(augment, dict) else {})),) \
+        if augment is not False else (X, y)
     info = al.train(net, *source, loss="crossentropy", options=opts)
     return net, info
 

@@ -97,11 +97,10 @@ def demo_table(results: dict) -> str:
         lines.append(f"| {LABELS[name]} | {ours} | {AIMS[name]} | {base} | {versus(name, r)} "
                      f"| {time} |")
     m = next(iter(results.values())).get("machine") or {}
-    loads = [(r.get("machine") or {}).get("load_average_1min_at_start") for x in results.values()
-             for r in x["runs"]]
-    loads = [v for v in loads if v is not None]
-    nices = [(r.get("machine") or {}).get("nice") for x in results.values() for r in x["runs"]]
-    nices = [v for v in nices if v is not None]
+    machines = [r.get("machine") or {} for x in results.values() for r in x["runs"]]
+    loads: list[float] = [v for v in (mm.get("load_average_1min_at_start") for mm in machines)
+                          if v is not None]
+    nices: list[int] = [v for v in (mm.get("nice") for mm in machines) if v is not None]
     lines += ["", f"Measured by {', '.join(f'`attnlab demo {d} --seeds 3`' for d in DEMOS if d in results)} "
                   "(what `make demos` runs) "
                   f"on {m.get('processor', '?')}, {m.get('cpus', '?')} CPUs, "
@@ -127,7 +126,9 @@ def _section(text: str, name: str) -> str:
 
 def tables(text: str) -> list[list[dict]]:
     """Every markdown table in `text`, as lists of {header: cell} rows."""
-    found, rows, head = [], None, None
+    found: list[list[dict]] = []
+    rows: list[dict] = []
+    head: list[str] | None = None
     for line in text.splitlines() + [""]:
         if line.startswith("|"):
             cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -137,7 +138,7 @@ def tables(text: str) -> list[list[dict]]:
                 rows.append(dict(zip(head, cells)))
         elif head is not None:
             found.append(rows)
-            head = rows = None
+            head, rows = None, []
     return found
 
 

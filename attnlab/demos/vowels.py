@@ -2,11 +2,13 @@
 
 UCI Japanese Vowels (sktime's copy): nine speakers, 12 LPC cepstrum channels, 7–29 steps per
 utterance, the official 270 training / 370 test split, variable lengths kept (a padding mask
-travels with each batch; attention ignores padded steps). 10 % of the training utterances are
-held out for validation. The network: `Dense` projection + sinusoidal position encoding →
+travels with each batch; attention ignores padded steps). Every choice was made by
+cross-validation on the training utterances (`python -m attnlab.demos.vowels_cv`; the figures
+are in the comment above `TUNED`), and the members then learn from all 270. The network: `Dense` projection + sinusoidal position encoding →
 `SelfAttention` with a residual connection and LayerNorm → `AttentionPool1d` (a learned query
 attends over time) → `Dense(9)`; three such networks, trained with different seeds on
-utterances time-warped and jittered afresh at every draw, vote by their mean probability.
+utterances time-warped, channel-scaled and jittered afresh at every draw, vote by their mean
+probability.
 Baseline: logistic regression on the utterances resampled to 20 steps."""
 from __future__ import annotations
 
@@ -14,11 +16,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 import attnlab as al
 from attnlab import layers as L
 
 from . import _common as C
+from ..training.losses import CrossEntropy
 from .baselines import logistic_sequences, resample
 from .report import write_report
 
@@ -27,65 +31,154 @@ SEED = 0
 
 
 def build_network(channels: int = 64, heads: int = 4, dropout: float = 0.1,
-                  scores: bool = False) -> al.Network:
+                  scores: bool = False, pool: str = "attention",
+                  position: bool = True, phase: bool = False, ffn: int = 0) -> al.Network:
     """Dense projection + position → SelfAttention (+ residual, LayerNorm) → AttentionPool1d →
-    Dense(9)."""
+    Dense(9). `pool` "attention+mean" concatenates the mean over time to the attention pool;
+    `position` False leaves the position encoding out (attention then sees a set of steps);
+    `ffn` > 0 adds a feed-forward block of that width (+ residual, LayerNorm) after attention."""
     net = al.Network()
-    net.add([L.SequenceInput(12, name="cepstrum"),
+    net.add([L.SequenceInput(CEPSTRUM + phase, name="cepstrum"),
              L.Dense(channels, name="embed"),
-             L.Addition(2, name="add-position"),
+             *([L.Addition(2, name="add-position")] if position else []),
              L.SelfAttention(heads, channels, name="self-attention", has_scores_output=scores),
              L.Dropout(dropout, name="dropout"),
              L.Addition(2, name="residual"), L.LayerNorm(name="layernorm"),
+             *([L.Dense(ffn, name="ffn-in"), L.GELU(name="gelu"),
+                L.Dense(channels, name="ffn-out"), L.Dropout(dropout, name="ffn-dropout"),
+                L.Addition(2, name="ffn-residual"), L.LayerNorm(name="ffn-layernorm")]
+               if ffn else []),
              L.AttentionPool1d(heads, name="attention-pool"),
+             *([L.Concatenation(2, name="pools")] if pool == "attention+mean" else []),
              L.Dense(9, name="fc")])
-    net.add(L.SinusoidalPositionEncoding(channels, name="position"))
-    net.connect("embed", "position")
-    net.connect("position", "add-position/in2")
-    net.connect("add-position", "residual/in2")
+    if position:
+        net.add(L.SinusoidalPositionEncoding(channels, name="position"))
+        net.connect("embed", "position")
+        net.connect("position", "add-position/in2")
+    net.connect("add-position" if position else "embed", "residual/in2")
+    if ffn:
+        net.connect("layernorm", "ffn-residual/in2")
+    if pool == "attention+mean":
+        net.add(L.GlobalAvgPool1d(name="meanpool"))
+        net.connect("layernorm", "meanpool")
+        net.connect("meanpool", "pools/in2")
     return net
 
 
-def standardizer(X):
+CEPSTRUM = 12          # channels of an utterance; a 13th, the phase, may follow
+
+
+def standardizer(X, phase: bool = False):
+    """Standardises with the statistics of the steps of `X`; with `phase`, each utterance gets
+    a 13th channel, its relative time from −1 (first step) to 1 (last), which lines up
+    utterances of different lengths as resampling to a fixed length does."""
     steps = np.concatenate(X)
     mean, std = steps.mean(0), steps.std(0) + 1e-6
-    return lambda seqs: [((s - mean) / std).astype(np.float32) for s in seqs]
+
+    def apply(seqs):
+        out = [((s - mean) / std).astype(np.float32) for s in seqs]
+        if phase:
+            out = [np.c_[s, np.linspace(-1.0, 1.0, len(s))].astype(np.float32) for s in out]
+        return out
+    return apply
 
 
 class Augmented(torch.utils.data.Dataset):
     """Training utterances, each changed a little every time it is drawn: its time axis
-    stretched by a factor within 1 ± `warp` (linear resampling, at least 4 steps) and
-    Gaussian noise of `jitter` standard deviations added to every (standardised) channel."""
+    stretched by a factor within 1 ± `warp` (linear resampling, at least 4 steps), every
+    (standardised) channel multiplied by a factor within 1 ± `scale`, and Gaussian noise of
+    `jitter` standard deviations added to every value."""
 
-    def __init__(self, X, y, seed: int = 0, warp: float = 0.15, jitter: float = 0.05):
+    def __init__(self, X, y, seed: int = 0, warp: float = 0.15, jitter: float = 0.05,
+                 scale: float = 0.0):
         self.X, self.y = [np.asarray(s, dtype=np.float32) for s in X], np.asarray(y)
         self.rng = np.random.default_rng(seed)
-        self.warp, self.jitter = warp, jitter
+        self.warp, self.jitter, self.scale = warp, jitter, scale
 
     def __len__(self):
         return len(self.y)
 
     def __getitem__(self, i):
-        s = self.X[i]
-        n = max(4, int(round(len(s) * self.rng.uniform(1 - self.warp, 1 + self.warp))))
+        s, r = self.X[i], self.rng
+        n = max(4, int(round(len(s) * r.uniform(1 - self.warp, 1 + self.warp))))
         s = resample(s, n)
-        s = s + self.rng.normal(0.0, self.jitter, s.shape)
+        c = CEPSTRUM                            # a phase channel stays as warping left it
+        s = s.copy()
+        if self.scale:
+            s[:, :c] *= r.uniform(1 - self.scale, 1 + self.scale, (1, c))
+        s[:, :c] += r.normal(0.0, self.jitter, (len(s), c))
         return torch.as_tensor(s, dtype=torch.float32), int(self.y[i])
 
 
+def warped_classify(nets, X, warps=(1.0,)) -> np.ndarray:
+    """Labels by the members' mean probability over copies of each utterance whose time axis is
+    stretched by each factor in `warps` (linear resampling, as in training; 1.0 is the
+    utterance itself)."""
+    copies = [X if w == 1.0 else [resample(s, max(4, int(round(len(s) * w)))).astype(np.float32)
+                                  for s in X] for w in warps]
+    idx = torch.stack([C.ensemble_scores(nets, x) for x in copies]).mean(0).argmax(-1).numpy()
+    labels = nets[0].metadata.get("class_labels")
+    return np.asarray(labels)[idx] if labels is not None else idx
+
+
+class SmoothedCrossEntropy(CrossEntropy):
+    """Cross-entropy against labels smoothed by `smoothing` (torch's label_smoothing)."""
+
+    def __init__(self, smoothing: float):
+        super().__init__()
+        self.smoothing = smoothing
+
+    def terms(self, out, target):
+        return F.cross_entropy(out, target, reduction="none", label_smoothing=self.smoothing)
+
+    def sum(self, out, target, mask, local_units=None):
+        return F.cross_entropy(out, target, reduction="sum", label_smoothing=self.smoothing)
+
+
+class WeightAverage:
+    """An `output_fn` that keeps an average of the network's weights (torch.optim.swa_utils):
+    an exponential moving average with decay `ema`, or, with `swa` = f, the plain mean of the
+    weights after every iteration of the last fraction f of training. `finish()` copies the
+    average into the network."""
+
+    def __init__(self, net, iterations: int, ema: float | None = None, swa: float | None = None):
+        from torch.optim import swa_utils
+        self.net, self.start = net, (0 if swa is None else int(iterations * (1 - swa)))
+        self.fn = swa_utils.get_ema_multi_avg_fn(ema) if ema is not None else None
+        self.model: swa_utils.AveragedModel | None = None
+
+    def __call__(self, state) -> bool:
+        from torch.optim import swa_utils
+        if state.iteration >= self.start:
+            if self.model is None:              # the network is initialised by now
+                self.model = swa_utils.AveragedModel(self.net, multi_avg_fn=self.fn)
+            self.model.update_parameters(self.net)
+        return False
+
+    def finish(self):
+        if self.model is not None:
+            self.net.load_state_dict(self.model.module.state_dict())
+
 def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int = SEED,
                   verbose: bool = True, lr: float = 1e-3, batch_size: int = 16, l2: float = 1e-2,
-                  augment: dict | None = None, **net_kw):
+                  augment: dict | None = None, smoothing: float = 0.0,
+                  average: dict | None = None, **net_kw):
     net = build_network(**net_kw)
+    per_epoch = -(-len(y) // batch_size)
+    averager = WeightAverage(net, per_epoch * epochs, **average) if average else None
     opts = al.TrainingOptions(solver="adamw", learning_rate=lr, l2=l2, max_epochs=epochs,
                               batch_size=batch_size, learning_rate_schedule="warmup-cosine",
-                              warmup_iterations=50, validation_data=(Xv, yv),
+                              warmup_iterations=50,
+                              validation_data=(Xv, yv) if Xv is not None else None,
                               validation_frequency=max(1, len(y) // batch_size), seed=seed,
-                              verbose=verbose, verbose_frequency=200,
+                              verbose=verbose, verbose_frequency=200, output_fn=averager,
                               plots="training-progress" if out else None,
                               plots_file=str(out / "training-progress.png") if out else None)
     source = (Augmented(X, y, seed, **augment),) if augment else (X, y)
-    info = al.train(net, *source, loss="crossentropy", options=opts)
+    loss = SmoothedCrossEntropy(smoothing) if smoothing else "crossentropy"
+    info = al.train(net, *source, loss=loss, options=opts)
+    if averager is not None:
+        averager.finish()
     return net, info
 
 
@@ -97,20 +190,16 @@ def run(out: Path, epochs: int | None = None, seed: int = SEED) -> dict:
 
 
 def _run(out: Path, epochs: int | None, seed: int) -> dict:
-    from sklearn.model_selection import train_test_split
-
     out = C.prepare(out)
     watch = C.Stopwatch()
     data = al.datasets.japanese_vowels()
-    idx = np.arange(len(data.y_train))
-    itr, iv = train_test_split(idx, test_size=0.1, stratify=data.y_train, random_state=SEED)
-    std = standardizer([data.X_train[i] for i in itr])          # statistics of training steps
-    Xtr, Xv = std([data.X_train[i] for i in itr]), std([data.X_train[i] for i in iv])
-    Xte = std(data.X_test)
-    ytr, yv = data.y_train[itr], data.y_train[iv]
+    # Every choice was made by cross-validation on the training utterances (CV below), so none
+    # is held out any more: the members learn from all 270, as the baseline does.
+    std = standardizer(data.X_train, phase=bool(TUNED.get("phase")))   # training statistics
+    Xtr, Xte, ytr = std(data.X_train), std(data.X_test), data.y_train
     lengths = [len(s) for s in data.X_train + data.X_test]
-    print(f"japanese vowels: {len(ytr)} training, {len(yv)} validation, {len(data.y_test)} test "
-          f"utterances of {min(lengths)}–{max(lengths)} steps × 12 channels, 9 speakers")
+    print(f"japanese vowels: {len(ytr)} training, {len(data.y_test)} test utterances of "
+          f"{min(lengths)}–{max(lengths)} steps × 12 channels, 9 speakers")
 
     base_watch = C.Stopwatch()
     base = logistic_sequences(data.X_train, data.y_train, data.X_test, data.y_test, length=20)
@@ -119,42 +208,45 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
 
     net_watch = C.Stopwatch()
     nets, infos = C.train_members(
-        lambda k, s: train_network(Xtr, ytr, Xv, yv, epochs or EPOCHS, out if k == 0 else None,
+        lambda k, s: train_network(Xtr, ytr, None, None, epochs or EPOCHS, out if k == 0 else None,
                                    seed=s, verbose=k == 0, **TUNED), MEMBERS, seed)
     net, info = nets[0], infos[0]
     train_s = net_watch.seconds
     print(net.analyze())
     pred = C.ensemble_classify(nets, Xte)
     acc = float(np.mean(pred == data.y_test))
-    val_acc = float(np.mean(C.ensemble_classify(nets, Xv) == yv))
-    print(f"attention network ({MEMBERS} members): test accuracy {C.percent(acc)} (validation "
-          f"{C.percent(val_acc)}, trained in {train_s:.1f} s)")
+    print(f"attention network ({MEMBERS} members): test accuracy {C.percent(acc)} (trained in "
+          f"{train_s:.1f} s; {CV['folds']}-fold CV on the training utterances when chosen: "
+          f"{C.percent(CV['ensemble'])}, logistic regression {C.percent(CV['logistic'])})")
 
     files = C.save_outputs(net, out, info) + C.save_members(nets, out)
     twin = C.with_scores(build_network, net, "self-attention", **_net_kw(TUNED))
     _attention_figure(twin, data, Xte, pred, out / "attention.png")
     files += ["attention.png", "metrics.json", "report.html"]
 
-    metrics = C.classification_metrics(net, pred, data, base, len(ytr), len(yv), val_acc,
+    metrics = C.classification_metrics(net, pred, data, base, len(ytr), 0, None,
                                        epochs or EPOCHS, train_s, base_s)
-    metrics.update(seed=seed, members=MEMBERS, choices=CHOICES)
+    metrics.update(seed=seed, members=MEMBERS, choices=CHOICES,
+                   cv_accuracy=CV["ensemble"], cv_baseline_accuracy=CV["logistic"],
+                   cv_folds=CV["folds"])
     metrics["seconds"] = round(watch.seconds, 1)
     C.write_metrics(out, metrics)
     write_report(
         out, "attnlab demo: Japanese Vowels (self-attention over variable-length sequences)",
         "UCI Japanese Vowels: who of nine speakers said /ae/, from 12 LPC cepstrum channels over "
-        "7–29 steps. Official split, 270 training (27 of them held out for validation) and 370 "
+        "7–29 steps. Official split, 270 training and 370 "
         "test utterances, lengths kept: a padding mask travels with every batch and attention "
         "ignores padded steps. <code>Dense</code> + sinusoidal position → "
         "<code>SelfAttention</code> → <code>AttentionPool1d</code> → <code>Dense(9)</code>; "
-        f"{MEMBERS} of them (different seeds, training utterances time-warped ±15 % and "
-        "jittered afresh at every draw) vote by their mean probability, against logistic "
+        f"{MEMBERS} of them (different seeds, training utterances time-warped ±15 %, "
+        "channel-scaled ±10 % and jittered afresh at every draw) vote by their mean probability, against logistic "
         "regression on the utterances resampled to 20 steps. How each choice was made (on the "
         f"training utterances only): {CHOICES}.",
         C.classification_rows(metrics),
         [("network.png", "the layer graph, with activation sizes"),
-         ("training-progress.png", "loss and accuracy of the first member, training and "
-                                   "validation"),
+         ("training-progress.png", "loss and accuracy of the first member on its training "
+                                   "utterances (none is held out: the choices were made by "
+                                   "cross-validation)"),
          ("attention.png", "self-attention weights (query step × key step) of a test utterance, "
                            "per head; the padded steps of shorter utterances get no weight")],
         {k: v for k, v in metrics.items() if k != "baseline"},
@@ -172,18 +264,44 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
 # than this configuration's 3-member 99.26 %: 5 members 98.15 %; a 3-step Conv1d embedding
 # instead of the Dense one 98.89 % (single networks 97.63 % against 98.22 %); 300 epochs
 # 98.89 % (single 98.89 %); warping ±25 % with jitter 0.1 98.52 %, and with 300 epochs and 5
-# members 98.52 %; 32 channels, 2 heads 97.78 %; 128 channels 97.78 %. One error of the 270 is
-# 0.37 points: the ensembles' differences are within noise.
-TUNED = {"lr": 3e-3, "dropout": 0.3, "augment": {"warp": 0.15, "jitter": 0.05}}
+# members 98.52 %; 32 channels, 2 heads 97.78 %; 128 channels 97.78 %.
+# Then `python -m attnlab.demos.vowels_cv` (5-fold stratified CV, folds shuffled with seed 0,
+# 216 training utterances per fold, 3 members; "single" is the mean of the members alone,
+# 810 predictions; logistic regression 97.78 % on the same folds):
+#   this configuration without channel scaling   single 98.02 %  ensemble 98.52 % (4 errors)
+#   + channel scaling ±10 % (chosen)             single 98.15 %  ensemble 98.89 % (3 errors)
+#   + label smoothing 0.1                        single 97.78 %  ensemble 98.89 % (3 errors)
+#   + scaling and smoothing, 1…7 members         single 97.14 %  errors 6, 4, 5, 3, 3, 6, 4
+#   + weight averaging, SWA of the last 25 %     single 98.02 %  ensemble 98.52 % (4 errors)
+#   + weight averaging, EMA decay 0.99           single 98.02 %  ensemble 98.52 % (4 errors)
+#   + mean pooling beside the attention pooling  single 97.78 %  ensemble 98.52 % (4 errors)
+#   + a feed-forward block (128, GELU)           single 97.90 %  ensemble 98.52 % (4 errors)
+#   + a relative-time (phase) channel            single 97.41 %  ensemble 98.52 % (4 errors)
+#   without the position encoding                single 96.79 %  ensemble 96.30 % (10 errors)
+#   test-time warping (mean over ×0.85, 1, 1.15) did not change any ensemble's errors.
+# Repeated with other folds (shuffled with seed 1): without channel scaling single 98.02 %,
+# ensemble 98.52 % (4 errors); with it single 99.14 %, ensemble 98.89 % (3 errors).
+# The ensembles sit at 3–4 errors of 270 whatever is added: one error is 0.37 points, so the
+# differences are within noise; channel scaling is kept as the best on both counts in both
+# fold sets. With every choice made, the members learn from all 270 training utterances (as the
+# baseline does).
+TUNED: dict = {"lr": 3e-3, "dropout": 0.3, "augment": {"warp": 0.15, "jitter": 0.05, "scale": 0.1}}
 MEMBERS = 3
+# the chosen configuration's 5-fold CV figures (above), recorded in metrics.json and the report
+CV = {"folds": 5, "ensemble": 267 / 270, "logistic": 264 / 270}
 CHOICES = ("lr 3e-3 and dropout 0.3 by 5-fold CV on the training utterances (97.0 % against "
            "96.7 % for lr 1e-3, dropout 0.1); time warping ±15 % + jitter 0.05 and a 3-member "
-           "ensemble by 3-fold CV on the training utterances: single network 97.78 % → 98.89 % "
-           "with augmentation, ensemble 98.15 % → 99.26 %")
+           "ensemble by 3-fold CV on the training utterances (single network 97.78 % → 98.89 % "
+           "with augmentation, ensemble 98.15 % → 99.26 %); channel scaling ±10 % by 5-fold CV "
+           "(3-member ensemble 98.89 % against 98.52 % without, single networks 98.15 % against "
+           "98.02 %, and 99.14 % against 98.02 % in a second set of folds; logistic regression "
+           "97.78 % on the same folds), where label smoothing, weight averaging (SWA, EMA), mean pooling, "
+           "a feed-forward block, a phase channel, 5 or 7 members and test-time warping did "
+           "no better; then the members are trained on all 270 training utterances")
 
 
 def _net_kw(kw):
-    return {k: v for k, v in kw.items() if k in ("channels", "heads", "dropout")}
+    return {k: v for k, v in kw.items() if k in ("channels", "heads", "dropout", "pool", "position", "phase", "ffn")}
 
 
 def _attention_figure(twin, data, Xte, pred, path):
