@@ -11,15 +11,39 @@ from .base import Layer
 
 
 class Embedding(Layer):
-    """Token ids to vectors [wordEmbeddingLayer]: B×T×1 (or B×T) integer-valued → B×T×dim.
-    Learnable `weight` (vocab×dim)."""
+    """Token ids to vectors [wordEmbeddingLayer, embeddingLayer].
+
+    Learnable `weight` (vocab×dim), laid out as in `torch.nn.Embedding`. Ids outside
+    0…vocab−1 are a DataError naming the id and where it is (on the CPU; on other devices the
+    row of a bad id is NaN, so that no step waits on a read back from the device).
+
+    Parameters
+    ----------
+    vocab : int
+        Number of token ids (the largest id + 1).
+    dim : int
+        Channels of each vector.
+
+    Shape
+    -----
+    - `in`: B×T×1 or B×T, integer-valued ids
+    - `out`: B×T×dim
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(1), L.Embedding(10, 4)])
+    >>> tuple(net(torch.tensor([[[1.0], [2.0], [9.0]]])).shape)
+    (1, 3, 4)
+    """
 
     def __init__(self, vocab: int, dim: int, name: str | None = None):
         super().__init__(name)
         self.vocab = check.integer(self, "vocab", vocab, example=1000)
         self.dim = check.integer(self, "dim", dim, example=64)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC", "BT"), "Embedding reads token ids, one channel per step.")
         check.learnables_fit(self, "in", "Use a smaller vocab or dim.", weight=(self.vocab, self.dim))
@@ -27,7 +51,7 @@ class Embedding(Layer):
             self.require_channels(s, "in", 1, "Token ids come as one channel: SequenceInput(1).")
         return Spec.sequence(self.dim, s.time)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _Embedding(self.vocab, self.dim, squeeze=specs["in"].labels == "BTC", layer=self.name)
 
 

@@ -14,8 +14,23 @@ from .base import Layer
 
 
 class PositionEmbedding(Layer):
-    """Learned position embedding [positionEmbeddingLayer]: B×T×C → B×T×channels (the embedding
-    of positions 0…T−1 only; `channels` defaults to C). Learnable `weight` (max_length×channels)."""
+    """Learned position embedding [positionEmbeddingLayer].
+
+    Outputs the embedding of positions 0…T−1 only (add it to the input with `Addition`).
+    Learnable `weight` (max_length×channels).
+
+    Parameters
+    ----------
+    max_length : int
+        The longest sequence it embeds.
+    channels : int or None
+        Channels of the embedding; None: the input's channels.
+
+    Shape
+    -----
+    - `in`: B×T×C with T ≤ max_length
+    - `out`: B×T×channels (channels defaults to C)
+    """
 
     stem = "posembed"
 
@@ -24,7 +39,7 @@ class PositionEmbedding(Layer):
         self.max_length = check.integer(self, "max_length", max_length, example=512)
         self.channels = check.integer(self, "channels", channels, none_ok=True)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC",), "PositionEmbedding gives each time step its position.")
         check.learnables_fit(self, "in", "Use a smaller max_length or channels.",
@@ -34,7 +49,7 @@ class PositionEmbedding(Layer):
                              f"received {s}. Raise max_length.")
         return Spec.sequence(self.channels or s.channels, s.time)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _PositionEmbedding(self.max_length, self.channels or specs["in"].channels, self.name)
 
 
@@ -56,9 +71,21 @@ class _PositionEmbedding(nn.Module):
 
 
 class SinusoidalPositionEncoding(Layer):
-    """Fixed sinusoidal position encoding [sinusoidalPositionEncodingLayer]: B×T×C → B×T×dim,
+    """Fixed sinusoidal position encoding [sinusoidalPositionEncodingLayer].
+
     PE[t, 2i] = sin(t / 10000^(2i/dim)), PE[t, 2i+1] = cos(t / 10000^(2i/dim)), t = 0…T−1.
-    No learnables."""
+    No learnables; only the input's length is read.
+
+    Parameters
+    ----------
+    dim : int
+        Channels of the encoding.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×T×dim
+    """
 
     stem = "posenc"
 
@@ -66,12 +93,12 @@ class SinusoidalPositionEncoding(Layer):
         super().__init__(name)
         self.dim = check.integer(self, "dim", dim, example=64)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC",), "SinusoidalPositionEncoding encodes time steps.")
         return Spec.sequence(self.dim, s.time)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _Sinusoidal(self.dim)
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch
@@ -46,11 +46,12 @@ def _eval_mode(net):
             m.training = training
 
 
-def generate(net, static_inputs: dict | None = None, start=0, stop: int | None = None,
+def generate(net: Any, static_inputs: dict | None = None,
+             start: int | Tensor | np.ndarray | list = 0, stop: int | None = None,
              max_length: int = 100, feedback: Callable | None = None, strategy: str = "greedy",
              k: int = 10, temperature: float = 1.0, output: str | None = None,
-             generator: torch.Generator | None = None, device=None, precision: str = "fp32",
-             compile=False) -> Generated:
+             generator: torch.Generator | None = None, device: str | torch.device | None = None,
+             precision: str = "fp32", compile: bool | dict = False) -> Generated:
     """Decodes token by token, feeding each chosen token back into the streamed decoder input.
 
     Batched: one stream step per token for the whole batch, no Python loop over sequences.
@@ -203,9 +204,10 @@ def _token_feedback(s):
     return feed_token_id
 
 
-def forecast(net, history, steps: int, static_inputs: dict | None = None,
-             feedback: Callable | None = None, output: str | None = None, device=None,
-             precision: str = "fp32", compile=False) -> Tensor:
+def forecast(net: Any, history: Tensor | np.ndarray, steps: int,
+             static_inputs: dict | None = None, feedback: Callable | None = None,
+             output: str | None = None, device: str | torch.device | None = None,
+             precision: str = "fp32", compile: bool | dict = False) -> Tensor:
     """Closed-loop forecasting with a sequence-to-sequence regression network (each output step
     predicts the next input step): prefill with the history, then feed each prediction back.
 
