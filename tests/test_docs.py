@@ -119,3 +119,17 @@ def test_every_layer_docstring_states_its_shape():
     missing = [name for name in layers.__all__ if isinstance(getattr(layers, name), type)
                and name not in ("Layer",) and "Shape\n" not in (getattr(layers, name).__doc__ or "")]
     assert not missing, missing
+
+
+def test_every_public_name_is_in_the_api_reference():
+    # the strict `make docs` build checks this too, but CI runs `make test` only
+    import re
+    import attnlab
+    import attnlab.layers
+    import attnlab.matlab
+    rst = "".join(p.read_text() for p in (DOCS / "api").glob("*.rst"))
+    listed = set(re.findall(r"^\.\. auto(?:function|class|exception|data):: ([\w.]+)", rst, re.M))
+    listed |= {f"attnlab.layers.{n}" for n in re.findall(r"^\.\. data:: (\w+)", rst, re.M)}
+    missing = [f"{m.__name__}.{n}" for m in (attnlab, attnlab.layers, attnlab.matlab)
+               for n in m.__all__ if f"{m.__name__}.{n}" not in listed and n != "layers"]
+    assert not missing, "add them to docs/api/*.rst: " + ", ".join(missing)
