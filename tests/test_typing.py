@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Public parameters and returns still without an annotation, per namespace, when this was
 # written. The count may only go down: annotate, then lower the number.
-UNANNOTATED_AT_MOST = {"attnlab": 0, "attnlab.layers": 0, "attnlab.matlab": 108}
+UNANNOTATED_AT_MOST = {"attnlab": 0, "attnlab.layers": 0, "attnlab.matlab": 0}
 
 
 def unannotated(module) -> list[str]:

@@ -3,13 +3,17 @@
 reads files); training unwraps them into the arrays `al.train` takes."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..errors import ArgumentError
 from ._options import _int, _parse, _word
 from .values import Categorical, Cell
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["arrayDatastore", "combine", "categorical", "categories", "scores2label"]
 
@@ -39,7 +43,7 @@ class CombinedDatastore:
         return f"combine({', '.join(map(repr, self.parts))})"
 
 
-def arrayDatastore(X, *args: Any, **kwargs: Any) -> ArrayDatastore:
+def arrayDatastore(X: ArrayLike | torch.Tensor | Categorical, *args: Any, **kwargs: Any) -> ArrayDatastore:
     """`arrayDatastore(X, IterationDimension=d)`: the observations of `X` along dimension d (1-based), read one at a time, for `trainnet(ds, net, …)`."""
     fn = "arrayDatastore"
     _, o = _parse(fn, args, kwargs, {"IterationDimension": 1, "ReadSize": 1,
@@ -54,7 +58,7 @@ def arrayDatastore(X, *args: Any, **kwargs: Any) -> ArrayDatastore:
             raise ArgumentError(f"{fn}: expected IterationDimension=1 for a cell array (one "
                                 f"observation per cell), received {dim}.")
         return ArrayDatastore(list(X))
-    arr = X if hasattr(X, "shape") else np.asarray(X)
+    arr: Any = X if hasattr(X, "shape") else np.asarray(X)      # an array or a tensor
     if dim > arr.ndim:
         raise ArgumentError(f"{fn}: expected IterationDimension at most {arr.ndim} for a "
                             f"{'×'.join(map(str, arr.shape))} array, received {dim}.")
@@ -63,7 +67,7 @@ def arrayDatastore(X, *args: Any, **kwargs: Any) -> ArrayDatastore:
     return ArrayDatastore(arr)
 
 
-def combine(*datastores, **kwargs: Any) -> CombinedDatastore:
+def combine(*datastores: ArrayDatastore | CombinedDatastore, **kwargs: Any) -> CombinedDatastore:
     """`combine(dsX, dsT)`: datastores read together, observation by observation (inputs, then targets)."""
     _parse("combine", (), kwargs, {"ReadOrder": "associated"})
     parts = []
@@ -106,7 +110,8 @@ def _text(v) -> str:
     return str(v.item() if isinstance(v, np.generic) else v)
 
 
-def categorical(x, valueset=None, catnames=None, *args: Any, **kwargs: Any) -> Categorical:
+def categorical(x: ArrayLike | Categorical, valueset: ArrayLike | None = None,
+                catnames: ArrayLike | None = None, *args: Any, **kwargs: Any) -> Categorical:
     """`categorical(x)`: categories are the sorted unique values (numbers compare as numbers);
     `categorical(x, valueset)` fixes them and their order; `catnames` renames them."""
     _parse("categorical", args, kwargs, {"Ordinal": False, "Protected": False})
@@ -132,7 +137,7 @@ def categorical(x, valueset=None, catnames=None, *args: Any, **kwargs: Any) -> C
     return Categorical([rename.get(_text(v), "") for v in vals], names)
 
 
-def categories(c) -> Cell:
+def categories(c: Categorical) -> Cell:
     """`categories(c)`: the categories of a categorical array, as a cell array."""
     if not isinstance(c, Categorical):
         raise ArgumentError(f"categories: expected a categorical array, received "
@@ -140,7 +145,8 @@ def categories(c) -> Cell:
     return Cell(c.categories)
 
 
-def scores2label(scores, classNames, *args: Any, **kwargs: Any):
+def scores2label(scores: ArrayLike | torch.Tensor, classNames: ArrayLike | Categorical,
+                 *args: Any, **kwargs: Any) -> Categorical:
     """`Y = scores2label(scores, classNames)`: the class of the highest score of each
     observation, a categorical with categories classNames. The class axis is the last one whose
     size is numel(classNames) (attnlab's outputs are B×C, B×T×C), or `dim` (1-based)."""

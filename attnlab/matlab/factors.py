@@ -10,11 +10,14 @@ starts, `mark_parameters(net)` writes them onto the torch parameters as `learn_r
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, close_matches
 from ..layers.base import Layer
 from .factor_store import get_factor, has_factors, set_factor, split_option  # noqa: F401
+
+if TYPE_CHECKING:
+    from ..network import Network
 
 __all__ = ["setLearnRateFactor", "getLearnRateFactor", "setL2Factor", "getL2Factor"]
 
@@ -103,7 +106,7 @@ def _get(fn, kind, args):
     return get_factor(layer, parameter, kind)
 
 
-def setLearnRateFactor(*args: Any):
+def setLearnRateFactor(*args: Any) -> Layer | Network:
     """`layer = setLearnRateFactor(layer, "Weights", 2)` or `net = setLearnRateFactor(net,
     "fc", "Bias", 0)`: the learnable trains with InitialLearnRate × factor (0 freezes it)."""
     return _set("setLearnRateFactor", "lr", args)
@@ -114,7 +117,7 @@ def getLearnRateFactor(*args: Any) -> float:
     return _get("getLearnRateFactor", "lr", args)
 
 
-def setL2Factor(*args: Any):
+def setL2Factor(*args: Any) -> Layer | Network:
     """`layer = setL2Factor(layer, "Weights", 2)` or `net = setL2Factor(net, "fc", "Bias", 1)`:
     the learnable is regularised with L2Regularization × factor."""
     return _set("setL2Factor", "l2", args)

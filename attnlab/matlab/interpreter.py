@@ -13,8 +13,10 @@ data are skipped with a note naming the line, and so is every statement that use
 from __future__ import annotations
 
 import operator
+import os
 import warnings
 from pathlib import Path
+from collections.abc import Callable
 from typing import NoReturn
 
 import numpy as np
@@ -895,14 +897,16 @@ def _to_python(v):
 
 
 def run_code(text: str, workspace: dict | None = None, *, file: str = "<script>",
-             analyze: bool = False, out=print) -> dict:
+             analyze: bool = False,
+             out: Callable[[str], object] = print) -> dict:
     """Runs MATLAB code and returns its workspace (a dict by variable name). `workspace` gives
     variables the code uses undefined (and data a script would load). Errors are ScriptError
     `FILE.m:LINE:COL: …`."""
     return _run(Interpreter(text, file, workspace, analyze, out))[0]
 
 
-def run_file(path, workspace: dict | None = None, *, analyze: bool = False, out=print) -> dict:
+def run_file(path: str | os.PathLike[str], workspace: dict | None = None, *, analyze: bool = False,
+             out: Callable[[str], object] = print) -> dict:
     """Runs a MATLAB script or function file (its first function, with its arguments taken
     from `workspace`) and returns the workspace."""
     path = Path(path)

@@ -1,7 +1,7 @@
 """The Deep Learning Toolbox layer functions (`lstmLayer`, `selfAttentionLayer`, …) → attnlab layers."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import warnings
 
@@ -10,13 +10,17 @@ from ..errors import ArgumentError
 from ..layers.base import Layer
 from ._options import (MatlabNote, _as_list, _auto, _flag, _int, _ints, _is_vector, _pair,
                        _mask_option, _normalization, _parse, _word)
+from ._types import Size
+
+if TYPE_CHECKING:
+    from .losses import WeightedCrossEntropy
 
 __all__ = ['sequenceInputLayer', 'imageInputLayer', 'featureInputLayer', 'lstmLayer', 'bilstmLayer', 'gruLayer', 'attentionLayer', 'selfAttentionLayer', 'fullyConnectedLayer', 'convolution1dLayer', 'convolution2dLayer', 'maxPooling2dLayer', 'averagePooling2dLayer', 'globalAveragePooling1dLayer', 'globalMaxPooling1dLayer', 'globalAveragePooling2dLayer', 'globalMaxPooling2dLayer', 'flattenLayer', 'indexing1dLayer', 'positionEmbeddingLayer', 'sinusoidalPositionEncodingLayer', 'embeddingLayer', 'wordEmbeddingLayer', 'layerNormalizationLayer', 'batchNormalizationLayer', 'dropoutLayer', 'reluLayer', 'leakyReluLayer', 'geluLayer', 'tanhLayer', 'sigmoidLayer', 'softmaxLayer', 'additionLayer', 'multiplicationLayer', 'concatenationLayer', 'depthConcatenationLayer', 'classificationLayer', 'regressionLayer', 'OutputLayer']
 
 
 # ============================================================================= inputs ===
 
-def sequenceInputLayer(inputSize, *args: Any, **kwargs: Any) -> L.SequenceInput:
+def sequenceInputLayer(inputSize: Size, *args: Any, **kwargs: Any) -> L.SequenceInput:
     """`sequenceInputLayer(numChannels)` → `L.SequenceInput(numChannels)`: data B×T×C."""
     _, o = _parse("sequenceInputLayer", args, kwargs,
                   {"Name": None, "Normalization": "none", "MinLength": 1,
@@ -38,7 +42,7 @@ def sequenceInputLayer(inputSize, *args: Any, **kwargs: Any) -> L.SequenceInput:
                                        name=o["Name"]), norm)
 
 
-def imageInputLayer(inputSize, *args: Any, **kwargs: Any) -> L.ImageInput:
+def imageInputLayer(inputSize: Size, *args: Any, **kwargs: Any) -> L.ImageInput:
     """`imageInputLayer([h w c])` → `L.ImageInput((c, h, w))`: data B×C×H×W (PyTorch layout).
     `[h w]` means one channel."""
     _, o = _parse("imageInputLayer", args, kwargs,
@@ -56,7 +60,7 @@ def imageInputLayer(inputSize, *args: Any, **kwargs: Any) -> L.ImageInput:
                                      _int("imageInputLayer", "width", w)), name=o["Name"]), norm)
 
 
-def featureInputLayer(numFeatures, *args: Any, **kwargs: Any) -> L.FeatureInput:
+def featureInputLayer(numFeatures: int, *args: Any, **kwargs: Any) -> L.FeatureInput:
     """`featureInputLayer(n)` → `L.FeatureInput(n)`: data B×C."""
     _, o = _parse("featureInputLayer", args, kwargs,
                   {"Name": None, "Normalization": "none", "NormalizationDimension": "auto",
@@ -111,17 +115,17 @@ def _recurrent(fn, cls, numHiddenUnits, args, kwargs, bidirectional=False, gru=F
     return layer
 
 
-def lstmLayer(numHiddenUnits, *args: Any, **kwargs: Any) -> L.LSTM:
+def lstmLayer(numHiddenUnits: int, *args: Any, **kwargs: Any) -> L.LSTM:
     """`lstmLayer(H, OutputMode="sequence"|"last")` → `L.LSTM(H, output_mode=...)`."""
     return _recurrent("lstmLayer", L.LSTM, numHiddenUnits, args, kwargs)
 
 
-def bilstmLayer(numHiddenUnits, *args: Any, **kwargs: Any) -> L.LSTM:
+def bilstmLayer(numHiddenUnits: int, *args: Any, **kwargs: Any) -> L.LSTM:
     """`bilstmLayer(H)` → `L.LSTM(H, bidirectional=True)`: 2·H channels out."""
     return _recurrent("bilstmLayer", L.LSTM, numHiddenUnits, args, kwargs, bidirectional=True)
 
 
-def gruLayer(numHiddenUnits, *args: Any, **kwargs: Any) -> L.GRU:
+def gruLayer(numHiddenUnits: int, *args: Any, **kwargs: Any) -> L.GRU:
     """`gruLayer(H)` → `L.GRU(H)` (PyTorch's GRU, MATLAB's
     ResetGateMode="recurrent-bias-after-multiplication")."""
     return _recurrent("gruLayer", L.GRU, numHiddenUnits, args, kwargs, gru=True)
@@ -129,7 +133,7 @@ def gruLayer(numHiddenUnits, *args: Any, **kwargs: Any) -> L.GRU:
 
 # ========================================================================== attention ===
 
-def attentionLayer(numHeads, *args: Any, **kwargs: Any) -> L.Attention:
+def attentionLayer(numHeads: int, *args: Any, **kwargs: Any) -> L.Attention:
     """`attentionLayer(numHeads)` → `L.Attention(numHeads)`: inputs query, key, value (+ mask),
     output out (+ scores); no learnables."""
     fn = "attentionLayer"
@@ -145,7 +149,7 @@ def attentionLayer(numHeads, *args: Any, **kwargs: Any) -> L.Attention:
                        name=o["Name"])
 
 
-def selfAttentionLayer(numHeads, numKeyChannels, *args: Any, **kwargs: Any) -> L.SelfAttention:
+def selfAttentionLayer(numHeads: int, numKeyChannels: int, *args: Any, **kwargs: Any) -> L.SelfAttention:
     """`selfAttentionLayer(numHeads, numKeyChannels)` → `L.SelfAttention(numHeads,
     numKeyChannels)`: B×T×C → B×T×OutputSize (default C); NumValueChannels defaults to
     numKeyChannels. Learnables query, key, value, output (weight out×in, bias)."""
@@ -203,7 +207,7 @@ def _scale(fn, value):
 
 # ====================================================================== dense and conv ===
 
-def fullyConnectedLayer(outputSize, *args: Any, **kwargs: Any) -> L.Dense:
+def fullyConnectedLayer(outputSize: int, *args: Any, **kwargs: Any) -> L.Dense:
     """`fullyConnectedLayer(n)` → `L.Dense(n)`: per time step on sequences; flattens images."""
     _, o = _parse("fullyConnectedLayer", args, kwargs,
                   {"Name": None, "OperationDimension": "auto"})
@@ -211,7 +215,7 @@ def fullyConnectedLayer(outputSize, *args: Any, **kwargs: Any) -> L.Dense:
     return L.Dense(_int("fullyConnectedLayer", "outputSize", outputSize), name=o["Name"])
 
 
-def convolution1dLayer(filterSize, numFilters, *args: Any, **kwargs: Any) -> L.Conv1d:
+def convolution1dLayer(filterSize: Size, numFilters: int, *args: Any, **kwargs: Any) -> L.Conv1d:
     """`convolution1dLayer(k, n)` → `L.Conv1d(k, n, padding="valid")` over time (B×T×C).
     Padding: 0 (MATLAB's default, "valid"), "same", "causal", p or [p p]."""
     fn = "convolution1dLayer"
@@ -234,7 +238,7 @@ def convolution1dLayer(filterSize, numFilters, *args: Any, **kwargs: Any) -> L.C
                     name=o["Name"])
 
 
-def convolution2dLayer(filterSize, numFilters, *args: Any, **kwargs: Any) -> L.Conv2d:
+def convolution2dLayer(filterSize: Size, numFilters: int, *args: Any, **kwargs: Any) -> L.Conv2d:
     """`convolution2dLayer(k, n)` → `L.Conv2d(k, n, padding="valid")` on B×C×H×W.
     MATLAB's defaults: Padding 0 ("valid") unless "same", Stride 1. Padding p, [p q] (top/bottom,
     left/right) or [t b l r] with t == b and l == r."""
@@ -294,12 +298,12 @@ def _pool2d(fn, cls, poolSize, args, kwargs):
                padding=(0, 0) if pad == "valid" else pad, name=o["Name"])
 
 
-def maxPooling2dLayer(poolSize, *args: Any, **kwargs: Any) -> L.MaxPool2d:
+def maxPooling2dLayer(poolSize: Size, *args: Any, **kwargs: Any) -> L.MaxPool2d:
     """`maxPooling2dLayer(k)` → `L.MaxPool2d(k, stride=1)` (MATLAB's default Stride is 1)."""
     return _pool2d("maxPooling2dLayer", L.MaxPool2d, poolSize, args, kwargs)
 
 
-def averagePooling2dLayer(poolSize, *args: Any, **kwargs: Any) -> L.AvgPool2d:
+def averagePooling2dLayer(poolSize: Size, *args: Any, **kwargs: Any) -> L.AvgPool2d:
     """`averagePooling2dLayer(k)` → `L.AvgPool2d(k, stride=1)` (MATLAB's default Stride is 1)."""
     return _pool2d("averagePooling2dLayer", L.AvgPool2d, poolSize, args, kwargs)
 
@@ -354,7 +358,7 @@ def indexing1dLayer(*args: Any, **kwargs: Any) -> L.Index1d:
 
 # ============================================================ positions and embeddings ===
 
-def positionEmbeddingLayer(outputSize, maxPosition, *args: Any, **kwargs: Any) -> L.PositionEmbedding:
+def positionEmbeddingLayer(outputSize: int, maxPosition: int, *args: Any, **kwargs: Any) -> L.PositionEmbedding:
     """`positionEmbeddingLayer(outputSize, maxPosition)` → `L.PositionEmbedding(maxPosition,
     outputSize)`: B×T×C → B×T×outputSize, the embedding only (add it with additionLayer)."""
     fn = "positionEmbeddingLayer"
@@ -364,7 +368,7 @@ def positionEmbeddingLayer(outputSize, maxPosition, *args: Any, **kwargs: Any) -
                                _int(fn, "outputSize", outputSize), name=o["Name"])
 
 
-def sinusoidalPositionEncodingLayer(outputSize, *args: Any, **kwargs: Any) -> L.SinusoidalPositionEncoding:
+def sinusoidalPositionEncodingLayer(outputSize: int, *args: Any, **kwargs: Any) -> L.SinusoidalPositionEncoding:
     """`sinusoidalPositionEncodingLayer(outputSize)` → `L.SinusoidalPositionEncoding(outputSize)`
     (positions 0…T−1)."""
     fn = "sinusoidalPositionEncodingLayer"
@@ -373,7 +377,7 @@ def sinusoidalPositionEncodingLayer(outputSize, *args: Any, **kwargs: Any) -> L.
     return L.SinusoidalPositionEncoding(_int(fn, "outputSize", outputSize), name=o["Name"])
 
 
-def embeddingLayer(outputSize, maxIndex, *args: Any, **kwargs: Any) -> L.Embedding:
+def embeddingLayer(outputSize: int, maxIndex: int, *args: Any, **kwargs: Any) -> L.Embedding:
     """`embeddingLayer(outputSize, maxIndex)` → `L.Embedding(maxIndex + 1, outputSize)`: MATLAB's
     indices 1…maxIndex work unchanged."""
     fn = "embeddingLayer"
@@ -385,7 +389,7 @@ def embeddingLayer(outputSize, maxIndex, *args: Any, **kwargs: Any) -> L.Embeddi
                        name=o["Name"])
 
 
-def wordEmbeddingLayer(dimension, numWords, *args: Any, **kwargs: Any) -> L.Embedding:
+def wordEmbeddingLayer(dimension: int, numWords: int, *args: Any, **kwargs: Any) -> L.Embedding:
     """`wordEmbeddingLayer(dimension, numWords)` → `L.Embedding(numWords + 1, dimension)`: word
     indices 1…numWords work unchanged."""
     fn = "wordEmbeddingLayer"
@@ -461,19 +465,19 @@ def softmaxLayer(*args: Any, **kwargs: Any) -> L.Softmax:
 
 # ========================================================================== combining ===
 
-def additionLayer(numInputs, *args: Any, **kwargs: Any) -> L.Addition:
+def additionLayer(numInputs: int, *args: Any, **kwargs: Any) -> L.Addition:
     """`additionLayer(n)` → `L.Addition(n)`: inputs in1…inN."""
     _, o = _parse("additionLayer", args, kwargs, {"Name": None})
     return L.Addition(_int("additionLayer", "numInputs", numInputs, 2), name=o["Name"])
 
 
-def multiplicationLayer(numInputs, *args: Any, **kwargs: Any) -> L.Multiplication:
+def multiplicationLayer(numInputs: int, *args: Any, **kwargs: Any) -> L.Multiplication:
     """`multiplicationLayer(n)` → `L.Multiplication(n)`: inputs in1…inN."""
     _, o = _parse("multiplicationLayer", args, kwargs, {"Name": None})
     return L.Multiplication(_int("multiplicationLayer", "numInputs", numInputs, 2), name=o["Name"])
 
 
-def concatenationLayer(dim, numInputs, *args: Any, **kwargs: Any) -> L.Concatenation:
+def concatenationLayer(dim: int | str, numInputs: int, *args: Any, **kwargs: Any) -> L.Concatenation:
     """`concatenationLayer(1, n)` → `L.Concatenation(n, dim="channel")` (dim 1 is the channel
     dimension of MATLAB's "CB"/"CBT" data); "channel"/"time" are accepted as dim too."""
     fn = "concatenationLayer"
@@ -490,7 +494,7 @@ def concatenationLayer(dim, numInputs, *args: Any, **kwargs: Any) -> L.Concatena
     return L.Concatenation(_int(fn, "numInputs", numInputs, 2), dim=which, name=o["Name"])
 
 
-def depthConcatenationLayer(numInputs, *args: Any, **kwargs: Any) -> L.Concatenation:
+def depthConcatenationLayer(numInputs: int, *args: Any, **kwargs: Any) -> L.Concatenation:
     """`depthConcatenationLayer(n)` → `L.Concatenation(n, dim="channel")`."""
     _, o = _parse("depthConcatenationLayer", args, kwargs, {"Name": None})
     return L.Concatenation(_int("depthConcatenationLayer", "numInputs", numInputs, 2),
@@ -504,12 +508,13 @@ class OutputLayer:
     attnlab graph. `trainNetwork` takes the loss from it (`make_loss`); `source` is the layer
     that feeds it (the one before it in a layer array, or connectLayers' source)."""
 
-    def __init__(self, kind: str, loss: str, name: str | None, classes=None, class_weights=None):
+    def __init__(self, kind: str, loss: str, name: str | None,
+                 classes: list[Any] | None = None, class_weights: list[float] | None = None):
         self.kind, self.loss, self.name = kind, loss, name
         self.classes, self.class_weights = classes, class_weights
-        self.source = None
+        self.source: Any = None          # a Layer, or a layer name (connectLayers)
 
-    def make_loss(self):
+    def make_loss(self) -> str | WeightedCrossEntropy:
         """The loss trainNetwork trains with: "crossentropy", "mse", or the weighted
         cross-entropy of ClassWeights."""
         if self.class_weights is None:

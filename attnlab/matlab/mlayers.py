@@ -7,7 +7,10 @@ loading a network that holds them). Their statistics and constants are buffers.
 """
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
 
 import torch
 from torch import nn
@@ -18,6 +21,7 @@ from ..spec import Spec
 from ..layers import Conv2d
 from ..layers.base import Layer
 from ..layers.conv import _SameStridedConv2d, _out_size
+from ._types import Values
 
 NORMALIZATIONS = ("none", "zerocenter", "zscore", "rescale-symmetric", "rescale-zero-one")
 
@@ -46,7 +50,8 @@ class InputNormalization(Layer):
 
     stem = "normalization"
 
-    def __init__(self, method: str = "zscore", mean=None, std=None, min=None, max=None,
+    def __init__(self, method: str = "zscore", mean: Values | None = None,
+                 std: Values | None = None, min: Values | None = None, max: Values | None = None,
                  name: str | None = None):
         super().__init__(name)
         if not isinstance(method, str) or method.lower() not in NORMALIZATIONS[1:]:
@@ -56,7 +61,7 @@ class InputNormalization(Layer):
         self.mean, self.std = _floats(self, "Mean", mean), _floats(self, "StandardDeviation", std)
         self.min, self.max = _floats(self, "Min", min), _floats(self, "Max", max)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         for what, v in (("Mean", self.mean), ("StandardDeviation", self.std), ("Min", self.min),
                         ("Max", self.max)):
@@ -65,9 +70,10 @@ class InputNormalization(Layer):
                                  f"(one per channel), received {len(v)}.")
         return s
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         s = specs["in"]
-        return _Normalize(self, s.channels, s.labels.index("C") if "C" in s.labels else -1,
+        # built after inference from an input layer, whose channels are known
+        return _Normalize(self, cast(int, s.channels), s.labels.index("C") if "C" in s.labels else -1,
                           len(s.labels))
 
 
@@ -147,7 +153,8 @@ class Pool1d(Layer):
     uses_mask = True
     returns_mask = True
 
-    def __init__(self, mode: str, pool_size: int, stride: int = 1, padding=0,
+    def __init__(self, mode: str, pool_size: int, stride: int = 1,
+                 padding: int | str | Sequence[int] | np.ndarray = 0,
                  name: str | None = None):
         super().__init__(name)
         if mode not in ("max", "average"):
@@ -170,7 +177,7 @@ class Pool1d(Layer):
         before, after = self._pads(t)
         return (t + before + after - self.pool_size) // self.stride + 1
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC",), "1-D pooling works on sequences; use maxPooling2dLayer "
                      "for images.")
@@ -180,7 +187,7 @@ class Pool1d(Layer):
                              f"steps, received {s}. Use Padding=\"same\" or a smaller pool size.")
         return Spec("BTC", (None, t, s.channels))
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _Pool1d(self)
 
 
@@ -213,12 +220,12 @@ class Scaling(Layer):
 
     stem = "scaling"
 
-    def __init__(self, scale=1.0, bias=0.0, name: str | None = None):
+    def __init__(self, scale: Values = 1.0, bias: Values = 0.0, name: str | None = None):
         super().__init__(name)
         self.scale = _floats(self, "Scale", scale)
         self.bias = _floats(self, "Bias", bias)
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         for what, v in (("Scale", self.scale), ("Bias", self.bias)):
             if len(v) != 1 and s.channels is not None and len(v) != s.channels:
@@ -226,7 +233,7 @@ class Scaling(Layer):
                                  f"(one per channel), received {len(v)}.")
         return s
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         s = specs["in"]
         return _Scale(self.scale, self.bias, s.labels.index("C") if "C" in s.labels else -1,
                       len(s.labels))
@@ -249,10 +256,10 @@ class Identity(Layer):
 
     stem = "identity"
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         return specs["in"]
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Identity()
 
 

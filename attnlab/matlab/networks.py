@@ -1,7 +1,10 @@
 """Network functions: `dlnetwork`, `layerGraph`, `connectLayers`, `analyzeNetwork`, `predict`, …"""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import os
+from collections.abc import Sequence
 
 import weakref
 
@@ -12,6 +15,11 @@ from ..network import Network
 from ._options import _flag, _int, _parse, _word
 from .weights import apply_presets, getLayerWeights, setLayerWeights
 from .layers import _layer_array
+from ._types import LayerArray
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+    from ..analysis import Analysis
 
 __all__ = ['getLayerWeights', 'setLayerWeights', 'dlnetwork', 'layerGraph', 'addLayers', 'connectLayers', 'disconnectLayers', 'removeLayers', 'replaceLayer', 'analyzeNetwork', 'plot', 'initialize', 'predict', 'minibatchpredict']
 
@@ -92,7 +100,7 @@ def _initialize_if_complete(net: Network, examples) -> None:
     apply_presets(net)
 
 
-def addLayers(net: Network, layers) -> Network:
+def addLayers(net: Network, layers: LayerArray) -> Network:
     """Adds a layer or a layer array (connected in order); returns the network."""
     _check_net(net, "addLayers")
     return _add(net, layers, "addLayers")
@@ -136,7 +144,7 @@ def disconnectLayers(net: Network, s: str, d: str) -> Network:
     return net
 
 
-def removeLayers(net: Network, layerNames) -> Network:
+def removeLayers(net: Network, layerNames: str | Sequence[str]) -> Network:
     """Removes a layer name or a list of names, with their connections."""
     _check_net(net, "removeLayers")
     names = [layerNames] if isinstance(layerNames, str) else list(layerNames)
@@ -150,7 +158,7 @@ def removeLayers(net: Network, layerNames) -> Network:
     return net
 
 
-def replaceLayer(net: Network, layerName: str, larray, *args: Any, **kwargs: Any) -> Network:
+def replaceLayer(net: Network, layerName: str, larray: LayerArray, *args: Any, **kwargs: Any) -> Network:
     """Replaces a layer by a layer or layer array; inputs go to the first new layer and outputs
     leave from the last, port by port (ReconnectBy "name" and "order" agree for one-port
     layers, the common case)."""
@@ -162,7 +170,7 @@ def replaceLayer(net: Network, layerName: str, larray, *args: Any, **kwargs: Any
     return net
 
 
-def analyzeNetwork(net_or_layers, *X, **kwargs: Any):
+def analyzeNetwork(net_or_layers: Network | LayerArray, *X: Any, **kwargs: Any) -> Analysis:
     """Prints the analysis table (layers, activation sizes, learnables, issues) and returns the
     `Analysis`. Takes a network or a layer array; `X` are example inputs for a network without
     input layers. Never raises for a bad graph."""
@@ -177,13 +185,13 @@ def analyzeNetwork(net_or_layers, *X, **kwargs: Any):
     return analysis
 
 
-def plot(net: Network, path=None, **kwargs: Any):
+def plot(net: Network, path: str | os.PathLike | None = None, **kwargs: Any) -> Figure:
     """Draws the network (a matplotlib Figure); saves it to `path` when given."""
     _check_net(net, "plot")
     return net.plot(path, **kwargs)
 
 
-def initialize(net: Network, *X) -> Network:
+def initialize(net: Network, *X: Any) -> Network:
     """Builds the parameters (sizes from input layers, or from example inputs `X`)."""
     _check_net(net, "initialize")
     net.initialize(*X)
@@ -191,7 +199,7 @@ def initialize(net: Network, *X) -> Network:
     return net
 
 
-def predict(net: Network, *X, **kwargs: Any):
+def predict(net: Network, *X: Any, **kwargs: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """Outputs in inference mode without gradients: one output, or a tuple in `Outputs` order
     (default: net.output_names), as MATLAB's `[Y1, …, YN] = predict(net, X1, …)`."""
     _check_net(net, "predict")
@@ -201,7 +209,7 @@ def predict(net: Network, *X, **kwargs: Any):
     return _select_outputs(net, net.predict(*X), o["Outputs"], "predict")
 
 
-def minibatchpredict(net: Network, *X, **kwargs: Any):
+def minibatchpredict(net: Network, *X: Any, **kwargs: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """`predict` in mini-batches of `MiniBatchSize` (default 128)."""
     _check_net(net, "minibatchpredict")
     _, o = _parse("minibatchpredict", (), kwargs,

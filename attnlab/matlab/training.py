@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -15,6 +15,9 @@ from ._options import MatlabNote, _flag, _inf_none, _int, _parse, _word
 from .losses import WeightedCrossEntropy  # noqa: F401  (re-exported for callers)
 from .networks import _check_net, dlnetwork, layerGraph, output_layers
 from .values import Categorical
+
+if TYPE_CHECKING:
+    from ..training import TrainingOptions
 
 __all__ = ['trainingOptions', 'trainnet', 'trainNetwork', 'classify']
 
@@ -51,7 +54,7 @@ _TRAINING_NOOP = {
 _MATLAB_TRAINING_DEFAULTS = {"shuffle": "once", "l2": 1e-4}
 
 
-def trainingOptions(solverName, *args: Any, **kwargs: Any):
+def trainingOptions(solverName: str, *args: Any, **kwargs: Any) -> TrainingOptions:
     """`trainingOptions("adam", MaxEpochs=5, ...)` → `al.TrainingOptions(solver="adam",
     max_epochs=5, ...)`, with MATLAB's defaults (Shuffle "once", L2Regularization 1e-4,
     MaxEpochs 30, MiniBatchSize 128, learning rate 0.01 for sgdm, else 0.001).
@@ -227,7 +230,7 @@ def _units(data, net, src, fn):
     return x.movedim(cdim, -1).reshape(-1, x.shape[cdim])
 
 
-def trainnet(*args: Any):
+def trainnet(*args: Any) -> Network:
     """`net = trainnet(X, T, net, lossFcn, options)` or `trainnet(data, net, lossFcn, options)`
     (a torch Dataset/DataLoader, or an arrayDatastore/combine) → `al.train(net, X, T, loss=...,
     options=...)`. `net` may be a dlnetwork or a layer array (made into a dlnetwork). Trains the
@@ -308,7 +311,7 @@ def _launch_parallel(fn, options) -> None:
     launch(nproc)
 
 
-def trainNetwork(*args: Any):
+def trainNetwork(*args: Any) -> Network:
     """Legacy `net = trainNetwork(X, Y, layers, options)` or `trainNetwork(data, layers,
     options)`: `layers` is a layer array or a layerGraph ending in classificationLayer (loss
     "crossentropy", weighted by its ClassWeights, classes in its Classes order) or
@@ -358,7 +361,7 @@ def _output_losses(net, outputs, fn):
     return by_output, None
 
 
-def classify(net: Network, *X, **kwargs: Any):
+def classify(net: Network, *X: Any, **kwargs: Any) -> np.ndarray | list[np.ndarray]:
     """Legacy `YPred = classify(net, X)` → `al.classify(net, X)`: class labels."""
     _check_net(net, "classify")
     _parse("classify", (), kwargs, {"MiniBatchSize": 128})

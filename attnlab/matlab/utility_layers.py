@@ -2,7 +2,8 @@
 `functionLayer`, `identityLayer`, `networkLayer`, `scalingLayer`."""
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 import math
 
@@ -12,6 +13,7 @@ from .. import layers as L
 from ..errors import ArgumentError
 from ..network import Network
 from ._options import _as_list, _flag, _int, _ints, _is_vector, _parse
+from ._types import LayerArray, Size
 from .mlayers import GroupedConv2d, Identity, Pool1d, Scaling
 from .vit_layers import EmbeddingConcatenation, PatchEmbedding, Swish
 
@@ -36,13 +38,13 @@ def _pool1d(fn, mode, poolSize, args, kwargs):
                   name=o["Name"])
 
 
-def maxPooling1dLayer(poolSize, *args: Any, **kwargs: Any) -> Pool1d:
+def maxPooling1dLayer(poolSize: Size, *args: Any, **kwargs: Any) -> Pool1d:
     """`maxPooling1dLayer(k)`: max over windows of k time steps, B×T×C → B×T'×C; MATLAB's
     defaults Stride 1 and Padding 0; Padding "same", p or [before after]."""
     return _pool1d("maxPooling1dLayer", "max", poolSize, args, kwargs)
 
 
-def averagePooling1dLayer(poolSize, *args: Any, **kwargs: Any) -> Pool1d:
+def averagePooling1dLayer(poolSize: Size, *args: Any, **kwargs: Any) -> Pool1d:
     """`averagePooling1dLayer(k)`: the mean over windows of k time steps (zero padding counts)."""
     return _pool1d("averagePooling1dLayer", "average", poolSize, args, kwargs)
 
@@ -51,7 +53,8 @@ def _size(v):
     return None if v is None or (isinstance(v, float) and math.isnan(v)) else v
 
 
-def inputLayer(inputSize, inputFormat=None, *args: Any, **kwargs: Any):
+def inputLayer(inputSize: Size | Sequence[float], inputFormat: str | None = None, *args: Any,
+               **kwargs: Any) -> L.SequenceInput | L.ImageInput | L.FeatureInput:
     """`inputLayer(size, format)`: one size per letter of the format, NaN where it varies.
     "CBT"/"CT"/"BTC" → sequenceInputLayer (B×T×C), "SSCB"/"SSC" → imageInputLayer (B×C×H×W),
     "CB"/"BC"/"C" → featureInputLayer (B×C)."""
@@ -97,7 +100,7 @@ class _Function(nn.Module):
         return _Function(self.fn)      # the function is shared: it holds code, not weights
 
 
-def functionLayer(fun, *args: Any, **kwargs: Any) -> L.Module:
+def functionLayer(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> L.Module:
     """`functionLayer(@(X) …)` or a Python callable on torch tensors (attnlab layout), NumInputs
     inputs and NumOutputs outputs; sizes are found by a trial run. It cannot be saved to a file
     (it holds code): register its module before `al.load` (see attnlab.io)."""
@@ -126,7 +129,7 @@ def scalingLayer(*args: Any, **kwargs: Any) -> Scaling:
     return Scaling(o["Scale"], o["Bias"], name=o["Name"])
 
 
-def networkLayer(net, *args: Any, **kwargs: Any) -> Network:
+def networkLayer(net: Network | LayerArray, *args: Any, **kwargs: Any) -> Network:
     """`networkLayer(net)`: a dlnetwork used as one layer of another network (its inputs and
     outputs become the layer's ports)."""
     fn = "networkLayer"
@@ -144,7 +147,7 @@ def networkLayer(net, *args: Any, **kwargs: Any) -> Network:
 
 # ================================================================ vision transformers ===
 
-def patchEmbeddingLayer(patchSize, outputSize, *args: Any, **kwargs: Any) -> PatchEmbedding:
+def patchEmbeddingLayer(patchSize: Size, outputSize: int, *args: Any, **kwargs: Any) -> PatchEmbedding:
     """`patchEmbeddingLayer(patchSize, outputSize)`: an image B×C×H×W → the sequence of its
     patches B×T×outputSize (MATLAB keeps them as a spatial dimension, attnlab as time steps);
     SpatialFlattenMode "column-major" (MATLAB's default) or "row-major"."""
@@ -205,8 +208,8 @@ embeddingConcatenationLayer = _collect(embeddingConcatenationLayer)
 
 # ================================================= MATLAB layers attnlab does not have ===
 
-def _unsupported(fn: str, why: str):
-    def layer(*args, **kwargs):
+def _unsupported(fn: str, why: str) -> Callable[..., NoReturn]:
+    def layer(*args: Any, **kwargs: Any) -> NoReturn:
         raise ArgumentError(f"{fn}: {why}")
     layer.__name__ = fn
     layer.__doc__ = f"Not supported: {why}"
