@@ -1,7 +1,8 @@
 """The Deep Learning Toolbox layer functions (`lstmLayer`, `selfAttentionLayer`, …) → attnlab layers."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Union
 
 import warnings
 
@@ -621,3 +622,7 @@ for _fn in ("lstmLayer", "bilstmLayer", "gruLayer", "fullyConnectedLayer", "conv
             "batchNormalizationLayer", "embeddingLayer", "wordEmbeddingLayer",
             "positionEmbeddingLayer"):
     globals()[_fn] = _collect(globals()[_fn])
+
+
+# A MATLAB layer array: layers (and legacy output layers), nested lists concatenated.
+LayerArray = Union[Layer, OutputLayer, Sequence["LayerArray"]]

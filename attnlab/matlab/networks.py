@@ -15,7 +15,7 @@ from ..network import Network
 from ._options import _flag, _int, _parse, _word
 from .weights import apply_presets, getLayerWeights, setLayerWeights
 from .layers import _layer_array
-from ._types import LayerArray
+from .layers import LayerArray
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

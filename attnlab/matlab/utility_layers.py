@@ -13,7 +13,8 @@ from .. import layers as L
 from ..errors import ArgumentError
 from ..network import Network
 from ._options import _as_list, _flag, _int, _ints, _is_vector, _parse
-from ._types import LayerArray, Size
+from ._types import Size
+from .layers import LayerArray
 from .mlayers import GroupedConv2d, Identity, Pool1d, Scaling
 from .vit_layers import EmbeddingConcatenation, PatchEmbedding, Swish
 
