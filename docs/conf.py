@@ -41,7 +41,8 @@ autodoc_typehints_format = "short"
 autodoc_preserve_defaults = True
 # classes named in annotations under `if TYPE_CHECKING:` (imports that would run upwards)
 autodoc_type_aliases = {"Stream": "attnlab.stream.core.Stream",
-                        "OnnxExport": "attnlab.onnx_export.OnnxExport"}
+                        "OnnxExport": "attnlab.onnx_export.OnnxExport",
+                        "WeightedCrossEntropy": "attnlab.matlab.losses.WeightedCrossEntropy"}
 autodoc_class_signature = "mixed"
 # `config()` is the layers' serialisation hook (io.py), not an API a user calls.
 autodoc_default_options = {"members": True, "undoc-members": True,

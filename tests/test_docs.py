@@ -133,3 +133,17 @@ def test_every_public_name_is_in_the_api_reference():
     missing = [f"{m.__name__}.{n}" for m in (attnlab, attnlab.layers, attnlab.matlab)
                for n in m.__all__ if f"{m.__name__}.{n}" not in listed and n != "layers"]
     assert not missing, "add them to docs/api/*.rst: " + ", ".join(missing)
+
+
+def test_the_site_builds_strict(tmp_path):
+    """`make docs` in the suite (the docs extra is part of `make test`'s environment): a broken
+    reference or a public name without a docstring fails here, not only in a docs build."""
+    pytest.importorskip("sphinx")
+    pytest.importorskip("myst_parser")
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-m", "sphinx", "-E", "-W", "--keep-going", "-n", "-q",
+                          "-b", "html", "-d", str(tmp_path / "doctrees"), str(DOCS),
+                          str(tmp_path / "html")], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert (tmp_path / "html" / "index.html").is_file()

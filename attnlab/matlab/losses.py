@@ -18,6 +18,7 @@ class WeightedCrossEntropy(CrossEntropy):
         self.weights = torch.as_tensor(weights, dtype=torch.float32)
 
     def terms(self, out, target):
+        """The weighted cross-entropy of each observation (or step)."""
         cd = self.channel_dim % out.dim()
         w = self.weights.to(out.device, out.dtype)
         if w.numel() != out.shape[cd]:
@@ -31,4 +32,5 @@ class WeightedCrossEntropy(CrossEntropy):
         return -(target * w.view(shape) * F.log_softmax(out, dim=cd)).sum(cd)
 
     def sum(self, out, target, mask, local_units=None):
+        """The sum of the terms over the valid observations (MATLAB's normalisation)."""
         return Loss.sum(self, out, target, mask, local_units)
