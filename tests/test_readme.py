@@ -16,7 +16,9 @@ def blocks():
 
 
 def test_the_readme_has_its_python_blocks():
-    assert len(blocks()) >= 6
+    # the encoder–decoder, forecasting, AttentionQKV and MATLAB blocks; the images and
+    # sequence → label training examples live in docs/tutorials (run by tests/test_docs.py)
+    assert len(blocks()) >= 4
 
 
 @pytest.mark.parametrize("index", range(len(blocks())))
