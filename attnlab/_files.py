@@ -131,19 +131,21 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def output_path(path, who: str, formats: tuple[str, ...] | None = None) -> Path:
+def output_path(path, who: str, formats: tuple[str, ...] | None = None,
+                example: str = "out") -> Path:
     """`path` as a Path once it is known to be writable as a file: its folder exists and, when
-    `formats` is given, its extension (if it has one) is one of them. `who` names the call in the error
-    (e.g. "plot(path)")."""
+    `formats` is given, its extension (if it has one) is one of them. `who` names the call in
+    the error (e.g. "plot(path)"); `example` is the file name suggested inside a folder."""
     from .errors import ArgumentError
     if isinstance(path, bytes):
         path = os.fsdecode(path)
     if not isinstance(path, (str, os.PathLike)) or not str(path):
         raise ArgumentError(f"{who}: path must be a file name (str or pathlib.Path), received "
-                            f"{type(path).__name__} {str(path)[:80]!r}.")
+                            f"{type(path).__name__} {repr(path)[:80]}.")
     p = Path(path)
     if p.is_dir():
-        raise ArgumentError(f"{who}: '{p}' is a folder; give a file name inside it.")
+        raise ArgumentError(f"{who}: '{p}' is a folder; give a file name inside it, e.g. "
+                            f"'{p / example}'.")
     if not p.parent.is_dir():
         what = "is a file, not a folder" if p.parent.exists() else "does not exist"
         raise ArgumentError(f"{who}: cannot write '{p}': the folder '{p.parent}' {what}. "
@@ -151,5 +153,5 @@ def output_path(path, who: str, formats: tuple[str, ...] | None = None) -> Path:
     if formats is not None and p.suffix and p.suffix.lower().lstrip(".") not in formats:
         raise ArgumentError(f"{who}: cannot write '{p}': expected a file name ending in "
                             + ", ".join("." + f for f in formats)
-                            + f", received {p.suffix or 'no extension'!r}.")
+                            + f", received {p.suffix!r}.")
     return p

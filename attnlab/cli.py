@@ -150,6 +150,17 @@ def _sets(parser):
                              "MATLAB literal (8, \"[28 28 1]\", '\"adam\"'); may be repeated")
 
 
+def _import_modules(names: list[str]) -> bool:
+    """`--import MODULE`s (they register Module factories); False once the error is printed."""
+    try:
+        for name in names:
+            importlib.import_module(name)
+    except ImportError as e:
+        print(f"error: --import {e.name or ''}: {e}", file=sys.stderr)
+        return False
+    return True
+
+
 def _on_file(args) -> int:
     from .errors import AttnlabError
 
@@ -164,11 +175,7 @@ def _on_file(args) -> int:
         print(f"error: --set gives workspace variables to a MATLAB script (.m); '{args.file}' is "
               "a saved network, which has none. Drop --set.", file=sys.stderr)
         return 2
-    try:
-        for name in args.imports:
-            importlib.import_module(name)
-    except ImportError as e:
-        print(f"error: --import {e.name or ''}: {e}", file=sys.stderr)
+    if not _import_modules(args.imports):
         return 2
     try:
         from .io import load
@@ -205,11 +212,7 @@ def _view(args) -> int:
     errors still gets its page (that is what the page is for): its issues are in it."""
     from .errors import AttnlabError
 
-    try:
-        for name in args.imports:
-            importlib.import_module(name)
-    except ImportError as e:
-        print(f"error: --import {e.name or ''}: {e}", file=sys.stderr)
+    if not _import_modules(args.imports):
         return 2
     import matplotlib
     matplotlib.use("Agg")
@@ -249,7 +252,7 @@ def _view(args) -> int:
         return 0
     from ._files import output_path
     try:
-        out = output_path(args.out or default_out, "view -o", ("html", "htm"))
+        out = output_path(args.out or default_out, "view -o", ("html", "htm"), example="net.html")
     except AttnlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -38,7 +38,7 @@ from typing import Any, BinaryIO, Callable, Mapping
 import torch
 from torch import nn
 
-from ._files import atomic_writer
+from ._files import atomic_writer, output_path
 from .errors import ArgumentError, AttnlabError, NetworkError, close_matches
 from .graph import Graph, module_key
 from .spec import Spec
@@ -131,20 +131,10 @@ def save(net, path) -> None:
 
 
 def _save_path(path) -> Path:
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    if not isinstance(path, (str, os.PathLike)) or not str(path):
+    if not isinstance(path, (str, bytes, os.PathLike)) or not os.fspath(path):
         raise ArgumentError(f"save(path): path must be a file name (str or pathlib.Path) or a "
                             f"binary file object, received {type(path).__name__} {_show(repr(path))}.")
-    p = Path(path)
-    if p.is_dir():
-        raise ArgumentError(f"save(path): '{p}' is a folder; give a file name inside it, e.g. "
-                            f"'{p / 'model.attnlab'}'.")
-    if not p.parent.is_dir():
-        what = "is a file, not a folder" if p.parent.exists() else "does not exist"
-        raise ArgumentError(f"save(path): cannot write '{p}': the folder '{p.parent}' {what}. "
-                            "Create it first (pathlib.Path(folder).mkdir(parents=True)).")
-    return p
+    return output_path(path, "save(path)", example="model.attnlab")
 
 
 def _write_zip(f, blobs):

@@ -36,6 +36,7 @@ from torch.nn import functional as F
 
 from .errors import ArgumentError, AttnlabError, DataError, NetworkError
 from .graph import Graph
+from ._files import output_path
 from .batching import as_batch
 from .sequences import Padded, pad_sequences
 from .spec import Spec
@@ -83,13 +84,7 @@ def export_onnx(net, path, example_inputs=None, *, masks=True, opset: int = DEFA
     if not isinstance(path, (str, Path)) or not str(path):
         raise ArgumentError(f"export_onnx(path=...): expected a file path such as 'net.onnx', "
                             f"received {path!r} ({type(path).__name__}).")
-    path = Path(path)
-    if path.is_dir():
-        raise ArgumentError(f"export_onnx: '{path}' is a folder; give a file path inside it, e.g. "
-                            f"'{path / 'net.onnx'}'.")
-    if not path.parent.exists():
-        raise ArgumentError(f"export_onnx: the folder '{path.parent}' of '{path}' does not exist. "
-                            "Create it first (Path(...).mkdir(parents=True)).")
+    path = output_path(path, "export_onnx(path)", example="net.onnx")
     ex = _Example.make(net, example_inputs, masks)
     dyn = _dynamic_axes(net, ex, dynamic_lengths)
     with _export_mode(net):

@@ -100,16 +100,20 @@ class Conv2d(Layer):
         self.require(s, "in", ("BCSS",), "Conv2d works on images; use Conv1d for sequences.")
         check.learnables_fit(self, "in", "Use a smaller kernel or fewer filters.",
                              weight=(self.filters, s.channels, *self.kernel))
+        return Spec.image(self.filters, *self._out_hw(s))
+
+    def _out_hw(self, s: Spec, what: str = "kernel",
+                fix: str = "Use padding='same' or a smaller kernel.") -> list[int | None]:
+        """The output's height and width; an image too small for the kernel is a SizeError."""
         hw = []
         for size, k, st, d, p in zip(s.sizes[2:], self.kernel, self.stride, self.dilation,
                                      self._pads()):
             o = _out_size(size, k, st, d, p)
             if o is not None and o < 1:
                 raise self.error(SizeError, "in", f"expected an image of at least {k}×{k} for "
-                                 f"kernel {self.kernel}, received {s}. Use padding='same' or a "
-                                 "smaller kernel.")
+                                 f"{what} {self.kernel}, received {s}. {fix}")
             hw.append(o)
-        return Spec.image(self.filters, *hw)
+        return hw
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         cin = check.known(self, "in", specs["in"].channels)

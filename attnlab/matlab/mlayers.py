@@ -20,7 +20,7 @@ from ..errors import ArgumentError, SizeError
 from ..spec import Spec
 from ..layers import Conv2d
 from ..layers.base import Layer
-from ..layers.conv import _SameStridedConv2d, _out_size
+from ..layers.conv import _SameStridedConv2d
 from ._types import Values
 
 NORMALIZATIONS = ("none", "zerocenter", "zscore", "rescale-symmetric", "rescale-zero-one")
@@ -299,15 +299,7 @@ class GroupedConv2d(Conv2d):
             raise self.error(SizeError, "in", f"expected a number of channels divisible by "
                              f"numGroups {g}, received {s}. Use numGroups that divides {c}, "
                              "or \"channel-wise\".")
-        hw = []
-        for size, k, st, d, p in zip(s.sizes[2:], self.kernel, self.stride, self.dilation,
-                                     self._pads()):
-            o = _out_size(size, k, st, d, p)
-            if o is not None and o < 1:
-                raise self.error(SizeError, "in", f"expected an image of at least {k}×{k} for "
-                                 f"filter size {self.kernel}, received {s}. Use "
-                                 "Padding=\"same\" or a smaller filter.")
-            hw.append(o)
+        hw = self._out_hw(s, "filter size", "Use Padding=\"same\" or a smaller filter.")
         return Spec.image(None if c is None else g * self.filters_per_group, *hw)
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:

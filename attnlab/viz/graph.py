@@ -429,7 +429,7 @@ def plot_network(net, path=None, direction: str = "TB", sizes: bool = True, ax=N
         raise ArgumentError(f"plot argument 'direction': expected 'TB' (top-down) or 'LR' (left to "
                             f"right), received {direction!r}.")
     if path is not None:
-        path = output_path(path, "plot(path)", _PICTURE_FORMATS)
+        path = output_path(path, "plot(path)", _PICTURE_FORMATS, example="net.png")
     import matplotlib
     if ax is None and path is not None:
         matplotlib.use("Agg", force=False) if matplotlib.get_backend() == "" else None

@@ -481,7 +481,7 @@ def view(net, path=None, *, sample=None, labels=None, training=None, serve: bool
         return server
     if path is None:
         return text
-    path = output_path(path, "view(path)", ("html", "htm"))
+    path = output_path(path, "view(path)", ("html", "htm"), example="net.html")
     path.write_text(text, encoding="utf-8")
     return path
 
