@@ -149,6 +149,32 @@ def test_vowels_augmentation_keeps_channels_and_labels():
     assert torch_all_close(column, column[0]) and 0.9 <= float(column[0]) <= 1.1   # one factor per channel
 
 
+def test_vowels_augmentation_at_a_fixed_length_and_mixed_within_the_speaker():
+    import numpy as np
+    from attnlab.demos.vowels import Augmented
+    X = [np.zeros((10, 12), np.float32), np.ones((7, 12), np.float32),
+         np.full((9, 12), 3.0, np.float32)]
+    data = Augmented(X, [4, 2, 4], seed=0, warp=0.2, jitter=0.0, mix=0.5, length=20)
+    x, label = data[0]                      # mixed with itself or with utterance 2 (speaker 4)
+    assert x.shape == (20, 12) and label == 4
+    assert 0.0 <= float(x.min()) and float(x.max()) <= 1.5
+    x, label = data[1]                      # speaker 2 has one utterance: mixed with itself
+    assert label == 2 and torch_all_close(x, 1.0)
+
+
+@pytest.mark.parametrize("kw", [{"front": "conv"}, {"blocks": 2, "ffn": 16},
+                                {"input_dropout": 0.1, "pool": "attention+mean"}])
+def test_vowels_network_variants_build_and_run(kw):
+    import numpy as np
+    from attnlab.demos.vowels import build_network, standardizer
+    X = [np.random.default_rng(k).normal(size=(n, 12)) for k, n in enumerate((9, 5))]
+    fixed = standardizer(X, length=20)(X)
+    assert [s.shape for s in fixed] == [(20, 12), (20, 12)]
+    net = build_network(channels=16, heads=2, **kw)
+    assert net.analyze().ok
+    assert tuple(net.predict([s.astype(np.float32) for s in X]).shape) == (2, 9)
+
+
 def torch_all_close(a, value):
     import torch
     return bool(torch.allclose(a, torch.full_like(a, float(value))))

@@ -32,35 +32,67 @@ SEED = 0
 
 def build_network(channels: int = 64, heads: int = 4, dropout: float = 0.1,
                   scores: bool = False, pool: str = "attention",
-                  position: bool = True, phase: bool = False, ffn: int = 0) -> al.Network:
+                  position: bool = True, phase: bool = False, ffn: int = 0,
+                  front: str = "dense", blocks: int = 1, input_dropout: float = 0.0) -> al.Network:
     """Dense projection + position → SelfAttention (+ residual, LayerNorm) → AttentionPool1d →
     Dense(9). `pool` "attention+mean" concatenates the mean over time to the attention pool;
     `position` False leaves the position encoding out (attention then sees a set of steps);
-    `ffn` > 0 adds a feed-forward block of that width (+ residual, LayerNorm) after attention."""
+    `ffn` > 0 adds a feed-forward block of that width (+ residual, LayerNorm) after attention;
+    `front` "conv" replaces the Dense projection by two Conv1d branches (kernels 3 and 5, half
+    the channels each, concatenated, GELU): each step then sees its neighbours before attention;
+    `blocks` stacks that many attention blocks; `input_dropout` drops input values."""
     net = al.Network()
-    net.add([L.SequenceInput(CEPSTRUM + phase, name="cepstrum"),
-             L.Dense(channels, name="embed"),
+    if front == "conv":
+        embed = [L.Concatenation(2, name="embed"), L.GELU(name="embed-gelu")]
+    else:
+        embed = [L.Dense(channels, name="embed")]
+    last_embed = embed[-1].name
+
+    def tag(k: int) -> str:               # block 1's layers keep the plain names
+        return "" if k == 0 else f"-{k + 1}"
+
+    def block_out(k: int) -> str:
+        return ("ffn-layernorm" if ffn else "layernorm") + tag(k)
+
+    def block(k: int) -> list:
+        return [L.SelfAttention(heads, channels, name=f"self-attention{tag(k)}",
+                                has_scores_output=scores and k == 0),
+                L.Dropout(dropout, name=f"dropout{tag(k)}"),
+                L.Addition(2, name=f"residual{tag(k)}"), L.LayerNorm(name=f"layernorm{tag(k)}"),
+                *([L.Dense(ffn, name=f"ffn-in{tag(k)}"), L.GELU(name=f"gelu{tag(k)}"),
+                   L.Dense(channels, name=f"ffn-out{tag(k)}"),
+                   L.Dropout(dropout, name=f"ffn-dropout{tag(k)}"),
+                   L.Addition(2, name=f"ffn-residual{tag(k)}"),
+                   L.LayerNorm(name=f"ffn-layernorm{tag(k)}")] if ffn else [])]
+
+    head = [L.SequenceInput(CEPSTRUM + phase, name="cepstrum"),
+            *([L.Dropout(input_dropout, name="input-dropout")] if input_dropout else [])]
+    net.add([*head, *embed,
              *([L.Addition(2, name="add-position")] if position else []),
-             L.SelfAttention(heads, channels, name="self-attention", has_scores_output=scores),
-             L.Dropout(dropout, name="dropout"),
-             L.Addition(2, name="residual"), L.LayerNorm(name="layernorm"),
-             *([L.Dense(ffn, name="ffn-in"), L.GELU(name="gelu"),
-                L.Dense(channels, name="ffn-out"), L.Dropout(dropout, name="ffn-dropout"),
-                L.Addition(2, name="ffn-residual"), L.LayerNorm(name="ffn-layernorm")]
-               if ffn else []),
+             *[layer for k in range(blocks) for layer in block(k)],
              L.AttentionPool1d(heads, name="attention-pool"),
              *([L.Concatenation(2, name="pools")] if pool == "attention+mean" else []),
              L.Dense(9, name="fc")])
+    if front == "conv":                  # the list fed the input into embed/in1: re-route it
+        net.disconnect(head[-1].name, "embed/in1")
+        for k, kernel in enumerate((3, 5), start=1):
+            conv = f"conv{kernel}"
+            net.add(L.Conv1d(kernel, channels // 2, name=conv))
+            net.connect(head[-1].name, conv)
+            net.connect(conv, f"embed/in{k}")
     if position:
         net.add(L.SinusoidalPositionEncoding(channels, name="position"))
-        net.connect("embed", "position")
+        net.connect(last_embed, "position")
         net.connect("position", "add-position/in2")
-    net.connect("add-position" if position else "embed", "residual/in2")
-    if ffn:
-        net.connect("layernorm", "ffn-residual/in2")
+    for k in range(blocks):                # the residual paths around each block
+        before = ("add-position" if position else last_embed) if k == 0 else block_out(k - 1)
+        net.connect(before, f"residual{tag(k)}/in2")
+        if ffn:
+            net.connect(f"layernorm{tag(k)}", f"ffn-residual{tag(k)}/in2")
+    final = block_out(blocks - 1)
     if pool == "attention+mean":
         net.add(L.GlobalAvgPool1d(name="meanpool"))
-        net.connect("layernorm", "meanpool")
+        net.connect(final, "meanpool")
         net.connect("meanpool", "pools/in2")
     return net
 
@@ -68,15 +100,18 @@ def build_network(channels: int = 64, heads: int = 4, dropout: float = 0.1,
 CEPSTRUM = 12          # channels of an utterance; a 13th, the phase, may follow
 
 
-def standardizer(X, phase: bool = False):
+def standardizer(X, phase: bool = False, length: int | None = None):
     """Standardises with the statistics of the steps of `X`; with `phase`, each utterance gets
     a 13th channel, its relative time from −1 (first step) to 1 (last), which lines up
-    utterances of different lengths as resampling to a fixed length does."""
+    utterances of different lengths as resampling to a fixed length does; with `length`, each
+    utterance is resampled (linearly) to that many steps, as the baseline sees them."""
     steps = np.concatenate(X)
     mean, std = steps.mean(0), steps.std(0) + 1e-6
 
     def apply(seqs):
         out = [((s - mean) / std).astype(np.float32) for s in seqs]
+        if length:
+            out = [resample(s, length).astype(np.float32) for s in out]
         if phase:
             out = [np.c_[s, np.linspace(-1.0, 1.0, len(s))].astype(np.float32) for s in out]
         return out
@@ -84,24 +119,39 @@ def standardizer(X, phase: bool = False):
 
 
 class Augmented(torch.utils.data.Dataset):
-    """Training utterances, each changed a little every time it is drawn: its time axis
-    stretched by a factor within 1 ± `warp` (linear resampling, at least 4 steps), every
-    (standardised) channel multiplied by a factor within 1 ± `scale`, and Gaussian noise of
-    `jitter` standard deviations added to every value."""
+    """Training utterances, each changed a little every time it is drawn: mixed (with `mix`)
+    with another utterance of the same speaker, which takes a share within [0, `mix`] (its
+    time axis resampled to the first's; the label stays); its time axis stretched by a factor
+    within 1 ± `warp` (linear resampling, at least 4 steps) — or, when the utterances have a
+    fixed `length`, its relative time shifted and stretched: the window from a to b, a and
+    b − 1 each within ±`warp`/2, resampled to `length` steps (beyond the ends the edge values
+    repeat); every (standardised) channel multiplied by a factor within 1 ± `scale`, and
+    Gaussian noise of `jitter` standard deviations added to every value."""
 
     def __init__(self, X, y, seed: int = 0, warp: float = 0.15, jitter: float = 0.05,
-                 scale: float = 0.0):
+                 scale: float = 0.0, mix: float = 0.0, length: int | None = None):
         self.X, self.y = [np.asarray(s, dtype=np.float32) for s in X], np.asarray(y)
         self.rng = np.random.default_rng(seed)
-        self.warp, self.jitter, self.scale = warp, jitter, scale
+        self.warp, self.jitter, self.scale, self.mix = warp, jitter, scale, mix
+        self.length = length
+        self.same = {c: np.flatnonzero(self.y == c) for c in np.unique(self.y)}
 
     def __len__(self):
         return len(self.y)
 
     def __getitem__(self, i):
         s, r = self.X[i], self.rng
-        n = max(4, int(round(len(s) * r.uniform(1 - self.warp, 1 + self.warp))))
-        s = resample(s, n)
+        if self.mix:
+            other = self.X[r.choice(self.same[self.y[i]])]
+            share = r.uniform(0.0, self.mix)
+            s = (1 - share) * s + share * resample(other, len(s))
+        if self.length:
+            a, b = r.uniform(-self.warp / 2, self.warp / 2, 2) + (0.0, 1.0)
+            t = np.linspace(a, b, self.length) * (len(s) - 1)
+            s = np.stack([np.interp(t, np.arange(len(s)), s[:, c]) for c in range(s.shape[1])], 1)
+        else:
+            n = max(4, int(round(len(s) * r.uniform(1 - self.warp, 1 + self.warp))))
+            s = resample(s, n)
         c = CEPSTRUM                            # a phase channel stays as warping left it
         s = s.copy()
         if self.scale:
@@ -162,7 +212,9 @@ class WeightAverage:
 def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int = SEED,
                   verbose: bool = True, lr: float = 1e-3, batch_size: int = 16, l2: float = 1e-2,
                   augment: dict | None = None, smoothing: float = 0.0,
-                  average: dict | None = None, **net_kw):
+                  average: dict | None = None, length: int | None = None, **net_kw):
+    """One member: `X` standardised (and, with `length`, resampled to that many steps) by
+    `standardizer`; `augment` holds `Augmented`'s keywords, `net_kw` `build_network`'s."""
     net = build_network(**net_kw)
     per_epoch = -(-len(y) // batch_size)
     averager = WeightAverage(net, per_epoch * epochs, **average) if average else None
@@ -174,7 +226,7 @@ def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int 
                               verbose=verbose, verbose_frequency=200, output_fn=averager,
                               plots="training-progress" if out else None,
                               plots_file=str(out / "training-progress.png") if out else None)
-    source = (Augmented(X, y, seed, **augment),) if augment else (X, y)
+    source = (Augmented(X, y, seed, length=length, **augment),) if augment else (X, y)
     loss = SmoothedCrossEntropy(smoothing) if smoothing else "crossentropy"
     info = al.train(net, *source, loss=loss, options=opts)
     if averager is not None:
@@ -195,7 +247,8 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     data = al.datasets.japanese_vowels()
     # Every choice was made by cross-validation on the training utterances (CV below), so none
     # is held out any more: the members learn from all 270, as the baseline does.
-    std = standardizer(data.X_train, phase=bool(TUNED.get("phase")))   # training statistics
+    std = standardizer(data.X_train, phase=bool(TUNED.get("phase")),     # training statistics
+                       length=TUNED.get("length"))
     Xtr, Xte, ytr = std(data.X_train), std(data.X_test), data.y_train
     lengths = [len(s) for s in data.X_train + data.X_test]
     print(f"japanese vowels: {len(ytr)} training, {len(data.y_test)} test utterances of "
@@ -301,7 +354,9 @@ CHOICES = ("lr 3e-3 and dropout 0.3 by 5-fold CV on the training utterances (97.
 
 
 def _net_kw(kw):
-    return {k: v for k, v in kw.items() if k in ("channels", "heads", "dropout", "pool", "position", "phase", "ffn")}
+    return {k: v for k, v in kw.items()
+            if k in ("channels", "heads", "dropout", "pool", "position", "phase", "ffn", "front",
+                     "blocks", "input_dropout")}
 
 
 def _attention_figure(twin, data, Xte, pred, path):

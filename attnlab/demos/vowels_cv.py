@@ -31,7 +31,8 @@ def cross_validate(config: dict, folds: int = 5, members: int = 3, epochs: int =
     ensemble: list[list[int]] = [[] for _ in range(members)]     # of the first k + 1 members
     for tr, te in StratifiedKFold(folds, shuffle=True, random_state=split_seed).split(
             np.zeros(len(y)), y):
-        std = V.standardizer([X[i] for i in tr], phase=bool(config.get("phase")))
+        std = V.standardizer([X[i] for i in tr], phase=bool(config.get("phase")),
+                             length=config.get("length"))
         Xtr, Xte = std([X[i] for i in tr]), std([X[i] for i in te])
         nets = [V.train_network(Xtr, y[tr], None, None, epochs, seed=s, verbose=False,
                                 **config)[0] for s in range(members)]
