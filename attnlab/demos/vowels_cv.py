@@ -57,7 +57,7 @@ def main(argv=None) -> None:
     p.add_argument("--members", type=int, default=3)
     p.add_argument("--epochs", type=int, default=V.EPOCHS)
     p.add_argument("--split-seed", type=int, default=0)
-    a = p.parse_args(argv)
+    a = p.parse_intermixed_args(argv)        # options may come before or after the configs
     warps = (0.85, 1.0, 1.15)
     with C.demo_threads():
         for text in a.configs:
