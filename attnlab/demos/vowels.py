@@ -4,7 +4,8 @@ UCI Japanese Vowels (sktime's copy): nine speakers, 12 LPC cepstrum channels, 7�
 utterance, the official 270 training / 370 test split, variable lengths kept (a padding mask
 travels with each batch; attention ignores padded steps). Every choice was made by
 cross-validation on the training utterances (`python -m attnlab.demos.vowels_cv`; the figures
-are in the comment above `TUNED`), and the members then learn from all 270. The network: `Dense` projection + sinusoidal position encoding →
+are in the comment above `TUNED`), and the members then learn from all 270. The network:
+dropout 0.05 on the input values → `Dense` projection + sinusoidal position encoding →
 `SelfAttention` with a residual connection and LayerNorm → `AttentionPool1d` (a learned query
 attends over time) → `Dense(9)`; three such networks, trained with different seeds on
 utterances time-warped, channel-scaled and jittered afresh at every draw, vote by their mean
@@ -269,7 +270,8 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     pred = C.ensemble_classify(nets, Xte)
     acc = float(np.mean(pred == data.y_test))
     print(f"attention network ({MEMBERS} members): test accuracy {C.percent(acc)} (trained in "
-          f"{train_s:.1f} s; {CV['folds']}-fold CV on the training utterances when chosen: "
+          f"{train_s:.1f} s; {CV['folds']}-fold CV on the training utterances, "
+          f"{CV['fold_sets']} fold sets, when chosen: "
           f"{C.percent(CV['ensemble'])}, logistic regression {C.percent(CV['logistic'])})")
 
     files = C.save_outputs(net, out, info) + C.save_members(nets, out)
@@ -281,7 +283,7 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
                                        epochs or EPOCHS, train_s, base_s)
     metrics.update(seed=seed, members=MEMBERS, choices=CHOICES,
                    cv_accuracy=CV["ensemble"], cv_baseline_accuracy=CV["logistic"],
-                   cv_folds=CV["folds"])
+                   cv_folds=CV["folds"], cv_fold_sets=CV["fold_sets"])
     metrics["seconds"] = round(watch.seconds, 1)
     C.write_metrics(out, metrics)
     write_report(
@@ -289,7 +291,7 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
         "UCI Japanese Vowels: who of nine speakers said /ae/, from 12 LPC cepstrum channels over "
         "7–29 steps. Official split, 270 training and 370 "
         "test utterances, lengths kept: a padding mask travels with every batch and attention "
-        "ignores padded steps. <code>Dense</code> + sinusoidal position → "
+        "ignores padded steps. Input dropout 0.05 → <code>Dense</code> + sinusoidal position → "
         "<code>SelfAttention</code> → <code>AttentionPool1d</code> → <code>Dense(9)</code>; "
         f"{MEMBERS} of them (different seeds, training utterances time-warped ±15 %, "
         "channel-scaled ±10 % and jittered afresh at every draw) vote by their mean probability, against logistic "
@@ -336,12 +338,42 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
 # ensemble 98.52 % (4 errors); with it single 99.14 %, ensemble 98.89 % (3 errors).
 # The ensembles sit at 3–4 errors of 270 whatever is added: one error is 0.37 points, so the
 # differences are within noise; channel scaling is kept as the best on both counts in both
-# fold sets. With every choice made, the members learn from all 270 training utterances (as the
-# baseline does).
-TUNED: dict = {"lr": 3e-3, "dropout": 0.3, "augment": {"warp": 0.15, "jitter": 0.05, "scale": 0.1}}
+# fold sets.
+# Then (issue 15, same harness; fold sets shuffled with seeds 0, 1, 2; 3 members unless said;
+# "errors" are the 3-member ensemble's of 270; the configuration above scored single 98.15 %,
+# 99.14 %, 98.89 % and 3, 3, 2 errors on the three fold sets; logistic regression 97.78 %,
+# 97.78 %, 99.26 %):
+#   resampled to 20 steps (relative time shifted and stretched by ±7.5 % as augmentation)
+#                                          set 0: single 97.90 %, 3 errors
+#   + within-speaker mixup (share ≤ 0.3)   set 0: single 98.02 %, 4 errors
+#   multi-scale Conv1d front end (kernels 3 and 5, 32 channels each, GELU) instead of Dense
+#                                          set 0: single 97.16 %, 6 errors
+#   two stacked attention blocks           set 0: single 97.78 %, 4 errors
+#   channel scaling ±20 % instead of ±10 % sets 0, 1, 2: single 98.40, 98.15, 98.40 %;
+#                                          3, 5, 4 errors
+#   input dropout 0.2                      set 0: single 98.02 %, 5 errors
+#   input dropout 0.1                      sets 0, 1, 2: single 98.77, 98.30 (5 members), 98.40 %;
+#                                          2, 0, 3 errors (5 members: 2, 0)
+#   input dropout 0.1, resampled to 20     set 0: single 97.78 %, 4 errors
+#   input dropout 0.05 (chosen)            sets 0, 1, 2: single 98.52, 97.90, 99.01 %;
+#                                          2, 2, 2 errors
+#   (5 members without input dropout, set 1: single 98.67 %, errors by 1…5 members 2, 3, 3, 2, 2;
+#   with input dropout 0.1, sets 0 and 1: 2, 2, 2, 2, 2 and 6, 0, 0, 0, 0: 3 members kept)
+# The rule (set after most of these runs, before the last two of scaling ±20 %): a candidate replaces the configuration only if its
+# ensemble has fewer errors on at least two of the three fold sets and more on none, and its
+# single networks score higher on at least two. Input dropout 0.05 alone passes (6 errors of 810
+# against 8; single networks ahead on sets 0 and 2, behind on set 1, 98.48 % against 98.73 %
+# over all three): the gain is within noise, and no candidate came near the ≤ 1 error that the
+# aim of 99.5 % would need. Fixed-length resampling, lining utterances up in relative time, did
+# no better than the padding mask over the kept lengths, which stays.
+# With every choice made, the members learn from all 270 training utterances (as the baseline
+# does).
+TUNED: dict = {"lr": 3e-3, "dropout": 0.3, "input_dropout": 0.05,
+               "augment": {"warp": 0.15, "jitter": 0.05, "scale": 0.1}}
 MEMBERS = 3
-# the chosen configuration's 5-fold CV figures (above), recorded in metrics.json and the report
-CV = {"folds": 5, "ensemble": 267 / 270, "logistic": 264 / 270}
+# the chosen configuration's 5-fold CV figures over the three fold sets (above), pooled: 810
+# held-out predictions; recorded in metrics.json and the report
+CV = {"folds": 5, "fold_sets": 3, "ensemble": 804 / 810, "logistic": 796 / 810}
 CHOICES = ("lr 3e-3 and dropout 0.3 by 5-fold CV on the training utterances (97.0 % against "
            "96.7 % for lr 1e-3, dropout 0.1); time warping ±15 % + jitter 0.05 and a 3-member "
            "ensemble by 3-fold CV on the training utterances (single network 97.78 % → 98.89 % "
@@ -350,7 +382,11 @@ CHOICES = ("lr 3e-3 and dropout 0.3 by 5-fold CV on the training utterances (97.
            "98.02 %, and 99.14 % against 98.02 % in a second set of folds; logistic regression "
            "97.78 % on the same folds), where label smoothing, weight averaging (SWA, EMA), mean pooling, "
            "a feed-forward block, a phase channel, 5 or 7 members and test-time warping did "
-           "no better; then the members are trained on all 270 training utterances")
+           "no better; input dropout 0.05 by 5-fold CV on three fold sets (ensemble errors 2, 2, 2 "
+           "of 270 against 3, 3, 2 without; single networks 98.48 % against 98.73 %, ahead on two "
+           "sets of three), where resampling to 20 steps, within-speaker mixup, a multi-scale "
+           "Conv1d front end, two attention blocks, channel scaling ±20 % and input dropout 0.1 "
+           "or 0.2 did no better; then the members are trained on all 270 training utterances")
 
 
 def _net_kw(kw):
