@@ -366,6 +366,9 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
 # over all three): the gain is within noise, and no candidate came near the ≤ 1 error that the
 # aim of 99.5 % would need. Fixed-length resampling, lining utterances up in relative time, did
 # no better than the padding mask over the kept lengths, which stays.
+# The one test run of this configuration, after the choice and not used for it (`attnlab demo
+# vowels --seeds 3`, 1 thread, a quiet machine): 98.92, 99.19, 98.11 % (4, 3, 7 errors of 370),
+# 98.74 ± 0.56 %, against logistic regression's 99.19 % (3 errors): it does not beat the baseline.
 # With every choice made, the members learn from all 270 training utterances (as the baseline
 # does).
 TUNED: dict = {"lr": 3e-3, "dropout": 0.3, "input_dropout": 0.05,
