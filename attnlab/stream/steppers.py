@@ -462,14 +462,17 @@ class KVCache:
         self.heads = int(heads)
         self.k: Tensor | None = None
         self.v: Tensor | None = None
-        # views made once per buffer, so that a decoding step indexes a sequence instead of
-        # slicing tensors (each slice is a ~1 µs call, a step makes 4 per layer): slot n,
-        # B×heads×d, takes step n's key (all made by one unbind); prefix n, B×heads×(n+1)×d,
-        # is what query n attends to
-        self.k_slots: tuple[Tensor, ...] = ()
-        self.v_slots: tuple[Tensor, ...] = ()
-        self.k_prefix: tuple[Tensor, ...] = ()
-        self.v_prefix: tuple[Tensor, ...] = ()
+        # views made once per buffer (in chunks, as decoding reaches them), so that a decoding
+        # step indexes a list instead of slicing tensors (each slice is a ~1 µs call, a step
+        # makes 4 per layer): slot n, B×heads×d, takes step n's key; prefix n,
+        # B×heads×(n+1)×d, is what query n attends to
+        self.k_slots: list[Tensor] = []
+        self.v_slots: list[Tensor] = []
+        self.k_prefix: list[Tensor] = []
+        self.v_prefix: list[Tensor] = []
+        # steps below `ready` have their views, in buffers checked to fit the keys arriving
+        # since the last reset (a one-step decode then compares one int)
+        self.ready = 0
         self.n = 0
 
     @property
@@ -477,7 +480,23 @@ class KVCache:
         return 0 if self.k is None else self.k.shape[2]
 
     def reset(self) -> None:
-        self.n = 0
+        self.n = self.ready = 0
+
+    def make_ready(self, k: Tensor, v: Tensor, end: int) -> None:
+        """Buffers that take keys like k, v up to step `end`, with the views of at least those
+        steps: made in chunks that double (64, 128, …), not all at once when the buffers grow."""
+        if not self.fits(k, end):
+            self.grow(k, v, end)
+        kc, vc = self.k, self.v
+        assert kc is not None and vc is not None       # for mypy: grow made them
+        made = len(self.k_prefix)
+        if end > made:
+            upto = min(kc.shape[2], max(end, 2 * made, 64))
+            self.k_slots += kc[:, :, made:upto].unbind(2)
+            self.v_slots += vc[:, :, made:upto].unbind(2)
+            self.k_prefix += _prefixes(kc, made, upto)
+            self.v_prefix += _prefixes(vc, made, upto)
+        self.ready = len(self.k_prefix)
 
     def fits(self, k: Tensor, end: int) -> bool:
         """True when the buffers take steps up to `end` of keys like k (batch, dtype, device)."""
@@ -513,16 +532,16 @@ class KVCache:
             self.v[:, :, :n] = old_v[:, :, :n]
         else:
             self.n = 0
-        self.k_slots, self.v_slots = self.k.unbind(2), self.v.unbind(2)
-        self.k_prefix, self.v_prefix = _prefixes(self.k), _prefixes(self.v)
+        self.k_slots, self.v_slots, self.k_prefix, self.v_prefix = [], [], [], []
+        self.ready = 0
 
 
-def _prefixes(buf: Tensor) -> tuple[Tensor, ...]:
-    """buf[:, :, :i + 1] for every i, B×H×(i+1)×d each, made once per buffer with as_strided
-    (half the cost of slicing)."""
-    b, h, cap, d = buf.shape
+def _prefixes(buf: Tensor, start: int, stop: int) -> list[Tensor]:
+    """buf[:, :, :i + 1] for i in start…stop−1, B×H×(i+1)×d each, made with as_strided (half
+    the cost of slicing)."""
+    b, h, _, d = buf.shape
     stride, offset = buf.stride(), buf.storage_offset()
-    return tuple(buf.as_strided((b, h, i + 1, d), stride, offset) for i in range(cap))
+    return [buf.as_strided((b, h, i + 1, d), stride, offset) for i in range(start, stop)]
 
 
 _compiling = torch.compiler.is_compiling
@@ -587,9 +606,9 @@ class CachedAttentionStepper(Stepper):
         n = c.n
         qkv = F.linear(x, f["w"], f["b"])                                   # B×1×3·H·d
         q, k, v = qkv.view(b, 3, self.h, self.dk).unbind(1)                 # B×H×d views
-        if not c.fits(k, n + 1):
+        if n >= c.ready:
             kv = qkv.view(b, 3, -1)[:, 1:]                                  # B×2×H·d: k, v
-            c.grow(kv, kv, n + 1)
+            c.make_ready(kv, kv, n + 1)
         c.k_slots[n].copy_(k)
         c.v_slots[n].copy_(v)
         c.n = n + 1
@@ -602,8 +621,11 @@ class CachedAttentionStepper(Stepper):
         SDPA on views of them, no mask (the newest query sees every cached key)."""
         c, b = self.cache, q.shape[0]
         n = c.n
-        if not c.fits(k, n + 1):
-            c.grow(k, v, n + 1)
+        if _compiling():
+            if not c.fits(k, n + 1):
+                c.grow(k, v, n + 1)
+        elif n >= c.ready:
+            c.make_ready(k, v, n + 1)
         k, v = k.view(b, self.hkv, self.dk), v.view(b, self.hkv, self.dv)
         if _compiling():     # traced: plain indexing (inductor fails on the slot views)
             c.k[:, :, n], c.v[:, :, n] = k, v
@@ -634,7 +656,8 @@ class CachedAttentionStepper(Stepper):
         if keep and c.k is not None and c.v is not None:
             k[:, :, :c.n], v[:, :, :c.n] = c.k[:, :, :c.n], c.v[:, :, :c.n]
         c.k, c.v, c.n = k, v, end
-        c.k_slots = c.v_slots = c.k_prefix = c.v_prefix = ()    # the eager path's views
+        c.k_slots, c.v_slots, c.k_prefix, c.v_prefix = [], [], [], []   # the eager path's views
+        c.ready = 0
         self.key_positions = torch.arange(cap, device=device)
 
     def static_step(self, positions, *xs):
