@@ -96,7 +96,8 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
                                "(B×T×C) can be streamed. Pass it in static_inputs.")
     static_shapes = compile is not False and compile is not None
     with P.autocast(run_on, half):       # static layers (encoders) in the step's precision
-        program = build_program(net, static, capacity, static_shapes=static_shapes)
+        program = build_program(net, static, capacity, static_shapes=static_shapes,
+                                analysis=analysis)
     if program.problems:
         lines = "\n".join(f"  - {i.message}" for i in program.problems)
         given = f" (static: {', '.join(map(repr, static))})" if static else ""

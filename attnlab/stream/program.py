@@ -85,19 +85,21 @@ class Program:
 
 
 def build_program(net, static: dict[str, Static], capacity: int = 64,
-                  with_static_outputs: bool = True, static_shapes: bool = False) -> Program:
+                  with_static_outputs: bool = True, static_shapes: bool = False,
+                  analysis=None) -> Program:
     """The program streaming `net` with the inputs named in `static` given whole;
-    `static_shapes` for one that torch.compile traces once (see `Program`)."""
-    return _Builder(net, static, capacity, static_shapes).build(with_static_outputs)
+    `static_shapes` for one that torch.compile traces once (see `Program`); `analysis`: the
+    network's, when the caller has it already."""
+    return _Builder(net, static, capacity, static_shapes, analysis).build(with_static_outputs)
 
 
 class _Builder:
     def __init__(self, net, static: dict[str, Static], capacity: int,
-                 static_shapes: bool = False) -> None:
+                 static_shapes: bool = False, analysis=None) -> None:
         self.net, self.static, self.capacity = net, static, capacity
         self.static_shapes = static_shapes
         self.prepares: list[Callable] = []
-        self.analysis = net.analyze()
+        self.analysis = analysis if analysis is not None else net.analyze()
         self.analysis.raise_if_errors("stream")
         self.values: dict[tuple[str, str], Static | Streamed] = {}
         self.callables: list = []       # f0, f1, …: modules, step methods, nested programs
