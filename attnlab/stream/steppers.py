@@ -338,6 +338,22 @@ class CausalConv1dStepper(Stepper):
         y = nn.Conv1d.forward(self.module, x.transpose(1, 2))       # B×F×t (module has no padding)
         return y.transpose(1, 2)                                    # B×t×F
 
+    def prepare(self, end, batch, device, dtype):
+        c = self.context
+        if self.reach and (c is None or c.shape[0] != batch or c.device != device):
+            self.context = torch.zeros(batch, self.reach, self.module.in_channels,
+                                       device=device, dtype=dtype)
+
+    def static_step(self, x):
+        """As `step`, with the context always a tensor (prepare made zeros) and copied out
+        contiguous, so that its strides do not depend on how many steps came last."""
+        if self.reach:
+            assert self.context is not None
+            x = torch.cat((self.context.to(x.dtype), x), 1)         # B×(reach+t)×C
+            self.context = x[:, x.shape[1] - self.reach:].contiguous()
+        y = nn.Conv1d.forward(self.module, x.transpose(1, 2))       # B×F×t
+        return y.transpose(1, 2)                                    # B×t×F
+
 
 @register_stepper(Conv1d)
 def _conv1d(ctx):
