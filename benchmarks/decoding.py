@@ -6,8 +6,8 @@ Dense to the vocabulary out) decodes greedily for 512 steps from a start token:
 
 - stream:    `attnlab.stream.stream(net)`, one `step` per token (key/value caches);
 - stream compiled: the same with `compile=True` (static shapes: caches at full capacity,
-             masked attention over all of it), made and compiled once, `reset()` between
-             decodes;
+             masked attention over all of it); compiled in the warm-up, the streams made
+             afterwards reuse the graph;
 - recompute: the network's full forward pass on the growing prefix at every step, keeping the
              last position (what a model without a cache does);
 - hand:      the same decoder written by hand in torch with a preallocated key/value cache, as
@@ -81,15 +81,8 @@ def decode_stream(net, start, steps):
     return torch.cat(tokens, 1)[..., 0], torch.cat(scores, 1)
 
 
-_COMPILED: dict = {}           # (network, steps) → its compiled stream, made once
-
-
 def decode_stream_compiled(net, start, steps):
-    s = _COMPILED.get((id(net), steps))
-    if s is None:
-        s = _COMPILED[(id(net), steps)] = stream(net, capacity=steps, compile=True)
-    else:
-        s.reset()
+    s = stream(net, capacity=steps, compile=True)    # a new stream reuses the traced graph
     x = start.long()
     tokens, scores = [], []
     for _ in range(steps):
@@ -244,7 +237,7 @@ def run(net, threads, steps, batch, repeats, pairs=9) -> dict:
         for fn in CONTENDERS.values():                       # warm-up (allocator, kernels)
             fn(net, start, 16)
         t0 = time.perf_counter()
-        decode_stream_compiled(net, start, steps)            # compiles its graph, once
+        decode_stream_compiled(net, start, steps)            # compiles its graphs, once
         compile_s = time.perf_counter() - t0
         best, outs = {k: math.inf for k in CONTENDERS}, {}
         for _ in range(repeats):
