@@ -133,6 +133,7 @@ class Stream:
         self._single_out = len(self._out_names) == 1
         self._static_batch = self._batch = batch
         self._dtype = dtype
+        self._on_cpu = self._device.type == "cpu"
         self._limit = program.limit
         self._pos = 0
         self._static = program.static_shapes
@@ -196,8 +197,17 @@ class Stream:
         """x: B×t×C (the one streamed input) or a dict by streamed input name → the outputs at
         positions `position … position + t − 1`: B×t×C' each (a tensor, or a dict by output
         name when the network has several outputs)."""
-        if self._single_in and not isinstance(x, dict):
-            xs = (self._check(x, 0),)
+        if self._single_in and type(x) is Tensor:
+            shape = x.shape
+            # the hot path: a right tensor (the stream's batch, channels, dtype and device)
+            if len(shape) == 3 and shape[0] == self._batch and shape[2] == self._channels[0] \
+                    and shape[1] and x.dtype in self._dtypes[0] and \
+                    (x.is_cpu if self._on_cpu else x.device == self._device):
+                xs = (x,)
+            else:
+                xs = (self._convert(x, 0),)
+        elif self._single_in and not isinstance(x, dict):
+            xs = (self._convert(x, 0),)
         else:
             xs = self._by_name(x)
         t = xs[0].shape[1]
@@ -205,20 +215,22 @@ class Stream:
         if pos + t > self._limit:
             raise DataError(f"step {pos + t - 1}: a static sequence read step by step has only "
                             f"{self._limit} steps. Give longer static sequences, or reset().")
-        # no gradients, as torch.no_grad() does, without its context-manager object (a
-        # decoding step is a few hundred µs; the object costs about 1 µs of it)
         if self._static:       # sized here, outside the traced step; positions as a tensor
             self._program.prepare(pos + t, xs[0].shape[0], self._device, self._act_dtype)
             pos = torch.arange(pos, pos + t, device=self._device)
             xs = tuple(map(_canonical, xs))
+        # no gradients, as torch.no_grad() does, without its context-manager object (a
+        # decoding step is a few hundred µs; the object costs about 1 µs of it)
         grad = torch.is_grad_enabled()
-        torch._C._set_grad_enabled(False)
+        if grad:
+            torch._C._set_grad_enabled(False)
         try:
             outs = self._fn(pos, t, *xs)
         except (RuntimeError, IndexError, ValueError) as e:
             raise self._translate(e) from None      # torch's error stays as __context__
         finally:
-            torch._C._set_grad_enabled(grad)
+            if grad:
+                torch._C._set_grad_enabled(True)
         self._pos += t
         return outs[0] if self._single_out else dict(zip(self._out_names, outs))
 
