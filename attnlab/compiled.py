@@ -8,8 +8,9 @@ the compiler was at fault: a `CompileWarning` names its reason and every later c
 A fallback call may have run part of the compiled forward first (BatchNorm's running statistics
 can then move twice in that one step).
 
-Modes: training and decoding use torch.compile's default mode (decoding with dynamic shapes:
-positions and cache lengths are symbolic, so one graph serves every step); on CUDA, inference
+Modes: training and decoding use torch.compile's default mode (decoding with static shapes:
+a compiled stream attends over its whole cache capacity with a mask and takes positions as a
+tensor, so one graph serves every step); on CUDA, inference
 takes "reduce-overhead" (CUDA graphs: launch overhead dominates small batches). A dict given as
 `compile` overrides them (e.g. {"mode": "max-autotune"} or {"backend": "aot_eager"}).
 """
@@ -36,10 +37,10 @@ def compile_options(compile, device: torch.device, purpose: str) -> dict:
     kw: dict[str, object] = {}
     if purpose == "inference" and device.type == "cuda":
         kw["mode"] = "reduce-overhead"         # CUDA graphs: one per batch shape
-    # decoding stays in the default mode: its cache length changes every step, and CUDA graphs
-    # would record a graph per length
+    # decoding stays in the default mode: its caches are inputs the step writes into, which
+    # CUDA graphs would copy at every replay
     if purpose == "decoding":
-        kw["dynamic"] = True           # positions and cache lengths symbolic: one graph for all steps
+        kw["dynamic"] = False          # shapes from the cache capacity: one graph for all steps
     if isinstance(compile, dict):
         kw.update(compile)
     return kw

@@ -195,6 +195,117 @@ def test_compiled_training_and_seed1_inference_equal_eager():
     assert torch.allclose(compiled, seed1.predict(inputs), atol=1e-5)
 
 
+def _positional_decoder(vocab=20, dim=8, heads=2):
+    """Tokens → Embedding + sinusoidal positions + learned positions → causal self-attention
+    (2 heads) and a grouped-query one → scores: every stepper that reads positions."""
+    net = al.Network([L.SequenceInput(1, name="tokens"), L.Embedding(vocab, dim, name="embed")])
+    net.add([L.SinusoidalPositionEncoding(dim, name="sin"), L.Addition(2, name="add-sin")])
+    net.add([L.PositionEmbedding(32, name="learned"), L.Addition(2, name="add-learned")])
+    net.connect("embed", "sin")
+    net.connect("embed", "add-sin/in2")
+    net.connect("add-sin", "learned")
+    net.connect("add-sin", "add-learned/in2")
+    net.add([L.SelfAttention(heads, dim, attention_mask="causal", name="attn"),
+             L.MultiHeadAttention(heads, dim, num_kv_heads=1, attention_mask="causal",
+                                  name="gqa"),
+             L.LayerNorm(name="norm"), L.Dense(vocab, name="scores")])
+    net.connect("add-learned", "attn")
+    for port in ("key", "value"):
+        net.connect("attn", f"gqa/{port}")
+    torch.manual_seed(0)
+    return net.initialize().eval()
+
+
+def test_a_compiled_stream_traces_one_graph_for_every_decoding_step():
+    """Static shapes: the caches hold `capacity` steps from the start and positions enter as a
+    tensor, so 12 one-token steps after a prefill compile two graphs (prefill, one step), not
+    one per position, and a reset reuses them; when the caches double (capacity 16 → 32) the
+    steps after it compile once more."""
+    graphs = []
+
+    def counting(gm, example_inputs):            # a torch.compile backend: runs the graph as is
+        graphs.append(gm)
+        return gm.forward
+
+    net = _positional_decoder()
+    torch._dynamo.reset()
+    s = net.stream(capacity=16, compile={"backend": counting})
+    eager = net.stream(capacity=16)
+    prompt = torch.tensor([[[3], [1], [4]]])
+
+    def decode(steps):
+        assert torch.allclose(s.step(prompt), eager.step(prompt), atol=1e-5)
+        x = prompt[:, -1:]                        # a view: strides of its own
+        for i in range(steps):
+            a, b = s.step(x), eager.step(x)
+            assert torch.allclose(a, b, atol=1e-5), i
+            x = a.argmax(-1, keepdim=True)
+
+    decode(12)
+    assert s.compiled and len(graphs) == 2
+    s.reset(), eager.reset()                      # a reset reuses the graphs
+    decode(12)
+    assert len(graphs) == 2
+    s.reset(), eager.reset()
+    decode(16)                                    # past capacity 16: the caches double
+    assert len(graphs) == 3 and s.steppers["attn"].cache.capacity == 32
+
+
+def _streamable(kind):
+    torch.manual_seed(0)
+    if kind == "seed-1 answer":
+        from attnlab.demos.seed1 import answer_network
+        return answer_network().initialize().eval(), {"encoder-input": torch.randn(2, 7, 1)}
+    if kind == "lstm":
+        net = al.Network([L.SequenceInput(3), L.LSTM(8),
+                          L.SelfAttention(2, 8, attention_mask="causal"), L.Dense(2)])
+    elif kind == "conv + grouped-query":
+        net = al.Network([L.SequenceInput(3), L.Conv1d(3, 8, padding="causal", name="conv"),
+                          L.GELU(name="gelu"),
+                          L.MultiHeadAttention(4, 8, num_kv_heads=2, attention_mask="causal",
+                                               name="mha"), L.Dense(2, name="out")])
+        for port in ("key", "value"):
+            net.connect("gelu", f"mha/{port}")
+    else:                                                       # a nested block
+        block = al.Network([L.SequenceInput(8, name="in"),
+                            L.SelfAttention(2, 8, attention_mask="causal", name="attn"),
+                            L.LayerNorm(name="norm")], name="block")
+        net = al.Network([L.SequenceInput(3, name="x"), L.Dense(8, name="fc"), block,
+                          L.Dense(2, name="out")])
+    return net.initialize().eval(), None
+
+
+@pytest.mark.parametrize("kind", ["seed-1 answer", "lstm", "conv + grouped-query", "nested"])
+def test_compiled_streams_of_every_stepper_equal_eager_in_few_graphs(kind):
+    """Cross-attention over static keys, LSTM state, a causal convolution's context, grouped
+    query heads, a nested network: compiled (dynamo, graphs run as traced) equals eager over a
+    prefill and 10 steps, in at most 3 graphs (prefill, step, and the step after the caches
+    double at capacity 8)."""
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    net, static = _streamable(kind)
+    torch._dynamo.reset()
+    s = net.stream(static, capacity=8, compile={"backend": counting})
+    eager = net.stream(static, capacity=8)
+    c = 1 if static is not None else 3
+    for t in (3,) + (1,) * 10:
+        x = torch.randn(2, t, c)
+        a, b = s.step(x), eager.step(x)
+        assert torch.allclose(a, b, atol=1e-5)
+    assert s.compiled and 1 <= len(graphs) <= 3, len(graphs)
+
+
+def test_a_compiled_stream_keeps_the_position_limit_error():
+    s = _positional_decoder().stream(capacity=8, compile={"backend": "eager"})
+    s.step(torch.zeros(1, 30, 1, dtype=torch.long))
+    with pytest.raises(al.DataError, match="layer 'learned': positions 32…32 reach past max_length 32"):
+        s.step(torch.zeros(1, 3, 1, dtype=torch.long))
+
+
 def test_compiled_decode_step_equals_eager():
     net = _decoder()
     start = torch.zeros(2, 1, 1)

@@ -651,6 +651,23 @@ def test_embedding_off_the_cpu_reads_nothing_back_and_marks_bad_ids_nan():
     assert out.shape == (2, 5, C) and out.is_meta
 
 
+def test_long_one_step_decodes_equal_the_full_pass_across_view_chunks_and_growth():
+    """One-step decoding makes its cache views in chunks (64, then doubling) and doubles the
+    buffers when full: 150 steps from capacity 100 cross both; a reset to another batch size
+    starts over in fresh buffers. Every step equals the full forward pass."""
+    net = _token_decoder()
+    torch.manual_seed(3)
+    s = _stream(net, capacity=100)
+    for batch in (2, 3):
+        ids = torch.randint(0, 11, (batch, 150, 1))
+        full = net(ids.float())
+        got = torch.cat([s.step(ids[:, i:i + 1]) for i in range(150)], 1)
+        assert torch.allclose(got, full, atol=1e-5)
+        cache = s.steppers["attn"].cache
+        assert cache.capacity == 200 and len(cache.k_prefix) == 200
+        s.reset()
+
+
 def test_decoding_step_indexes_views_made_once_per_buffer():
     """The one-step path copies into slot views and attends over prefix views of the cache."""
     s = _stream(_token_decoder(), capacity=8)

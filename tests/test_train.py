@@ -393,6 +393,17 @@ def test_no_host_reads_per_decoding_step(monkeypatch):
     for _ in range(20):
         x = s.step(x)[:, -1].argmax(-1).float().view(-1, 1, 1)
     assert calls == []
+    # the static-shape step that compile=True traces (run eagerly here) reads nothing either
+    from attnlab.stream.core import Stream
+    from attnlab.stream.program import build_program
+    spec = net._input_specs[0]
+    static = Stream(net, build_program(net, {}, 4, static_shapes=True), [spec], None,
+                    torch.float32)
+    static.step(torch.zeros(2, 3, 1))
+    x = torch.zeros(2, 1, 1)
+    for _ in range(20):                           # the caches double on the way
+        x = static.step(x)[:, -1].argmax(-1).float().view(-1, 1, 1)
+    assert calls == [] and static.steppers["attn"].cache.capacity == 32
     calls.clear()
     al.generate(net, start=0, stop=99, max_length=32)          # 99: never produced
     assert calls.count("__bool__") == 32 // 8 and len(calls) <= 32 // 8 + 2, calls

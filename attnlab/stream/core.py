@@ -42,6 +42,10 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
     `precision` "fp32" | "bf16" | "fp16" | "auto" runs each step under torch.autocast (caches
     in the half type, outputs returned as float32). `compile=True` runs the step through
     torch.compile (falling back to eager with a warning), a dict passes torch.compile arguments.
+    A compiled stream keeps static shapes: its caches hold `capacity` steps from the start
+    (zeros), every step attends over all of them with a mask, and positions enter as a
+    tensor, so one graph serves every decoding step (another for each prefill length, and
+    one more each time the caches double).
     """
     P.check_precision(precision, "stream precision")
     P.check_compile(compile, "stream compile")
@@ -90,8 +94,10 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
         if specs[n].labels != "BTC":
             raise NetworkError(f"input '{n}' is {specs[n]} ({specs[n].kind}): only sequences "
                                "(B×T×C) can be streamed. Pass it in static_inputs.")
+    static_shapes = compile is not False and compile is not None
     with P.autocast(run_on, half):       # static layers (encoders) in the step's precision
-        program = build_program(net, static, capacity)
+        program = build_program(net, static, capacity, static_shapes=static_shapes,
+                                analysis=analysis)
     if program.problems:
         lines = "\n".join(f"  - {i.message}" for i in program.problems)
         given = f" (static: {', '.join(map(repr, static))})" if static else ""
@@ -127,8 +133,11 @@ class Stream:
         self._single_out = len(self._out_names) == 1
         self._static_batch = self._batch = batch
         self._dtype = dtype
+        self._on_cpu = self._device.type == "cpu"
         self._limit = program.limit
         self._pos = 0
+        self._static = program.static_shapes
+        self._act_dtype = half if half is not None else dtype     # what the caches hold
 
     # -- views ------------------------------------------------------------------------------
     @property
@@ -188,8 +197,17 @@ class Stream:
         """x: B×t×C (the one streamed input) or a dict by streamed input name → the outputs at
         positions `position … position + t − 1`: B×t×C' each (a tensor, or a dict by output
         name when the network has several outputs)."""
-        if self._single_in and not isinstance(x, dict):
-            xs = (self._check(x, 0),)
+        if self._single_in and type(x) is Tensor:
+            shape = x.shape
+            # the hot path: a right tensor (the stream's batch, channels, dtype and device)
+            if len(shape) == 3 and shape[0] == self._batch and shape[2] == self._channels[0] \
+                    and shape[1] and x.dtype in self._dtypes[0] and \
+                    (x.is_cpu if self._on_cpu else x.device == self._device):
+                xs = (x,)
+            else:
+                xs = (self._convert(x, 0),)
+        elif self._single_in and not isinstance(x, dict):
+            xs = (self._convert(x, 0),)
         else:
             xs = self._by_name(x)
         t = xs[0].shape[1]
@@ -197,17 +215,23 @@ class Stream:
         if pos + t > self._limit:
             raise DataError(f"step {pos + t - 1}: a static sequence read step by step has only "
                             f"{self._limit} steps. Give longer static sequences, or reset().")
+        if self._static:       # sized here, outside the traced step; positions as a tensor
+            self._program.prepare(pos + t, xs[0].shape[0], self._device, self._act_dtype)
+            pos = torch.arange(pos, pos + t, device=self._device)
+            xs = tuple(map(_canonical, xs))
         # no gradients, as torch.no_grad() does, without its context-manager object (a
         # decoding step is a few hundred µs; the object costs about 1 µs of it)
         grad = torch.is_grad_enabled()
-        torch._C._set_grad_enabled(False)
+        if grad:
+            torch._C._set_grad_enabled(False)
         try:
             outs = self._fn(pos, t, *xs)
         except (RuntimeError, IndexError, ValueError) as e:
             raise self._translate(e) from None      # torch's error stays as __context__
         finally:
-            torch._C._set_grad_enabled(grad)
-        self._pos = pos + t
+            if grad:
+                torch._C._set_grad_enabled(True)
+        self._pos += t
         return outs[0] if self._single_out else dict(zip(self._out_names, outs))
 
     __call__ = step
@@ -286,6 +310,17 @@ class Stream:
         return DataError(f"{where}the step failed; torch says: {text}. Check that the data fits the "
                          "network (print(net.analyze()) shows the sizes each layer expects); reset() "
                          "the stream before going on.")
+
+
+def _canonical(x: Tensor) -> Tensor:
+    """x with the strides of a fresh contiguous tensor: torch.compile guards on strides, and
+    a step sliced from a prompt (`prompt[:, -1:]`) has another batch stride than one made by
+    argmax, though both are contiguous."""
+    if not x.is_contiguous():
+        return x.contiguous()
+    b, t, c = x.shape
+    stride = (t * c, c, 1)
+    return x if x.stride() == stride else x.as_strided(x.shape, stride)
 
 
 def _autocast_step(fn, device, half):

@@ -70,6 +70,14 @@ class Program:
     line_layers: dict[int, str] = field(default_factory=dict)
     # streamed inputs read by Embedding layers only: integer token ids pass to them unconverted
     ids_inputs: frozenset = frozenset()
+    # static shapes (a compiled stream): `fn(positions, t, *xs)` takes the new steps' positions
+    # as a 1-D int64 tensor, after `prepare(end, batch, device, dtype)` sized every buffer
+    static_shapes: bool = False
+    prepares: list[Callable] = field(default_factory=list)
+
+    def prepare(self, end: int, batch: int, device, dtype) -> None:
+        for p in self.prepares:
+            p(end, batch, device, dtype)
 
     def reset(self) -> None:
         for r in self.resets:
@@ -77,15 +85,21 @@ class Program:
 
 
 def build_program(net, static: dict[str, Static], capacity: int = 64,
-                  with_static_outputs: bool = True) -> Program:
-    """The program streaming `net` with the inputs named in `static` given whole."""
-    return _Builder(net, static, capacity).build(with_static_outputs)
+                  with_static_outputs: bool = True, static_shapes: bool = False,
+                  analysis=None) -> Program:
+    """The program streaming `net` with the inputs named in `static` given whole;
+    `static_shapes` for one that torch.compile traces once (see `Program`); `analysis`: the
+    network's, when the caller has it already."""
+    return _Builder(net, static, capacity, static_shapes, analysis).build(with_static_outputs)
 
 
 class _Builder:
-    def __init__(self, net, static, capacity):
+    def __init__(self, net, static: dict[str, Static], capacity: int,
+                 static_shapes: bool = False, analysis=None) -> None:
         self.net, self.static, self.capacity = net, static, capacity
-        self.analysis = net.analyze()
+        self.static_shapes = static_shapes
+        self.prepares: list[Callable] = []
+        self.analysis = analysis if analysis is not None else net.analyze()
         self.analysis.raise_if_errors("stream")
         self.values: dict[tuple[str, str], Static | Streamed] = {}
         self.callables: list = []       # f0, f1, …: modules, step methods, nested programs
@@ -143,7 +157,7 @@ class _Builder:
                         f"x{i}" not in returned_vars and self.uses.get(f"x{i}") and
                         all(type(u) is Embedding for u in self.uses[f"x{i}"]))
         return Program(fn, source, outputs, args, self.resets, self.steppers, self.limit,
-                       self.problems, self.line_layers, ids)
+                       self.problems, self.line_layers, ids, self.static_shapes, self.prepares)
 
     # -- static layers: run once ------------------------------------------------------------
     def _run_static(self, name, layer, ins) -> list[Static]:
@@ -219,7 +233,8 @@ class _Builder:
                                         "carried along the streamed steps",
                                         "give that static input without padding (equal lengths)")
                 self.limit = min(self.limit, v.value.shape[1])
-                args.append(f"{c}[:, pos:pos + t]")
+                args.append(f"{c}.index_select(1, pos)" if self.static_shapes
+                            else f"{c}[:, pos:pos + t]")
             else:
                 args.append(c)
         if ctx.layer.uses_mask:                 # streamed steps carry no padding
@@ -260,13 +275,19 @@ class _Builder:
     def _stepper_call(self, stepper, ctx, ins) -> str:
         self.resets.append(stepper.reset)
         self.steppers[ctx.name] = stepper
-        args = (["pos"] if stepper.needs_pos else []) + [ins[p].var for p in ctx.streamed]
-        return f"{self._callable(stepper.step)}({', '.join(args)})"
+        step, wants_pos = stepper.step, stepper.needs_pos
+        if self.static_shapes:
+            self.prepares.append(stepper.prepare)
+            step, wants_pos = stepper.static_step, wants_pos or stepper.static_needs_pos
+        args = (["pos"] if wants_pos else []) + [ins[p].var for p in ctx.streamed]
+        return f"{self._callable(step)}({', '.join(args)})"
 
     def _nested(self, name, layer, ins) -> list[Static | Streamed]:
         """A Network used as a layer streams with a program of its own (one line here)."""
         static = {p: v for p, v in ins.items() if isinstance(v, Static)}
-        sub = build_program(layer, static, self.capacity, with_static_outputs=False)
+        sub = build_program(layer, static, self.capacity, with_static_outputs=False,
+                            static_shapes=self.static_shapes)
+        self.prepares += sub.prepares
         for issue in sub.problems:
             self.problems.append(Issue("error", "stream", f"inside '{name}': {issue.message}",
                                        issue.layer, issue.port))

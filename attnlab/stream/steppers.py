@@ -81,15 +81,29 @@ class Stepper:
     `step(*xs)` gets the streamed inputs in port order (sequences B×t×C for the t new steps),
     preceded by `pos` (the absolute position of the first new step) when `needs_pos`, and
     returns the layer's outputs for those steps: one tensor, or a tuple in output-port order.
-    `reset()` forgets every step seen (static state is kept)."""
+    `reset()` forgets every step seen (static state is kept).
+
+    With static shapes (a compiled stream: no Python int may enter the traced step, and every
+    buffer keeps its size from step to step), the stream calls `prepare(end, batch, device,
+    dtype)` before each step, outside the traced code (grow buffers to hold steps up to `end`;
+    dtype: the step's activation type, the autocast type under mixed precision), then
+    `static_step(*xs)`, preceded by `positions` (the new steps' positions, a 1-D int64 tensor
+    on the device) when `needs_pos` or `static_needs_pos`."""
 
     needs_pos = False
+    static_needs_pos = False
 
     def reset(self) -> None:
         pass
 
     def step(self, *xs):
         raise NotImplementedError
+
+    def prepare(self, end: int, batch: int, device: torch.device, dtype: torch.dtype) -> None:
+        pass
+
+    def static_step(self, *args):
+        return self.step(*args)
 
 
 _REGISTRY: dict[type, Callable[[LayerContext], object]] = {}
@@ -324,6 +338,22 @@ class CausalConv1dStepper(Stepper):
         y = nn.Conv1d.forward(self.module, x.transpose(1, 2))       # B×F×t (module has no padding)
         return y.transpose(1, 2)                                    # B×t×F
 
+    def prepare(self, end, batch, device, dtype):
+        c = self.context
+        if self.reach and (c is None or c.shape[0] != batch or c.device != device):
+            self.context = torch.zeros(batch, self.reach, self.module.in_channels,
+                                       device=device, dtype=dtype)
+
+    def static_step(self, x):
+        """As `step`, with the context always a tensor (prepare made zeros) and copied out
+        contiguous, so that its strides do not depend on how many steps came last."""
+        if self.reach:
+            assert self.context is not None
+            x = torch.cat((self.context.to(x.dtype), x), 1)         # B×(reach+t)×C
+            self.context = x[:, x.shape[1] - self.reach:].contiguous()
+        y = nn.Conv1d.forward(self.module, x.transpose(1, 2))       # B×F×t
+        return y.transpose(1, 2)                                    # B×t×F
+
 
 @register_stepper(Conv1d)
 def _conv1d(ctx):
@@ -359,16 +389,30 @@ class PositionEmbeddingStepper(Stepper):
                 m.offset = 0
         return m.weight[pos:pos + t].expand(b, t, -1)                 # B×t×channels
 
+    def prepare(self, end, batch, device, dtype):
+        m = self.module
+        if end > m.weight.shape[0]:
+            m.offset = end - 1          # the module's own error, naming the layer
+            try:
+                m(torch.zeros(batch, 1, 1, device=device))
+            finally:
+                m.offset = 0
+
+    def static_step(self, positions, x):
+        w = self.module.weight
+        return w.index_select(0, positions).expand(x.shape[0], -1, -1)     # B×t×channels
+
 
 class SinusoidalStepper(Stepper):
-    """Sinusoidal positions: a table of the module's own encodings (capacity×dim, doubled when
-    outgrown), kept expanded to the batch (a view, no copy), sliced at the stream's position:
-    one view per step instead of recomputing."""
+    """Sinusoidal positions: a table of the module's own encodings (the stream's capacity × dim,
+    doubled when outgrown), kept expanded to the batch (a view, no copy), sliced at the stream's
+    position: one view per step instead of recomputing."""
 
     needs_pos = True
 
-    def __init__(self, module):
+    def __init__(self, module, capacity: int = 64):
         self.module = module
+        self.capacity = max(1, int(capacity))
         self.table = None               # B×length×dim, stride 0 along B
         self.rows: tuple[Tensor, ...] = ()   # its B×1×dim views, one per position (t = 1)
 
@@ -377,11 +421,25 @@ class SinusoidalStepper(Stepper):
         table = self.table
         if table is None or end > table.shape[1] or table.shape[0] != x.shape[0] or \
                 table.dtype != x.dtype or table.device != x.device:
-            table = self.table = self._encode(max(2 * end, 64), x).expand(x.shape[0], -1, -1)
+            grown = 2 * end if table is not None and end > table.shape[1] else end
+            table = self.table = self._encode(max(grown, self.capacity), x).expand(
+                x.shape[0], -1, -1)
             self.rows = table.split(1, 1)
         if end == pos + 1:
             return self.rows[pos]                                     # B×1×dim
         return table[:, pos:end]                                      # B×t×dim
+
+    def prepare(self, end, batch, device, dtype):
+        table = self.table
+        if table is None or end > table.shape[1] or table.shape[0] != batch or \
+                table.device != device:
+            grown = 2 * end if table is not None and end > table.shape[1] else end
+            like = torch.zeros(batch, 1, 1, device=device)
+            self.table = self._encode(max(grown, self.capacity), like).expand(batch, -1, -1)
+            self.rows = self.table.split(1, 1)
+
+    def static_step(self, positions, x):
+        return self.table.index_select(1, positions).to(x.dtype)       # B×t×dim
 
     def _encode(self, length, x):
         with torch.no_grad():
@@ -400,7 +458,7 @@ def _position_embedding(ctx):
 
 @register_stepper(SinusoidalPositionEncoding)
 def _sinusoidal(ctx):
-    return SinusoidalStepper(ctx.module)
+    return SinusoidalStepper(ctx.module, ctx.capacity)
 
 
 # ------------------------------------------------------------------------------ attention ---
@@ -420,13 +478,17 @@ class KVCache:
         self.heads = int(heads)
         self.k: Tensor | None = None
         self.v: Tensor | None = None
-        # views made once per buffer, so that a decoding step indexes a tuple instead of
-        # slicing tensors (each slice is a ~1 µs call, a step makes 4 per layer): slot n,
-        # B×heads×d, takes step n's key; prefix n, B×heads×(n+1)×d, is what query n attends to
-        self.k_slots: tuple[Tensor, ...] = ()
-        self.v_slots: tuple[Tensor, ...] = ()
-        self.k_prefix: tuple[Tensor, ...] = ()
-        self.v_prefix: tuple[Tensor, ...] = ()
+        # views made once per buffer (in chunks, as decoding reaches them), so that a decoding
+        # step indexes a list instead of slicing tensors (each slice is a ~1 µs call, a step
+        # makes 4 per layer): slot n, B×heads×d, takes step n's key; prefix n,
+        # B×heads×(n+1)×d, is what query n attends to
+        self.k_slots: list[Tensor] = []
+        self.v_slots: list[Tensor] = []
+        self.k_prefix: list[Tensor] = []
+        self.v_prefix: list[Tensor] = []
+        # steps below `ready` have their views, in buffers checked to fit the keys arriving
+        # since the last reset (a one-step decode then compares one int)
+        self.ready = 0
         self.n = 0
 
     @property
@@ -434,7 +496,23 @@ class KVCache:
         return 0 if self.k is None else self.k.shape[2]
 
     def reset(self) -> None:
-        self.n = 0
+        self.n = self.ready = 0
+
+    def make_ready(self, k: Tensor, v: Tensor, end: int) -> None:
+        """Buffers that take keys like k, v up to step `end`, with the views of at least those
+        steps: made in chunks that double (64, 128, …), not all at once when the buffers grow."""
+        if not self.fits(k, end):
+            self.grow(k, v, end)
+        kc, vc = self.k, self.v
+        assert kc is not None and vc is not None       # for mypy: grow made them
+        made = len(self.k_prefix)
+        if end > made:
+            upto = min(kc.shape[2], max(end, 2 * made, 64))
+            self.k_slots += kc[:, :, made:upto].unbind(2)
+            self.v_slots += vc[:, :, made:upto].unbind(2)
+            self.k_prefix += _prefixes(kc, made, upto)
+            self.v_prefix += _prefixes(vc, made, upto)
+        self.ready = len(self.k_prefix)
 
     def fits(self, k: Tensor, end: int) -> bool:
         """True when the buffers take steps up to `end` of keys like k (batch, dtype, device)."""
@@ -470,9 +548,16 @@ class KVCache:
             self.v[:, :, :n] = old_v[:, :, :n]
         else:
             self.n = 0
-        self.k_slots, self.v_slots = self.k.unbind(2), self.v.unbind(2)
-        self.k_prefix = tuple(self.k[:, :, :i + 1] for i in range(cap))
-        self.v_prefix = tuple(self.v[:, :, :i + 1] for i in range(cap))
+        self.k_slots, self.v_slots, self.k_prefix, self.v_prefix = [], [], [], []
+        self.ready = 0
+
+
+def _prefixes(buf: Tensor, start: int, stop: int) -> list[Tensor]:
+    """buf[:, :, :i + 1] for i in start…stop−1, B×H×(i+1)×d each, made with as_strided (half
+    the cost of slicing)."""
+    b, h, _, d = buf.shape
+    stride, offset = buf.stride(), buf.storage_offset()
+    return [buf.as_strided((b, h, i + 1, d), stride, offset) for i in range(start, stop)]
 
 
 _compiling = torch.compiler.is_compiling
@@ -512,6 +597,7 @@ class CachedAttentionStepper(Stepper):
         # sizes one step's q, k, v are then views of one B×3×H×d tensor (no split, no views)
         self.fused: dict | None = None
         self.same_heads = not self.gqa and key_channels == value_channels
+        self.key_positions: Tensor | None = None       # static shapes: 0…capacity−1
 
     def reset(self):
         self.cache.reset()
@@ -536,9 +622,9 @@ class CachedAttentionStepper(Stepper):
         n = c.n
         qkv = F.linear(x, f["w"], f["b"])                                   # B×1×3·H·d
         q, k, v = qkv.view(b, 3, self.h, self.dk).unbind(1)                 # B×H×d views
-        if not c.fits(k, n + 1):
+        if n >= c.ready:
             kv = qkv.view(b, 3, -1)[:, 1:]                                  # B×2×H·d: k, v
-            c.grow(kv, kv, n + 1)
+            c.make_ready(kv, kv, n + 1)
         c.k_slots[n].copy_(k)
         c.v_slots[n].copy_(v)
         c.n = n + 1
@@ -551,8 +637,11 @@ class CachedAttentionStepper(Stepper):
         SDPA on views of them, no mask (the newest query sees every cached key)."""
         c, b = self.cache, q.shape[0]
         n = c.n
-        if not c.fits(k, n + 1):
-            c.grow(k, v, n + 1)
+        if _compiling():
+            if not c.fits(k, n + 1):
+                c.grow(k, v, n + 1)
+        elif n >= c.ready:
+            c.make_ready(k, v, n + 1)
         k, v = k.view(b, self.hkv, self.dk), v.view(b, self.hkv, self.dv)
         if _compiling():     # traced: plain indexing (inductor fails on the slot views)
             c.k[:, :, n], c.v[:, :, n] = k, v
@@ -565,6 +654,50 @@ class CachedAttentionStepper(Stepper):
         y = F.scaled_dot_product_attention(q.view(b, self.h, 1, self.dk), keys, values,
                                            scale=self.scale, **self.sdpa_kw)   # B×H×1×dv
         return self.out(y.view(b, 1, self.h * self.dv))                     # B×1×H·dv: a view
+
+    static_needs_pos = True
+
+    def prepare(self, end, batch, device, dtype):
+        """Zeroed buffers (a masked-out slot must hold a finite value) of the activation type,
+        holding steps up to `end`, and the key positions 0…capacity−1 the mask compares with."""
+        c = self.cache
+        if c.k is not None and end <= c.k.shape[2] and c.k.shape[0] == batch and \
+                c.k.device == device and c.k.dtype == dtype:
+            c.n = end
+            return
+        keep = c.k is not None and c.v is not None and c.k.shape[0] == batch and c.n > 0
+        cap = max(c.capacity0, end, 2 * c.k.shape[2] if keep and c.k is not None else 0)
+        k = torch.zeros(batch, self.hkv, cap, self.dk, device=device, dtype=dtype)
+        v = torch.zeros(batch, self.hkv, cap, self.dv, device=device, dtype=dtype)
+        if keep and c.k is not None and c.v is not None:
+            k[:, :, :c.n], v[:, :, :c.n] = c.k[:, :, :c.n], c.v[:, :, :c.n]
+        c.k, c.v, c.n = k, v, end
+        c.k_slots, c.v_slots, c.k_prefix, c.v_prefix = [], [], [], []   # the eager path's views
+        c.ready = 0
+        self.key_positions = torch.arange(cap, device=device)
+
+    def static_step(self, positions, *xs):
+        """The t new steps written at `positions` of the full-capacity buffers, the queries
+        attending over all of them with a mask (key position ≤ query position): the same
+        shapes at every step, so one traced graph serves the whole decode."""
+        m, c = self.module, self.cache
+        q, k, v = self.project(*xs)                                          # B×t×C each
+        b, t = q.shape[0], q.shape[1]
+        kc, vc = c.k, c.v
+        assert kc is not None and vc is not None                  # prepare made them
+        kc.index_copy_(2, positions, k.view(b, t, self.hkv, self.dk).transpose(1, 2).to(kc.dtype))
+        vc.index_copy_(2, positions, v.view(b, t, self.hkv, self.dv).transpose(1, 2).to(vc.dtype))
+        assert self.key_positions is not None
+        mask = self.key_positions <= positions.unsqueeze(1)                  # t×capacity
+        keys, values = kc, vc
+        if self.gqa and not AF._SDPA_GQA:
+            keys = kc.repeat_interleave(self.h // self.hkv, 1)
+            values = vc.repeat_interleave(self.h // self.hkv, 1)
+        y = F.scaled_dot_product_attention(
+            q.view(b, t, self.h, self.dk).transpose(1, 2).to(kc.dtype), keys, values,
+            attn_mask=mask, dropout_p=m.dropout if m.training else 0.0, scale=self.scale,
+            **(self.sdpa_kw if AF._SDPA_GQA else {}))                        # B×H×t×dv
+        return self.out(y.transpose(1, 2).reshape(b, t, self.h * self.dv))   # B×t×H·dv
 
     def _step_many(self, q, k, v):
         """Several new steps (a prefill), or dropout in training: through
