@@ -69,8 +69,9 @@ def decoder(vocab: int = 1000, dim: int = 256, heads: int = 8, depth: int = 2) -
 
 # -- the three decoders ----------------------------------------------------------------------
 
-def decode_stream(net, start, steps):
-    s = stream(net, capacity=steps)
+def decode_stream(net, start, steps, compile=False):
+    # compiled, a new stream reuses the graph traced for the first one
+    s = stream(net, capacity=steps, compile=compile)
     x = start.long()                         # B×1×1 token id (integer ids go to the Embedding)
     tokens, scores = [], []
     for _ in range(steps):
@@ -82,15 +83,7 @@ def decode_stream(net, start, steps):
 
 
 def decode_stream_compiled(net, start, steps):
-    s = stream(net, capacity=steps, compile=True)    # a new stream reuses the traced graph
-    x = start.long()
-    tokens, scores = [], []
-    for _ in range(steps):
-        y = s.step(x)                                            # B×1×vocab
-        x = y.argmax(-1, keepdim=True)
-        tokens.append(x)
-        scores.append(y)
-    return torch.cat(tokens, 1)[..., 0], torch.cat(scores, 1)
+    return decode_stream(net, start, steps, compile=True)
 
 
 def decode_recompute(net, start, steps):

@@ -197,8 +197,8 @@ def bench_table(text: str) -> str:
          f"hand loop {float(hand['iterations/s']):.0f} it/s; Keras `fit` "
          f"{float(keras['iterations/s']):.0f} it/s",
          f"{float(tr[rate]):.2f}× (Keras {float(keras[rate]):.2f}×)"),
-        ("decoding 512 tokens with `net.stream()`", f"{float(stream['per token'].split()[0]):.2f} ms/token",
-         f"recomputing the prefix {float(recompute['per token'].split()[0]):.1f} ms/token",
+        ("decoding 512 tokens with `net.stream()`", f"{per_token(stream):.2f} ms/token",
+         f"recomputing the prefix {per_token(recompute):.1f} ms/token",
          f"{float(stream['vs recompute'].rstrip('×')):.0f}× faster"),
         ("decoding 512 tokens with `net.stream()`", f"{per_token(stream):.3f} ms/token",
          f"a hand-written preallocated cache {per_token(by_hand):.3f} ms/token",

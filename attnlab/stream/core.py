@@ -197,17 +197,8 @@ class Stream:
         """x: B×t×C (the one streamed input) or a dict by streamed input name → the outputs at
         positions `position … position + t − 1`: B×t×C' each (a tensor, or a dict by output
         name when the network has several outputs)."""
-        if self._single_in and type(x) is Tensor:
-            shape = x.shape
-            # the hot path: a right tensor (the stream's batch, channels, dtype and device)
-            if len(shape) == 3 and shape[0] == self._batch and shape[2] == self._channels[0] \
-                    and shape[1] and x.dtype in self._dtypes[0] and \
-                    (x.is_cpu if self._on_cpu else x.device == self._device):
-                xs = (x,)
-            else:
-                xs = (self._convert(x, 0),)
-        elif self._single_in and not isinstance(x, dict):
-            xs = (self._convert(x, 0),)
+        if self._single_in and not isinstance(x, dict):
+            xs = (self._check(x, 0),)
         else:
             xs = self._by_name(x)
         t = xs[0].shape[1]
@@ -241,7 +232,8 @@ class Stream:
         if type(x) is Tensor and x.dim() == 3:
             b, t, c = x.shape
             if b == self._batch and c == self._channels[i] and t and \
-                    x.dtype in self._dtypes[i] and x.device == self._device:
+                    x.dtype in self._dtypes[i] and \
+                    (x.is_cpu if self._on_cpu else x.device == self._device):
                 return x                                   # the hot path: a right tensor
         return self._convert(x, i)
 

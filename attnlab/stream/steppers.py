@@ -382,21 +382,21 @@ class PositionEmbeddingStepper(Stepper):
         m = self.module
         b, t = x.shape[0], x.shape[1]
         if pos + t > m.weight.shape[0]:
-            m.offset = pos              # the module's own error, naming the layer
-            try:
-                return m(x)
-            finally:
-                m.offset = 0
+            self._past_the_end(pos, x)
         return m.weight[pos:pos + t].expand(b, t, -1)                 # B×t×channels
 
     def prepare(self, end, batch, device, dtype):
+        if end > self.module.weight.shape[0]:
+            self._past_the_end(end - 1, torch.zeros(batch, 1, 1, device=device))
+
+    def _past_the_end(self, start, x):
+        """Raises the module's own error for steps of x from `start` on (it names the layer)."""
         m = self.module
-        if end > m.weight.shape[0]:
-            m.offset = end - 1          # the module's own error, naming the layer
-            try:
-                m(torch.zeros(batch, 1, 1, device=device))
-            finally:
-                m.offset = 0
+        m.offset = start
+        try:
+            m(x)
+        finally:
+            m.offset = 0
 
     def static_step(self, positions, x):
         w = self.module.weight
@@ -418,35 +418,36 @@ class SinusoidalStepper(Stepper):
 
     def step(self, pos, x):
         end = pos + x.shape[1]
-        table = self.table
-        if table is None or end > table.shape[1] or table.shape[0] != x.shape[0] or \
-                table.dtype != x.dtype or table.device != x.device:
-            grown = 2 * end if table is not None and end > table.shape[1] else end
-            table = self.table = self._encode(max(grown, self.capacity), x).expand(
-                x.shape[0], -1, -1)
-            self.rows = table.split(1, 1)
+        table = self._fit(end, x.shape[0], x.dtype, x.device)
         if end == pos + 1:
             return self.rows[pos]                                     # B×1×dim
         return table[:, pos:end]                                      # B×t×dim
 
     def prepare(self, end, batch, device, dtype):
-        table = self.table
-        if table is None or end > table.shape[1] or table.shape[0] != batch or \
-                table.device != device:
-            grown = 2 * end if table is not None and end > table.shape[1] else end
-            like = torch.zeros(batch, 1, 1, device=device)
-            self.table = self._encode(max(grown, self.capacity), like).expand(batch, -1, -1)
-            self.rows = self.table.split(1, 1)
+        # in float32, as the module computes it: static_step casts to the step's type
+        self._fit(end, batch, torch.float32, device)
 
     def static_step(self, positions, x):
         return self.table.index_select(1, positions).to(x.dtype)       # B×t×dim
 
-    def _encode(self, length, x):
+    def _fit(self, end, batch, dtype, device) -> Tensor:
+        """The table, remade (longer: doubled, at least the capacity) unless it already serves
+        steps up to `end` of that batch, type and device."""
+        table = self.table
+        if table is None or end > table.shape[1] or table.shape[0] != batch or \
+                table.dtype != dtype or table.device != device:
+            grown = 2 * end if table is not None and end > table.shape[1] else end
+            table = self.table = self._encode(max(grown, self.capacity), dtype, device).expand(
+                batch, -1, -1)
+            self.rows = table.split(1, 1)
+        return table
+
+    def _encode(self, length, dtype, device):
         with torch.no_grad():
             m, saved = self.module, self.module.offset
             m.offset = 0
             try:
-                return m(x.new_zeros(1, length, 1))                # 1×length×dim
+                return m(torch.zeros(1, length, 1, dtype=dtype, device=device))   # 1×length×dim
             finally:
                 m.offset = saved
 
@@ -516,9 +517,13 @@ class KVCache:
 
     def fits(self, k: Tensor, end: int) -> bool:
         """True when the buffers take steps up to `end` of keys like k (batch, dtype, device)."""
+        return self.holds(end, k.shape[0], k.dtype, k.device)
+
+    def holds(self, end: int, batch: int, dtype: torch.dtype, device: torch.device) -> bool:
+        """True when the buffers take steps up to `end` of a batch of that type and device."""
         c = self.k
-        return c is not None and end <= c.shape[2] and c.shape[0] == k.shape[0] and \
-            c.dtype == k.dtype and c.device == k.device
+        return c is not None and end <= c.shape[2] and c.shape[0] == batch and \
+            c.dtype == dtype and c.device == device
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """k B×t×(heads·dk), v B×t×(heads·dv) → every key and value so far, views
@@ -534,15 +539,16 @@ class KVCache:
         self.n = end
         return kc[:, :, :end], vc[:, :, :end]
 
-    def grow(self, k: Tensor, v: Tensor, end: int) -> None:
-        """New buffers for keys/values like k, v holding at least `end` steps; the cached
-        steps are kept when the batch is the same (else the cache starts again)."""
+    def grow(self, k: Tensor, v: Tensor, end: int, zeros: bool = False) -> None:
+        """New buffers for keys/values like k, v holding at least `end` steps, filled with
+        zeros when `zeros` (else uninitialised); the cached steps are kept when the batch is
+        the same (else the cache starts again)."""
         old_k, old_v, n = self.k, self.v, self.n
         keep = old_k is not None and old_v is not None and old_k.shape[0] == k.shape[0] and n > 0
         cap = max(self.capacity0, end, 2 * (old_k.shape[2] if keep and old_k is not None else 0))
         b, h = k.shape[0], self.heads
-        self.k = k.new_empty(b, h, cap, k.shape[-1] // h)
-        self.v = v.new_empty(b, h, cap, v.shape[-1] // h)
+        self.k = (k.new_zeros if zeros else k.new_empty)(b, h, cap, k.shape[-1] // h)
+        self.v = (v.new_zeros if zeros else v.new_empty)(b, h, cap, v.shape[-1] // h)
         if keep and old_k is not None and old_v is not None:
             self.k[:, :, :n] = old_k[:, :, :n]
             self.v[:, :, :n] = old_v[:, :, :n]
@@ -637,13 +643,14 @@ class CachedAttentionStepper(Stepper):
         SDPA on views of them, no mask (the newest query sees every cached key)."""
         c, b = self.cache, q.shape[0]
         n = c.n
-        if _compiling():
+        traced = _compiling()
+        if traced:
             if not c.fits(k, n + 1):
                 c.grow(k, v, n + 1)
         elif n >= c.ready:
             c.make_ready(k, v, n + 1)
         k, v = k.view(b, self.hkv, self.dk), v.view(b, self.hkv, self.dv)
-        if _compiling():     # traced: plain indexing (inductor fails on the slot views)
+        if traced:           # plain indexing (inductor fails on the slot views)
             c.k[:, :, n], c.v[:, :, n] = k, v
             keys, values = c.k[:, :, :n + 1], c.v[:, :, :n + 1]
         else:
@@ -661,20 +668,13 @@ class CachedAttentionStepper(Stepper):
         """Zeroed buffers (a masked-out slot must hold a finite value) of the activation type,
         holding steps up to `end`, and the key positions 0…capacity−1 the mask compares with."""
         c = self.cache
-        if c.k is not None and end <= c.k.shape[2] and c.k.shape[0] == batch and \
-                c.k.device == device and c.k.dtype == dtype:
-            c.n = end
-            return
-        keep = c.k is not None and c.v is not None and c.k.shape[0] == batch and c.n > 0
-        cap = max(c.capacity0, end, 2 * c.k.shape[2] if keep and c.k is not None else 0)
-        k = torch.zeros(batch, self.hkv, cap, self.dk, device=device, dtype=dtype)
-        v = torch.zeros(batch, self.hkv, cap, self.dv, device=device, dtype=dtype)
-        if keep and c.k is not None and c.v is not None:
-            k[:, :, :c.n], v[:, :, :c.n] = c.k[:, :, :c.n], c.v[:, :, :c.n]
-        c.k, c.v, c.n = k, v, end
-        c.k_slots, c.v_slots, c.k_prefix, c.v_prefix = [], [], [], []   # the eager path's views
-        c.ready = 0
-        self.key_positions = torch.arange(cap, device=device)
+        if not c.holds(end, batch, dtype, device):
+            # empty B×0×C stand-ins for the keys and values: grow reads their sizes and types
+            like_k = torch.empty(batch, 0, self.hkv * self.dk, device=device, dtype=dtype)
+            like_v = torch.empty(batch, 0, self.hkv * self.dv, device=device, dtype=dtype)
+            c.grow(like_k, like_v, end, zeros=True)
+            self.key_positions = torch.arange(c.capacity, device=device)
+        c.n = end
 
     def static_step(self, positions, *xs):
         """The t new steps written at `positions` of the full-capacity buffers, the queries
