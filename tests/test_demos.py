@@ -162,7 +162,7 @@ def test_vowels_augmentation_at_a_fixed_length_and_mixed_within_the_speaker():
     assert label == 2 and torch_all_close(x, 1.0)
 
 
-@pytest.mark.parametrize("kw", [{"front": "conv"}, {"blocks": 2, "ffn": 16},
+@pytest.mark.parametrize("kw", [{"front": "conv"}, {"front": "lstm"}, {"blocks": 2, "ffn": 16},
                                 {"input_dropout": 0.1, "pool": "attention+mean"}])
 def test_vowels_network_variants_build_and_run(kw):
     import numpy as np
@@ -173,6 +173,33 @@ def test_vowels_network_variants_build_and_run(kw):
     net = build_network(channels=16, heads=2, **kw)
     assert net.analyze().ok
     assert tuple(net.predict([s.astype(np.float32) for s in X]).shape) == (2, 9)
+
+
+def test_vowels_augmentation_offsets_each_channel_by_one_constant():
+    import numpy as np
+    from attnlab.demos.vowels import Augmented
+    data = Augmented([np.zeros((8, 12), np.float32)], [1], seed=2, warp=0.0, jitter=0.0,
+                     shift=0.3)
+    x, _ = data[0]
+    assert torch_all_close(x - x[0], 0.0)                  # the same offset at every step
+    assert float(x.abs().max()) <= 0.3 and float(x[0].std()) > 0   # one per channel
+
+
+def test_vowels_members_take_their_views_in_turn(monkeypatch):
+    import numpy as np
+    import attnlab.demos.vowels as V
+    monkeypatch.setattr(V, "VIEWS", [{}, {"length": 20, "position": 20}])
+    configs = V.member_configs(3)
+    assert [c.get("length") for c in configs] == [None, 20, None]
+    assert all(c["lr"] == V.TUNED["lr"] for c in configs)
+    X = [np.random.default_rng(k).normal(size=(n, 12)) for k, n in enumerate((9, 5, 14))]
+    views = [V.member_view(c, X[:2], X[2:]) for c in configs[:2]]
+    assert [s.shape[0] for s in views[0][1]] == [14] and views[1][1][0].shape == (20, 12)
+    nets = [V.build_network(channels=16, heads=2, **V._net_kw(c)) for c in configs[:2]]
+    pred = V.multiview_classify(nets, [v[1] for v in views])
+    import attnlab.demos._common as C
+    mean = (C.ensemble_scores(nets[:1], views[0][1]) + C.ensemble_scores(nets[1:], views[1][1])) / 2
+    assert pred.tolist() == mean.argmax(-1).tolist()
 
 
 def torch_all_close(a, value):
@@ -186,3 +213,21 @@ def test_vowels_cross_validation_scores_training_folds_only(capsys):
     vowels_cv.main(['{"lr": 3e-3}', "--folds", "2", "--members", "1", "--epochs", "1"])
     line = capsys.readouterr().out
     assert "folds=2 members=1 epochs=1" in line and "ensemble" in line and "logistic" in line
+    assert "log loss" in line
+
+
+def test_vowels_cross_validation_of_members_with_two_views_saves_their_probabilities(tmp_path):
+    _skip_without("vowels")
+    import numpy as np
+    from attnlab.demos import vowels_cv
+    path = tmp_path / "p.npz"
+    vowels_cv.main(['[{"lr": 3e-3}, {"lr": 3e-3, "length": 20}]', "--folds", "2",
+                    "--members", "2", "--epochs", "1", "--save", str(path)])
+    saved = np.load(path)
+    p, y = saved["probabilities"], al.datasets.japanese_vowels().y_train
+    assert p.shape == (2, 270, 9) and np.allclose(p.sum(-1), 1, atol=1e-5)
+    r = vowels_cv.ensemble_scores(p, y)                     # every utterance held out once
+    assert r["errors_by_members"][-1] == int(np.sum(p.mean(0).argmax(-1) != y))
+    line = vowels_cv.combine([f"{path}:1", str(path)])      # member 0 twice, then member 1
+    errors = int(np.sum(p[[0, 0, 1]].mean(0).argmax(-1) != y))
+    assert f"split=0" in line and f"({errors} errors" in line

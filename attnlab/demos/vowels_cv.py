@@ -21,43 +21,92 @@ from .baselines import logistic_sequences
 from . import vowels as V
 
 
-def cross_validate(config: dict, folds: int = 5, members: int = 3, epochs: int = V.EPOCHS,
+def cross_validate(config: dict | list, folds: int = 5, members: int = 3, epochs: int = V.EPOCHS,
                    split_seed: int = 0, warps: tuple = (0.85, 1.0, 1.15)) -> dict:
+    """`config` is one dict of `train_network` keywords, or a list of them that the members
+    take in turn (member k the (k mod len)-th). Returns the scores and `probabilities`, the
+    members' held-out class probabilities (members × 270 × 9), from which any ensemble of them
+    can be scored afterwards."""
     from sklearn.model_selection import StratifiedKFold
 
+    configs = config if isinstance(config, list) else [config]
     data = al.datasets.japanese_vowels()
     X, y = data.X_train, data.y_train
-    single, base, warped = [], [], []
-    ensemble: list[list[int]] = [[] for _ in range(members)]     # of the first k + 1 members
+    probs = np.zeros((members, len(y), 9))
+    base, warped = [], []
     for tr, te in StratifiedKFold(folds, shuffle=True, random_state=split_seed).split(
             np.zeros(len(y)), y):
-        std = V.standardizer([X[i] for i in tr], phase=bool(config.get("phase")),
-                             length=config.get("length"))
-        Xtr, Xte = std([X[i] for i in tr]), std([X[i] for i in te])
-        nets = [V.train_network(Xtr, y[tr], None, None, epochs, seed=s, verbose=False,
-                                **config)[0] for s in range(members)]
-        single += [np.sum(C.ensemble_classify([n], Xte) == y[te]) for n in nets]
-        warped.append(int(np.sum(V.warped_classify(nets, Xte, warps) == y[te])))
-        for k in range(members):
-            ensemble[k].append(int(np.sum(C.ensemble_classify(nets[:k + 1], Xte) == y[te])))
+        views = []                                   # each config's standardised (train, test)
+        for cfg in configs:
+            std = V.standardizer([X[i] for i in tr], phase=bool(cfg.get("phase")),
+                                 length=cfg.get("length"))
+            views.append((std([X[i] for i in tr]), std([X[i] for i in te])))
+        nets = []
+        for s in range(members):
+            Xtr, Xte = views[s % len(configs)]
+            net = V.train_network(Xtr, y[tr], None, None, epochs, seed=s, verbose=False,
+                                  **configs[s % len(configs)])[0]
+            probs[s, te] = C.ensemble_scores([net], Xte).numpy()
+            nets.append(net)
+        if len(configs) == 1 and not configs[0].get("length"):    # warping a fixed length: no
+            warped.append(int(np.sum(V.warped_classify(nets, views[0][1], warps) == y[te])))
         b = logistic_sequences([X[i] for i in tr], y[tr], [X[i] for i in te], y[te])
         base.append(np.sum(b["predictions"] == y[te]))
-    n = len(y)
-    return {"single": float(np.sum(single)) / (n * members),
-            "ensemble": float(np.sum(ensemble[-1])) / n,
-            "ensemble_errors": int(n - np.sum(ensemble[-1])),
-            "errors_by_members": [int(n - np.sum(e)) for e in ensemble],
-            "warped_errors": int(n - np.sum(warped)), "logistic": float(np.sum(base)) / n}
+    return {**ensemble_scores(probs, y), "probabilities": probs,
+            "warped_errors": len(y) - int(np.sum(warped)) if warped else None,
+            "logistic": float(np.sum(base)) / len(y)}
+
+
+def ensemble_scores(probs: np.ndarray, y: np.ndarray) -> dict:
+    """Scores of members' held-out probabilities (members × n × classes): the members alone,
+    the ensemble of all (mean probability; accuracy, errors, log loss) and the errors of the
+    ensembles of the first 1, 2, … members."""
+    n, members = len(y), len(probs)
+    errors = [int(np.sum(probs[:k + 1].mean(0).argmax(-1) != y)) for k in range(members)]
+    p_true = probs.mean(0)[np.arange(n), y]
+    return {"single": float(np.mean(probs.argmax(-1) == y[None])),
+            "ensemble": 1 - errors[-1] / n, "ensemble_errors": errors[-1],
+            "errors_by_members": errors,
+            "log_loss": float(np.mean(-np.log(np.clip(p_true, 1e-12, None))))}
+
+
+def combine(specs: list[str]) -> str:
+    """The scores of an ensemble of members saved by `--save` runs ("FILE.npz:N" takes the
+    first N members of FILE) over the same fold set."""
+    parts, splits = [], set()
+    for spec in specs:
+        path, _, n = spec.rpartition(":") if spec.rpartition(":")[2].isdigit() else (spec, "", "")
+        saved = np.load(path)
+        splits.add(int(saved["split_seed"]))
+        parts.append(saved["probabilities"][:int(n)] if n else saved["probabilities"])
+    if len(splits) > 1:
+        raise SystemExit(f"--combine: the files hold different fold sets {sorted(splits)}; "
+                         "held-out probabilities combine only over the same folds")
+    r = ensemble_scores(np.concatenate(parts), al.datasets.japanese_vowels().y_train)
+    return (f"{' + '.join(specs)} split={splits.pop()}: single {100 * r['single']:.2f} % "
+            f"ensemble {100 * r['ensemble']:.2f} % ({r['ensemble_errors']} errors, log loss "
+            f"{r['log_loss']:.4f})")
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("configs", nargs="+", help="JSON dicts of train_network keywords")
+    p.add_argument("configs", nargs="*", help="JSON dicts of train_network keywords (or lists "
+                   "of them, which the members take in turn)")
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--members", type=int, default=3)
     p.add_argument("--epochs", type=int, default=V.EPOCHS)
     p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--save", metavar="FILE.npz", help="write the members' held-out "
+                   "probabilities (members × 270 × 9) there, to score ensembles of them later")
+    p.add_argument("--combine", nargs="+", metavar="FILE.npz[:N]", help="score, without "
+                   "training, the ensemble of the first N members (all without :N) of each "
+                   "file that --save wrote for the same fold set")
     a = p.parse_intermixed_args(argv)        # options may come before or after the configs
+    if a.combine:
+        print(combine(a.combine))
+        return
+    if not a.configs:
+        p.error("give configs to cross-validate, or --combine FILES")
     warps = (0.85, 1.0, 1.15)
     with C.demo_threads():
         for text in a.configs:
@@ -65,9 +114,13 @@ def main(argv=None) -> None:
             r = cross_validate(json.loads(text), a.folds, a.members, a.epochs, a.split_seed, warps)
             print(f"{text} folds={a.folds} members={a.members} epochs={a.epochs} "
                   f"split={a.split_seed}: single {100 * r['single']:.2f} % ensemble "
-                  f"{100 * r['ensemble']:.2f} % ({r['ensemble_errors']} errors; with 1, 2, … members "
+                  f"{100 * r['ensemble']:.2f} % ({r['ensemble_errors']} errors, log loss "
+                  f"{r['log_loss']:.4f}; with 1, 2, … members "
                   f"{r['errors_by_members']}; over warps {warps}: {r['warped_errors']} errors) logistic "
                   f"{100 * r['logistic']:.2f} % [{time.perf_counter() - t0:.0f} s]", flush=True)
+            if a.save:
+                np.savez(a.save if len(a.configs) == 1 else f"{a.save}-{a.configs.index(text)}",
+                         probabilities=r["probabilities"], config=text, split_seed=a.split_seed)
 
 
 if __name__ == "__main__":
