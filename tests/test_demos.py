@@ -226,7 +226,7 @@ def test_vowels_cross_validation_of_members_with_two_views_saves_their_probabili
     saved = np.load(path)
     p, y = saved["probabilities"], al.datasets.japanese_vowels().y_train
     assert p.shape == (2, 270, 9) and np.allclose(p.sum(-1), 1, atol=1e-5)
-    r = vowels_cv.ensemble_scores(p, y)                     # every utterance held out once
+    r = vowels_cv.held_out_scores(p, y)                     # every utterance held out once
     assert r["errors_by_members"][-1] == int(np.sum(p.mean(0).argmax(-1) != y))
     line = vowels_cv.combine([f"{path}:1", str(path)])      # member 0 twice, then member 1
     errors = int(np.sum(p[[0, 0, 1]].mean(0).argmax(-1) != y))

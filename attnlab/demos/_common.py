@@ -165,7 +165,12 @@ def ensemble_scores(nets, X) -> torch.Tensor:
 
 def ensemble_classify(nets, X) -> np.ndarray:
     """Class labels by the members' mean probability, in the label values seen in training."""
-    idx = ensemble_scores(nets, X).argmax(-1).numpy()
+    return most_probable(nets, ensemble_scores(nets, X))
+
+
+def most_probable(nets, probabilities: torch.Tensor) -> np.ndarray:
+    """The label values seen in training (by `nets`) of each row's most probable class."""
+    idx = probabilities.argmax(-1).numpy()
     labels = nets[0].metadata.get("class_labels")
     return np.asarray(labels)[idx] if labels is not None else idx
 

@@ -36,11 +36,7 @@ def cross_validate(config: dict | list, folds: int = 5, members: int = 3, epochs
     base, warped = [], []
     for tr, te in StratifiedKFold(folds, shuffle=True, random_state=split_seed).split(
             np.zeros(len(y)), y):
-        views = []                                   # each config's standardised (train, test)
-        for cfg in configs:
-            std = V.standardizer([X[i] for i in tr], phase=bool(cfg.get("phase")),
-                                 length=cfg.get("length"))
-            views.append((std([X[i] for i in tr]), std([X[i] for i in te])))
+        views = [V.member_view(cfg, [X[i] for i in tr], [X[i] for i in te]) for cfg in configs]
         nets = []
         for s in range(members):
             Xtr, Xte = views[s % len(configs)]
@@ -52,12 +48,12 @@ def cross_validate(config: dict | list, folds: int = 5, members: int = 3, epochs
             warped.append(int(np.sum(V.warped_classify(nets, views[0][1], warps) == y[te])))
         b = logistic_sequences([X[i] for i in tr], y[tr], [X[i] for i in te], y[te])
         base.append(np.sum(b["predictions"] == y[te]))
-    return {**ensemble_scores(probs, y), "probabilities": probs,
+    return {**held_out_scores(probs, y), "probabilities": probs,
             "warped_errors": len(y) - int(np.sum(warped)) if warped else None,
             "logistic": float(np.sum(base)) / len(y)}
 
 
-def ensemble_scores(probs: np.ndarray, y: np.ndarray) -> dict:
+def held_out_scores(probs: np.ndarray, y: np.ndarray) -> dict:
     """Scores of members' held-out probabilities (members × n × classes): the members alone,
     the ensemble of all (mean probability; accuracy, errors, log loss) and the errors of the
     ensembles of the first 1, 2, … members."""
@@ -75,14 +71,16 @@ def combine(specs: list[str]) -> str:
     first N members of FILE) over the same fold set."""
     parts, splits = [], set()
     for spec in specs:
-        path, _, n = spec.rpartition(":") if spec.rpartition(":")[2].isdigit() else (spec, "", "")
+        path, _, n = spec.rpartition(":")
+        if not n.isdigit():                  # no ":N": the whole file
+            path, n = spec, ""
         saved = np.load(path)
         splits.add(int(saved["split_seed"]))
         parts.append(saved["probabilities"][:int(n)] if n else saved["probabilities"])
     if len(splits) > 1:
         raise SystemExit(f"--combine: the files hold different fold sets {sorted(splits)}; "
                          "held-out probabilities combine only over the same folds")
-    r = ensemble_scores(np.concatenate(parts), al.datasets.japanese_vowels().y_train)
+    r = held_out_scores(np.concatenate(parts), al.datasets.japanese_vowels().y_train)
     return (f"{' + '.join(specs)} split={splits.pop()}: single {100 * r['single']:.2f} % "
             f"ensemble {100 * r['ensemble']:.2f} % ({r['ensemble_errors']} errors, log loss "
             f"{r['log_loss']:.4f})")
@@ -109,7 +107,7 @@ def main(argv=None) -> None:
         p.error("give configs to cross-validate, or --combine FILES")
     warps = (0.85, 1.0, 1.15)
     with C.demo_threads():
-        for text in a.configs:
+        for index, text in enumerate(a.configs):
             t0 = time.perf_counter()
             r = cross_validate(json.loads(text), a.folds, a.members, a.epochs, a.split_seed, warps)
             print(f"{text} folds={a.folds} members={a.members} epochs={a.epochs} "
@@ -119,7 +117,7 @@ def main(argv=None) -> None:
                   f"{r['errors_by_members']}; over warps {warps}: {r['warped_errors']} errors) logistic "
                   f"{100 * r['logistic']:.2f} % [{time.perf_counter() - t0:.0f} s]", flush=True)
             if a.save:
-                np.savez(a.save if len(a.configs) == 1 else f"{a.save}-{a.configs.index(text)}",
+                np.savez(a.save if len(a.configs) == 1 else f"{a.save}-{index}",
                          probabilities=r["probabilities"], config=text, split_seed=a.split_seed)
 
 
