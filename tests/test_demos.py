@@ -231,3 +231,17 @@ def test_vowels_cross_validation_of_members_with_two_views_saves_their_probabili
     line = vowels_cv.combine([f"{path}:1", str(path)])      # member 0 twice, then member 1
     errors = int(np.sum(p[[0, 0, 1]].mean(0).argmax(-1) != y))
     assert f"split=0" in line and f"({errors} errors" in line
+
+
+def test_vowels_cross_validation_explains_bad_arguments(tmp_path, capsys):
+    import numpy as np
+    from attnlab.demos import vowels_cv
+    with pytest.raises(SystemExit, match="expected a file that `vowels_cv --save` wrote"):
+        vowels_cv.main(["--combine", str(tmp_path / "missing.npz")])
+    path = tmp_path / "p.npz"
+    np.savez(path, probabilities=np.full((2, 270, 9), 1 / 9), config="{}", split_seed=0)
+    with pytest.raises(SystemExit, match="expected N from 1 to 2"):
+        vowels_cv.main(["--combine", f"{path}:3"])
+    with pytest.raises(SystemExit):
+        vowels_cv.main(["{lr: 3e-3}"])
+    assert "config 1: expected a JSON dict" in capsys.readouterr().err

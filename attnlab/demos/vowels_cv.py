@@ -74,9 +74,18 @@ def combine(specs: list[str]) -> str:
         path, _, n = spec.rpartition(":")
         if not n.isdigit():                  # no ":N": the whole file
             path, n = spec, ""
-        saved = np.load(path)
-        splits.add(int(saved["split_seed"]))
-        parts.append(saved["probabilities"][:int(n)] if n else saved["probabilities"])
+        try:
+            saved = np.load(path)
+            probs, split = saved["probabilities"], int(saved["split_seed"])
+        except (OSError, ValueError, KeyError) as e:
+            raise SystemExit(f"--combine: expected a file that `vowels_cv --save` wrote, received "
+                             f"{path!r} ({type(e).__name__}: {e}). Give the path of a --save "
+                             "file, optionally followed by :N.") from None
+        if n and not 1 <= int(n) <= len(probs):
+            raise SystemExit(f"--combine: expected N from 1 to {len(probs)} (the members in "
+                             f"{path!r}), received {spec!r}. Use {path}:{len(probs)} or less.")
+        splits.add(split)
+        parts.append(probs[:int(n)] if n else probs)
     if len(splits) > 1:
         raise SystemExit(f"--combine: the files hold different fold sets {sorted(splits)}; "
                          "held-out probabilities combine only over the same folds")
@@ -109,7 +118,13 @@ def main(argv=None) -> None:
     with C.demo_threads():
         for index, text in enumerate(a.configs):
             t0 = time.perf_counter()
-            r = cross_validate(json.loads(text), a.folds, a.members, a.epochs, a.split_seed, warps)
+            try:
+                config = json.loads(text)
+            except json.JSONDecodeError as e:
+                p.error(f"config {index + 1}: expected a JSON dict (or list of dicts) of "
+                        f"train_network keywords, received {text!r} ({e}). Quote it for the "
+                        """shell, with double quotes inside: '{"lr": 3e-3}'""")
+            r = cross_validate(config, a.folds, a.members, a.epochs, a.split_seed, warps)
             print(f"{text} folds={a.folds} members={a.members} epochs={a.epochs} "
                   f"split={a.split_seed}: single {100 * r['single']:.2f} % ensemble "
                   f"{100 * r['ensemble']:.2f} % ({r['ensemble_errors']} errors, log loss "
