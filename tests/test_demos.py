@@ -207,6 +207,39 @@ def torch_all_close(a, value):
     return bool(torch.allclose(a, torch.full_like(a, float(value))))
 
 
+def test_vowels_members_trained_in_two_processes_are_those_of_one():
+    import functools
+    import numpy as np
+    import torch
+    import attnlab.demos.vowels as V
+    import attnlab.demos._common as C
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(n, 12)) for n in rng.integers(7, 15, 18)]
+    y = np.arange(18) % 9
+    configs = V.member_configs(3)
+    views = [V.member_view(c, X)[0] for c in configs[:len(V.VIEWS)]]
+    train = functools.partial(V._train_member, views, y, configs, 2, None)
+    with C.demo_threads(1):                  # as the demo runs; the workers take 1 thread each
+        alone, _ = C.train_members(train, 3, 1, workers=1)
+        together, infos = C.train_members(train, 3, 1, workers=2)
+    assert len(together) == len(infos) == 3
+    for a, b in zip(alone, together):
+        sa, sb = a.state_dict(), b.state_dict()
+        assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+def test_demo_workers_come_from_the_environment(monkeypatch):
+    import attnlab.demos._common as C
+    monkeypatch.setenv("ATTNLAB_DEMO_WORKERS", "3")
+    assert C.demo_workers() == 3
+    monkeypatch.delenv("ATTNLAB_DEMO_WORKERS")
+    assert 1 <= C.demo_workers() <= 2
+    monkeypatch.setenv("ATTNLAB_DEMO_WORKERS", "two")
+    with pytest.raises(ValueError, match="ATTNLAB_DEMO_WORKERS: expected a whole number ≥ 1 of "
+                                         "processes, received 'two'"):
+        C.demo_workers()
+
+
 def test_vowels_cross_validation_scores_training_folds_only(capsys):
     _skip_without("vowels")
     from attnlab.demos import vowels_cv
@@ -231,6 +264,23 @@ def test_vowels_cross_validation_of_members_with_two_views_saves_their_probabili
     line = vowels_cv.combine([f"{path}:1", str(path)])      # member 0 twice, then member 1
     errors = int(np.sum(p[[0, 0, 1]].mean(0).argmax(-1) != y))
     assert f"split=0" in line and f"({errors} errors" in line
+
+
+def test_vowels_blocked_folds_hold_runs_of_consecutive_utterances_of_each_speaker(capsys):
+    import numpy as np
+    from attnlab.demos import vowels_cv
+    y = np.repeat(np.arange(9), 30)                  # the training file: 30 a speaker, in order
+    splits = vowels_cv.fold_splits(y, 5, None)
+    for k, (train, held_out) in enumerate(splits):
+        for c in range(9):
+            assert list(held_out[y[held_out] == c]) == list(range(30 * c + 6 * k, 30 * c + 6 * k + 6))
+        assert len(set(train) | set(held_out)) == 270 and not set(train) & set(held_out)
+    shuffled = vowels_cv.fold_splits(y, 5, 0)[0][1]
+    assert sorted(shuffled) != list(splits[0][1])
+    assert vowels_cv._split_seed("blocked") is None and vowels_cv._split_seed("3") == 3
+    with pytest.raises(SystemExit):
+        vowels_cv.main(['{"lr": 3e-3}', "--split-seed", "last"])
+    assert "expected an integer seed or 'blocked', received 'last'" in capsys.readouterr().err
 
 
 def test_vowels_cross_validation_explains_bad_arguments(tmp_path, capsys):

@@ -180,10 +180,38 @@ def member_seeds(seed: int, members: int) -> list[int]:
     return [seed * members + k for k in range(members)]
 
 
-def train_members(train, members: int, seed: int):
-    """`members` networks from `train(k, member_seed)` → (net, info, …); returns (nets, infos)."""
-    got = [train(k, s) for k, s in enumerate(member_seeds(seed, members))]
+def train_members(train, members: int, seed: int, workers: int = 1):
+    """`members` networks from `train(k, member_seed)` → (net, info, …); returns (nets, infos).
+    With `workers` > 1 the members train in that many processes at once (one torch thread
+    each), so `train` must pickle (a module-level function or a partial of one); each member
+    depends only on its seed, so the networks are those that one process with one thread
+    trains."""
+    seeds = member_seeds(seed, members)
+    workers = max(1, min(workers, members))
+    if workers == 1:
+        got = [train(k, s) for k, s in enumerate(seeds)]
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        # spawn, not fork: a forked child inherits the parent's threads' locks half-held
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=torch.set_num_threads, initargs=(1,)) as pool:
+            got = list(pool.map(train, range(members), seeds))
     return [g[0] for g in got], [g[1] for g in got]
+
+
+def demo_workers() -> int:
+    """Processes that train an ensemble's members at once: ATTNLAB_DEMO_WORKERS, by default
+    the cores this process may use, at most 2 (the demos' budget is set on 2 cores)."""
+    text = os.environ.get("ATTNLAB_DEMO_WORKERS")
+    if text is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return max(1, min(2, cores or 1))
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"ATTNLAB_DEMO_WORKERS: expected a whole number ≥ 1 of processes, "
+                         f"received {text!r}. Unset it to use up to 2 cores, or set it to 1 to "
+                         "train the members one after another.")
+    return int(text)
 
 
 def save_members(nets, out: Path) -> list[str]:

@@ -15,6 +15,7 @@ sees them).
 Baseline: logistic regression on the utterances resampled to 20 steps."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -225,7 +226,9 @@ def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int 
                   augment: dict | None = None, smoothing: float = 0.0,
                   average: dict | None = None, length: int | None = None, **net_kw):
     """One member: `X` standardised (and, with `length`, resampled to that many steps) by
-    `standardizer`; `augment` holds `Augmented`'s keywords, `net_kw` `build_network`'s."""
+    `standardizer`; `augment` holds `Augmented`'s keywords, `net_kw` `build_network`'s. The
+    member depends on `seed` alone (its initial weights too), not on what ran before it."""
+    torch.manual_seed(seed)                 # the weights are drawn as the network is built
     net = build_network(**net_kw)
     per_epoch = -(-len(y) // batch_size)
     averager = WeightAverage(net, per_epoch * epochs, **average) if average else None
@@ -243,6 +246,12 @@ def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int 
     if averager is not None:
         averager.finish()
     return net, info
+
+
+def _train_member(views, y, configs, epochs, out, k, seed):
+    """Member k of the demo (a module-level function: members may train in other processes)."""
+    return train_network(views[k % len(views)], y, None, None, epochs, out if k == 0 else None,
+                         seed=seed, verbose=k == 0, **configs[k])
 
 
 def member_configs(members: int | None = None) -> list[dict]:
@@ -292,10 +301,9 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     print(f"baseline {base['name']}: test accuracy {C.percent(base['accuracy'])} ({base_s:.1f} s)")
 
     net_watch = C.Stopwatch()
-    nets, infos = C.train_members(
-        lambda k, s: train_network(views[k % len(VIEWS)][0], ytr, None, None, epochs or EPOCHS,
-                                   out if k == 0 else None, seed=s, verbose=k == 0,
-                                   **configs[k]), MEMBERS, seed)
+    train = functools.partial(_train_member, [v[0] for v in views], ytr, configs,
+                              epochs or EPOCHS, out)
+    nets, infos = C.train_members(train, MEMBERS, seed, C.demo_workers())
     net, info = nets[0], infos[0]
     train_s = net_watch.seconds
     print(net.analyze())

@@ -22,25 +22,25 @@ from . import vowels as V
 
 
 def cross_validate(config: dict | list, folds: int = 5, members: int = 3, epochs: int = V.EPOCHS,
-                   split_seed: int = 0, warps: tuple = (0.85, 1.0, 1.15)) -> dict:
+                   split_seed: int | None = 0, warps: tuple = (0.85, 1.0, 1.15),
+                   first_seed: int = 0) -> dict:
     """`config` is one dict of `train_network` keywords, or a list of them that the members
-    take in turn (member k the (k mod len)-th). Returns the scores and `probabilities`, the
+    take in turn (member k the (k mod len)-th) with seed `first_seed` + k; `split_seed` None
+    makes the folds blocked (`fold_splits`). Returns the scores and `probabilities`, the
     members' held-out class probabilities (members × 270 × 9), from which any ensemble of them
     can be scored afterwards."""
-    from sklearn.model_selection import StratifiedKFold
-
     configs = config if isinstance(config, list) else [config]
     data = al.datasets.japanese_vowels()
     X, y = data.X_train, data.y_train
     probs = np.zeros((members, len(y), 9))
     base, warped = [], []
-    for tr, te in StratifiedKFold(folds, shuffle=True, random_state=split_seed).split(
-            np.zeros(len(y)), y):
+    for tr, te in fold_splits(y, folds, split_seed):
         views = [V.member_view(cfg, [X[i] for i in tr], [X[i] for i in te]) for cfg in configs]
         nets = []
         for s in range(members):
             Xtr, Xte = views[s % len(configs)]
-            net = V.train_network(Xtr, y[tr], None, None, epochs, seed=s, verbose=False,
+            net = V.train_network(Xtr, y[tr], None, None, epochs, seed=first_seed + s,
+                                  verbose=False,
                                   **configs[s % len(configs)])[0]
             probs[s, te] = C.ensemble_scores([net], Xte).numpy()
             nets.append(net)
@@ -51,6 +51,16 @@ def cross_validate(config: dict | list, folds: int = 5, members: int = 3, epochs
     return {**held_out_scores(probs, y), "probabilities": probs,
             "warped_errors": len(y) - int(np.sum(warped)) if warped else None,
             "logistic": float(np.sum(base)) / len(y)}
+
+
+def fold_splits(y: np.ndarray, folds: int, split_seed: int | None) -> list:
+    """(training, held-out) index pairs of stratified folds: shuffled with `split_seed`, or,
+    with None, blocked: fold k holds the k-th of `folds` runs of consecutive utterances of each
+    speaker (the training file lists each speaker's utterances in recording order)."""
+    from sklearn.model_selection import StratifiedKFold
+    split = (StratifiedKFold(folds) if split_seed is None else
+             StratifiedKFold(folds, shuffle=True, random_state=split_seed))
+    return list(split.split(np.zeros(len(y)), y))
 
 
 def held_out_scores(probs: np.ndarray, y: np.ndarray) -> dict:
@@ -90,9 +100,23 @@ def combine(specs: list[str]) -> str:
         raise SystemExit(f"--combine: the files hold different fold sets {sorted(splits)}; "
                          "held-out probabilities combine only over the same folds")
     r = held_out_scores(np.concatenate(parts), al.datasets.japanese_vowels().y_train)
-    return (f"{' + '.join(specs)} split={splits.pop()}: single {100 * r['single']:.2f} % "
+    return (f"{' + '.join(specs)} split={_split_name(splits.pop())}: single {100 * r['single']:.2f} % "
             f"ensemble {100 * r['ensemble']:.2f} % ({r['ensemble_errors']} errors, log loss "
             f"{r['log_loss']:.4f})")
+
+
+def _split_seed(text: str) -> int | None:
+    if text == "blocked":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed or 'blocked', received "
+                                         f"{text!r}") from None
+
+
+def _split_name(seed: int | None) -> str:
+    return "blocked" if seed is None or seed < 0 else str(seed)
 
 
 def main(argv=None) -> None:
@@ -102,7 +126,10 @@ def main(argv=None) -> None:
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--members", type=int, default=3)
     p.add_argument("--epochs", type=int, default=V.EPOCHS)
-    p.add_argument("--split-seed", type=int, default=0)
+    p.add_argument("--first-seed", type=int, default=0, help="member k trains with seed "
+                   "FIRST_SEED + k (to spread the members of one ensemble over runs)")
+    p.add_argument("--split-seed", type=_split_seed, default=0, help="the folds' shuffle seed, "
+                   "or 'blocked' for folds of consecutive utterances of each speaker")
     p.add_argument("--save", metavar="FILE.npz", help="write the members' held-out "
                    "probabilities (members × 270 × 9) there, to score ensembles of them later")
     p.add_argument("--combine", nargs="+", metavar="FILE.npz[:N]", help="score, without "
@@ -124,16 +151,18 @@ def main(argv=None) -> None:
                 p.error(f"config {index + 1}: expected a JSON dict (or list of dicts) of "
                         f"train_network keywords, received {text!r} ({e}). Quote it for the "
                         """shell, with double quotes inside: '{"lr": 3e-3}'""")
-            r = cross_validate(config, a.folds, a.members, a.epochs, a.split_seed, warps)
+            r = cross_validate(config, a.folds, a.members, a.epochs, a.split_seed, warps,
+                               a.first_seed)
             print(f"{text} folds={a.folds} members={a.members} epochs={a.epochs} "
-                  f"split={a.split_seed}: single {100 * r['single']:.2f} % ensemble "
+                  f"split={_split_name(a.split_seed)}: single {100 * r['single']:.2f} % ensemble "
                   f"{100 * r['ensemble']:.2f} % ({r['ensemble_errors']} errors, log loss "
                   f"{r['log_loss']:.4f}; with 1, 2, … members "
                   f"{r['errors_by_members']}; over warps {warps}: {r['warped_errors']} errors) logistic "
                   f"{100 * r['logistic']:.2f} % [{time.perf_counter() - t0:.0f} s]", flush=True)
             if a.save:
                 np.savez(a.save if len(a.configs) == 1 else f"{a.save}-{index}",
-                         probabilities=r["probabilities"], config=text, split_seed=a.split_seed)
+                         probabilities=r["probabilities"], config=text,
+                         split_seed=-1 if a.split_seed is None else a.split_seed)
 
 
 if __name__ == "__main__":
