@@ -64,3 +64,21 @@ def test_demo_table_needs_its_markers():
     from attnlab.errors import FormatError
     with pytest.raises(FormatError, match="demo-table"):
         table.replace_block("no markers here", "demo-table", "| x |")
+
+
+def test_demo_table_says_which_members_train_in_parallel_and_when_others_shared_the_machine():
+    import copy
+    from attnlab.demos import table
+    results = json.loads(table.RESULTS.read_text(encoding="utf-8"))
+    quiet = copy.deepcopy(results)
+    for x in quiet.values():
+        for r in x["runs"]:
+            r["machine"].update(demo_threads=1, load_average_1min_at_start=1.0)
+    for r in quiet["vowels"]["runs"]:
+        r["workers"], r["machine"]["load_average_1min_at_start"] = 2, 1.9
+    line = table.demo_table(quiet).splitlines()[-1]
+    assert "1 torch thread(s) a process (the vowels members in 2 processes at once)" in line
+    assert "other jobs shared" not in line                # 1.9 after a run of 2 processes
+    for r in quiet["vowels"]["runs"]:
+        r["machine"]["load_average_1min_at_start"] = 2.6
+    assert "other jobs shared the machine" in table.demo_table(quiet).splitlines()[-1]

@@ -30,7 +30,9 @@ def machine() -> dict:
         load = None
     return {"platform": platform.platform(), "processor": _cpu_name(),
             "cpus": os.cpu_count(), "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(), "load_average_1min_at_start": load,
+            "torch_threads": torch.get_num_threads(),
+            "demo_threads": int(os.environ.get("ATTNLAB_DEMO_THREADS", "1")),
+            "load_average_1min_at_start": load,
             "nice": os.nice(0) if hasattr(os, "nice") else None}
 
 

@@ -101,16 +101,24 @@ def demo_table(results: dict) -> str:
     loads: list[float] = [v for v in (mm.get("load_average_1min_at_start") for mm in machines)
                           if v is not None]
     nices: list[int] = [v for v in (mm.get("nice") for mm in machines) if v is not None]
+    # demos whose ensemble members train in several processes at once (metrics.json "workers")
+    workers = {name: max(int(r.get("workers") or 1) for r in x["runs"]) for name, x in results.items()}
+    parallel = [f"the {name} members in {w} processes at once" for name, w in workers.items() if w > 1]
+    busy = 0.5 + max(workers.values(), default=1)     # a run starts at the load the last one left
+    counts = sorted({mm["demo_threads"] for mm in machines if "demo_threads" in mm})
+    threads = "/".join(map(str, counts)) if counts else None
+    where = (f"{threads} torch thread(s) a process" + (f" ({', '.join(parallel)})" if parallel else "")
+             if threads is not None else f"{m.get('torch_threads', '?')} torch thread(s)")
     lines += ["", f"Measured by {', '.join(f'`attnlab demo {d} --seeds 3`' for d in DEMOS if d in results)} "
                   "(what `make demos` runs) "
                   f"on {m.get('processor', '?')}, {m.get('cpus', '?')} CPUs, "
-                  f"{m.get('torch_threads', '?')} torch thread(s), torch {m.get('torch', '?')}"
+                  f"{where}, torch {m.get('torch', '?')}"
                   + (f", 1-minute load average {min(loads):.1f}–{max(loads):.1f} at the runs' starts"
                      if loads else "")
-                  # the demos run one after another, so each starts at a load of about 1 from
-                  # the run before it: more than that means other jobs shared the machine
+                  # the demos run one after another, so each starts at the load of the run
+                  # before it (about its processes): more means other jobs shared the machine
                   + (" (other jobs shared the machine: these times are not a quiet machine's)"
-                     if loads and max(loads) >= 1.5 else "")
+                     if loads and max(loads) >= busy else "")
                   + (f", the runs at nice {max(nices)}" if nices and max(nices) > 0 else "")
                   + "; the table is written by `make demo-table` from `docs/demo-results.json`."]
     return "\n".join(lines)

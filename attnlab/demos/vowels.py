@@ -7,11 +7,9 @@ cross-validation on the training utterances (`python -m attnlab.demos.vowels_cv`
 are in the comment above `TUNED`), and the members then learn from all 270. The network:
 dropout 0.05 on the input values → `Dense` projection + sinusoidal position encoding →
 `SelfAttention` with a residual connection and LayerNorm → `AttentionPool1d` (a learned query
-attends over time) → `Dense(9)`; six such networks, trained with different seeds on
-utterances time-warped, channel-scaled and jittered afresh at every draw, vote by their mean
-probability. They take two views of an utterance in turn (`VIEWS`): its steps as recorded
-(absolute time, padding mask) and its steps resampled to 20 (relative time, as the baseline
-sees them).
+attends over time) → `Dense(9)`; twelve such networks, trained with different seeds on
+utterances time-warped, channel-scaled and jittered afresh at every draw (in two processes at
+once where two cores are free), vote by their mean probability.
 Baseline: logistic regression on the utterances resampled to 20 steps."""
 from __future__ import annotations
 
@@ -227,8 +225,8 @@ def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int 
                   average: dict | None = None, length: int | None = None, **net_kw):
     """One member: `X` standardised (and, with `length`, resampled to that many steps) by
     `standardizer`; `augment` holds `Augmented`'s keywords, `net_kw` `build_network`'s. The
-    member depends on `seed` alone (its initial weights too), not on what ran before it."""
-    torch.manual_seed(seed)                 # the weights are drawn as the network is built
+    member depends on `seed` alone: `build_network` leaves the weights undrawn
+    (`net.initialized` is False), and `al.train` draws them from `seed`."""
     net = build_network(**net_kw)
     per_epoch = -(-len(y) // batch_size)
     averager = WeightAverage(net, per_epoch * epochs, **average) if average else None
@@ -310,9 +308,9 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     pred = multiview_classify(nets, [views[k % len(VIEWS)][1] for k in range(MEMBERS)])
     acc = float(np.mean(pred == data.y_test))
     print(f"attention network ({MEMBERS} members): test accuracy {C.percent(acc)} (trained in "
-          f"{train_s:.1f} s; {CV['folds']}-fold CV on the training utterances, "
-          f"{CV['fold_sets']} fold sets, when chosen: "
-          f"{C.percent(CV['ensemble'])}, logistic regression {C.percent(CV['logistic'])})")
+          f"{train_s:.1f} s; {CV['folds']}-fold {CV['split']} CV on the training utterances, "
+          f"when chosen: {C.percent(CV['ensemble'])}, logistic regression "
+          f"{C.percent(CV['logistic'])})")
 
     files = C.save_outputs(net, out, info) + C.save_members(nets, out)
     twin = C.with_scores(build_network, net, "self-attention", **_net_kw(TUNED))
@@ -323,7 +321,8 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
                                        epochs or EPOCHS, train_s, base_s)
     metrics.update(seed=seed, members=MEMBERS, views=VIEWS, choices=CHOICES,
                    cv_accuracy=CV["ensemble"], cv_baseline_accuracy=CV["logistic"],
-                   cv_folds=CV["folds"], cv_fold_sets=CV["fold_sets"])
+                   cv_folds=CV["folds"], cv_split=CV["split"],
+                   workers=min(C.demo_workers(), MEMBERS))
     metrics["seconds"] = round(watch.seconds, 1)
     C.write_metrics(out, metrics)
     write_report(
@@ -333,9 +332,8 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
         "test utterances, lengths kept: a padding mask travels with every batch and attention "
         "ignores padded steps. Input dropout 0.05 → <code>Dense</code> + sinusoidal position → "
         "<code>SelfAttention</code> → <code>AttentionPool1d</code> → <code>Dense(9)</code>; "
-        f"{MEMBERS} of them (different seeds, training utterances time-warped ±15 %, "
-        "channel-scaled ±10 % and jittered afresh at every draw) vote by their mean probability; "
-        f"they take in turn {len(VIEWS)} views of an utterance: {_views_text()}. Against logistic "
+        f"{MEMBERS} of them (different seeds, training utterances {_augment_text()} afresh at "
+        f"every draw) vote by their mean probability; they see {_views_text()}. Against logistic "
         "regression on the utterances resampled to 20 steps. How each choice was made (on the "
         f"training utterances only): {CHOICES}.",
         C.classification_rows(metrics),
@@ -451,15 +449,46 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
 # (3 errors): closer than the 3 members' 98.74 %, still not ahead. The cross-validation sits at
 # its floor (1–3 errors of 270 for every candidate, most of them on the same few utterances), so
 # it cannot tell apart models that would differ by one or two errors on the test split.
+# Then (issue 15, a later session): shuffled folds did not predict the test split. Over the five
+# fold sets above the mix made 10 errors of 1350 against logistic regression's 23, yet on the
+# test split the two are level. The training file lists each speaker's 30 utterances in
+# recording order, and they drift within it (speaker 1's first ten last 21.1 steps on average,
+# the last ten 16.6), while the test utterances are other recordings; a shuffled fold holds an
+# utterance out with the ones recorded just before and after it in training. So the folds were
+# blocked (`vowels_cv --split-seed blocked`: fold k holds out the k-th run of six consecutive
+# utterances of every speaker). There logistic regression makes 9 errors of 270 (against 2–6 on
+# shuffled fold sets 0–4) and the mix 9 too, level as on the test split.
+# Blocked 5-fold CV, member seeds 0–5 (6–11 and all 12 where given; errors of 270, log loss):
+#   the mix above (6 members)                      9  0.121
+#   the steps as recorded only                     7  0.105   seeds 6–11: 8 0.123   12: 8 0.112
+#   + a cepstral offset within ±0.2                7  0.093
+#   channel scaling ±20 % instead of ±10 %         6  0.078   seeds 6–11: 7 0.092   12: 5 0.080
+#   ±20 % and offsets within ±0.2                  6  0.101
+#   ±30 %                                          7  0.077   seeds 6–11: 6 0.100   12: 7 0.077
+#   ±20 %, time warping ±25 %                      5  0.064   seeds 6–11: 8 0.097   12: 8 0.073
+#   ±20 %, 100 epochs                              4  0.083
+#   ±20 %, warping ±25 %, 100 epochs               9  0.109
+# Channel scaling ±20 % is ahead of ±10 % on both halves of the seeds; the errors swing by 3
+# between halves for every candidate, so the five utterances that every candidate misses
+# (30, 210, 215, 266, 268: the first or last recordings of their speakers) set the floor.
+# The candidate: the steps as recorded, scaling ±20 %, 12 members (two processes train them in
+# the time six took in one). The rule, set before its confirmation runs: it replaces the mix
+# if, on blocked 3-fold CV (ten consecutive utterances of every speaker held out), its log
+# loss is lower and its errors no more, and on shuffled fold sets 0 and 1 it makes at most one
+# error more than the mix over both. It passed:
+#                            blocked 3-fold    shuffled set 0    shuffled set 1
+#   the candidate, 12         7  0.120          2  0.043          1  0.031
+#   the mix, 6                10  0.133          2  0.070          2  0.033
+#   logistic regression       10                 6                 6
 # With every choice made, the members learn from all 270 training utterances (as the baseline
 # does).
 TUNED: dict = {"lr": 3e-3, "dropout": 0.3, "input_dropout": 0.05,
-               "augment": {"warp": 0.15, "jitter": 0.05, "scale": 0.1}}
-MEMBERS = 6
-VIEWS: list[dict] = [{}, {"length": 20}]      # member k: TUNED with VIEWS[k mod 2]
-# the chosen ensemble's 5-fold CV figures over the five fold sets (above), pooled: 1350
-# held-out predictions; recorded in metrics.json and the report
-CV = {"folds": 5, "fold_sets": 5, "ensemble": 1340 / 1350, "logistic": 1327 / 1350}
+               "augment": {"warp": 0.15, "jitter": 0.05, "scale": 0.2}}
+MEMBERS = 12
+VIEWS: list[dict] = [{}]       # member k: TUNED with VIEWS[k mod len(VIEWS)]: the steps as recorded
+# the chosen ensemble's blocked 5-fold CV figures (above), the split it was chosen on; recorded
+# in metrics.json and the report
+CV: dict = {"folds": 5, "split": "blocked", "ensemble": 265 / 270, "logistic": 261 / 270}
 CHOICES = ("lr 3e-3 and dropout 0.3 by 5-fold CV on the training utterances (97.0 % against "
            "96.7 % for lr 1e-3, dropout 0.1); time warping ±15 % + jitter 0.05 and a 3-member "
            "ensemble by 3-fold CV on the training utterances (single network 97.78 % → 98.89 % "
@@ -477,8 +506,16 @@ CHOICES = ("lr 3e-3 and dropout 0.3 by 5-fold CV on the training utterances (97.
            "1, 2, 3 of 270 and log loss 0.040 against 2, 2, 2, 2, 4 and 0.044 for three "
            "members on the recorded steps, 0.044 for six), where cepstral offsets, attentive "
            "statistics pooling, a learned position embedding, a bidirectional LSTM front end, "
-           "learning rate 1e-3 and batch size 32 did no better; then the members are trained "
-           "on all 270 training utterances")
+           "learning rate 1e-3 and batch size 32 did no better; then, because shuffled folds did "
+           "not predict the test split (the mix 13 errors ahead of logistic regression over "
+           "five fold sets, level on the test split), by blocked 5-fold CV (six consecutive "
+           "utterances of every speaker held out: the recordings drift over a session): "
+           "channel scaling ±20 % instead of ±10 %, the steps as recorded only and twelve "
+           "members (5 errors of 270 and log loss 0.080, against 9 and 0.121 for the mix; "
+           "logistic regression 9), confirmed by blocked 3-fold CV (7 errors against 10; "
+           "logistic regression 10) and shuffled fold sets 0 and 1 (3 errors against 4), where "
+           "cepstral offsets, channel scaling ±30 %, time warping ±25 % and 100 epochs did no "
+           "better; then the members are trained on all 270 training utterances")
 
 
 def _net_kw(kw):
@@ -487,9 +524,21 @@ def _net_kw(kw):
                      "blocks", "input_dropout")}
 
 
+def _augment_text() -> str:
+    a = TUNED["augment"]
+    return (f"time-warped ±{100 * a['warp']:.0f} %, channel-scaled ±{100 * a['scale']:.0f} % and "
+            f"jittered ({a['jitter']} sd)")
+
+
 def _views_text() -> str:
-    return ", ".join(f"resampled to {v['length']} steps (relative time)" if v.get("length")
-                     else "its steps as recorded (absolute time, padding mask)" for v in VIEWS)
+    """What the members see, for the report: one view, or several that they take in turn."""
+    def name(v: dict, whose: str) -> str:
+        return (f"{whose} resampled to {v['length']} steps (relative time)" if v.get("length")
+                else f"{whose} steps as recorded (absolute time, padding mask)")
+    if len(VIEWS) == 1:
+        return name(VIEWS[0], "each utterance's" if not VIEWS[0].get("length") else "each utterance")
+    return (f"in turn {len(VIEWS)} views of an utterance: "
+            + ", ".join(name(v, "its" if not v.get("length") else "it") for v in VIEWS))
 
 
 def _attention_figure(twin, data, Xte, pred, path):
