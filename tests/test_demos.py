@@ -235,7 +235,8 @@ def test_demo_workers_come_from_the_environment(monkeypatch):
     monkeypatch.delenv("ATTNLAB_DEMO_WORKERS")
     assert 1 <= C.demo_workers() <= 2
     monkeypatch.setenv("ATTNLAB_DEMO_WORKERS", "two")
-    with pytest.raises(ValueError, match="ATTNLAB_DEMO_WORKERS: expected a whole number ≥ 1 of "
+    from attnlab.errors import ArgumentError
+    with pytest.raises(ArgumentError, match="ATTNLAB_DEMO_WORKERS: expected a whole number ≥ 1 of "
                                          "processes, received 'two'"):
         C.demo_workers()
 

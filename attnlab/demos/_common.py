@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import ArgumentError
+
 
 # the data extra (pip install 'attnlab[data]'): the packages each demo's data or baseline comes from
 DATA_EXTRA = "pip install 'attnlab[data]'"
@@ -208,7 +210,7 @@ def demo_workers() -> int:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         return max(1, min(2, cores or 1))
     if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"ATTNLAB_DEMO_WORKERS: expected a whole number ≥ 1 of processes, "
+        raise ArgumentError(f"ATTNLAB_DEMO_WORKERS: expected a whole number ≥ 1 of processes, "
                          f"received {text!r}. Unset it to use up to 2 cores, or set it to 1 to "
                          "train the members one after another.")
     return int(text)

@@ -1,6 +1,8 @@
 """Cross-validation of the vowels demo's choices on the 270 TRAINING utterances only.
 
     python -m attnlab.demos.vowels_cv '{"lr": 3e-3, "dropout": 0.3}' [--folds 5] [--members 3]
+        [--split-seed S | --split-seed blocked] [--first-seed K] [--save FILE.npz]
+    python -m attnlab.demos.vowels_cv --combine A.npz[:N] B.npz[:N] …
 
 Each fold standardises with its own training utterances, trains `members` networks (seeds
 0, 1, …) with the given `train_network` keywords and scores, on the held-out utterances, the
