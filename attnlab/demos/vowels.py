@@ -301,7 +301,8 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     net_watch = C.Stopwatch()
     train = functools.partial(_train_member, [v[0] for v in views], ytr, configs,
                               epochs or EPOCHS, out)
-    nets, infos = C.train_members(train, MEMBERS, seed, C.demo_workers())
+    workers = min(C.demo_workers(), MEMBERS)
+    nets, infos = C.train_members(train, MEMBERS, seed, workers)
     net, info = nets[0], infos[0]
     train_s = net_watch.seconds
     print(net.analyze())
@@ -322,7 +323,7 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     metrics.update(seed=seed, members=MEMBERS, views=VIEWS, choices=CHOICES,
                    cv_accuracy=CV["ensemble"], cv_baseline_accuracy=CV["logistic"],
                    cv_folds=CV["folds"], cv_split=CV["split"],
-                   workers=min(C.demo_workers(), MEMBERS))
+                   workers=workers)
     metrics["seconds"] = round(watch.seconds, 1)
     C.write_metrics(out, metrics)
     write_report(
@@ -537,13 +538,11 @@ def _augment_text() -> str:
 
 def _views_text() -> str:
     """What the members see, for the report: one view, or several that they take in turn."""
-    def name(v: dict, whose: str) -> str:
-        return (f"{whose} resampled to {v['length']} steps (relative time)" if v.get("length")
-                else f"{whose} steps as recorded (absolute time, padding mask)")
-    if len(VIEWS) == 1:
-        return name(VIEWS[0], "each utterance's" if not VIEWS[0].get("length") else "each utterance")
-    return (f"in turn {len(VIEWS)} views of an utterance: "
-            + ", ".join(name(v, "its" if not v.get("length") else "it") for v in VIEWS))
+    names = [f"resampled to {v['length']} steps (relative time)" if v.get("length")
+             else "as recorded (absolute time, padding mask)" for v in VIEWS]
+    if len(names) == 1:
+        return f"the steps of each utterance {names[0]}"
+    return f"in turn {len(names)} views of an utterance's steps: {', '.join(names)}"
 
 
 def _attention_figure(twin, data, Xte, pred, path):
