@@ -228,6 +228,24 @@ def test_vowels_members_trained_in_two_processes_are_those_of_one():
         assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
+def test_digits_members_trained_in_two_processes_are_those_of_one():
+    import functools
+    import numpy as np
+    import torch
+    import attnlab.demos.digits as D
+    import attnlab.demos._common as C
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, size=(20, 1, 8, 8)).astype(np.float32)      # N×1×8×8, as the demo
+    y = np.arange(20) % 10
+    train = functools.partial(D._train_member, X, y, X[:10], y[:10], 1, None)
+    with C.demo_threads(1):                  # as the demo runs; the workers take 1 thread each
+        alone, _ = C.train_members(train, 2, 3, workers=1)
+        together, _ = C.train_members(train, 2, 3, workers=2)
+    for a, b in zip(alone, together):
+        sa, sb = a.state_dict(), b.state_dict()
+        assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
 def test_demo_workers_come_from_the_environment(monkeypatch):
     import attnlab.demos._common as C
     monkeypatch.setenv("ATTNLAB_DEMO_WORKERS", "3")

@@ -74,6 +74,7 @@ def test_demo_table_says_which_members_train_in_parallel_and_when_others_shared_
     for x in quiet.values():
         for r in x["runs"]:
             r["machine"].update(demo_threads=1, load_average_1min_at_start=1.0)
+            r["workers"] = 1
     for r in quiet["vowels"]["runs"]:
         r["workers"], r["machine"]["load_average_1min_at_start"] = 2, 1.9
     line = table.demo_table(quiet).splitlines()[-1]
@@ -82,3 +83,7 @@ def test_demo_table_says_which_members_train_in_parallel_and_when_others_shared_
     for r in quiet["vowels"]["runs"]:
         r["machine"]["load_average_1min_at_start"] = 2.6
     assert "other jobs shared the machine" in table.demo_table(quiet).splitlines()[-1]
+    for r in quiet["digits"]["runs"]:
+        r["workers"] = 2
+    assert ("(the digits and vowels members in 2 processes at once)"
+            in table.demo_table(quiet).splitlines()[-1])

@@ -5,11 +5,13 @@ part is held out for validation. The network: two convolution blocks and a 2×2 
 `ImageToSequence` (the 4×4 positions as 16 steps of 64 channels) + a learned position embedding
 → `SelfAttention` with a residual connection and LayerNorm → global average pooling over the
 positions → `Dense(10)`. Training images are shifted by up to a pixel at random; two such
-networks (different seeds) vote by their mean probability.
+networks (different seeds; in two processes at once where two cores are free) vote by their
+mean probability.
 Baseline on the same split: an RBF SVM. Writes the model, the network plot, the training
 progress, attention heatmaps, metrics.json and report.html."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +103,12 @@ def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int 
     return net, info
 
 
+def _train_member(Xtr, ytr, Xv, yv, epochs, out, k, seed):
+    """Member k of the demo (a module-level function: members may train in other processes)."""
+    return train_network(Xtr, ytr, Xv, yv, epochs, out if k == 0 else None, seed=seed,
+                         verbose=k == 0)
+
+
 def run(out: Path, epochs: int | None = None, seed: int = SEED) -> dict:
     """Trains with `seed` (initialisation, batch order, dropout, augmentation); the data split
     stays the demo's own."""
@@ -124,9 +132,9 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     print(f"baseline {base['name']}: test accuracy {C.percent(base['accuracy'])} ({base_s:.1f} s)")
 
     net_watch = C.Stopwatch()
-    nets, infos = C.train_members(
-        lambda k, s: train_network(Xtr, ytr, Xv, yv, epochs or EPOCHS, out if k == 0 else None,
-                                   seed=s, verbose=k == 0), MEMBERS, seed)
+    workers = min(C.demo_workers(), MEMBERS)
+    train = functools.partial(_train_member, Xtr, ytr, Xv, yv, epochs or EPOCHS, out)
+    nets, infos = C.train_members(train, MEMBERS, seed, workers)
     net, info = nets[0], infos[0]
     train_s = net_watch.seconds
     print(net.analyze())
@@ -143,7 +151,7 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
 
     metrics = C.classification_metrics(net, pred, data, base, len(ytr), len(yv), val_acc,
                                        epochs or EPOCHS, train_s, base_s)
-    metrics.update(seed=seed, members=MEMBERS, choices=CHOICES)
+    metrics.update(seed=seed, members=MEMBERS, choices=CHOICES, workers=workers)
     metrics["seconds"] = round(watch.seconds, 1)
     C.write_metrics(out, metrics)
     write_report(

@@ -103,7 +103,8 @@ def demo_table(results: dict) -> str:
     nices: list[int] = [v for v in (mm.get("nice") for mm in machines) if v is not None]
     # demos whose ensemble members train in several processes at once (metrics.json "workers")
     workers = {name: max(int(r.get("workers") or 1) for r in x["runs"]) for name, x in results.items()}
-    parallel = [f"the {name} members in {w} processes at once" for name, w in workers.items() if w > 1]
+    parallel = [f"the {' and '.join(n for n, v in workers.items() if v == w)} members in {w} "
+                "processes at once" for w in sorted({v for v in workers.values() if v > 1})]
     busy = 0.5 + max(workers.values(), default=1)     # a run starts at the load the last one left
     counts = sorted({mm["demo_threads"] for mm in machines if "demo_threads" in mm})
     threads = "/".join(map(str, counts)) if counts else None
