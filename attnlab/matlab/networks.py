@@ -231,7 +231,7 @@ def _inner(net, outputs) -> bool:
     return outputs is not None and any(n not in net.output_names for n in _names(outputs))
 
 
-def _predict_inner(net, X, outputs, fn, kw):
+def _predict_inner(net, X, outputs, fn, kw) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """Outputs of inner layers, as MATLAB's `predict(net, X, Outputs=["fc1", "lstm/hidden"])`:
     forward hooks on the named layers' modules record what they return during one prediction
     (the network's own forward stays as it is)."""

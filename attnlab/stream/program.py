@@ -327,7 +327,7 @@ class _Builder:
         self.line_layers[len(self.body)] = name
         self.body.append(f"        {text}")
 
-    def _compile(self, args, returned):
+    def _compile(self, args, returned) -> tuple[Callable, str]:
         """Builds `step` as the closure of a generated factory: the callables and constants
         are closure cells, so the step reads them as fast as locals."""
         free = [f"f{i}" for i in range(len(self.callables))] + \

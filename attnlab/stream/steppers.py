@@ -585,7 +585,7 @@ class CachedAttentionStepper(Stepper):
     Several new steps (a prefill) go through `attnlab.functional.attention`."""
 
     def __init__(self, module, project, out, num_heads, num_kv_heads, key_channels,
-                 value_channels, scale, capacity, refresh=None):
+                 value_channels, scale, capacity, refresh=None) -> None:
         # key_channels: the query's (num_heads·dk); value_channels: the cached values'
         # (num_kv_heads·dv, fewer than the output's num_heads·dv with grouped-query attention)
         self.module, self.project, self.out = module, project, out
