@@ -246,6 +246,16 @@ def test_digits_members_trained_in_two_processes_are_those_of_one():
         assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
+def test_vowels_bootstrap_sample_keeps_each_speakers_count():
+    import numpy as np
+    import attnlab.demos.vowels as V
+    y = np.repeat(np.arange(9), 30)
+    a, b = V.bootstrap_sample(y, 0), V.bootstrap_sample(y, 1)
+    assert np.array_equal(a, V.bootstrap_sample(y, 0)) and not np.array_equal(a, b)
+    assert np.array_equal(np.bincount(y[a], minlength=9), np.full(9, 30))
+    assert len(np.unique(a)) < len(y)                     # drawn with replacement
+
+
 def test_demo_workers_come_from_the_environment(monkeypatch):
     import attnlab.demos._common as C
     monkeypatch.setenv("ATTNLAB_DEMO_WORKERS", "3")

@@ -219,14 +219,27 @@ class WeightAverage:
         if self.model is not None:
             self.net.load_state_dict(self.model.module.state_dict())
 
+def bootstrap_sample(y, seed: int) -> np.ndarray:
+    """Indices of a bootstrap sample that keeps each class's count: each class's utterances
+    drawn with replacement, as many as it has (from `seed`'s own stream)."""
+    rng, y = np.random.default_rng([seed, 1]), np.asarray(y)
+    return np.concatenate([rng.choice(np.flatnonzero(y == c), np.sum(y == c))
+                           for c in np.unique(y)])
+
+
 def train_network(X, y, Xv, yv, epochs: int, out: Path | None = None, seed: int = SEED,
                   verbose: bool = True, lr: float = 1e-3, batch_size: int = 16, l2: float = 1e-2,
                   augment: dict | None = None, smoothing: float = 0.0,
-                  average: dict | None = None, length: int | None = None, **net_kw):
+                  average: dict | None = None, length: int | None = None,
+                  bootstrap: bool = False, **net_kw):
     """One member: `X` standardised (and, with `length`, resampled to that many steps) by
-    `standardizer`; `augment` holds `Augmented`'s keywords, `net_kw` `build_network`'s. The
-    member depends on `seed` alone: `build_network` leaves the weights undrawn
-    (`net.initialized` is False), and `al.train` draws them from `seed`."""
+    `standardizer`; `augment` holds `Augmented`'s keywords, `net_kw` `build_network`'s;
+    `bootstrap` trains on a bootstrap sample (each speaker's utterances drawn with replacement,
+    as many as it has: bagging). The member depends on `seed` alone: `build_network` leaves the
+    weights undrawn (`net.initialized` is False), and `al.train` draws them from `seed`."""
+    if bootstrap:
+        pick = bootstrap_sample(y, seed)
+        X, y = [X[i] for i in pick], np.asarray(y)[pick]
     net = build_network(**net_kw)
     per_epoch = -(-len(y) // batch_size)
     averager = WeightAverage(net, per_epoch * epochs, **average) if average else None
@@ -486,6 +499,21 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
 # logistic regression's 99.19 % (3 errors): the mix's mean, still not ahead. The blocked folds
 # put the network 4 errors ahead of logistic regression (5 against 9), where the test split has
 # the two level: they do not predict it either.
+# Then (issue 15, a later session; a rule written before the runs: a candidate replaces this
+# configuration only if on blocked 5-fold CV seeds 0–5 its log loss is below 0.078 with at
+# most 6 errors, seeds 6–11 below 0.092 with at most 7, all 12 below 0.080 with at most 5, and
+# on blocked 3-fold CV below 0.120 with at most 7, in a run of at most 2 minutes; otherwise
+# the test split is not looked at). Blocked 5-fold CV, errors of 270 and log loss:
+#   32 channels instead of 64            seeds 0–5: 8  0.138
+#   128 channels (twice the time)        seeds 0–5: 6  0.116
+#   8 heads instead of 4                 seeds 0–5: 8  0.096
+#   weight decay (l2) 0.05 instead of 0.01  seeds 0–5: 6  0.088
+#   bagging (`bootstrap`: each member learns from its own per-speaker bootstrap sample)
+#                                        seeds 0–5: 6  0.070   seeds 6–11: 7 0.121   12: 7 0.081
+# None passes, so this configuration stays. Its ensemble reaches its floor early: over the
+# blocked folds the first 1, 2, … 12 members make 9, 4, 4, 6, 6, 6, 5, 5, 5, 5, 5, 5 errors,
+# and the log loss stays at 0.077–0.085 from the sixth member on, so more members would not
+# help either.
 # With every choice made, the members learn from all 270 training utterances (as the baseline
 # does).
 TUNED: dict = {"lr": 3e-3, "dropout": 0.3, "input_dropout": 0.05,
@@ -521,7 +549,7 @@ CHOICES = ("lr 3e-3 and dropout 0.3 by 5-fold CV on the training utterances (97.
            "logistic regression 9), confirmed by blocked 3-fold CV (7 errors against 10; "
            "logistic regression 10) and shuffled fold sets 0 and 1 (3 errors against 4), where "
            "cepstral offsets, channel scaling ±30 %, time warping ±25 % and 100 epochs did no "
-           "better; then the members are trained on all 270 training utterances")
+           "better, nor, later, 32 or 128 channels, 8 heads, weight decay 0.05 or bagging; then the members are trained on all 270 training utterances")
 
 
 def _net_kw(kw):
