@@ -219,6 +219,7 @@ class WeightAverage:
         if self.model is not None:
             self.net.load_state_dict(self.model.module.state_dict())
 
+
 def bootstrap_sample(y, seed: int) -> np.ndarray:
     """Indices of a bootstrap sample that keeps each class's count: each class's utterances
     drawn with replacement, as many as it has (from `seed`'s own stream)."""
@@ -549,7 +550,8 @@ CHOICES = ("lr 3e-3 and dropout 0.3 by 5-fold CV on the training utterances (97.
            "logistic regression 9), confirmed by blocked 3-fold CV (7 errors against 10; "
            "logistic regression 10) and shuffled fold sets 0 and 1 (3 errors against 4), where "
            "cepstral offsets, channel scaling ±30 %, time warping ±25 % and 100 epochs did no "
-           "better, nor, later, 32 or 128 channels, 8 heads, weight decay 0.05 or bagging; then the members are trained on all 270 training utterances")
+           "better, nor, later, 32 or 128 channels, 8 heads, weight decay 0.05 or bagging; "
+           "then the members are trained on all 270 training utterances")
 
 
 def _net_kw(kw):
