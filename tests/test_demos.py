@@ -286,6 +286,18 @@ def test_demo_workers_come_from_the_environment(monkeypatch):
         C.demo_workers()
 
 
+@pytest.mark.parametrize("demo", ["digits", "vowels"])
+def test_a_bad_worker_count_stops_a_demo_before_it_loads_anything(demo, tmp_path, monkeypatch):
+    _skip_without(demo)
+    import importlib
+    from attnlab.errors import ArgumentError
+    monkeypatch.setenv("ATTNLAB_DEMO_WORKERS", "0")
+    module = importlib.import_module(f"attnlab.demos.{demo}")
+    with pytest.raises(ArgumentError, match="ATTNLAB_DEMO_WORKERS: expected a whole number ≥ 1"):
+        module.run(tmp_path / "out", epochs=1)
+    assert not (tmp_path / "out").exists()
+
+
 def test_vowels_cross_validation_scores_training_folds_only(capsys):
     _skip_without("vowels")
     from attnlab.demos import vowels_cv

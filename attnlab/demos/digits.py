@@ -119,6 +119,7 @@ def run(out: Path, epochs: int | None = None, seed: int = SEED) -> dict:
 def _run(out: Path, epochs: int | None, seed: int) -> dict:
     from sklearn.model_selection import train_test_split
 
+    workers = min(C.demo_workers(), MEMBERS)     # first: a bad ATTNLAB_DEMO_WORKERS fails at once
     out = C.prepare(out)
     watch = C.Stopwatch()
     data = al.datasets.digits(test_size=0.2, seed=SEED)
@@ -132,7 +133,6 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     print(f"baseline {base['name']}: test accuracy {C.percent(base['accuracy'])} ({base_s:.1f} s)")
 
     net_watch = C.Stopwatch()
-    workers = min(C.demo_workers(), MEMBERS)
     train = functools.partial(_train_member, Xtr, ytr, Xv, yv, epochs or EPOCHS, out)
     nets, infos = C.train_members(train, MEMBERS, seed, workers)
     net, info = nets[0], infos[0]

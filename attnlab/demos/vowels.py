@@ -294,6 +294,7 @@ def run(out: Path, epochs: int | None = None, seed: int = SEED) -> dict:
 
 
 def _run(out: Path, epochs: int | None, seed: int) -> dict:
+    workers = min(C.demo_workers(), MEMBERS)     # first: a bad ATTNLAB_DEMO_WORKERS fails at once
     out = C.prepare(out)
     watch = C.Stopwatch()
     data = al.datasets.japanese_vowels()
@@ -315,7 +316,6 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     net_watch = C.Stopwatch()
     train = functools.partial(_train_member, [v[0] for v in views], ytr, configs,
                               epochs or EPOCHS, out)
-    workers = min(C.demo_workers(), MEMBERS)
     nets, infos = C.train_members(train, MEMBERS, seed, workers)
     net, info = nets[0], infos[0]
     train_s = net_watch.seconds
