@@ -286,6 +286,18 @@ def test_demo_workers_come_from_the_environment(monkeypatch):
         C.demo_workers()
 
 
+def test_demo_threads_come_from_the_environment(monkeypatch):
+    import attnlab.demos._common as C
+    from attnlab.demos.seeds import machine
+    from attnlab.errors import ArgumentError
+    monkeypatch.setenv("ATTNLAB_DEMO_THREADS", "2")
+    assert C.demo_thread_count() == 2 == machine()["demo_threads"]
+    monkeypatch.setenv("ATTNLAB_DEMO_THREADS", "x")
+    with pytest.raises(ArgumentError, match="ATTNLAB_DEMO_THREADS: expected a whole number ≥ 1 "
+                                         "of torch threads, received 'x'. Unset it"):
+        C.demo_threads()
+
+
 @pytest.mark.parametrize("demo", ["digits", "vowels"])
 def test_a_bad_worker_count_stops_a_demo_before_it_loads_anything(demo, tmp_path, monkeypatch):
     _skip_without(demo)

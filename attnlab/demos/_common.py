@@ -119,7 +119,7 @@ class demo_threads:
     intra-op threads, and on a busy 2-core machine one thread ran them several times faster."""
 
     def __init__(self, n: int | None = None):
-        self.n = n or int(os.environ.get("ATTNLAB_DEMO_THREADS", "1"))
+        self.n = n or demo_thread_count()
 
     def __enter__(self):
         self.before = torch.get_num_threads()
@@ -202,18 +202,30 @@ def train_members(train, members: int, seed: int, workers: int = 1):
     return [g[0] for g in got], [g[1] for g in got]
 
 
+def _env_count(name: str, what: str, default: int, fix: str) -> int:
+    """A whole number ≥ 1 of `what` from the environment variable `name`, `default` if unset."""
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise ArgumentError(f"{name}: expected a whole number ≥ 1 of {what}, received {text!r}. "
+                            f"{fix}")
+    return int(text)
+
+
+def demo_thread_count() -> int:
+    """Torch threads a demo process runs: ATTNLAB_DEMO_THREADS, by default 1."""
+    return _env_count("ATTNLAB_DEMO_THREADS", "torch threads", 1,
+                      "Unset it for one thread a process (the demos' default), or set e.g. 2.")
+
+
 def demo_workers() -> int:
     """Processes that train an ensemble's members at once: ATTNLAB_DEMO_WORKERS, by default
     the cores this process may use, at most 2 (the demos' budget is set on 2 cores)."""
-    text = os.environ.get("ATTNLAB_DEMO_WORKERS")
-    if text is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        return max(1, min(2, cores or 1))
-    if not text.isdigit() or int(text) < 1:
-        raise ArgumentError(f"ATTNLAB_DEMO_WORKERS: expected a whole number ≥ 1 of processes, "
-                         f"received {text!r}. Unset it to use up to 2 cores, or set it to 1 to "
-                         "train the members one after another.")
-    return int(text)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return _env_count("ATTNLAB_DEMO_WORKERS", "processes", max(1, min(2, cores or 1)),
+                      "Unset it to use up to 2 cores, or set it to 1 to train the members one "
+                      "after another.")
 
 
 def save_members(nets, out: Path) -> list[str]:

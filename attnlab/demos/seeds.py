@@ -24,6 +24,7 @@ HEADLINE = {"digits": "test_accuracy", "vowels": "test_accuracy", "forecast": "t
 def machine() -> dict:
     """Where a run happened: enough to compare times between machines."""
     import torch
+    from ._common import demo_thread_count
     try:
         load = os.getloadavg()[0]
     except OSError:                     # not every platform has a load average
@@ -31,7 +32,7 @@ def machine() -> dict:
     return {"platform": platform.platform(), "processor": _cpu_name(),
             "cpus": os.cpu_count(), "torch": torch.__version__,
             "torch_threads": torch.get_num_threads(),
-            "demo_threads": int(os.environ.get("ATTNLAB_DEMO_THREADS", "1")),
+            "demo_threads": demo_thread_count(),
             "load_average_1min_at_start": load,
             "nice": os.nice(0) if hasattr(os, "nice") else None}
 
