@@ -185,6 +185,39 @@ def test_vowels_augmentation_offsets_each_channel_by_one_constant():
     assert float(x.abs().max()) <= 0.3 and float(x[0].std()) > 0   # one per channel
 
 
+def test_vowels_within_speaker_covariance_against_a_naive_sum():
+    import numpy as np
+    from attnlab.demos.vowels import within_speaker_covariance
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(5, 9)), 12)) for _ in range(7)]
+    y = np.array([0, 0, 1, 1, 1, 2, 2])
+    means = [x.mean(0) for x in X]
+    centre = {c: np.mean([m for m, k in zip(means, y) if k == c], 0) for c in (0, 1, 2)}
+    naive = sum(np.outer(m - centre[k], m - centre[k]) for m, k in zip(means, y)) / (7 - 3)
+    assert np.allclose(within_speaker_covariance(X, y), naive)
+
+
+def test_vowels_drift_offsets_an_utterance_by_one_draw_of_the_within_speaker_spread():
+    import numpy as np
+    import torch
+    from attnlab.demos.vowels import Augmented, within_speaker_covariance
+    rng = np.random.default_rng(1)
+    X = [rng.normal(size=(6, 12)).astype(np.float32) + k % 3 for k in range(12)]
+    y = np.arange(12) % 3
+    data = Augmented(X, y, seed=4, warp=0.0, jitter=0.0, drift=0.5)
+    x, label = data[5]
+    step = x - torch.as_tensor(X[5])
+    assert label == 2 and float((step - step[0]).abs().max()) < 1e-5   # one offset a step
+    # the draws are numpy's multivariate_normal's, from the same stream, with the factor kept
+    cov = 0.5 * within_speaker_covariance(data.X, y).astype(np.float64)
+    stream = np.random.default_rng(4)
+    stream.uniform(1.0, 1.0)                                      # the (null) time warp's draw
+    expected = stream.multivariate_normal(np.zeros(12), cov)
+    assert np.allclose(step[0].numpy(), expected, atol=1e-5)
+    draws = np.stack([(data[0][0] - torch.as_tensor(X[0]))[0].numpy() for _ in range(4000)])
+    assert np.allclose(np.cov(draws.T), cov, atol=0.05)
+
+
 def test_vowels_members_take_their_views_in_turn(monkeypatch):
     import numpy as np
     import attnlab.demos.vowels as V

@@ -135,16 +135,26 @@ class Augmented(torch.utils.data.Dataset):
     b − 1 each within ±`warp`/2, resampled to `length` steps (beyond the ends the edge values
     repeat); every (standardised) channel multiplied by a factor within 1 ± `scale` and
     offset by a constant within ± `shift` (a recording channel adds a constant to each cepstrum
-    coefficient), and Gaussian noise of `jitter` standard deviations added to every value."""
+    coefficient), and Gaussian noise of `jitter` standard deviations added to every value;
+    with `drift` = k, every step of an utterance offset by one draw from N(0, k·S), S the
+    covariance of the utterance means around their speaker's mean (over `X`): the way one
+    speaker's recordings differ from one another."""
 
     def __init__(self, X, y, seed: int = 0, warp: float = 0.15, jitter: float = 0.05,
                  scale: float = 0.0, mix: float = 0.0, length: int | None = None,
-                 shift: float = 0.0):
+                 shift: float = 0.0, drift: float = 0.0):
         self.X, self.y = [np.asarray(s, dtype=np.float32) for s in X], np.asarray(y)
         self.rng = np.random.default_rng(seed)
         self.warp, self.jitter, self.scale, self.mix = warp, jitter, scale, mix
         self.length, self.shift = length, shift
         self.same = {c: np.flatnonzero(self.y == c) for c in np.unique(self.y)}
+        # numpy's multivariate_normal factors the covariance at every call (an SVD, as here):
+        # factored once, the draws are the same numbers at a fraction of the cost
+        self.drift = None
+        if drift:
+            u, sv, _ = np.linalg.svd(drift * within_speaker_covariance(self.X, self.y)
+                                     .astype(np.float64))
+            self.drift = (u * np.sqrt(sv)).T
 
     def __len__(self):
         return len(self.y)
@@ -168,8 +178,18 @@ class Augmented(torch.utils.data.Dataset):
             s[:, :c] *= r.uniform(1 - self.scale, 1 + self.scale, (1, c))
         if self.shift:
             s[:, :c] += r.uniform(-self.shift, self.shift, (1, c))
+        if self.drift is not None:
+            s[:, :c] += r.standard_normal(c) @ self.drift
         s[:, :c] += r.normal(0.0, self.jitter, (len(s), c))
         return torch.as_tensor(s, dtype=torch.float32), int(self.y[i])
+
+
+def within_speaker_covariance(X, y) -> np.ndarray:
+    """The covariance (C×C, over the cepstrum channels) of the utterances' mean steps around
+    the mean of their speaker's utterance means."""
+    means = np.stack([s[:, :CEPSTRUM].mean(0) for s in X])                     # N×C
+    centred = np.concatenate([means[y == c] - means[y == c].mean(0) for c in np.unique(y)])
+    return centred.T @ centred / max(1, len(centred) - len(np.unique(y)))
 
 
 def warped_classify(nets, X, warps=(1.0,)) -> np.ndarray:
@@ -515,10 +535,22 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
 # blocked folds the first 1, 2, … 12 members make 9, 4, 4, 6, 6, 6, 5, 5, 5, 5, 5, 5 errors,
 # and the log loss stays at 0.077–0.085 from the sixth member on, so more members would not
 # help either.
+# Then (issue 15, a later session; the same rule, written before the runs): session drift as
+# augmentation (`drift` k: every step of an utterance offset by one draw of N(0, k·S), S the
+# covariance of the utterance means around their speaker's mean over the member's own training
+# utterances: the way one speaker's recordings differ). Errors of 270 and log loss:
+#                          blocked 5-fold                                      blocked 3-fold
+#                          seeds 0–5     seeds 6–11    all 12                  all 12
+#   this configuration     6  0.078      7  0.092      5  0.080                7  0.120
+#   drift 0.5              4  0.050      5  0.055      5  0.051
+#   drift 1.0 (chosen)     6  0.044      5  0.048      5  0.045                7  0.060
+# Both pass the rule's first two lines; drift 1.0 has the lower log loss over all twelve
+# members, so its 3-fold runs came first, and it passes (the single networks: 97.72 % against
+# 96.73 % on blocked 5-fold, 96.94 % against 95.80 % on blocked 3-fold).
 # With every choice made, the members learn from all 270 training utterances (as the baseline
 # does).
 TUNED: dict = {"lr": 3e-3, "dropout": 0.3, "input_dropout": 0.05,
-               "augment": {"warp": 0.15, "jitter": 0.05, "scale": 0.2}}
+               "augment": {"warp": 0.15, "jitter": 0.05, "scale": 0.2, "drift": 1.0}}
 MEMBERS = 12
 VIEWS: list[dict] = [{}]       # member k: TUNED with VIEWS[k mod len(VIEWS)]: the steps as recorded
 # the chosen ensemble's blocked 5-fold CV figures (above), the split it was chosen on; recorded
