@@ -218,6 +218,23 @@ def test_vowels_drift_offsets_an_utterance_by_one_draw_of_the_within_speaker_spr
     assert np.allclose(np.cov(draws.T), cov, atol=0.05)
 
 
+def test_vowels_drift_with_a_trend_adds_a_line_per_channel():
+    import numpy as np
+    from attnlab.demos.vowels import Augmented, _line, within_speaker_covariance
+    rng = np.random.default_rng(2)
+    X = [rng.normal(size=(int(rng.integers(6, 10)), 12)).astype(np.float32) for _ in range(12)]
+    y = np.arange(12) % 3
+    t = np.linspace(-1.0, 1.0, 7)
+    fit = np.linalg.lstsq(np.c_[np.ones(7), t], X[0][:7], rcond=None)[0]      # 2×C
+    assert np.allclose(_line(X[0][:7]), fit.ravel(), atol=1e-6)
+    assert within_speaker_covariance(X, y, trend=True).shape == (24, 24)
+    data = Augmented(X, y, seed=3, warp=0.0, jitter=0.0, drift=1.0, trend=True)
+    x, _ = data[4]
+    offset = x.numpy() - X[4]
+    second = np.diff(offset, axis=0)                     # a straight line: equal steps
+    assert np.allclose(second, second[0], atol=1e-5) and np.abs(second).max() > 1e-4
+
+
 def test_vowels_members_take_their_views_in_turn(monkeypatch):
     import numpy as np
     import attnlab.demos.vowels as V
