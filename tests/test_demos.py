@@ -235,6 +235,15 @@ def test_vowels_drift_with_a_trend_adds_a_line_per_channel():
     assert np.allclose(second, second[0], atol=1e-5) and np.abs(second).max() > 1e-4
 
 
+def test_vowels_report_names_each_augmentation_it_uses():
+    from attnlab.demos.vowels import _augment_text
+    text = _augment_text({"warp": 0.15, "jitter": 0.05, "scale": 0.2, "drift": 1.0})
+    assert text == ("time-warped ±15 %, channel-scaled ±20 %, offset by a draw from their "
+                    "speaker's spread between recordings and jittered (0.05 sd)")
+    assert _augment_text({"warp": 0.25, "jitter": 0.1}) == "time-warped ±25 % and jittered (0.1 sd)"
+    assert "(× 0.5)" in _augment_text({"drift": 0.5}) and "channel" not in _augment_text({})
+
+
 def test_vowels_members_take_their_views_in_turn(monkeypatch):
     import numpy as np
     import attnlab.demos.vowels as V
