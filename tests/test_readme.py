@@ -87,3 +87,14 @@ def test_demo_table_says_which_members_train_in_parallel_and_when_others_shared_
         r["workers"] = 2
     assert ("(the digits and vowels members in 2 processes at once)"
             in table.demo_table(quiet).splitlines()[-1])
+
+
+def test_demo_table_calls_a_tie_level_and_a_margin_better_or_worse():
+    from attnlab.demos.table import versus
+
+    def run(ours, base, sd=0.0):
+        return {"mean": {"test_accuracy": ours, "baseline_accuracy": base},
+                "sd": {"test_accuracy": sd}}
+    assert versus("vowels", run(367 / 370, 1 - 3 / 370)) == "level (no better, no worse)"
+    assert versus("digits", run(0.9963, 0.9917, 0.0016)) == "better by 0.46 points"
+    assert versus("vowels", run(0.9901, 0.9919, 0.0041)) == "worse by 0.18 points (less than one sd)"

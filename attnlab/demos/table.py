@@ -66,8 +66,10 @@ def versus(name: str, r: dict) -> str:
         diff, spread, unit = best - m["test_rmse"], sd["test_rmse"], " ppm"
     else:
         return "—"
-    word = "better" if diff > 0 else "worse" if diff < 0 else "level"
     digits = 3 if name == "forecast" else 2
+    if round(abs(diff), digits) == 0:            # a tie, whatever the float rounding left
+        return "level (no better, no worse)"
+    word = "better" if diff > 0 else "worse"
     within = " (less than one sd)" if abs(diff) < spread else ""
     return f"{word} by {abs(diff):.{digits}f}{unit}{within}"
 
