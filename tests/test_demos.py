@@ -218,6 +218,15 @@ def test_vowels_drift_offsets_an_utterance_by_one_draw_of_the_within_speaker_spr
     assert np.allclose(np.cov(draws.T), cov, atol=0.05)
 
 
+@pytest.mark.parametrize("drift", [-1.0, float("nan")])
+def test_vowels_drift_must_not_be_negative(drift):
+    import numpy as np
+    from attnlab.demos.vowels import Augmented
+    from attnlab.errors import ArgumentError
+    with pytest.raises(ArgumentError, match=r"drift: expected a number ≥ 0 .* Use 0 for none"):
+        Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], drift=drift)
+
+
 def test_vowels_drift_with_a_trend_adds_a_line_per_channel():
     import numpy as np
     from attnlab.demos.vowels import Augmented, _line, within_speaker_covariance

@@ -25,6 +25,7 @@ import attnlab as al
 from attnlab import layers as L
 
 from . import _common as C
+from ..errors import ArgumentError
 from ..training.losses import CrossEntropy
 from .baselines import logistic_sequences, resample
 from .report import write_report
@@ -152,6 +153,10 @@ class Augmented(torch.utils.data.Dataset):
         self.same = {c: np.flatnonzero(self.y == c) for c in np.unique(self.y)}
         # numpy's multivariate_normal factors the covariance at every call (an SVD, as here):
         # factored once, the draws are the same numbers at a fraction of the cost
+        if not drift >= 0:                      # a negative spread would be taken as positive
+            raise ArgumentError(f"Augmented drift: expected a number ≥ 0 (the share of the "
+                                f"within-speaker spread), received {drift!r}. Use 0 for none, "
+                                "1 for the spread itself.")
         self.drift, self.trend = None, trend
         if drift:
             u, sv, _ = np.linalg.svd(drift * within_speaker_covariance(self.X, self.y, trend)
