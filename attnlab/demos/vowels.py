@@ -15,6 +15,7 @@ Baseline: logistic regression on the utterances resampled to 20 steps."""
 from __future__ import annotations
 
 import functools
+import inspect
 from pathlib import Path
 
 import numpy as np
@@ -151,13 +152,13 @@ class Augmented(torch.utils.data.Dataset):
         self.warp, self.jitter, self.scale, self.mix = warp, jitter, scale, mix
         self.length, self.shift = length, shift
         self.same = {c: np.flatnonzero(self.y == c) for c in np.unique(self.y)}
-        # numpy's multivariate_normal factors the covariance at every call (an SVD, as here):
-        # factored once, the draws are the same numbers at a fraction of the cost
         if not drift >= 0:                      # a negative spread would be taken as positive
             raise ArgumentError(f"Augmented drift: expected a number ≥ 0 (the share of the "
                                 f"within-speaker spread), received {drift!r}. Use 0 for none, "
                                 "1 for the spread itself.")
         self.drift, self.trend = None, trend
+        # numpy's multivariate_normal factors the covariance at every call (an SVD, as here):
+        # factored once, the draws are the same numbers at a fraction of the cost
         if drift:
             u, sv, _ = np.linalg.svd(drift * within_speaker_covariance(self.X, self.y, trend)
                                      .astype(np.float64))
@@ -185,11 +186,9 @@ class Augmented(torch.utils.data.Dataset):
             s[:, :c] *= r.uniform(1 - self.scale, 1 + self.scale, (1, c))
         if self.shift:
             s[:, :c] += r.uniform(-self.shift, self.shift, (1, c))
-        if self.drift is not None and self.trend:          # a mean and a slope per channel
-            z = r.standard_normal(2 * c) @ self.drift
-            s[:, :c] += z[:c] + np.linspace(-1.0, 1.0, len(s))[:, None] * z[c:]
-        elif self.drift is not None:
-            s[:, :c] += r.standard_normal(c) @ self.drift
+        if self.drift is not None:              # one draw: a mean (and a slope) per channel
+            z = r.standard_normal(len(self.drift)) @ self.drift
+            s[:, :c] += z[:c] + np.linspace(-1.0, 1.0, len(s))[:, None] * z[c:] if self.trend else z
         s[:, :c] += r.normal(0.0, self.jitter, (len(s), c))
         return torch.as_tensor(s, dtype=torch.float32), int(self.y[i])
 
@@ -635,8 +634,9 @@ def _net_kw(kw):
 
 def _augment_text(augment: dict | None = None) -> str:
     """`Augmented`'s keywords (TUNED's by default) in words, for the report."""
-    a = TUNED["augment"] if augment is None else augment
-    parts = [f"time-warped ±{100 * a.get('warp', 0.15):.0f} %"]
+    a = {name: p.default for name, p in inspect.signature(Augmented).parameters.items()}
+    a.update(TUNED["augment"] if augment is None else augment)
+    parts = [f"time-warped ±{100 * a['warp']:.0f} %"]
     if a.get("scale"):
         parts.append(f"channel-scaled ±{100 * a['scale']:.0f} %")
     if a.get("shift"):
@@ -644,7 +644,7 @@ def _augment_text(augment: dict | None = None) -> str:
     if a.get("drift"):
         parts.append("offset by a draw from their speaker's spread between recordings"
                      + (f" (× {a['drift']})" if a["drift"] != 1 else ""))
-    parts.append(f"jittered ({a.get('jitter', 0.05)} sd)")
+    parts.append(f"jittered ({a['jitter']} sd)")
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
