@@ -227,6 +227,35 @@ def test_vowels_drift_must_not_be_negative(drift):
         Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], drift=drift)
 
 
+def test_vowels_drift_shrinks_each_speakers_own_spread_towards_the_pooled_one():
+    import numpy as np
+    import torch
+    from attnlab.demos.vowels import Augmented, within_speaker_covariance
+    rng = np.random.default_rng(3)
+    # speaker 1 varies three times as much between recordings as speaker 0
+    X = [(rng.normal(size=(1, 12)) * (1 + 2 * (k % 2)) + rng.normal(size=(5, 12)) * 0.1)
+         .astype(np.float32) for k in range(40)]
+    y = np.arange(40) % 2
+    data = Augmented(X, y, seed=5, warp=0.0, jitter=0.0, drift=1.0, pooled=0.25)
+    pool = within_speaker_covariance(data.X, y).astype(np.float64)
+    for k in (0, 1):
+        own = within_speaker_covariance([x for x, c in zip(data.X, y) if c == k], y[y == k])
+        draws = np.stack([(data[k][0] - torch.as_tensor(X[k]))[0].numpy() for _ in range(4000)])
+        expected = 0.25 * pool + 0.75 * own
+        assert np.allclose(np.cov(draws.T), expected, atol=0.1 * np.abs(expected).max())
+    spread = [np.trace(f.T @ f) for f in (data.drift[0], data.drift[1])]
+    assert spread[1] > 2 * spread[0]       # about 8 against 2 (one shared spread: level)
+
+
+@pytest.mark.parametrize("pooled", [-0.5, 1.5, float("nan")])
+def test_vowels_pooled_share_must_lie_in_0_1(pooled):
+    import numpy as np
+    from attnlab.demos.vowels import Augmented
+    from attnlab.errors import ArgumentError
+    with pytest.raises(ArgumentError, match=r"pooled: expected a share from 0 to 1 .* Use 1"):
+        Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], drift=1.0, pooled=pooled)
+
+
 def test_vowels_drift_with_a_trend_adds_a_line_per_channel():
     import numpy as np
     from attnlab.demos.vowels import Augmented, _line, within_speaker_covariance

@@ -142,11 +142,14 @@ class Augmented(torch.utils.data.Dataset):
     with `drift` = k, every step of an utterance offset by one draw from N(0, k·S), S the
     covariance of the utterance means around their speaker's mean (over `X`): the way one
     speaker's recordings differ from one another; with `trend` as well, the draw is a mean and
-    a slope over relative time per channel, from their covariance over `X`."""
+    a slope over relative time per channel, from their covariance over `X`; with `pooled` = w
+    below 1, each speaker's draws come from w·S + (1 − w)·S_c instead, S_c that speaker's own
+    covariance (some speakers vary more between recordings than others)."""
 
     def __init__(self, X, y, seed: int = 0, warp: float = 0.15, jitter: float = 0.05,
                  scale: float = 0.0, mix: float = 0.0, length: int | None = None,
-                 shift: float = 0.0, drift: float = 0.0, trend: bool = False):
+                 shift: float = 0.0, drift: float = 0.0, trend: bool = False,
+                 pooled: float = 1.0):
         self.X, self.y = [np.asarray(s, dtype=np.float32) for s in X], np.asarray(y)
         self.rng = np.random.default_rng(seed)
         self.warp, self.jitter, self.scale, self.mix = warp, jitter, scale, mix
@@ -156,16 +159,25 @@ class Augmented(torch.utils.data.Dataset):
             raise ArgumentError(f"Augmented drift: expected a number ≥ 0 (the share of the "
                                 f"within-speaker spread), received {drift!r}. Use 0 for none, "
                                 "1 for the spread itself.")
-        self.drift, self.trend = None, trend
-        # numpy's multivariate_normal factors the covariance at every call (an SVD, as here):
-        # factored once, the draws are the same numbers at a fraction of the cost
+        if not 0 <= pooled <= 1:
+            raise ArgumentError(f"Augmented pooled: expected a share from 0 to 1 (of the pooled "
+                                f"within-speaker spread), received {pooled!r}. Use 1 for one "
+                                "spread shared by all speakers.")
+        self.drift: dict | None = None
+        self.trend = trend
         if drift:
-            u, sv, _ = np.linalg.svd(drift * within_speaker_covariance(self.X, self.y, trend)
-                                     .astype(np.float64))
-            self.drift = (u * np.sqrt(sv)).T
+            pool = within_speaker_covariance(self.X, self.y, trend).astype(np.float64)
+            self.drift = {c: _factor(drift * (pool if pooled == 1 else pooled * pool + (1 - pooled)
+                                              * self._own_covariance(idx)))
+                          for c, idx in self.same.items()}
 
     def __len__(self):
         return len(self.y)
+
+    def _own_covariance(self, idx) -> np.ndarray:
+        """The within-speaker covariance of the utterances `idx` (one speaker's)."""
+        return within_speaker_covariance([self.X[i] for i in idx], self.y[idx],
+                                         self.trend).astype(np.float64)
 
     def __getitem__(self, i):
         s, r = self.X[i], self.rng
@@ -187,7 +199,8 @@ class Augmented(torch.utils.data.Dataset):
         if self.shift:
             s[:, :c] += r.uniform(-self.shift, self.shift, (1, c))
         if self.drift is not None:              # one draw: a mean (and a slope) per channel
-            z = r.standard_normal(len(self.drift)) @ self.drift
+            factor = self.drift[self.y[i]]
+            z = r.standard_normal(len(factor)) @ factor
             s[:, :c] += z[:c] + np.linspace(-1.0, 1.0, len(s))[:, None] * z[c:] if self.trend else z
         s[:, :c] += r.normal(0.0, self.jitter, (len(s), c))
         return torch.as_tensor(s, dtype=torch.float32), int(self.y[i])
@@ -202,6 +215,14 @@ def within_speaker_covariance(X, y, trend: bool = False) -> np.ndarray:
                       for s in X])                                             # N×C (N×2C)
     centred = np.concatenate([means[y == c] - means[y == c].mean(0) for c in np.unique(y)])
     return centred.T @ centred / max(1, len(centred) - len(np.unique(y)))
+
+
+def _factor(cov) -> np.ndarray:
+    """F with z @ F ~ N(0, `cov`) for z standard normal. numpy's multivariate_normal takes the
+    same SVD at every call: factored once, the draws are the same numbers at a fraction of the
+    cost."""
+    u, sv, _ = np.linalg.svd(np.asarray(cov, dtype=np.float64))
+    return (u * np.sqrt(sv)).T
 
 
 def _line(s) -> np.ndarray:
