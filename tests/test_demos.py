@@ -280,6 +280,8 @@ def test_vowels_report_names_each_augmentation_it_uses():
                     "speaker's spread between recordings and jittered (0.05 sd)")
     assert _augment_text({"warp": 0.25, "jitter": 0.1}) == "time-warped ±25 % and jittered (0.1 sd)"
     assert "(× 0.5)" in _augment_text({"drift": 0.5}) and "channel" not in _augment_text({})
+    assert "(50 % each speaker's own, the rest shared by all)" in _augment_text(
+        {"drift": 1.0, "pooled": 0.5})
 
 
 def test_vowels_members_take_their_views_in_turn(monkeypatch):

@@ -664,7 +664,9 @@ def _augment_text(augment: dict | None = None) -> str:
         parts.append(f"offset within ±{a['shift']} per channel")
     if a.get("drift"):
         parts.append("offset by a draw from their speaker's spread between recordings"
-                     + (f" (× {a['drift']})" if a["drift"] != 1 else ""))
+                     + (f" (× {a['drift']})" if a["drift"] != 1 else "")
+                     + (f" ({100 * (1 - a['pooled']):.0f} % each speaker's own, the rest "
+                        "shared by all)" if a["pooled"] != 1 else ""))
     parts.append(f"jittered ({a['jitter']} sd)")
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
