@@ -7,7 +7,7 @@ cross-validation on the training utterances (`python -m attnlab.demos.vowels_cv`
 are in the comment above `TUNED`), and the members then learn from all 270. The network:
 dropout 0.05 on the input values → `Dense` projection + sinusoidal position encoding →
 `SelfAttention` with a residual connection and LayerNorm → `AttentionPool1d` (a learned query
-attends over time) → `Dense(9)`; twelve such networks, trained with different seeds on
+attends over time) → `Dense(9)`; eight such networks, trained with different seeds on
 utterances time-warped, channel-scaled, offset by a draw from their speaker's spread between
 recordings and jittered afresh at every draw (in two processes at once where two cores are
 free), vote by their mean probability.
@@ -602,15 +602,30 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
 #   dropout 0.1 instead of 0.3       seeds 0–5: 6  0.054
 #   time warping ±25 %               seeds 0–5: 5  0.050
 # None passes: drift 1.0 with channel scaling ±20 % stays.
+# Then (issue 15, a later session): twelve members took 124 ± 4 s a run in `make demos`, over
+# the issue's two minutes. By the blocked CV above eight do as well (5-fold, seeds 0–7: 6
+# errors, log loss 0.043 against 5 and 0.045 for twelve; 3-fold: 6 and 0.060 against 7 and
+# 0.060), so the demo trains eight, whatever the test split would say (decided before its run).
+# A rule written before the runs (against eight members: seeds 0–5 log loss below 0.0443 with
+# at most 6 errors, seeds 6–11 below 0.0477 with at most 5, the demo's member count below 0.039
+# with at most 6, the same on blocked 3-fold below 0.0595, the demo within two minutes):
+#   200 epochs                       seeds 0–5: 7  0.054   seeds 6–11: 7  0.062
+#   100 epochs (twelve members: the time of eight at 150)
+#                                    seeds 0–5: 5  0.050   seeds 6–11: 5  0.043   12: 7  0.045
+#   each speaker's own drift covariance shrunk halfway to the shared one (`pooled` 0.5)
+#                                    seeds 0–5: 5  0.037   seeds 6–11: 5  0.051   8: 5  0.036
+#                                                                                12: 5  0.040
+# None passes every line (the per-speaker spread is ahead on seeds 0–5 and behind on 6–11: the
+# halves differ by more than the candidates do), so eight members of this configuration stay.
 # With every choice made, the members learn from all 270 training utterances (as the baseline
 # does).
 TUNED: dict = {"lr": 3e-3, "dropout": 0.3, "input_dropout": 0.05,
                "augment": {"warp": 0.15, "jitter": 0.05, "scale": 0.2, "drift": 1.0}}
-MEMBERS = 12
+MEMBERS = 8
 VIEWS: list[dict] = [{}]       # member k: TUNED with VIEWS[k mod len(VIEWS)]: the steps as recorded
 # the chosen ensemble's blocked 5-fold CV figures (above), the split it was chosen on; recorded
 # in metrics.json and the report
-CV: dict = {"folds": 5, "split": "blocked", "ensemble": 265 / 270, "logistic": 261 / 270}
+CV: dict = {"folds": 5, "split": "blocked", "ensemble": 264 / 270, "logistic": 261 / 270}
 CHOICES = ("lr 3e-3 and dropout 0.3 by 5-fold CV on the training utterances (97.0 % against "
            "96.7 % for lr 1e-3, dropout 0.1); time warping ±15 % + jitter 0.05 and a 3-member "
            "ensemble by 3-fold CV on the training utterances (single network 97.78 % → 98.89 % "
@@ -644,6 +659,10 @@ CHOICES = ("lr 3e-3 and dropout 0.3 by 5-fold CV on the training utterances (97.
            "5 folds, 0.060 against 0.120 on 3 folds; 5 and 7 errors as before), where half or "
            "twice that spread, the drift without channel scaling or with a slope over time, "
            "dropout 0.1 and time warping ±25 % did no better; "
+           "eight members instead of twelve, for the two-minute budget, as good by the same "
+           "blocked CV (6 errors and log loss 0.043 against 5 and 0.045 on 5 folds, 6 and 0.060 "
+           "against 7 and 0.060 on 3 folds), where 100 or 200 epochs and each speaker's own "
+           "drift spread did no better; "
            "then the members are trained on all 270 training utterances")
 
 
