@@ -167,8 +167,9 @@ class Augmented(torch.utils.data.Dataset):
         self.trend = trend
         if drift:
             pool = within_speaker_covariance(self.X, self.y, trend).astype(np.float64)
-            self.drift = {c: _factor(drift * (pool if pooled == 1 else pooled * pool + (1 - pooled)
-                                              * self._own_covariance(idx)))
+            shared = _factor(drift * pool) if pooled == 1 else None     # one for all speakers
+            self.drift = {c: shared if shared is not None else _factor(
+                              drift * (pooled * pool + (1 - pooled) * self._own_covariance(idx)))
                           for c, idx in self.same.items()}
 
     def __len__(self):
@@ -687,11 +688,11 @@ def _augment_text(augment: dict | None = None) -> str:
     a = {name: p.default for name, p in inspect.signature(Augmented).parameters.items()}
     a.update(TUNED["augment"] if augment is None else augment)
     parts = [f"time-warped ±{100 * a['warp']:.0f} %"]
-    if a.get("scale"):
+    if a["scale"]:
         parts.append(f"channel-scaled ±{100 * a['scale']:.0f} %")
-    if a.get("shift"):
+    if a["shift"]:
         parts.append(f"offset within ±{a['shift']} per channel")
-    if a.get("drift"):
+    if a["drift"]:
         parts.append("offset by a draw from their speaker's spread between recordings"
                      + (f" (× {a['drift']})" if a["drift"] != 1 else "")
                      + (f" ({100 * (1 - a['pooled']):.0f} % each speaker's own, the rest "
