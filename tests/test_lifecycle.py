@@ -220,6 +220,7 @@ def test_ddp_wrapping_by_the_user(tmp_path):
         pytest.skip("a process group is already running in this process")
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0,
                             world_size=1)
+    model = None
     try:
         net = classifier(0.0)
         model = DDP(net)                     # before any call: the parameters are there
@@ -227,6 +228,9 @@ def test_ddp_wrapping_by_the_user(tmp_path):
         model(x).sum().backward()
         assert all(p.grad is not None for p in net.parameters() if p.requires_grad)
     finally:
+        # the wrapper's reducer holds the group: freed after the group is gone, its gloo
+        # destructor now and then waits forever on a thread (a hang seen in a fresh clone)
+        del model
         dist.destroy_process_group()
 
 
