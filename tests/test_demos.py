@@ -162,7 +162,7 @@ def test_vowels_augmentation_at_a_fixed_length_and_mixed_within_the_speaker():
     assert label == 2 and torch_all_close(x, 1.0)
 
 
-@pytest.mark.parametrize("kw", [{"front": "conv"}, {"front": "lstm"}, {"blocks": 2, "ffn": 16},
+@pytest.mark.parametrize("kw", [{"front": "conv"}, {"front": "lstm"}, {"front": "fcn"}, {"blocks": 2, "ffn": 16},
                                 {"input_dropout": 0.1, "pool": "attention+mean"}])
 def test_vowels_network_variants_build_and_run(kw):
     import numpy as np
