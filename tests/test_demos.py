@@ -273,6 +273,41 @@ def test_vowels_drift_with_a_trend_adds_a_line_per_channel():
     assert np.allclose(second, second[0], atol=1e-5) and np.abs(second).max() > 1e-4
 
 
+def test_vowels_crop_keeps_a_run_of_consecutive_steps():
+    import numpy as np
+    from attnlab.demos.vowels import Augmented
+    X = [np.arange(20 * 12, dtype=np.float32).reshape(20, 12),
+         np.arange(4 * 12, dtype=np.float32).reshape(4, 12)]
+    data = Augmented(X, [0, 1], seed=3, warp=0.0, jitter=0.0, crop=0.3)
+    lengths = set()
+    for _ in range(200):
+        x, _ = data[0]
+        x = x.numpy()
+        start = int(x[0, 0]) // 12
+        assert np.array_equal(x, X[0][start:start + len(x)])      # consecutive steps, unchanged
+        lengths.add(len(x))
+    assert min(lengths) == 14 and max(lengths) == 20            # 70–100 % of 20 steps
+    assert np.array_equal(data[1][0].numpy(), X[1])            # at least 4 steps: all of 4
+
+
+def test_vowels_crop_default_leaves_the_draws_unchanged():
+    import numpy as np
+    from attnlab.demos.vowels import Augmented
+    X = [np.random.default_rng(k).normal(size=(9 + k, 12)).astype(np.float32) for k in range(4)]
+    a, b = Augmented(X, [0, 0, 1, 1], seed=1, drift=1.0), Augmented(X, [0, 0, 1, 1], seed=1,
+                                                                    drift=1.0, crop=0.0)
+    assert all(np.array_equal(a[i][0], b[i][0]) for i in (0, 1, 2, 3, 0, 2))
+
+
+@pytest.mark.parametrize("crop", [-0.1, 1.0, float("nan")])
+def test_vowels_crop_share_must_lie_below_1(crop):
+    import numpy as np
+    from attnlab.demos.vowels import Augmented
+    from attnlab.errors import ArgumentError
+    with pytest.raises(ArgumentError, match=r"crop: expected a share from 0 to below 1 .* Use 0"):
+        Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], crop=crop)
+
+
 def test_vowels_report_names_each_augmentation_it_uses():
     from attnlab.demos.vowels import _augment_text
     text = _augment_text({"warp": 0.15, "jitter": 0.05, "scale": 0.2, "drift": 1.0})
@@ -282,6 +317,8 @@ def test_vowels_report_names_each_augmentation_it_uses():
     assert "(× 0.5)" in _augment_text({"drift": 0.5}) and "channel" not in _augment_text({})
     assert "(50 % each speaker's own, the rest shared by all)" in _augment_text(
         {"drift": 1.0, "pooled": 0.5})
+    assert _augment_text({"crop": 0.2, "jitter": 0.1}) == (
+        "cut to a random run of 80–100 % of their steps, time-warped ±15 % and jittered (0.1 sd)")
 
 
 def test_vowels_members_take_their_views_in_turn(monkeypatch):

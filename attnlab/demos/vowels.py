@@ -151,12 +151,14 @@ class Augmented(torch.utils.data.Dataset):
     speaker's recordings differ from one another; with `trend` as well, the draw is a mean and
     a slope over relative time per channel, from their covariance over `X`; with `pooled` = w
     below 1, each speaker's draws come from w·S + (1 − w)·S_c instead, S_c that speaker's own
-    covariance (some speakers vary more between recordings than others)."""
+    covariance (some speakers vary more between recordings than others); with `crop` = c, an
+    utterance is first cut to a random run of consecutive steps, 1 − c to all of them (at
+    least 4), before anything else changes it."""
 
     def __init__(self, X, y, seed: int = 0, warp: float = 0.15, jitter: float = 0.05,
                  scale: float = 0.0, mix: float = 0.0, length: int | None = None,
                  shift: float = 0.0, drift: float = 0.0, trend: bool = False,
-                 pooled: float = 1.0):
+                 pooled: float = 1.0, crop: float = 0.0):
         self.X, self.y = [np.asarray(s, dtype=np.float32) for s in X], np.asarray(y)
         self.rng = np.random.default_rng(seed)
         self.warp, self.jitter, self.scale, self.mix = warp, jitter, scale, mix
@@ -170,6 +172,11 @@ class Augmented(torch.utils.data.Dataset):
             raise ArgumentError(f"Augmented pooled: expected a share from 0 to 1 (of the pooled "
                                 f"within-speaker spread), received {pooled!r}. Use 1 for one "
                                 "spread shared by all speakers.")
+        if not 0 <= crop < 1:
+            raise ArgumentError(f"Augmented crop: expected a share from 0 to below 1 (of an "
+                                f"utterance's steps that a crop may leave out), received "
+                                f"{crop!r}. Use 0 for no cropping, 0.2 to keep 80–100 %.")
+        self.crop = crop
         self.drift: dict | None = None
         self.trend = trend
         if drift:
@@ -189,6 +196,10 @@ class Augmented(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         s, r = self.X[i], self.rng
+        if self.crop:                           # a run of consecutive steps
+            keep = max(min(4, len(s)), int(round(len(s) * r.uniform(1 - self.crop, 1.0))))
+            start = int(r.integers(0, len(s) - keep + 1))
+            s = s[start:start + keep]
         if self.mix:
             other = self.X[r.choice(self.same[self.y[i]])]
             share = r.uniform(0.0, self.mix)
@@ -702,7 +713,8 @@ def _augment_text(augment: dict | None = None) -> str:
     """`Augmented`'s keywords (TUNED's by default) in words, for the report."""
     a = {name: p.default for name, p in inspect.signature(Augmented).parameters.items()}
     a.update(TUNED["augment"] if augment is None else augment)
-    parts = [f"time-warped ±{100 * a['warp']:.0f} %"]
+    parts = ([f"cut to a random run of {100 * (1 - a['crop']):.0f}–100 % of their steps"]
+             if a["crop"] else []) + [f"time-warped ±{100 * a['warp']:.0f} %"]
     if a["scale"]:
         parts.append(f"channel-scaled ±{100 * a['scale']:.0f} %")
     if a["shift"]:
