@@ -300,6 +300,59 @@ def test_vowels_crop_share_must_lie_below_1(crop):
         Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], crop=crop)
 
 
+def test_vowels_mask_sets_a_run_of_neighbouring_channels_to_the_mean():
+    import numpy as np
+    from attnlab.demos.vowels import Augmented
+    X = [np.ones((9, 12), np.float32), np.ones((5, 12), np.float32)]
+    data = Augmented(X, [0, 1], seed=2, warp=0.0, jitter=0.0, mask=2)
+    widths, masked_channels = set(), set()
+    for _ in range(400):
+        x = data[0][0].numpy()
+        masked = np.flatnonzero(x[0] == 0.0)
+        assert np.all(x[:, masked] == 0.0) and np.all(x[:, np.setdiff1d(range(12), masked)] == 1)
+        assert len(masked) <= 2 and (len(masked) < 2 or masked[1] == masked[0] + 1)
+        widths.add(len(masked))
+        masked_channels.update(masked.tolist())
+    assert widths == {0, 1, 2} and masked_channels == set(range(12))   # the edges too
+
+
+@pytest.mark.parametrize("mask", [-1, 13, 1.5, True])
+def test_vowels_mask_must_be_a_whole_number_of_channels(mask):
+    import numpy as np
+    from attnlab.demos.vowels import Augmented
+    from attnlab.errors import ArgumentError
+    with pytest.raises(ArgumentError, match=r"mask: expected a whole number of channels from 0 "
+                                            r"to 12, received .* Use 0 for no masking"):
+        Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], mask=mask)
+
+
+def test_vowels_test_time_augmentation_averages_the_utterance_and_its_changed_copies():
+    import numpy as np
+    import torch
+    import attnlab.demos.vowels as V
+    from attnlab.demos import _common as C
+    from attnlab.errors import ArgumentError
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(int(rng.integers(6, 12)), 12)).astype(np.float32) for _ in range(18)]
+    y = np.arange(18) % 9
+    net = V.build_network(channels=8, heads=2)
+    torch.manual_seed(0)
+    net.initialize()
+    keywords = {"warp": 0.15, "jitter": 0.05, "scale": 0.2, "drift": 1.0}
+    assert torch.equal(V.augmented_scores([net], X[:4], V.Augmented(X, y, 5, **keywords), 0),
+                       C.ensemble_scores([net], X[:4]))
+    got = V.augmented_scores([net], X[:4], V.Augmented(X, y, 5, **keywords), 3)
+    same = V.Augmented(X, y, 5, **keywords)           # the same stream, drawn by hand
+    copies = [X[:4]] + [[same.change(s) for s in X[:4]] for _ in range(3)]
+    expected = torch.stack([C.ensemble_scores([net], c) for c in copies]).mean(0)
+    assert torch.allclose(got, expected)
+    assert not torch.allclose(got, C.ensemble_scores([net], X[:4]))     # the copies count
+    with pytest.raises(ArgumentError, match=r"without a label: expected pooled 1 .* Pass the"):
+        V.Augmented(X, y, 5, drift=1.0, pooled=0.5).change(X[0])
+    with pytest.raises(ArgumentError, match=r"without a label: expected mix 0 .* Pass the"):
+        V.Augmented(X, y, 5, mix=0.3).change(X[0])
+
+
 def test_vowels_report_names_each_augmentation_it_uses():
     from attnlab.demos.vowels import _augment_text
     text = _augment_text({"warp": 0.15, "jitter": 0.05, "scale": 0.2, "drift": 1.0})
@@ -311,6 +364,9 @@ def test_vowels_report_names_each_augmentation_it_uses():
         {"drift": 1.0, "pooled": 0.5})
     assert _augment_text({"crop": 0.2, "jitter": 0.1}) == (
         "cut to a random run of 80–100 % of their steps, time-warped ±15 % and jittered (0.1 sd)")
+    assert _augment_text({"mask": 2, "jitter": 0.1}) == (
+        "time-warped ±15 %, with a run of up to 2 neighbouring channels masked and jittered "
+        "(0.1 sd)")
 
 
 def test_vowels_members_take_their_views_in_turn(monkeypatch):
@@ -462,6 +518,21 @@ def test_vowels_cross_validation_of_members_with_two_views_saves_their_probabili
     line = vowels_cv.combine([f"{path}:1", str(path)])      # member 0 twice, then member 1
     errors = int(np.sum(p[[0, 0, 1]].mean(0).argmax(-1) != y))
     assert f"split=0" in line and f"({errors} errors" in line
+
+
+def test_vowels_cross_validation_with_test_time_augmentation_saves_both_scores(tmp_path, capsys):
+    _skip_without("vowels")
+    import numpy as np
+    from attnlab.demos import vowels_cv
+    path = tmp_path / "p.npz"
+    vowels_cv.main(['{"lr": 3e-3, "augment": {"drift": 1.0, "scale": 0.2}}', "--folds", "2",
+                    "--members", "1", "--epochs", "1", "--tta", "2", "--save", str(path)])
+    out = capsys.readouterr().out
+    assert "with test-time augmentation (2 copies): ensemble" in out
+    plain, tta = np.load(path)["probabilities"], np.load(tmp_path / "p-tta.npz")["probabilities"]
+    assert plain.shape == tta.shape == (1, 270, 9) and np.allclose(tta.sum(-1), 1, atol=1e-5)
+    assert not np.allclose(plain, tta)             # the copies changed the scores
+    assert "split=0" in vowels_cv.combine([str(tmp_path / "p-tta.npz")])
 
 
 def test_vowels_blocked_folds_hold_runs_of_consecutive_utterances_of_each_speaker(capsys):

@@ -1,7 +1,7 @@
 """Cross-validation of the vowels demo's choices on the 270 TRAINING utterances only.
 
     python -m attnlab.demos.vowels_cv '{"lr": 3e-3, "dropout": 0.3}' [--folds 5] [--members 3]
-        [--split-seed S | --split-seed blocked] [--first-seed K] [--save FILE.npz]
+        [--split-seed S | --split-seed blocked] [--first-seed K] [--tta K] [--save FILE.npz]
     python -m attnlab.demos.vowels_cv --combine A.npz[:N] B.npz[:N] …
 
 Each fold standardises with its own training utterances, trains `members` networks (seeds
@@ -25,16 +25,19 @@ from . import vowels as V
 
 def cross_validate(config: dict | list, folds: int = 5, members: int = 3, epochs: int = V.EPOCHS,
                    split_seed: int | None = 0, warps: tuple = (0.85, 1.0, 1.15),
-                   first_seed: int = 0) -> dict:
+                   first_seed: int = 0, tta: int = 0) -> dict:
     """`config` is one dict of `train_network` keywords, or a list of them that the members
     take in turn (member k the (k mod len)-th) with seed `first_seed` + k; `split_seed` None
     makes the folds blocked (`fold_splits`). Returns the scores and `probabilities`, the
     members' held-out class probabilities (members × 270 × 9), from which any ensemble of them
-    can be scored afterwards."""
+    can be scored afterwards; with `tta` = K, also `tta_probabilities`, each member's over the
+    held-out utterance itself and K copies changed as its training draws are
+    (`V.augmented_scores`, the copies drawn from seed 1000 + the member's seed)."""
     configs = config if isinstance(config, list) else [config]
     data = al.datasets.japanese_vowels()
     X, y = data.X_train, data.y_train
     probs = np.zeros((members, len(y), 9))
+    tta_probs = np.zeros_like(probs) if tta else None
     base, warped = [], []
     for tr, te in fold_splits(y, folds, split_seed):
         views = [V.member_view(cfg, [X[i] for i in tr], [X[i] for i in te]) for cfg in configs]
@@ -45,12 +48,17 @@ def cross_validate(config: dict | list, folds: int = 5, members: int = 3, epochs
                                   verbose=False,
                                   **configs[s % len(configs)])[0]
             probs[s, te] = C.ensemble_scores([net], Xte).numpy()
+            if tta_probs is not None:
+                cfg = configs[s % len(configs)]
+                changer = V.Augmented(Xtr, y[tr], 1000 + first_seed + s, length=cfg.get("length"),
+                                      **cfg.get("augment", {}))
+                tta_probs[s, te] = V.augmented_scores([net], Xte, changer, tta).numpy()
             nets.append(net)
         if len(configs) == 1 and not configs[0].get("length"):    # warping a fixed length: no
             warped.append(int(np.sum(V.warped_classify(nets, views[0][1], warps) == y[te])))
         b = logistic_sequences([X[i] for i in tr], y[tr], [X[i] for i in te], y[te])
         base.append(np.sum(b["predictions"] == y[te]))
-    return {**held_out_scores(probs, y), "probabilities": probs,
+    return {**held_out_scores(probs, y), "probabilities": probs, "tta_probabilities": tta_probs,
             "warped_errors": len(y) - int(np.sum(warped)) if warped else None,
             "logistic": float(np.sum(base)) / len(y)}
 
@@ -132,6 +140,9 @@ def main(argv=None) -> None:
                    "FIRST_SEED + k (to spread the members of one ensemble over runs)")
     p.add_argument("--split-seed", type=_split_seed, default=0, help="the folds' shuffle seed, "
                    "or 'blocked' for folds of consecutive utterances of each speaker")
+    p.add_argument("--tta", type=int, default=0, metavar="K", help="also score each member "
+                   "with test-time augmentation (the utterance and K changed copies); --save "
+                   "then writes those probabilities to FILE-tta.npz as well")
     p.add_argument("--save", metavar="FILE.npz", help="write the members' held-out "
                    "probabilities (members × 270 × 9) there, to score ensembles of them later")
     p.add_argument("--combine", nargs="+", metavar="FILE.npz[:N]", help="score, without "
@@ -154,17 +165,25 @@ def main(argv=None) -> None:
                         f"train_network keywords, received {text!r} ({e}). Quote it for the "
                         """shell, with double quotes inside: '{"lr": 3e-3}'""")
             r = cross_validate(config, a.folds, a.members, a.epochs, a.split_seed, warps,
-                               a.first_seed)
+                               a.first_seed, a.tta)
             print(f"{text} folds={a.folds} members={a.members} epochs={a.epochs} "
                   f"split={_split_name(a.split_seed)}: single {100 * r['single']:.2f} % ensemble "
                   f"{100 * r['ensemble']:.2f} % ({r['ensemble_errors']} errors, log loss "
                   f"{r['log_loss']:.4f}; with 1, 2, … members "
                   f"{r['errors_by_members']}; over warps {warps}: {r['warped_errors']} errors) logistic "
                   f"{100 * r['logistic']:.2f} % [{time.perf_counter() - t0:.0f} s]", flush=True)
+            if r["tta_probabilities"] is not None:
+                t = held_out_scores(r["tta_probabilities"], al.datasets.japanese_vowels().y_train)
+                print(f"  with test-time augmentation ({a.tta} copies): ensemble "
+                      f"{100 * t['ensemble']:.2f} % ({t['ensemble_errors']} errors, log loss "
+                      f"{t['log_loss']:.4f}; with 1, 2, … members {t['errors_by_members']})",
+                      flush=True)
             if a.save:
-                np.savez(a.save if len(a.configs) == 1 else f"{a.save}-{index}",
-                         probabilities=r["probabilities"], config=text,
-                         split_seed=-1 if a.split_seed is None else a.split_seed)
+                name = (a.save if len(a.configs) == 1 else f"{a.save}-{index}").removesuffix(".npz")
+                for suffix, key in (("", "probabilities"), ("-tta", "tta_probabilities")):
+                    if r[key] is not None:
+                        np.savez(f"{name}{suffix}.npz", probabilities=r[key], config=text,
+                                 split_seed=-1 if a.split_seed is None else a.split_seed)
 
 
 if __name__ == "__main__":
