@@ -351,6 +351,9 @@ def test_vowels_test_time_augmentation_averages_the_utterance_and_its_changed_co
         V.Augmented(X, y, 5, drift=1.0, pooled=0.5).change(X[0])
     with pytest.raises(ArgumentError, match=r"without a label: expected mix 0 .* Pass the"):
         V.Augmented(X, y, 5, mix=0.3).change(X[0])
+    for copies in (-1, 2.0, True):
+        with pytest.raises(ArgumentError, match=r"copies: expected a whole number ≥ 0, received"):
+            V.augmented_scores([net], X[:4], V.Augmented(X, y, 5), copies)
 
 
 def test_vowels_report_names_each_augmentation_it_uses():
@@ -533,6 +536,9 @@ def test_vowels_cross_validation_with_test_time_augmentation_saves_both_scores(t
     assert plain.shape == tta.shape == (1, 270, 9) and np.allclose(tta.sum(-1), 1, atol=1e-5)
     assert not np.allclose(plain, tta)             # the copies changed the scores
     assert "split=0" in vowels_cv.combine([str(tmp_path / "p-tta.npz")])
+    with pytest.raises(SystemExit):
+        vowels_cv.main(['{"lr": 3e-3}', "--tta", "-2"])
+    assert "expected a whole number of copies ≥ 0, received '-2'" in capsys.readouterr().err
 
 
 def test_vowels_blocked_folds_hold_runs_of_consecutive_utterances_of_each_speaker(capsys):

@@ -201,7 +201,8 @@ class Augmented(torch.utils.data.Dataset):
                                          self.trend).astype(np.float64)
 
     def __getitem__(self, i):
-        return torch.as_tensor(self.change(self.X[i], self.y[i]), dtype=torch.float32), int(self.y[i])
+        changed = self.change(self.X[i], self.y[i])
+        return torch.as_tensor(changed, dtype=torch.float32), int(self.y[i])
 
     def change(self, s, label=None) -> np.ndarray:
         """`s` (T×C, standardised) changed once, as a draw of it would be; `label` picks the
@@ -256,6 +257,9 @@ def augmented_scores(nets, X, augmented: "Augmented", copies: int) -> torch.Tens
     """Test-time augmentation: the members' mean probabilities (N×9) over each utterance of `X`
     itself and `copies` copies of it changed by `augmented` (drawn from its stream; drift from
     the spread shared by all speakers: a test utterance's speaker is not known)."""
+    if isinstance(copies, bool) or not (isinstance(copies, int) and copies >= 0):
+        raise ArgumentError(f"augmented_scores copies: expected a whole number ≥ 0, received "
+                            f"{copies!r}. Use 0 for the utterances alone, 8 for eight copies.")
     changed = [X] + [[augmented.change(s) for s in X] for _ in range(copies)]
     return torch.stack([C.ensemble_scores(nets, x) for x in changed]).mean(0)
 

@@ -125,6 +125,13 @@ def _split_seed(text: str) -> int | None:
                                          f"{text!r}") from None
 
 
+def _copies(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of copies ≥ 0, received "
+                                         f"{text!r}")
+    return int(text)
+
+
 def _split_name(seed: int | None) -> str:
     return "blocked" if seed is None or seed < 0 else str(seed)
 
@@ -140,7 +147,7 @@ def main(argv=None) -> None:
                    "FIRST_SEED + k (to spread the members of one ensemble over runs)")
     p.add_argument("--split-seed", type=_split_seed, default=0, help="the folds' shuffle seed, "
                    "or 'blocked' for folds of consecutive utterances of each speaker")
-    p.add_argument("--tta", type=int, default=0, metavar="K", help="also score each member "
+    p.add_argument("--tta", type=_copies, default=0, metavar="K", help="also score each member "
                    "with test-time augmentation (the utterance and K changed copies); --save "
                    "then writes those probabilities to FILE-tta.npz as well")
     p.add_argument("--save", metavar="FILE.npz", help="write the members' held-out "
