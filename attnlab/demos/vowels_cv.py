@@ -32,7 +32,8 @@ def cross_validate(config: dict | list, folds: int = 5, members: int = 3, epochs
     members' held-out class probabilities (members × 270 × 9), from which any ensemble of them
     can be scored afterwards; with `tta` = K, also `tta_probabilities`, each member's over the
     held-out utterance itself and K copies changed as its training draws are
-    (`V.augmented_scores`, the copies drawn from seed 1000 + the member's seed)."""
+    (`V.augmented_scores`, the copies drawn from seed 1000 + the member's seed), and `tta`,
+    their scores."""
     configs = config if isinstance(config, list) else [config]
     data = al.datasets.japanese_vowels()
     X, y = data.X_train, data.y_train
@@ -59,6 +60,7 @@ def cross_validate(config: dict | list, folds: int = 5, members: int = 3, epochs
         b = logistic_sequences([X[i] for i in tr], y[tr], [X[i] for i in te], y[te])
         base.append(np.sum(b["predictions"] == y[te]))
     return {**held_out_scores(probs, y), "probabilities": probs, "tta_probabilities": tta_probs,
+            "tta": held_out_scores(tta_probs, y) if tta_probs is not None else None,
             "warped_errors": len(y) - int(np.sum(warped)) if warped else None,
             "logistic": float(np.sum(base)) / len(y)}
 
@@ -179,8 +181,7 @@ def main(argv=None) -> None:
                   f"{r['log_loss']:.4f}; with 1, 2, … members "
                   f"{r['errors_by_members']}; over warps {warps}: {r['warped_errors']} errors) logistic "
                   f"{100 * r['logistic']:.2f} % [{time.perf_counter() - t0:.0f} s]", flush=True)
-            if r["tta_probabilities"] is not None:
-                t = held_out_scores(r["tta_probabilities"], al.datasets.japanese_vowels().y_train)
+            if (t := r["tta"]) is not None:
                 print(f"  with test-time augmentation ({a.tta} copies): ensemble "
                       f"{100 * t['ensemble']:.2f} % ({t['ensemble_errors']} errors, log loss "
                       f"{t['log_loss']:.4f}; with 1, 2, … members {t['errors_by_members']})",
