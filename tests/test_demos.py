@@ -326,6 +326,113 @@ def test_vowels_mask_must_be_a_whole_number_of_channels(mask):
         Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], mask=mask)
 
 
+def test_vowels_deltas_are_the_differences_over_the_steps_against_a_naive_loop():
+    import numpy as np
+    from attnlab.demos.vowels import with_deltas
+    s = np.random.default_rng(0).normal(size=(7, 12))
+    naive = np.empty_like(s)
+    for t in range(7):                      # central inside, one-sided at the ends
+        lo, hi = max(t - 1, 0), min(t + 1, 6)
+        naive[t] = (s[hi] - s[lo]) / (hi - lo)
+    out = with_deltas(s, 2)
+    assert out.shape == (7, 36) and out.dtype == np.float32
+    np.testing.assert_allclose(out[:, :12], s, rtol=1e-6)
+    np.testing.assert_allclose(out[:, 12:24], naive, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out[:, 24:], np.gradient(naive, axis=0), rtol=1e-5, atol=1e-6)
+    assert np.all(with_deltas(s[:1], 1)[:, 12:] == 0)           # one step: no change to measure
+
+
+def test_vowels_augmented_deltas_follow_the_changed_cepstrum():
+    import numpy as np
+    from attnlab.demos.vowels import Augmented, build_network, standardizer, with_deltas
+    X = [np.random.default_rng(k).normal(size=(n, 12)) for k, n in enumerate((9, 5, 12))]
+    view = standardizer(X, delta=1)(X)
+    assert [v.shape for v in view] == [(9, 24), (5, 24), (12, 24)]
+    data = Augmented(view, [0, 1, 0], seed=3, warp=0.15, jitter=0.05, scale=0.2, delta=1)
+    for i in range(3):
+        x = data[i][0].numpy()
+        assert x.shape[1] == 24
+        np.testing.assert_allclose(x, with_deltas(x[:, :12], 1), rtol=1e-5, atol=1e-6)
+        changed = data.change(view[i])          # a held-out utterance with its deltas
+        np.testing.assert_allclose(changed, with_deltas(changed[:, :12], 1), atol=1e-6)
+    net = build_network(channels=16, heads=2, delta=1)
+    assert tuple(net.predict(view).shape) == (3, 9)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"delta": 3}, r"delta: expected 0, 1 or 2 .* received 3\. Use 0 for none"),
+    ({"delta": True}, r"delta: expected 0, 1 or 2 .* received True"),
+    ({"delta": 1, "phase": True}, r"expected delta 0 with phase .* Use one of them")])
+def test_vowels_delta_arguments_are_checked(kw, match):
+    import numpy as np
+    from attnlab.demos.vowels import standardizer
+    from attnlab.errors import ArgumentError
+    with pytest.raises(ArgumentError, match=match):
+        standardizer([np.zeros((5, 12))], **kw)
+
+
+def test_vowels_augmented_deltas_need_utterances_standardised_with_them():
+    import numpy as np
+    from attnlab.demos.vowels import Augmented
+    from attnlab.errors import ArgumentError
+    with pytest.raises(ArgumentError, match=r"delta 1: expected utterances of 24 channels .* "
+                                            r"received \[12\]\. Standardise with the same"):
+        Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], delta=1)
+
+
+def test_vowels_transfer_adds_another_recordings_departure_from_its_speaker():
+    import numpy as np
+    from attnlab.demos.baselines import resample
+    from attnlab.demos.vowels import Augmented, deviations
+    rng = np.random.default_rng(1)
+    X = [rng.normal(size=(n, 12)).astype(np.float32) for n in (8, 11, 6, 9)]
+    y = [0, 0, 1, 1]
+    dev = deviations(X, y)
+    assert dev.shape == (4, 20, 12)
+    for i, c in enumerate(y):                   # naive: curve less its speaker's mean curve
+        same = [resample(X[j], 20) for j in range(4) if y[j] == c]
+        np.testing.assert_allclose(dev[i], resample(X[i], 20) - np.mean(same, 0), atol=1e-5)
+    np.testing.assert_allclose(dev[0] + dev[1], 0, atol=1e-5)   # a speaker's departures cancel
+    data = Augmented(X, y, seed=4, warp=0.0, jitter=0.0, transfer=0.5)
+    added = [data.change(X[2]) - X[2] for _ in range(200)]
+    candidates = [0.5 * resample(d, 6) for d in dev]
+    hits = [int(np.argmin([np.abs(a - c).max() for c in candidates])) for a in added]
+    assert all(np.abs(a - candidates[h]).max() < 1e-5 for a, h in zip(added, hits))
+    assert set(hits) == {0, 1, 2, 3}            # from any speaker, its own included
+
+
+def test_vowels_transfer_within_draws_the_speakers_own_deviations():
+    import numpy as np
+    from attnlab.demos.baselines import resample
+    from attnlab.demos.vowels import Augmented, deviations
+    from attnlab.errors import ArgumentError
+    rng = np.random.default_rng(2)
+    X = [rng.normal(size=(n, 12)).astype(np.float32) for n in (8, 11, 6, 9, 7)]
+    y = [0, 0, 1, 1, 1]
+    dev = deviations(X, y)
+    data = Augmented(X, y, seed=5, warp=0.0, jitter=0.0, transfer=1.0, transfer_within=True)
+    hits = set()
+    for _ in range(200):
+        added = data.change(X[0], 0) - X[0]
+        errors = [np.abs(added - resample(d, 8)).max() for d in dev]
+        assert min(errors) < 1e-5
+        hits.add(int(np.argmin(errors)))
+    assert hits == {0, 1}                       # speaker 0's, its own among them
+    with pytest.raises(ArgumentError, match=r"without a label: expected transfer_within False"):
+        data.change(X[0])
+    with pytest.raises(ArgumentError, match=r"transfer_within: expected transfer > 0"):
+        Augmented(X, y, transfer_within=True)
+
+
+@pytest.mark.parametrize("transfer", [-0.5, float("nan")])
+def test_vowels_transfer_must_not_be_negative(transfer):
+    import numpy as np
+    from attnlab.demos.vowels import Augmented
+    from attnlab.errors import ArgumentError
+    with pytest.raises(ArgumentError, match=r"transfer: expected a number ≥ 0 .* Use 0 for none"):
+        Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], transfer=transfer)
+
+
 def test_vowels_test_time_augmentation_averages_the_utterance_and_its_changed_copies():
     import numpy as np
     import torch
@@ -370,6 +477,9 @@ def test_vowels_report_names_each_augmentation_it_uses():
     assert _augment_text({"mask": 2, "jitter": 0.1}) == (
         "time-warped ±15 %, with a run of up to 2 neighbouring channels masked and jittered "
         "(0.1 sd)")
+    assert _augment_text({"transfer": 1.0, "jitter": 0.1}) == (
+        "time-warped ±15 %, offset by another recording's departure from its speaker's mean "
+        "curve and jittered (0.1 sd)")
 
 
 def test_vowels_members_take_their_views_in_turn(monkeypatch):
@@ -539,6 +649,25 @@ def test_vowels_cross_validation_with_test_time_augmentation_saves_both_scores(t
     with pytest.raises(SystemExit):
         vowels_cv.main(['{"lr": 3e-3}', "--tta", "-2"])
     assert "expected a whole number of copies ≥ 0, received '-2'" in capsys.readouterr().err
+
+
+def test_vowels_test_time_augmentation_recomputes_the_deltas_of_each_copy(monkeypatch):
+    _skip_without("vowels")
+    import numpy as np
+    from attnlab.demos import vowels as V
+    from attnlab.demos import vowels_cv
+    copies = []
+    change = V.Augmented.change
+
+    def recorded(self, s, label=None):
+        copies.append(change(self, s, label))
+        return copies[-1]
+    monkeypatch.setattr(V.Augmented, "change", recorded)
+    vowels_cv.cross_validate({"delta": 1, "augment": {"scale": 0.2}}, folds=2, members=1,
+                             epochs=1, tta=1)
+    assert len(copies) > 270 and all(c.shape[1] == 24 for c in copies)
+    for c in copies[-5:]:                   # the held-out copies, changed after training
+        np.testing.assert_allclose(c, V.with_deltas(c[:, :12], 1), atol=1e-6)
 
 
 def test_vowels_blocked_folds_hold_runs_of_consecutive_utterances_of_each_speaker(capsys):

@@ -52,7 +52,7 @@ def cross_validate(config: dict | list, folds: int = 5, members: int = 3, epochs
             if tta_probs is not None:
                 cfg = configs[s % len(configs)]
                 changer = V.Augmented(Xtr, y[tr], 1000 + first_seed + s, length=cfg.get("length"),
-                                      **cfg.get("augment", {}))
+                                      delta=cfg.get("delta", 0), **cfg.get("augment", {}))
                 tta_probs[s, te] = V.augmented_scores([net], Xte, changer, tta).numpy()
             nets.append(net)
         if len(configs) == 1 and not configs[0].get("length"):    # warping a fixed length: no
