@@ -422,6 +422,9 @@ def test_vowels_transfer_within_draws_the_speakers_own_deviations():
         data.change(X[0])
     with pytest.raises(ArgumentError, match=r"transfer_within: expected transfer > 0"):
         Augmented(X, y, transfer_within=True)
+    with pytest.raises(ArgumentError, match=r"transfer_within: expected True or False, received "
+                                            r"'yes'"):
+        Augmented(X, y, transfer=1.0, transfer_within="yes")
 
 
 @pytest.mark.parametrize("transfer", [-0.5, float("nan")])

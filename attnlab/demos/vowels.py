@@ -233,7 +233,11 @@ class Augmented(torch.utils.data.Dataset):
                                 "Use 0 for none, 1 for the deviation itself.")
         self.crop, self.mask, self.pooled, self.transfer = crop, mask, pooled, transfer
         self.deviations = deviations(self.X, self.y) if transfer else None
-        self.transfer_within = bool(transfer_within)
+        if not isinstance(transfer_within, bool):
+            raise ArgumentError(f"Augmented transfer_within: expected True or False, received "
+                                f"{transfer_within!r}. Use True to draw deviations of the "
+                                "utterance's own speaker only.")
+        self.transfer_within = transfer_within
         if transfer_within and not transfer:
             raise ArgumentError("Augmented transfer_within: expected transfer > 0 (it says whose "
                                 "deviations transfer adds), received transfer 0. Give transfer, "
