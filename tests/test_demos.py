@@ -219,13 +219,15 @@ def test_vowels_drift_offsets_an_utterance_by_one_draw_of_the_within_speaker_spr
     assert np.allclose(np.cov(draws.T), cov, atol=0.05)
 
 
-@pytest.mark.parametrize("drift", [-1.0, float("nan")])
-def test_vowels_drift_must_not_be_negative(drift):
+@pytest.mark.parametrize("argument", ["drift", "transfer"])
+@pytest.mark.parametrize("value", [-1.0, float("nan")])
+def test_vowels_drift_and_transfer_must_not_be_negative(argument, value):
     import numpy as np
     from attnlab.demos.vowels import Augmented
     from attnlab.errors import ArgumentError
-    with pytest.raises(ArgumentError, match=r"drift: expected a number ≥ 0 .* Use 0 for none"):
-        Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], drift=drift)
+    with pytest.raises(ArgumentError,
+                       match=rf"{argument}: expected a number ≥ 0 .* Use 0 for none"):
+        Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], **{argument: value})
 
 
 def test_vowels_drift_shrinks_each_speakers_own_spread_towards_the_pooled_one():
@@ -425,15 +427,6 @@ def test_vowels_transfer_within_draws_the_speakers_own_deviations():
     with pytest.raises(ArgumentError, match=r"transfer_within: expected True or False, received "
                                             r"'yes'"):
         Augmented(X, y, transfer=1.0, transfer_within="yes")
-
-
-@pytest.mark.parametrize("transfer", [-0.5, float("nan")])
-def test_vowels_transfer_must_not_be_negative(transfer):
-    import numpy as np
-    from attnlab.demos.vowels import Augmented
-    from attnlab.errors import ArgumentError
-    with pytest.raises(ArgumentError, match=r"transfer: expected a number ≥ 0 .* Use 0 for none"):
-        Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], transfer=transfer)
 
 
 def test_vowels_test_time_augmentation_averages_the_utterance_and_its_changed_copies():
