@@ -429,6 +429,42 @@ def test_vowels_transfer_within_draws_the_speakers_own_deviations():
         Augmented(X, y, transfer=1.0, transfer_within="yes")
 
 
+def test_vowels_mixup_mixes_two_draws_and_their_labels_alike():
+    import numpy as np
+    import torch
+    from attnlab.demos.vowels import Augmented, train_network
+    from attnlab.errors import ArgumentError
+    # every utterance holds its speaker's number at every step: a mix then holds the mean
+    # speaker number under its own target, whatever was drawn
+    y = np.arange(18) % 9
+    X = [np.full((5 + k % 4, 12), float(c), np.float32) for k, c in enumerate(y)]
+    for delta in (0, 1):
+        Xd = [np.c_[s, np.zeros_like(s)] for s in X] if delta else X
+        data = Augmented(Xd, y, seed=3, warp=0.0, jitter=0.0, mixup=0.4, delta=delta)
+        mixed = 0
+        for i in range(len(y)):
+            for _ in range(10):
+                x, target = data[i]
+                assert x.shape == (len(X[i]), 12 * (1 + delta))    # the first's steps
+                assert target.dtype == torch.float32 and target.shape == (9,)
+                assert torch.isclose(target.sum(), torch.tensor(1.0))
+                assert (target > 0).sum() <= 2 and target[y[i]] > 0
+                expected = float((target * torch.arange(9.0)).sum())
+                assert torch.allclose(x[:, :12], torch.full_like(x[:, :12], expected), atol=1e-5)
+                if delta:                               # deltas of the mix: a constant's are 0
+                    assert torch.allclose(x[:, 12:], torch.zeros_like(x[:, 12:]), atol=1e-5)
+                mixed += int((target > 0).sum() == 2)
+        assert mixed > 100                              # most draws mix two speakers
+    plain = Augmented(X, y, seed=3)[0]
+    assert isinstance(plain[1], int) and plain[1] == y[0]   # without mixup: the label
+    net, _ = train_network(X, y, None, None, 1, verbose=False, channels=8, heads=2,
+                           augment={"mixup": 0.3})          # probability targets train
+    assert all(torch.isfinite(p).all() for p in net.parameters())
+    for bad in (-0.1, float("nan")):
+        with pytest.raises(ArgumentError, match=r"mixup: expected a number ≥ 0 .* received"):
+            Augmented(X, y, mixup=bad)
+
+
 def test_vowels_test_time_augmentation_averages_the_utterance_and_its_changed_copies():
     import numpy as np
     import torch

@@ -190,13 +190,18 @@ class Augmented(torch.utils.data.Dataset):
     rather than a Gaussian of their means (with `transfer_within`, another of the same
     speaker's, itself among them: some speakers vary more than others); with `delta` d, `X`
     holds `with_deltas` channels after the cepstrum: they are left out while an utterance
-    changes and computed afresh from the changed one."""
+    changes and computed afresh from the changed one; with `mixup` = a, every draw is mixed
+    with a draw of another training utterance (any speaker's, drawn uniformly and changed the
+    same way, resampled to the first's steps), the second taking a share λ ~ Beta(a, a), and
+    its target is the same mix of the two speakers' one-hot labels (mixup, Zhang et al. 2018:
+    probabilities, not a label)."""
 
     def __init__(self, X, y, seed: int = 0, warp: float = 0.15, jitter: float = 0.05,
                  scale: float = 0.0, mix: float = 0.0, length: int | None = None,
                  shift: float = 0.0, drift: float = 0.0, trend: bool = False,
                  pooled: float = 1.0, crop: float = 0.0, mask: int = 0,
-                 transfer: float = 0.0, transfer_within: bool = False, delta: int = 0):
+                 transfer: float = 0.0, transfer_within: bool = False, delta: int = 0,
+                 mixup: float = 0.0):
         self.delta = _deltas(delta)
         if self.delta and any(np.shape(s)[1] != CEPSTRUM * (1 + self.delta) for s in X):
             raise ArgumentError(f"Augmented delta {delta}: expected utterances of "
@@ -238,6 +243,12 @@ class Augmented(torch.utils.data.Dataset):
                                 f"{transfer_within!r}. Use True to draw deviations of the "
                                 "utterance's own speaker only.")
         self.transfer_within = transfer_within
+        if not mixup >= 0:
+            raise ArgumentError(f"Augmented mixup: expected a number ≥ 0 (Beta(a, a)'s a for the "
+                                f"mixed-in share), received {mixup!r}. Use 0 for no mixup, 0.3 "
+                                "for shares mostly near 0 or 1.")
+        self.mixup = mixup
+        self.classes = int(self.y.max()) + 1 if len(self.y) else 0
         if transfer_within and not transfer:
             raise ArgumentError("Augmented transfer_within: expected transfer > 0 (it says whose "
                                 "deviations transfer adds), received transfer 0. Give transfer, "
@@ -260,13 +271,30 @@ class Augmented(torch.utils.data.Dataset):
                                          self.trend).astype(np.float64)
 
     def __getitem__(self, i):
-        changed = self.change(self.X[i], self.y[i])
-        return torch.as_tensor(changed, dtype=torch.float32), int(self.y[i])
+        if not self.mixup:
+            changed = self.change(self.X[i], self.y[i])
+            return torch.as_tensor(changed, dtype=torch.float32), int(self.y[i])
+        j = int(self.rng.integers(len(self.y)))
+        share = self.rng.beta(self.mixup, self.mixup)
+        first = self._change(self.X[i], self.y[i])
+        # T×12: mixed before the deltas, which then follow the mix
+        mixed = (1 - share) * first + share * resample(self._change(self.X[j], self.y[j]),
+                                                       len(first))
+        target = np.zeros(self.classes, dtype=np.float32)
+        target[self.y[i]] += 1 - share
+        target[self.y[j]] += share
+        changed = with_deltas(mixed, self.delta) if self.delta else mixed
+        return torch.as_tensor(changed, dtype=torch.float32), torch.as_tensor(target)
 
     def change(self, s, label=None) -> np.ndarray:
         """`s` (T×C, standardised) changed once, as a draw of it would be; `label` picks the
         speaker's drift spread, None the one shared by all (`pooled` 1: for utterances of no
         known speaker, as at test time)."""
+        s = self._change(s, label)
+        return with_deltas(s, self.delta) if self.delta else s
+
+    def _change(self, s, label=None) -> np.ndarray:
+        """`change` before the deltas: the changed cepstrum (and phase), T×12 (T×13)."""
         r = self.rng
         if self.delta:                          # differences follow the changed cepstrum
             s = np.asarray(s)[:, :CEPSTRUM]
@@ -313,7 +341,7 @@ class Augmented(torch.utils.data.Dataset):
             start = int(r.integers(0, c - width + 1))
             s[:, start:start + width] = 0.0
         s[:, :c] += r.normal(0.0, self.jitter, (len(s), c))
-        return with_deltas(s, self.delta) if self.delta else s
+        return s
 
     def _shared(self, drift: dict) -> np.ndarray:
         if self.pooled != 1:
