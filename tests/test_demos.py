@@ -512,6 +512,9 @@ def test_vowels_report_names_each_augmentation_it_uses():
     assert _augment_text({"transfer": 1.0, "jitter": 0.1}) == (
         "time-warped ±15 %, offset by another recording's departure from its speaker's mean "
         "curve and jittered (0.1 sd)")
+    assert _augment_text({"jitter": 0.1, "mixup": 0.3}) == (
+        "time-warped ±15 %, jittered (0.1 sd) and mixed with another utterance (any speaker's), "
+        "the target the same mix of the two labels (mixup, share ~ Beta(0.3, 0.3))")
 
 
 def test_vowels_members_take_their_views_in_turn(monkeypatch):

@@ -920,6 +920,9 @@ def _augment_text(augment: dict | None = None) -> str:
     if a["mask"]:
         parts.append(f"with a run of up to {a['mask']} neighbouring channels masked")
     parts.append(f"jittered ({a['jitter']} sd)")
+    if a["mixup"]:
+        parts.append(f"mixed with another utterance (any speaker's), the target the same mix of "
+                     f"the two labels (mixup, share ~ Beta({a['mixup']}, {a['mixup']}))")
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
