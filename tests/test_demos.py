@@ -526,7 +526,9 @@ def test_vowels_members_take_their_views_in_turn(monkeypatch):
     assert all(c["lr"] == V.TUNED["lr"] for c in configs)
     X = [np.random.default_rng(k).normal(size=(n, 12)) for k, n in enumerate((9, 5, 14))]
     views = [V.member_view(c, X[:2], X[2:]) for c in configs[:2]]
-    assert [s.shape[0] for s in views[0][1]] == [14] and views[1][1][0].shape == (20, 12)
+    channels = 12 * (1 + V.TUNED.get("delta", 0))          # the cepstrum (and its deltas)
+    assert [s.shape for s in views[0][1]] == [(14, channels)]
+    assert views[1][1][0].shape == (20, channels)
     nets = [V.build_network(channels=16, heads=2, **V._net_kw(c)) for c in configs[:2]]
     pred = V.multiview_classify(nets, [v[1] for v in views])
     import attnlab.demos._common as C
