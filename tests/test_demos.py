@@ -342,6 +342,13 @@ def test_vowels_deltas_are_the_differences_over_the_steps_against_a_naive_loop()
     np.testing.assert_allclose(out[:, 12:24], naive, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(out[:, 24:], np.gradient(naive, axis=0), rtol=1e-5, atol=1e-6)
     assert np.all(with_deltas(s[:1], 1)[:, 12:] == 0)           # one step: no change to measure
+    from attnlab.demos.vowels import _gradient
+    rng = np.random.default_rng(1)
+    for steps in (2, 3, 29):                # numpy.gradient's very numbers, in both precisions
+        for dtype in (np.float32, np.float64):
+            f = rng.normal(size=(steps, 12)).astype(dtype)
+            assert _gradient(f).dtype == dtype
+            assert np.array_equal(_gradient(f), np.gradient(f, axis=0))
 
 
 def test_vowels_augmented_deltas_follow_the_changed_cepstrum():
@@ -401,6 +408,8 @@ def test_vowels_transfer_adds_another_recordings_departure_from_its_speaker():
     hits = [int(np.argmin([np.abs(a - c).max() for c in candidates])) for a in added]
     assert all(np.abs(a - candidates[h]).max() < 1e-5 for a, h in zip(added, hits))
     assert set(hits) == {0, 1, 2, 3}            # from any speaker, its own included
+    assert data._transferred and all(np.array_equal(v, 0.5 * resample(dev[i], n))
+                                     for (i, n), v in data._transferred.items())   # cached alike
 
 
 def test_vowels_transfer_within_draws_the_speakers_own_deviations():
