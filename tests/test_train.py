@@ -1,5 +1,6 @@
 """al.train: options, the self-attention acceptance test, losses, metrics, schedules, early
 stopping, divergence, progress output and plots."""
+import copy
 import math
 import os
 import sys
@@ -195,6 +196,43 @@ def test_l2_decays_weights_not_biases():
     opt = make_optimizer(list(net.parameters()), al.TrainingOptions(l2=1e-3))
     decayed = {id(p) for g in opt.param_groups if g["weight_decay"] for p in g["params"]}
     assert decayed == {id(p) for p in net.parameters() if p.dim() >= 2}
+
+
+@pytest.mark.parametrize("solver", ["adam", "adamw"])
+def test_adam_is_fused_and_agrees_with_the_loop_over_parameters(solver):
+    net = lstm_classifier()
+    net.initialize()
+    o = al.TrainingOptions(solver=solver, l2=1e-2, learning_rate=1e-2)
+    twin = copy.deepcopy(net)
+    opt = make_optimizer(list(net.parameters()), o)
+    assert opt.defaults["fused"] is True
+    cls = torch.optim.Adam if solver == "adam" else torch.optim.AdamW
+    index = {id(p): k for k, p in enumerate(net.parameters())}
+    mirrored = list(twin.parameters())
+    ref = cls([{"params": [mirrored[index[id(p)]] for p in g["params"]],
+                "weight_decay": g["weight_decay"]} for g in opt.param_groups],
+              lr=1e-2, foreach=False)              # torch's loop over the parameters
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(5):                             # the same gradients into both
+        for p, q in zip(net.parameters(), twin.parameters()):
+            p.grad = torch.randn(p.shape, generator=gen)
+            q.grad = p.grad.clone()
+        opt.step()
+        ref.step()
+    for (name, p), q in zip(net.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_adam_loops_over_parameters_where_no_fused_kernel_takes_them():
+    from attnlab.training.optim import fusable
+    floats = [torch.nn.Parameter(torch.zeros(2)), torch.nn.Parameter(torch.zeros(2, 2))]
+    assert fusable(floats)
+    assert not fusable([torch.nn.Parameter(torch.zeros(2, dtype=torch.complex64))])
+    assert not fusable([torch.nn.Parameter(torch.zeros(2, device="meta"))])
+    assert not fusable([*floats, torch.nn.Parameter(torch.zeros(2, device="meta"))])
+    opt = make_optimizer([torch.nn.Parameter(torch.zeros(2, dtype=torch.complex64))],
+                         al.TrainingOptions(solver="adam"))
+    assert not opt.defaults["fused"]
 
 
 # ------------------------------------------------------------ schedules, clipping ---

@@ -26,6 +26,22 @@ def param_groups(params: list[nn.Parameter], lr: float, l2: float) -> list[dict]
     return [{"params": groups[k], "lr": lr * k[0], "weight_decay": k[1]} for k in order]
 
 
+_FUSED_DEVICES = ("cpu", "cuda")
+
+
+def fusable(params: list[nn.Parameter]) -> bool:
+    """Whether torch's fused Adam/AdamW kernel takes `params`: all floating point, on one CPU
+    or CUDA device. It updates every parameter in one kernel where the default loops over
+    them in Python: the same formula, rounded in another order (results agree to rounding,
+    not bit for bit), and on CPU about a fifth off a small network's training step."""
+    devices = {p.device for p in params}
+    return (len(devices) == 1 and next(iter(devices)).type in _FUSED_DEVICES
+            and all(p.dtype in _FUSED_DTYPES for p in params))
+
+
+_FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
 def make_optimizer(params: list[nn.Parameter], o: TrainingOptions) -> torch.optim.Optimizer:
     """The torch optimizer for `o.solver`, over `param_groups`."""
     lr = o.lr
@@ -36,7 +52,7 @@ def make_optimizer(params: list[nn.Parameter], o: TrainingOptions) -> torch.opti
     if o.solver in ("adam", "adamw"):
         cls = torch.optim.Adam if o.solver == "adam" else torch.optim.AdamW
         return cls(groups, lr=lr, betas=(o.gradient_decay, 0.999 if beta2 is None else beta2),
-                   eps=o.epsilon)
+                   eps=o.epsilon, **({"fused": True} if fusable(params) else {}))
     return torch.optim.RMSprop(groups, lr=lr, alpha=0.9 if beta2 is None else beta2, eps=o.epsilon)
 
 
