@@ -954,8 +954,8 @@ CHOICES = ("lr 3e-3 and dropout 0.3 by 5-fold CV on the training utterances (97.
            "together by the same blocked CV and lines written before the runs (eight members: "
            "3 errors of 270 and log loss 0.033 against 6 and 0.043 on 5 folds, 5 and 0.041 "
            "against 6 and 0.060 on 3 folds; seeds 6–11: 3 and 0.033 against 5 and 0.048; the "
-           "same again after the optimizer became torch's fused AdamW), once a faster optimizer "
-           "brought its run within the two-minute budget; "
+           "same again under torch's fused AdamW), once its run kept within the two-minute "
+           "budget (121–161 s a run on one machine, 71–75 s under the fused AdamW on another); "
            "then the members are trained on all 270 training utterances")
 
 

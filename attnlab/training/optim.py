@@ -33,7 +33,7 @@ def fusable(params: list[nn.Parameter]) -> bool:
     """Whether torch's fused Adam/AdamW kernel takes `params`: all floating point, on one CPU
     or CUDA device. It updates every parameter in one kernel where the default loops over
     them in Python: the same formula, rounded in another order (results agree to rounding,
-    not bit for bit), and on CPU about a fifth off a small network's training step."""
+    not bit for bit); on CPU about a tenth off a small network's training step."""
     devices = {p.device for p in params}
     return (len(devices) == 1 and next(iter(devices)).type in _FUSED_DEVICES
             and all(p.dtype in _FUSED_DTYPES for p in params))
