@@ -14,7 +14,7 @@ from torch.nn import functional as F
 import attnlab as al
 from attnlab import layers as L
 from attnlab.training import plots as plots_mod
-from attnlab.training.optim import make_optimizer
+from attnlab.training.optim import make_optimizer, param_groups
 from train_worker import attention_classifier, lstm_classifier, separable
 
 QUIET = dict(verbose=False)
@@ -207,11 +207,8 @@ def test_adam_is_fused_and_agrees_with_the_loop_over_parameters(solver):
     opt = make_optimizer(list(net.parameters()), o)
     assert opt.defaults["fused"] is True
     cls = torch.optim.Adam if solver == "adam" else torch.optim.AdamW
-    index = {id(p): k for k, p in enumerate(net.parameters())}
-    mirrored = list(twin.parameters())
-    ref = cls([{"params": [mirrored[index[id(p)]] for p in g["params"]],
-                "weight_decay": g["weight_decay"]} for g in opt.param_groups],
-              lr=1e-2, foreach=False)              # torch's loop over the parameters
+    ref = cls(param_groups(list(twin.parameters()), 1e-2, 1e-2), lr=1e-2,
+              foreach=False)                       # torch's loop over the parameters
     gen = torch.Generator().manual_seed(0)
     for _ in range(5):                             # the same gradients into both
         for p, q in zip(net.parameters(), twin.parameters()):

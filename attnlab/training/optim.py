@@ -27,6 +27,7 @@ def param_groups(params: list[nn.Parameter], lr: float, l2: float) -> list[dict]
 
 
 _FUSED_DEVICES = ("cpu", "cuda")
+_FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def fusable(params: list[nn.Parameter]) -> bool:
@@ -37,9 +38,6 @@ def fusable(params: list[nn.Parameter]) -> bool:
     devices = {p.device for p in params}
     return (len(devices) == 1 and next(iter(devices)).type in _FUSED_DEVICES
             and all(p.dtype in _FUSED_DTYPES for p in params))
-
-
-_FUSED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 def make_optimizer(params: list[nn.Parameter], o: TrainingOptions) -> torch.optim.Optimizer:
