@@ -37,9 +37,10 @@ def samples(folder: Path, name: str) -> None:
         x = np.asarray(d.X_test[0], np.float32)
         np.savez(folder / "sample.npz", image=x.reshape(1, 8, 8) / max(float(x.max()), 1.0))
     elif name == "vowels":
-        d = al.datasets.japanese_vowels()
-        x = np.asarray(d.X_test[0], np.float32)
-        np.savez(folder / "sample.npz", cepstrum=(x - x.mean(0)) / (x.std(0) + 1e-6))
+        from attnlab.demos.vowels import member_configs, member_view
+        d = al.datasets.japanese_vowels()      # as model.attnlab (member 0) sees an utterance
+        x = member_view(member_configs(1)[0], d.X_train, [d.X_test[0]])[1][0]
+        np.savez(folder / "sample.npz", cepstrum=np.asarray(x, np.float32))
     elif name == "forecast":
         rng = np.random.default_rng(0)       # three standardised channels, 40 weeks
         np.savez(folder / "sample.npz", input=rng.standard_normal((40, 3)).astype(np.float32))
