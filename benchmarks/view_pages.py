@@ -40,7 +40,7 @@ def samples(folder: Path, name: str) -> None:
         from attnlab.demos.vowels import member_configs, member_view
         d = al.datasets.japanese_vowels()      # as model.attnlab (member 0) sees an utterance
         x = member_view(member_configs(1)[0], d.X_train, [d.X_test[0]])[1][0]
-        np.savez(folder / "sample.npz", cepstrum=np.asarray(x, np.float32))
+        np.savez(folder / "sample.npz", cepstrum=x)
     elif name == "forecast":
         rng = np.random.default_rng(0)       # three standardised channels, 40 weeks
         np.savez(folder / "sample.npz", input=rng.standard_normal((40, 3)).astype(np.float32))

@@ -60,14 +60,13 @@ def test_benchmark_table_follows_results_md():
 
 
 def test_benchmark_table_keeps_working_without_the_optional_keras_row():
-    import re as _re
     from attnlab.demos import table
     text = table.BENCH.read_text(encoding="utf-8")
     without = "".join(l for l in text.splitlines(keepends=True) if not l.startswith("| keras fit"))
     row = next(l for l in table.bench_table(without).splitlines() if "`al.train`" in l)
     assert "Keras not measured (not installed)" in row and "(Keras" not in row
-    with_keras = _re.sub(r"(\| al\.train, metrics=\[\] \|[^\n]*\n)",
-                         lambda m: m.group(1) + "| keras fit | 78.0 | 12.82 | 0.400 |\n", without)
+    with_keras = re.sub(r"(\| al\.train, metrics=\[\] \|[^\n]*\n)",
+                        lambda m: m.group(1) + "| keras fit | 78.0 | 12.82 | 0.400 |\n", without)
     row = next(l for l in table.bench_table(with_keras).splitlines() if "`al.train`" in l)
     assert "Keras `fit` 78 it/s" in row and "(Keras 0.40×)" in row
 
