@@ -110,3 +110,31 @@ def test_demo_table_calls_a_tie_level_and_a_margin_better_or_worse():
     assert versus("vowels", run(367 / 370, 1 - 3 / 370)) == "level (no better, no worse)"
     assert versus("digits", run(0.9963, 0.9917, 0.0016)) == "better by 0.46 points"
     assert versus("vowels", run(0.9901, 0.9919, 0.0041)) == "worse by 0.18 points (less than one sd)"
+
+
+def test_demo_table_gives_seed_0_beside_the_mean_and_says_which_meets_the_aim():
+    # `make demo` trains seed 0 alone: the table must say what that run gives, not only the mean
+    from attnlab.demos import table
+    results = json.loads(table.RESULTS.read_text(encoding="utf-8"))
+    lines = table.demo_table(results).splitlines()
+    assert "seed 0 alone" in lines[0] and "mean ± sd over the seeds" in lines[0]
+    digits = next(l for l in lines if l.startswith("| digits"))
+    one = table.first_run(results["digits"])
+    assert one["seed"] == 0
+    assert f"| {100 * one['test_accuracy']:.2f} % ({one['test_errors']} errors) |" in digits
+    mean_met = round(100 * results["digits"]["mean"]["test_accuracy"], 2) >= 99.4
+    seed_met = round(100 * one["test_accuracy"], 2) >= 99.4
+    word = {True: "met", False: "not met"}
+    assert f"≥ 99.4 % (mean: {word[mean_met]}; seed 0: {word[seed_met]})" in digits
+    level = one["test_accuracy"] == one["baseline_accuracy"]
+    assert ("seed 0: level" in digits) == level
+
+
+def test_a_single_run_is_compared_with_its_own_baselines():
+    from attnlab.demos.table import versus_run
+    run = {"test_rmse": 0.44, "holt_winters_rmse": 0.52, "seasonal_naive_drift_rmse": 0.60,
+           "seasonal_naive_rmse": 1.57}
+    assert versus_run("forecast", run) == "better by 0.080 ppm"
+    assert versus_run("digits", {"test_accuracy": 0.99, "baseline_accuracy": 0.995}) \
+        == "worse by 0.50 points"
+    assert versus_run("roman", {"test_exact_match": 0.99}) == "—"
