@@ -254,6 +254,10 @@ def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
             known_specs = cast("dict[str, Spec]", specs)     # no None: `known`
             out_specs[n] = layer.infer_all(known_specs)
             learnables[n] = _learnable_shapes(net, n, layer, known_specs)
+            # a layer whose inputs fit but make it useless says so (LayerNorm over one channel)
+            notes = getattr(layer, "analysis_warnings", None)
+            for port, text in (notes(known_specs) if callable(notes) else ()):
+                issues.append(Issue("warning", "useless", text, n, port))
         except AttnlabError as e:
             kind = "size" if isinstance(e, SizeError) else "format" if isinstance(e, FormatError) else "network"
             issues.append(Issue("error", kind, str(e), n, getattr(e, "port", None), type(e)))
@@ -405,18 +409,65 @@ def _cycle_message(net, cycle):
     last = cycle[-1]
     into = [p for (d, p), (s, _) in conns.items() if d == start and s == last]
     msg = f"cycle: {chain}. A network must be acyclic to run."
-    if "query" in into:
-        nxt = cycle[1] if len(cycle) > 1 else start
-        nxt_port = [p for (d, p), (s, _) in conns.items() if d == nxt and s == start]
-        dst = nxt if len(layers[nxt].input_ports) == 1 else f"{nxt}/{nxt_port[0]}"
-        msg += (f" The query of '{start}' is computed from its own output. In an encoder–decoder "
-                f"the decoder reads its own input sequence and only the encoder feeds 'key' and "
-                f"'value'. Give the decoder its own input: net.disconnect('{start}', '{dst}'); "
-                f"net.add(L.SequenceInput(C, name='decoder-input')); "
-                f"net.connect('decoder-input', '{dst}').")
-    else:
-        a, b = ring[-2], ring[-1]
-        port = [p for (d, p), (s, _) in conns.items() if d == b and s == a]
-        dst = b if len(layers[b].input_ports) == 1 else f"{b}/{port[0]}"
-        msg += f" Break it by removing one of its connections, e.g. net.disconnect('{a}', '{dst}')."
-    return msg
+    if "query" in into and len(cycle) > 1:
+        return msg + _decoder_advice(net, cycle)
+    a, b = ring[-2], ring[-1]
+    port = [p for (d, p), (s, _) in conns.items() if d == b and s == a]
+    dst = b if len(layers[b].input_ports) == 1 else f"{b}/{port[0]}"
+    return msg + f" Break it by removing one of its connections, e.g. net.disconnect('{a}', '{dst}')."
+
+
+# layers that work on the attention's output where they follow it in a cycle: they stay with it
+# when the decoder gets its own input (a LayerNorm over the input's one channel would be constant)
+_AFTER_ATTENTION = ("LayerNorm", "RMSNorm", "BatchNorm", "Dropout")
+
+
+def _decoder_advice(net, cycle) -> str:
+    """The fix of an attention whose query is computed from its own output, as statements that
+    leave a network without the cycle and without dead ends: the decoder (the cycle's layers from
+    the first one that is not a norm or dropout after the attention) reads a new input, and the
+    attention's output joins the decoder's output where that leaves the cycle."""
+    layers, conns = net._layers, net._conns
+    start, members = cycle[0], set(cycle)
+    k = 1
+    while k < len(cycle) - 1 and layers[cycle[k]].type_name in _AFTER_ATTENTION:
+        k += 1
+    tail, entry = cycle[k - 1], cycle[k]
+    port, tail_port = next((p, sp) for (d, p), (s, sp) in conns.items() if d == entry and s == tail)
+    names = set(layers)
+
+    def unique(stem):
+        name, i = stem, 0
+        while name in names:
+            i += 1
+            name = f"{stem}_{i}"
+        names.add(name)
+        return name
+
+    def src(n, p):
+        return n if len(layers[n].output_ports) == 1 else f"{n}/{p}"
+
+    def dst(n, p):
+        return n if len(layers[n].input_ports) == 1 else f"{n}/{p}"
+
+    dec = unique("decoder-input")
+    code = [f"net.disconnect('{src(tail, tail_port)}', '{dst(entry, port)}')",
+            f"net.add(L.SequenceInput(C, name='{dec}'))", f"net.connect('{dec}', '{dst(entry, port)}')"]
+    what = (f"Give the decoder its own input: feed '{entry}' from a new input of C channels (what "
+            f"the decoder reads at each step, e.g. the previous step's target)")
+    others = [d for (d, _), (s, sp) in conns.items() if s == tail and sp == tail_port and d != entry]
+    exits = [(x, d, p, sp) for x in cycle[k:] for (d, p), (s, sp) in conns.items()
+             if s == x and d not in members]
+    if not others and exits:         # the attention's output would feed nothing: join it
+        x, d, p, sp = exits[0]
+        cat = unique("context")
+        code += [f"net.add(L.Concatenation(2, name='{cat}'))",
+                 f"net.disconnect('{src(x, sp)}', '{dst(d, p)}')",
+                 f"net.connect('{src(x, sp)}', '{cat}/in1')",
+                 f"net.connect('{src(tail, tail_port)}', '{cat}/in2')",
+                 f"net.connect('{cat}', '{dst(d, p)}')"]
+        what += (f", and join the attention's output ('{tail}') to the decoder's ('{x}') "
+                 f"before '{d}', so that it reaches the network's output")
+    return (f" The query of '{start}' is computed from its own output. In an encoder–decoder the "
+            f"decoder reads its own input sequence and only the encoder feeds 'key' and 'value'. "
+            f"{what}. With C set: " + "; ".join(code) + ".")

@@ -97,10 +97,16 @@ def question_attnlab(in_channels=1, hidden1=64, hidden2=64, channels=256, heads=
 
 
 def apply_the_fix(net: al.Network, in_channels=1) -> al.Network:
-    """What attnlab's cycle message says to do: the decoder reads its own input sequence."""
-    net.disconnect("cross-attention", "layernorm")
+    """What attnlab's cycle message says to do: the decoder LSTM reads its own input sequence,
+    and the attention's output (after its LayerNorm) joins the decoder's before the head."""
+    net.disconnect("layernorm", "lstm_decoder")
     net.add(L.SequenceInput(in_channels, name="decoder-input"))
-    net.connect("decoder-input", "layernorm")
+    net.connect("decoder-input", "lstm_decoder")
+    net.add(L.Concatenation(2, name="context"))
+    net.disconnect("lstm_decoder", "dropout_2")
+    net.connect("lstm_decoder", "context/in1")
+    net.connect("layernorm", "context/in2")
+    net.connect("context", "dropout_2")
     return net
 
 

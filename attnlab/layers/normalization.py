@@ -39,6 +39,17 @@ class LayerNorm(_Norm):
         super().__init__(name)
         self.eps = check.positive(self, "eps", eps)
 
+    def analysis_warnings(self, specs: dict[str, Spec]) -> list[tuple[str, str]]:
+        """(port, message) for inputs that fit but make the layer useless: one channel."""
+        s = specs["in"]
+        if s.is_image or s.channels != 1:
+            return []
+        return [("in", f"layer '{self.name}' port 'in': LayerNorm expected several channels, "
+                       f"received {s}, one channel. It normalises each step over its channels and "
+                       f"one channel minus its own mean is 0, so its output is its bias, constant "
+                       f"whatever the input. Put it after a layer with several channels (an LSTM, "
+                       f"a Dense), use BatchNorm (which normalises over the batch), or remove it.")]
+
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         s = specs["in"]
         c = check.known(self, "in", s.channels)

@@ -42,9 +42,14 @@ TYPES = {"Dropout": "dropoutLayer", "ReLU": "reluLayer", "Softmax": "softmaxLaye
          "TanhGELU": "geluLayer"}
 
 
+# statements that add a layer: Concatenation(n) joins channels, which MATLAB's
+# concatenationLayer(dim, n) would need a dim for; depthConcatenationLayer(n) takes n alone
+_ADD_FN = {"Concatenation": "depthConcatenationLayer"}
+
+
 def _add(m):
     kind, args = m.group(1), m.group(2).replace("name=", "Name=")
-    fn = TYPES.get(kind) or _MAP.get(kind, kind)
+    fn = _ADD_FN.get(kind) or TYPES.get(kind) or _MAP.get(kind, kind)
     return f"net = addLayers(net, {fn}({args}))"
 
 
@@ -128,8 +133,9 @@ def matlab_analysis(analysis, net=None):
     import dataclasses
     names = {a: b for a, b in _TERMS if "(" not in b}
     names.update(TYPES)
-    issues = [dataclasses.replace(i, message=in_matlab_terms(time_axis_gone(net, i) or i.message))
-              for i in analysis.issues]
+    from .networks import mixed_branches
+    issues = [dataclasses.replace(i, message=in_matlab_terms(
+        time_axis_gone(net, i) or mixed_branches(net, i) or i.message)) for i in analysis.issues]
     types = {k: names.get(v, v) for k, v in analysis.types.items()}
     for layer in (net.layers if net is not None else ()):
         if getattr(layer, "bidirectional", False) and types.get(layer.name) == "lstmLayer":
