@@ -6,6 +6,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -235,3 +236,14 @@ def save_members(nets, out: Path) -> list[str]:
         net.save(Path(out) / f"model-{k}.attnlab")
         names.append(f"model-{k}.attnlab")
     return names
+
+
+def save_sample(out: Path, inputs: dict, labels: dict | None = None) -> str:
+    """sample.npz beside model.attnlab: one test item as the network reads it, an array per
+    input name (no batch axis), and for inputs of tokens their labels (`labels:<input>`, shown
+    on the attention axes). `attnlab view DIR` draws the attention of model.attnlab for it."""
+    arrays: dict[str, Any] = {str(name): np.asarray(x) for name, x in inputs.items()}
+    for name, tokens in (labels or {}).items():
+        arrays[f"labels:{name}"] = np.array([str(t) for t in tokens])
+    np.savez(Path(out) / "sample.npz", **arrays)
+    return "sample.npz"

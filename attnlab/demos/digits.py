@@ -147,7 +147,8 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     files = C.save_outputs(net, out, info) + C.save_members(nets, out)
     twin = C.with_scores(build_network, net, "self-attention")
     _attention_figure(twin, data, pred, out / "attention.png")
-    files += ["attention.png", "attention-map.png", "metrics.json", "report.html"]
+    files += ["attention.png", "attention-map.png", save_sample(out, data), "metrics.json",
+              "report.html"]
 
     metrics = C.classification_metrics(net, pred, data, base, len(ytr), len(yv), val_acc,
                                        epochs or EPOCHS, train_s, base_s)
@@ -177,6 +178,16 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
         "attnlab demo digits --out demo-out")
     print(f"wrote {', '.join(files)} to {out}")
     return metrics
+
+
+def _sample_pick(data) -> int:
+    """The test image `attnlab view` shows: the first '0', as in attention-map.png."""
+    return int(np.flatnonzero(data.y_test == 0)[0])
+
+
+def save_sample(out: Path, data) -> str:
+    """sample.npz: the test image of attention-map.png, for `attnlab view DIR`."""
+    return C.save_sample(out, {"image": data.X_test[_sample_pick(data)]})
 
 
 def _attention_figure(twin, data, pred, path):

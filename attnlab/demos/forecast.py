@@ -204,7 +204,8 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     _forecast_figure(s, pred, base, out / "forecast.png")
     twin = C.with_scores(build_network, net, "causal-attention1")
     _attention_figure(twin, feats, values, dates, out / "attention.png")
-    files += ["forecast.png", "attention.png", "metrics.json", "report.html"]
+    files += ["forecast.png", "attention.png", save_sample(out, feats, values, dates),
+              "metrics.json", "report.html"]
 
     metrics = {"test_rmse": test_rmse,
                "seasonal_naive_rmse": base_rmse["seasonal_naive"],
@@ -279,8 +280,20 @@ def _forecast_figure(s, pred, base, path):
     plt.close(fig)
 
 
+def _history(feats, values, dates):
+    """The last HISTORY weeks of the training data as the network reads them (HISTORY×3)."""
+    return feats.inputs(values[-HISTORY - 1 - feats.lag:], dates[-HISTORY - 1 - feats.lag:])
+
+
+def save_sample(out: Path, feats, values, dates) -> str:
+    """sample.npz: the history of attention.png (the weeks before the test year), each step
+    labelled with its date, for `attnlab view DIR`."""
+    x = _history(feats, values, dates)
+    return C.save_sample(out, {"input": x}, {"input": [str(d)[:10] for d in dates[-len(x):]]})
+
+
 def _attention_figure(twin, feats, values, dates, path):
-    x = feats.inputs(values[-HISTORY - 1 - feats.lag:], dates[-HISTORY - 1 - feats.lag:])
+    x = _history(feats, values, dates)
     outs = twin.predict(x[None])
     scores = outs["causal-attention1/scores"][:, :, -26:, -26:]            # the last 26 weeks
     labels = [str(d)[2:10] for d in dates[-26:]]

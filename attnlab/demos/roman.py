@@ -146,7 +146,7 @@ def _run(out: Path, epochs: int | None, seed: int) -> dict:
     twin = C.with_scores(build_network, net, "cross-attention", source_vocab=len(vocab.source),
                          target_vocab=len(vocab.target_chars))
     _attention_figure(twin, vocab, data, out / "attention.png")
-    files += ["attention.png", "metrics.json", "report.html"]
+    files += ["attention.png", save_sample(out, vocab, data), "metrics.json", "report.html"]
 
     metrics = {"test_exact_match": exact, "validation_exact_match": val_exact,
                "test_character_accuracy": chars, "test_errors": len(wrong),
@@ -192,6 +192,16 @@ def _char_accuracy(pred, target) -> float:
     same = sum(sum(b.size for b in difflib.SequenceMatcher(None, p, t).get_matching_blocks())
                for p, t in zip(pred, target))
     return same / total
+
+
+def save_sample(out: Path, vocab: Vocab, data) -> str:
+    """sample.npz: the first test number of attention.png (its digits and, teacher forced, its
+    numeral), each step labelled with its token, for `attnlab view DIR`."""
+    i = next(i for i, s in enumerate(data.source_test) if len(s) == 3)
+    s, t = data.source_test[i], data.target_test[i]
+    return C.save_sample(out, {"source": vocab.encode_source([s])[0],
+                               "decoder-input": vocab.decoder_inputs([t])[0]},
+                         {"source": list(s), "decoder-input": ["<start>"] + list(t)})
 
 
 def _attention_figure(twin, vocab, data, path):
