@@ -145,7 +145,7 @@ def answer_matlab(numChannels=256, numHeads=8, out=None) -> al.Network:
 
 
 def answer_attnlab(channels=256, heads=8) -> al.Network:
-    """The answer in idiomatic attnlab (DESIGN §2's first example)."""
+    """The answer in idiomatic attnlab (the encoder–decoder of the README's first example)."""
     net = al.Network()
     net.add([L.SequenceInput(1, name="decoder-input"),
              L.LSTM(64, output_mode="sequence", name="lstm-decoder"),

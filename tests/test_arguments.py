@@ -1,4 +1,4 @@
-"""The parameter sweep (issue 13): every argument of every public layer constructor, given each
+"""The parameter sweep: every argument of every public layer constructor, given each
 of a handful of wrong values, gives an attnlab error — at construction, or as an analysis issue —
 and never a raw Python or PyTorch exception. `analyze()` never raises, and when it says the
 network is fine, the forward pass runs."""

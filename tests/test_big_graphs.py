@@ -1,4 +1,4 @@
-"""Big and strange graphs (issue 11): long chains, deep nesting, any cycle; and generated code that
+"""Big and strange graphs: long chains, deep nesting, any cycle; and generated code that
 holds nothing a user or a file supplied."""
 import os
 import time

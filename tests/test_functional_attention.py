@@ -1,4 +1,4 @@
-"""attnlab.functional: attention math against an independent float64 reference (DESIGN §3)."""
+"""attnlab.functional: attention math against an independent float64 reference (the semantics of docs/attention.md)."""
 from __future__ import annotations
 
 import pathlib

@@ -1,5 +1,6 @@
-"""Imports follow the flow of DESIGN §1: no module of attnlab imports one that imports it back,
-counting imports inside functions too (they are cycles all the same, only deferred)."""
+"""Imports follow the layering (layers → graph → analysis/compile/io/viz/stream → network): no
+module of attnlab imports one that imports it back, counting imports inside functions too (they
+are cycles all the same, only deferred)."""
 import ast
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""Crafted files never run code and are refused within bounded memory (issue 11).
+"""Crafted files never run code and are refused within bounded memory.
 
 Each crafted file goes to a fresh interpreter (this file run as a script) that installs an audit
 hook (`sys.addaudithook`) watching exec/compile/open/os.system/subprocess/import events, then

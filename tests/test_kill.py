@@ -1,4 +1,4 @@
-"""SIGKILL at random moments during `net.save` and during checkpointed training (issue 11).
+"""SIGKILL at random moments during `net.save` and during checkpointed training.
 
 Every kill leaves either the old file or the new one (0 corrupt or unreadable files); a resumed
 run ends bit-equal to an uninterrupted one; and once a later save or resume has run, no

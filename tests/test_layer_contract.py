@@ -5,7 +5,7 @@ from torch import nn
 
 from attnlab import layers as L
 from attnlab.combinators import Pick, Port
-from attnlab.matlab import mlayers as ML          # MATLAB's layers beyond the core (issue 14)
+from attnlab.matlab import mlayers as ML          # MATLAB's layers beyond the core
 from attnlab.matlab import vit_layers as VL
 from attnlab.spec import Spec
 

@@ -1,4 +1,4 @@
-"""The MATLAB calls users write (issue 14, item 3), each compared with the same thing in Python."""
+"""The MATLAB calls users write, each compared with the same thing in Python."""
 import copy
 import warnings
 from pathlib import Path
@@ -263,7 +263,7 @@ def test_datastores_must_be_combined():
         M.trainnet(M.arrayDatastore(np.zeros((2, 1))), net, "mse", M.trainingOptions("adam"))
 
 
-# -- messages in MATLAB terms (issue 14, item 4) ------------------------------------------------
+# -- messages in MATLAB terms ------------------------------------------------------------------
 
 def test_attention_layer_without_num_heads_says_it_is_missing(tmp_path, capsys):
     from attnlab.matlab.cli import analyze

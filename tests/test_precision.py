@@ -1,4 +1,4 @@
-"""Devices, mixed precision and compilation (issue 17), as far as a CPU-only machine can tell:
+"""Devices, mixed precision and compilation, as far as a CPU-only machine can tell:
 device choices checked against the machine, bf16/fp16 autocast training that learns, the fp16
 GradScaler's state through an exact resume, torch.compile equal to eager (with a fallback
 warning naming the reason), a compiled decoding step equal to the eager one.

@@ -1,4 +1,4 @@
-"""Streaming (issue 5): step-wise outputs equal the full forward pass at the same positions, one
+"""Streaming: step-wise outputs equal the full forward pass at the same positions, one
 step at a time and after multi-step prefills; layers that cannot stream are refused at stream()
 with a fix; generate and forecast equal their definitions by repeated full forward passes."""
 

@@ -7,7 +7,7 @@ caches of causal self-attention, cross-attention keys/values computed once from 
 `generate` and `forecast` are decoding loops built on it. `register_stepper` teaches streaming
 to more layer types (see `attnlab.stream.steppers`).
 
-To add to `Network` (DESIGN §2):
+`Network.stream` calls it:
 
     def stream(self, static_inputs=None):
         from .stream import stream

@@ -1,4 +1,4 @@
-"""`stream(net, static_inputs)` and the `Stream` it returns (DESIGN §2, Streaming)."""
+"""`stream(net, static_inputs)` and the `Stream` it returns."""
 from __future__ import annotations
 
 import numpy as np
