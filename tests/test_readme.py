@@ -1,6 +1,8 @@
 """The README runs as it stands: every Python block on its own (imports included), shortened only
-by ATTNLAB_EPOCHS, which the training blocks read; and its tables are what `make demo-table`
-writes from the recorded measurements."""
+by ATTNLAB_EPOCHS, which the training blocks read, printing exactly the text block that follows
+it; the messages it quotes are the ones attnlab gives; its shell lines run or say why not; and
+its tables are what `make demo-table` writes from the recorded measurements."""
+import importlib.util
 import json
 import re
 from pathlib import Path
@@ -8,11 +10,44 @@ from pathlib import Path
 import matplotlib
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+from doc_blocks import fences, lines, run_shell_line, shell_commands, unexplained_text_blocks, words
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+
+# shell lines of the README that the tests do not run, and why
+NOT_RUN = {"make demo": "trains the digits demo for about a minute (tests/test_demos.py runs "
+                        "every demo for one epoch)",
+           "make test": "runs this suite"}
+
+
+def all_blocks():
+    return fences(README.read_text(encoding="utf-8"))
 
 
 def blocks():
-    return re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    return [b.code for b in all_blocks() if b.lang == "python"]
+
+
+def _python_blocks():
+    return [b for b in all_blocks() if b.lang == "python"]
+
+
+def _cycle_message() -> str:
+    from attnlab.demos.seed1 import question_network
+    return next(str(i) for i in question_network().analyze().issues if "cycle:" in str(i))
+
+
+def _flatten_message() -> str:
+    # the seed's network, flattenLayer before selfAttentionLayer (examples/seed2_digits.py)
+    spec = importlib.util.spec_from_file_location("seed2_digits", ROOT / "examples" / "seed2_digits.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.flatten_network_attnlab().analyze().issues[0])
+
+
+# text blocks that are no code's output: the messages the README quotes, each from attnlab itself
+QUOTED = {"error: cycle:": _cycle_message, "error: layer 'self_attention' port 'in'": _flatten_message}
 
 
 def test_the_readme_has_its_python_blocks():
@@ -21,24 +56,63 @@ def test_the_readme_has_its_python_blocks():
     assert len(blocks()) >= 4
 
 
+def test_every_readme_block_is_labelled():
+    unlabelled = [b.line for b in all_blocks() if b.lang not in ("python", "text", "sh", "matlab")]
+    assert not unlabelled, f"README.md lines {unlabelled}: label the blocks (python, text, sh)"
+
+
 @pytest.mark.parametrize("index", range(len(blocks())))
 def test_readme_python_block_runs_on_its_own(index, tmp_path, monkeypatch, capsys):
-    pytest.importorskip("sklearn")
-    pytest.importorskip("sktime")
-    pytest.importorskip("statsmodels")
+    block = _python_blocks()[index]
+    if "al.datasets" in block.code:
+        for package in ("sklearn", "sktime", "statsmodels"):
+            pytest.importorskip(package)
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("ATTNLAB_EPOCHS", "1")
-    block = blocks()[index]
     namespace = {"__name__": "__main__"}                  # nothing from the other blocks
-    exec(compile(block, f"{README}:block{index}", "exec"), namespace)
-    if "al.forecast" in block:
+    exec(compile(block.code, f"{README}:{block.line}", "exec"), namespace)
+    out = capsys.readouterr().out
+    if block.expected is not None:                        # the output the README shows
+        assert lines(out) == lines(block.expected), f"README.md line {block.line}"
+    if "al.forecast" in block.code:
         assert namespace["level"].shape == (52,)          # the forecast block ran to the end
-        assert "RMSE over 2001" in capsys.readouterr().out
-    if 'plots="training-progress"' in block:
-        out = capsys.readouterr().out
+        assert "RMSE over 2001" in out
+    if 'plots="training-progress"' in block.code:
         written = tmp_path / "training-progress.png"
         assert written.is_file() and str(written.resolve()) in out   # it says where it drew
+
+
+def test_the_matlab_block_builds_the_whole_network_it_means(capsys):
+    # the README's "From MATLAB" block builds the encoder–decoder, no port left unconnected
+    block = next(b for b in _python_blocks() if "from attnlab.matlab import" in b.code)
+    namespace: dict = {}
+    exec(compile(block.code, "README.md", "exec"), namespace)
+    net = namespace["net"]
+    assert net.analyze().ok and "error" not in capsys.readouterr().out
+    assert set(net.input_names) == {"decoder-input", "encoder-input"}
+
+
+@pytest.mark.parametrize("start", sorted(QUOTED))
+def test_the_messages_the_readme_quotes_are_attnlabs(start):
+    [quoted] = [b.code for b in all_blocks() if b.lang == "text" and b.code.startswith(start)]
+    assert words(quoted) == words(QUOTED[start]())
+
+
+def test_every_text_block_is_an_output_or_a_quoted_message():
+    blocks = all_blocks()
+    unchecked = unexplained_text_blocks(blocks, lambda code: any(code.startswith(k) for k in QUOTED))
+    assert not unchecked, f"README.md lines {unchecked}: text blocks no test checks"
+
+
+def test_readme_shell_lines_run_or_say_why_not(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for b in all_blocks():
+        if b.lang == "sh":
+            for line in shell_commands(b.code):
+                result = run_shell_line(line, NOT_RUN)
+                if result is not None:
+                    assert result[0] == 0, f"README.md line {b.line}: {line}\n{result[1]}"
 
 
 def test_readme_tables_are_what_make_demo_table_writes():
