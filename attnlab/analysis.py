@@ -56,6 +56,8 @@ class Analysis:
     cycles: list[list[str]] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)
     output_names: list[str] = field(default_factory=list)
+    # tied learnables: 'layer/param' → the 'layer/param' it is the same Parameter as
+    shared: dict[str, str] = field(default_factory=dict)
 
     @property
     def errors(self) -> list[Issue]:
@@ -74,8 +76,10 @@ class Analysis:
 
     @property
     def total_learnables(self) -> int:
-        """The number of learnable values (a size still unknown counts as 0)."""
-        return sum(_numel(s) for params in self.learnables.values() for s in params.values())
+        """The number of learnable values (a size still unknown counts as 0; a Parameter
+        that serves several layers, such as tied weights, counts once)."""
+        return sum(_numel(s) for n, params in self.learnables.items() for p, s in params.items()
+                   if f"{n}/{p}" not in self.shared)
 
     def raise_if_errors(self, doing: str = "run", subject: str = "the network") -> None:
         """Raise the error class of the issues (e.g. `NetworkError`) listing every error, if any.
@@ -102,7 +106,9 @@ class Analysis:
             else:
                 act = ", ".join(f"{p}: {s}" for p, s in outs.items())
             params = self.learnables.get(name, {})
-            learn = ", ".join(f"{p} {'×'.join(map(str, s))}" for p, s in params.items())
+            learn = ", ".join(f"{p} {'×'.join(map(str, s))}"
+                              + (f" (= {self.shared[f'{name}/{p}']})" if f"{name}/{p}" in self.shared else "")
+                              for p, s in params.items())
             rows.append((name, self.types[name], act, learn))
         return rows
 
@@ -233,6 +239,8 @@ def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
     out_specs: dict[str, dict[str, Spec] | None] = {}
     in_specs: dict[str, dict[str, Spec | None]] = {}
     learnables: dict[str, dict[str, tuple[int, ...]]] = {}
+    tensors: dict[str, Any] = {}          # 'layer/param' → its Parameter (kept alive: ids stay unique)
+    shared: dict[str, str] = {}
     for n in order:
         layer = layers[n]
         specs: dict[str, Spec | None] = {}
@@ -253,7 +261,7 @@ def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
         try:
             known_specs = cast("dict[str, Spec]", specs)     # no None: `known`
             out_specs[n] = layer.infer_all(known_specs)
-            learnables[n] = _learnable_shapes(net, n, layer, known_specs)
+            learnables[n] = _learnable_shapes(net, n, layer, known_specs, tensors, shared)
             # a layer whose inputs fit but make it useless says so (LayerNorm over one channel)
             notes = getattr(layer, "analysis_warnings", None)
             for port, text in (notes(known_specs) if callable(notes) else ()):
@@ -296,24 +304,44 @@ def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
     return Analysis(order=order_all, in_specs=cast("dict[str, dict[str, Spec]]", in_specs),
                     out_specs=cast("dict[str, dict[str, Spec]]",
                                    {n: out_specs.get(n) for n in order_all}),
-                    learnables=learnables,
+                    learnables=learnables, shared=_ties(tensors, shared),
                     issues=issues, types={n: l.type_name for n, l in layers.items()}, cycles=cycles,
                     input_names=net.input_names, output_names=[o[2] for o in outputs])
 
 
-def _learnable_shapes(net, name, layer, specs) -> dict[str, tuple[int, ...]]:
+def _learnable_shapes(net, name, layer, specs, tensors=None, shared=None) -> dict[str, tuple[int, ...]]:
+    """The layer's learnables' shapes; their Parameters are added to `tensors` (and the ties
+    of a nested network analysed without modules to `shared`), by 'layer/param'."""
     # a Graph here is a Network (analysis sits below network.py, so the methods are untyped)
+    tensors = {} if tensors is None else tensors
     mod = net._built_module(name, layer, specs)
     if mod is None:
         if isinstance(layer, Graph):       # analysed once per sizes (cached by the network)
             inner: Any = layer
-            return {k: tuple(s) for k, s in flat_learnables(inner.analyze_as_layer(specs)).items()}
+            nested = inner.analyze_as_layer(specs)
+            if shared is not None:
+                shared.update({f"{name}/{a}": f"{name}/{b}" for a, b in nested.shared.items()})
+            return {k: tuple(s) for k, s in flat_learnables(nested).items()}
         with torch.device("meta"):
             mod = layer.build(specs)
     if isinstance(mod, Graph):
         built: Any = mod
-        return {k: tuple(v.shape) for k, v in built.learnables.items()}
-    return {k: tuple(v.shape) for k, v in mod.named_parameters()}
+        params = dict(built.learnables)
+    else:
+        params = dict(mod.named_parameters())
+    tensors.update({f"{name}/{k}": v for k, v in params.items()})
+    return {k: tuple(v.shape) for k, v in params.items()}
+
+
+def _ties(tensors, shared) -> dict[str, str]:
+    """'layer/param' → the first 'layer/param' holding the same Parameter."""
+    first: dict[int, str] = {}
+    for key, t in tensors.items():
+        if id(t) in first:
+            shared[key] = first[id(t)]
+        else:
+            first[id(t)] = key
+    return shared
 
 
 def flat_learnables(analysis) -> dict[str, tuple[int, ...]]:

@@ -8,7 +8,11 @@ A saved network is a zip archive holding
   Nested networks are stored as nested graphs.
 - ``weights.safetensors``: ``Network.state_dict()`` (parameters and buffers such as BatchNorm's
   running statistics) in the safetensors format, which holds raw tensors and nothing else;
-  stored uncompressed, so that a member's declared size is exactly what it holds.
+  stored uncompressed, so that a member's declared size is exactly what it holds. A tensor
+  that serves under several names (tied weights: a Dense head given the Embedding's weight, a
+  torch module wrapped by two layers) is stored once; ``network.json`` then holds
+  ``shared_weights``, state-dict key → the key of the tensor stored, and loading ties them
+  again (the same Parameter object). Such a file is format version 2; others stay version 1.
 
 Loading rebuilds each layer from the registry of layer types (``attnlab.layers.LAYER_TYPES``; a
 user's own ``Layer`` subclass registers itself when its module is imported), initialises the
@@ -17,8 +21,9 @@ a pickle or ``torch.save`` file is refused, not opened.
 
 A ``L.Module`` layer wraps arbitrary Python code, which a data file cannot hold: the file names
 only the module's class (a plain identifier, never an import path), and loading makes the module
-with a factory the program registered — an explicit allow-list: register one before loading
-(``al.register_module("MyBlock", MyBlock)``) or pass ``modules={"MyBlock": MyBlock}`` to ``load``.
+with a factory the program registered — an explicit allow-list: register one before saving
+(``al.register_module(MyBlock)``; ``save`` refuses a class that is not, naming it) and before
+loading, or pass ``modules={"MyBlock": MyBlock}`` to ``load``.
 Loading checks everything against a schema and the limits in ``LIMITS`` first (see ``load``).
 """
 from __future__ import annotations
@@ -44,7 +49,8 @@ from .graph import Graph, module_key
 from .spec import Spec
 
 FORMAT = "attnlab.network"
-VERSION = 1
+VERSION = 2              # the newest format read; a file is written as version 1 unless it
+SHARED_VERSION = 2       # ties weights ("shared_weights", which version 1 readers do not know)
 GRAPH_FILE = "network.json"
 WEIGHTS_FILE = "weights.safetensors"
 
@@ -102,11 +108,14 @@ def save(net, path) -> None:
     name first and renamed, so an interrupted save never leaves a half-written file behind."""
     if not (isinstance(net, Graph) and isinstance(net, torch.nn.Module)):
         raise ArgumentError(f"save() takes an attnlab Network, got {type(net).__name__}")
-    weights = _weights_to_save(net)
-    doc = {"format": FORMAT, "version": VERSION, "attnlab_version": _version(),
-           "torch_version": torch.__version__.split("+")[0],
-           "network": _graph_to_json(net, top=True),
+    network = _graph_to_json(net, top=True)
+    weights, shared = _weights_to_save(net)
+    doc = {"format": FORMAT, "version": SHARED_VERSION if shared else 1,
+           "attnlab_version": _version(), "torch_version": torch.__version__.split("+")[0],
+           "network": network,
            "weights": WEIGHTS_FILE if weights is not None else None}
+    if shared:
+        doc["shared_weights"] = shared
     try:
         text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=True)
     except (TypeError, ValueError) as e:          # _graph_to_json checked every value already
@@ -149,10 +158,11 @@ def _version():
 
 
 def _weights_to_save(net):
-    """The state dict to write, or None for a network that holds no weights yet."""
+    """(the state dict to write, or None for a network that holds no weights yet; the shared
+    tensors: key → the key of the same tensor, which alone is written)."""
     if not net.initialized:
         if not len(net.layer_modules):
-            return None                              # never initialised: the graph alone
+            return None, {}                          # never initialised: the graph alone
         try:                                         # edited after initialisation: what the
             net.initialize()                         # next call would build anyway
         except AttnlabError as e:
@@ -161,7 +171,13 @@ def _weights_to_save(net):
                 f"cannot be initialised again as it is ({_first_line(e)}). Fix the graph, or "
                 "initialise it with example inputs (net.initialize(x)), then save.") from e
     out, seen = {}, set()
-    for key, t in net.state_dict().items():
+    first: dict[int, str] = {}                       # id of a tensor → its first key
+    shared: dict[str, str] = {}
+    for key, t in net.state_dict(keep_vars=True).items():   # the tensors themselves: ties show
+        if id(t) in first:                           # the same Parameter (or buffer) again:
+            shared[key] = first[id(t)]               # stored once, tied again by load
+            continue
+        first[id(t)] = key
         t = t.detach().to("cpu")
         ptr = (t.untyped_storage().data_ptr(), t.storage_offset()) if t.numel() else None
         if ptr is not None and ptr in seen or not t.is_contiguous():
@@ -169,7 +185,7 @@ def _weights_to_save(net):
         elif ptr is not None:
             seen.add(ptr)
         out[key] = t
-    return out
+    return out, shared
 
 
 def _graph_to_json(net, top=False) -> dict:
@@ -182,6 +198,7 @@ def _graph_to_json(net, top=False) -> dict:
                            "network": _graph_to_json(layer)})
             continue
         if isinstance(layer, Module):
+            _check_module_registered(layer, name)
             cfg = dict(layer.config())
             cfg["output_specs"] = layer.output_specs
             layers.append({"type": "Module", "name": name,
@@ -205,6 +222,23 @@ def _graph_to_json(net, top=False) -> dict:
         specs = net._data_specs
         doc["data_specs"] = None if specs is None else {k: s.to_json() for k, s in specs.items()}
     return doc
+
+
+def _check_module_registered(layer, name):
+    """A file names a wrapped module's class only; `load` remakes it from a registered
+    factory. Refuse now, while the program that knows the class is running, rather than
+    write a file that no load can read."""
+    cls = type(layer.module)
+    if cls.__name__ in _MODULE_FACTORIES:
+        return
+    raise NetworkError(
+        f"cannot save layer '{name}' (Module): it wraps a torch module of class "
+        f"'{cls.__name__}' ({cls.__module__}.{cls.__qualname__}), and a file holds no code, so "
+        f"al.load() can only remake it from a factory registered under that name. Register it "
+        f"once, before saving (and in the program that loads): al.register_module("
+        f"{cls.__name__}) — or, when its constructor needs arguments, "
+        f"al.register_module('{cls.__name__}', lambda: {cls.__name__}(...)). The weights are "
+        "saved in the file.")
 
 
 def _check_registered(layer, name):
@@ -404,8 +438,10 @@ def _load_from(f, where: str, modules: dict):
                     raise NetworkError(f"cannot load '{where}': it names weights file "
                                        f"'{WEIGHTS_FILE}' but does not contain it. The file is "
                                        "damaged.")
-                _load_weights(net, z, weights_info, where)
+                _load_weights(net, z, weights_info, where, doc.get("shared_weights"))
             else:
+                if doc.get("shared_weights"):
+                    raise _bad(where, "shared_weights", "ties weights, but the file holds none")
                 _check_lazy_size(net, where)
     except zipfile.BadZipFile as e:
         raise NetworkError(f"cannot load '{where}': the file is damaged ({e}).") from None
@@ -596,7 +632,8 @@ def _check_top(doc, where, has_weights_member):
                            f"(attnlab {_show(str(doc.get('attnlab_version', '?')))}); this attnlab "
                            f"reads versions up to {VERSION}. Upgrade attnlab.")
     _keys(doc, where, GRAPH_FILE, ("format", "version", "network"),
-          ("attnlab_version", "torch_version", "weights"))
+          ("attnlab_version", "torch_version", "weights")
+          + (("shared_weights",) if version >= SHARED_VERSION else ()))
     for k in ("attnlab_version", "torch_version"):
         if k in doc:
             _string(doc[k], where, k, 64)
@@ -875,8 +912,10 @@ def _decode(value):
 
 # ---- the weights --------------------------------------------------------------------------
 
-def _expected_tensors(net, where) -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
-    """key → (shape, dtype) of the state dict the graph implies, built on the meta device."""
+def _expected_tensors(net, where, params: set | None = None) \
+        -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    """key → (shape, dtype) of the state dict the graph implies, built on the meta device
+    (and the keys that are parameters, not buffers, added to `params` when given)."""
     probe = copy.deepcopy(net)
     try:
         with torch.device("meta"):
@@ -887,7 +926,10 @@ def _expected_tensors(net, where) -> dict[str, tuple[tuple[int, ...], torch.dtyp
     except (RuntimeError, NotImplementedError, ValueError, TypeError, OverflowError) as e:
         raise NetworkError(f"cannot load '{where}': the saved network cannot be built "
                            f"({type(e).__name__}: {_first_line(e)}).") from None
-    return {k: (tuple(t.shape), t.dtype) for k, t in probe.state_dict().items()}
+    state = probe.state_dict(keep_vars=True)
+    if params is not None:
+        params.update(k for k, t in state.items() if isinstance(t, nn.Parameter))
+    return {k: (tuple(t.shape), t.dtype) for k, t in state.items()}
 
 
 def _check_lazy_size(net, where):
@@ -960,18 +1002,23 @@ def _header(z, info, where):
     return entries, 8 + n
 
 
-def _load_weights(net, z, info, where: str):
+def _load_weights(net, z, info, where: str, shared=None):
     entries, start = _header(z, info, where)
     saved = {key: (shape, dtype) for _, _, key, shape, dtype in entries}
-    mine = _expected_tensors(net, where)
-    _check_fit(net, saved, mine, where)
-    target = _target_dtypes(net, saved, mine, where)
+    params: set[str] = set()
+    mine = _expected_tensors(net, where, params)
+    ties = _shared_weights(net, shared, saved, mine, params, where)
+    full = {**saved, **{alias: saved[key] for alias, key in ties.items()}}
+    _check_fit(net, full, mine, where)
+    target = _target_dtypes(net, full, mine, where)
     tensors = _read_tensors(z, info, entries, start)          # the only allocation for the file
     with torch.random.fork_rng(devices=[]):  # initialising must not move the caller's RNG
         torch.manual_seed(0)
         net.initialize()
     if target is not None:
         net.to(target)
+    _tie(net, ties)
+    tensors.update({alias: tensors[key] for alias, key in ties.items()})
     with torch.no_grad():
         own = dict(net.named_parameters(remove_duplicate=False))
         own.update(dict(net.named_buffers(remove_duplicate=False)))
@@ -979,6 +1026,60 @@ def _load_weights(net, z, info, where: str):
             if key in tensors and not t.is_floating_point() and t.dtype != tensors[key].dtype:
                 tensors[key] = tensors[key].to(t.dtype)               # e.g. an int32 counter
     net.load_state_dict(tensors, strict=True)
+
+
+def _shared_weights(net, shared, saved, mine, params, where) -> dict[str, str]:
+    """The file's table of tied tensors (state-dict key → the key of the tensor it is, which
+    alone the file holds), checked as the rest of the file: every alias a tensor the graph
+    has and the file does not, every target one the file holds, of the same shape and kind."""
+    if shared is None:
+        return {}
+    at = "shared_weights"
+    if not isinstance(shared, dict):
+        raise _bad(where, at, f"expected a JSON object, found {_kind(shared)}")
+    if len(shared) > len(mine):
+        raise _bad(where, at, f"{len(shared):,} entries for a network of {len(mine):,} tensors")
+    limit = 64 * LIMITS["name_chars"]
+    ties = {}
+    for alias, key in shared.items():
+        here = f"{at}.{_show(alias, 80)}"
+        _string(alias, where, f"{at} (a key)", limit)
+        _string(key, where, here, limit)
+        if alias not in mine:
+            raise _bad(where, here, "names no tensor of the network")
+        if alias in saved:
+            raise _bad(where, here, "is also stored in the weights; a tied tensor is stored once")
+        if key not in saved:
+            raise _bad(where, here, f"ties it to {_show(repr(key), 80)}, which the weights do "
+                                    "not hold")
+        if mine[alias][0] != mine[key][0] or saved[key][0] != mine[alias][0]:
+            def dims(s):
+                return "×".join(map(str, s)) or "scalar"
+            raise _bad(where, here, f"ties {_friendly(net, alias)} ({dims(mine[alias][0])} in the "
+                                    f"network) to {_friendly(net, key)} ({dims(saved[key][0])} in "
+                                    "the file): the shapes differ")
+        if (alias in params) != (key in params) or \
+                mine[alias][1].is_floating_point != mine[key][1].is_floating_point:
+            raise _bad(where, here, f"ties {_friendly(net, alias)} to {_friendly(net, key)}, "
+                                    "which is another kind of tensor (parameter or buffer, "
+                                    "floating point or not)")
+        ties[alias] = key
+    return ties
+
+
+def _tie(net, ties):
+    """Makes each alias the very tensor (Parameter or buffer) it was when saved."""
+    def owner(key):
+        path, _, attr = key.rpartition(".")
+        return net.get_submodule(path), attr
+    for alias, key in ties.items():
+        mod, attr = owner(key)
+        tensor = mod._parameters.get(attr) if attr in mod._parameters else mod._buffers.get(attr)
+        mod, attr = owner(alias)
+        if attr in mod._parameters:
+            mod._parameters[attr] = tensor
+        else:
+            mod._buffers[attr] = tensor
 
 
 def _check_fit(net, saved, mine, where):

@@ -42,6 +42,28 @@ from .sequences import Padded, pad_sequences
 from .spec import Spec
 
 DEFAULT_OPSET = 17
+MIN_OPSET = 14          # scaled_dot_product_attention (every attention layer) needs opset 14
+
+
+def max_opset() -> int:
+    """The newest opset torch's TorchScript-based exporter writes."""
+    try:
+        from torch.onnx import _constants
+        return int(getattr(_constants, "ONNX_TORCHSCRIPT_EXPORTER_MAX_OPSET", 20))
+    except ImportError:                   # a torch without the module: its long-standing limit
+        return 20
+
+
+def check_opset(opset) -> int:
+    """`opset` as given to `export_onnx`, checked: a whole number in the supported range."""
+    hi = max_opset()
+    if isinstance(opset, bool) or not isinstance(opset, (int, np.integer)) or \
+            not MIN_OPSET <= int(opset) <= hi:
+        raise ArgumentError(f"export_onnx argument 'opset': expected a whole number from "
+                            f"{MIN_OPSET} to {hi} (the ONNX opsets attnlab exports to with this "
+                            f"torch), received {opset!r} ({type(opset).__name__}). Use "
+                            f"opset={DEFAULT_OPSET} (the default) or another in that range.")
+    return int(opset)
 
 
 @dataclass
@@ -73,6 +95,8 @@ def export_onnx(net, path, example_inputs=None, *, masks=True, opset: int = DEFA
       specs' sizes is made.
     - `masks`: True (a `<input>_mask` input for every sequence input), False (none), or a list
       of the input names that get one.
+    - `opset`: the ONNX opset to write, from `MIN_OPSET` (14) to the newest torch's exporter
+      writes (`max_opset()`); anything else is an `ArgumentError` naming that range.
     - `dynamic_lengths`: False fixes every sequence length to the example's (batch stays
       dynamic); use it for a layer that exports only at fixed lengths.
     - `check`: run the model with onnxruntime at other sizes and compare with PyTorch within
@@ -80,6 +104,7 @@ def export_onnx(net, path, example_inputs=None, *, masks=True, opset: int = DEFA
     """
     if not (isinstance(net, Graph) and isinstance(net, torch.nn.Module)):
         raise NetworkError(f"export_onnx() takes an attnlab Network, got {type(net).__name__}")
+    opset = check_opset(opset)
     _require("onnx")
     if not isinstance(path, (str, Path)) or not str(path):
         raise ArgumentError(f"export_onnx(path=...): expected a file path such as 'net.onnx', "
@@ -89,7 +114,8 @@ def export_onnx(net, path, example_inputs=None, *, masks=True, opset: int = DEFA
     dyn = _dynamic_axes(net, ex, dynamic_lengths)
     with _export_mode(net):
         try:
-            _torch_export(_Flat(net, ex).eval(), ex.flat(), path, ex.onnx_inputs, ex.out_names, dyn, opset)
+            _torch_export(_Flat(net, ex).eval(), ex.flat(), path, ex.onnx_inputs, ex.out_names, dyn, opset,
+                          fold=not _has_shared_parameters(net))
         except AttnlabError:
             raise
         except Exception as e:  # noqa: BLE001 - any exporter failure: find the layers that cause it
@@ -327,11 +353,19 @@ class _Flat(nn.Module):
         return tuple(outs[o] for o in self._outs)
 
 
-def _torch_export(module, args, path, input_names, output_names, dyn, opset):
+def _torch_export(module, args, path, input_names, output_names, dyn, opset, fold=True):
     with _quiet():
         torch.onnx.export(module, args, str(path), dynamo=False, opset_version=opset,
                           input_names=list(input_names), output_names=list(output_names),
-                          dynamic_axes=dyn, do_constant_folding=True)
+                          dynamic_axes=dyn, do_constant_folding=fold)
+
+
+def _has_shared_parameters(net) -> bool:
+    """Whether a Parameter serves under two names (tied weights). The exporter writes such a
+    tensor once, but constant folding would add a folded copy (e.g. the transpose a tied
+    Dense multiplies by), so tied networks export without it: the tensor stays stored once."""
+    named = list(net.named_parameters(remove_duplicate=False))
+    return len({id(p) for _, p in named}) < len(named)
 
 
 @contextlib.contextmanager

@@ -66,8 +66,16 @@ def test_round_trip_is_bit_identical_for_every_layer_type(tmp_path, type_name, i
     net(_inputs(net, in_specs, type_name, padded=False))   # moves BatchNorm's running stats
     net.eval()
     path = tmp_path / "net.attnlab"
-    net.save(path)
-    twin = al.load(path, modules=_modules_of(net)).eval()
+    from attnlab.io import _MODULE_FACTORIES
+    factories = _modules_of(net)
+    before = dict(_MODULE_FACTORIES)
+    _MODULE_FACTORIES.update(factories)                # saving needs Module classes registered
+    try:
+        net.save(path)
+    finally:
+        _MODULE_FACTORIES.clear()
+        _MODULE_FACTORIES.update(before)
+    twin = al.load(path, modules=factories).eval()
     assert [l.type_name for l in twin.layers] == [l.type_name for l in net.layers]
     assert [repr(l) for l in twin.layers] == [repr(l) for l in net.layers]
     assert twin.connections == net.connections
@@ -81,7 +89,12 @@ def test_round_trip_is_bit_identical_for_every_layer_type(tmp_path, type_name, i
     assert mine.keys() == theirs.keys()
     for k in mine:
         assert mine[k].dtype == theirs[k].dtype and torch.equal(mine[k], theirs[k]), k
-    twin.save(tmp_path / "again.attnlab")                  # saving is stable
+    _MODULE_FACTORIES.update(factories)
+    try:
+        twin.save(tmp_path / "again.attnlab")              # saving is stable
+    finally:
+        _MODULE_FACTORIES.clear()
+        _MODULE_FACTORIES.update(before)
     assert _graph(tmp_path / "again.attnlab")["network"] == _graph(path)["network"]
 
 
@@ -205,9 +218,15 @@ class Scale(nn.Module):
 
 
 def test_module_layers_need_a_registered_factory(tmp_path):
+    from attnlab.io import _MODULE_FACTORIES
     net = al.Network([L.SequenceInput(3), L.Module(Scale(), name="scale"), L.Dense(2)]).initialize()
     path = tmp_path / "module.attnlab"
+    with pytest.raises(al.NetworkError, match=r"layer 'scale'.*class 'Scale'.*al.register_module\(Scale\)"):
+        net.save(path)                                  # refused at save, not only at load
+    assert not path.exists()
+    al.register_module(Scale)
     net.save(path)
+    _MODULE_FACTORIES.pop("Scale")
     with pytest.raises(al.NetworkError, match=r"al.register_module\('Scale'"):
         al.load(path)
     x = torch.randn(2, 4, 3)
@@ -225,9 +244,14 @@ def test_module_layers_need_a_registered_factory(tmp_path):
 
 
 def test_module_output_specs_survive(tmp_path):
+    from attnlab.io import _MODULE_FACTORIES
     layer = L.Module(Scale(), output_specs=[Spec.sequence(3)], name="scale")
     net = al.Network([L.SequenceInput(3), layer]).initialize()
-    net.save(tmp_path / "m.attnlab")
+    al.register_module(Scale)
+    try:
+        net.save(tmp_path / "m.attnlab")
+    finally:
+        _MODULE_FACTORIES.pop("Scale", None)
     twin = al.load(tmp_path / "m.attnlab", modules={"Scale": Scale})
     assert twin.layers["scale"].output_specs == [Spec.sequence(3)]
 

@@ -271,11 +271,14 @@ def test_torch_compile_with_inductor_before_the_first_call():
 
 def test_a_network_without_input_layers_stays_lazy_and_says_so_once():
     net = al.Network([L.Dense(3, name="fc"), L.ReLU()])
+    with pytest.raises(al.NetworkError, match=r"net.parameters\(\).*no input layers.*"
+                                              r"net.initialize\(example_inputs\)"):
+        torch.optim.Adam(net.parameters())             # not torch's "empty parameter list"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert list(net.parameters()) == []
-        list(net.parameters())
+        assert net.state_dict() == {}                  # torch's own uses stay quiet and empty
         net.state_dict()
+        net.to(torch.float64).train().eval()
     lazy = [w for w in caught if "no input layers" in str(w.message)]
     assert len(lazy) == 1 and "initialize" in str(lazy[0].message)
     net.initialize(torch.randn(2, 4))

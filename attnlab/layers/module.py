@@ -22,7 +22,8 @@ class Module(Layer):
     Output sizes come from two trial runs on meta tensors (sizes that change with the batch or
     the time length stay symbolic), or from `output_specs`. Output labels default to the input's
     when the rank is kept, else B×C, B×T×C or B×C×S×S by rank; `output_format` overrides them.
-    Save/load recreates the module through `attnlab.register_module`.
+    Save/load recreates the module through `attnlab.register_module`: register its class
+    before `net.save` (which refuses an unregistered one, naming it) and before `al.load`.
 
     Parameters
     ----------
