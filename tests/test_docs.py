@@ -1,53 +1,69 @@
 """Every code block of the documentation runs (docs/**/*.md), and printed examples match.
 
-The Python blocks of one page run in order in one namespace, in a temporary folder, with
-training shortened to one epoch and no progress plots (the pages say how long to train; the test
-checks that the code is right, not how well it learns). A Python block followed directly by a
-``text`` block must print exactly that text (the error catalogue's messages are checked this way).
+The blocks of one page run in order in one namespace, in a temporary folder, with training
+shortened to one epoch and no progress plots (the pages say how long to train; the test checks
+that the code is right, not how well it learns). A Python block followed directly by a ``text``
+block must print exactly that text (the error catalogue's messages are checked this way); other
+text blocks are illustrations, listed below. ``sh`` lines run through the CLI on the files the
+page made or ships; the few that cannot run here are listed with the reason. A ``matlab``
+block that names its file (``% model.m: …``) is written as that file for the blocks after it
+(and equals the file shipped beside the page); any other runs through ``run_code``. How a page
+is read: tests/doc_blocks.py.
 """
 from __future__ import annotations
 
 import contextlib
 import io
-import re
 from pathlib import Path
 
 import matplotlib
 import pytest
 
 import attnlab as al
+from doc_blocks import fences, lines, matlab_file, run_shell_line, ship, shell_commands, \
+    unexplained_text_blocks
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
-FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)
+
+# shell lines that do not run in the tests, and why
+NOT_RUN = {
+    "make demo": "trains the digits demo for about a minute (tests/test_demos.py runs every demo "
+                 "for one epoch)",
+    "make test": "runs this suite",
+    "attnlab view model.attnlab --serve": "serves the page until Ctrl-C (tests/test_view.py "
+                                          "serves one with a timeout)",
+}
+
+# text blocks that are no code's output: (page, first words) → what they are
+ILLUSTRATIONS = {
+    ("attention.md", "E = mha.embed_dim"): "the assignments to and from nn.MultiheadAttention "
+                                           "(tests/test_functional_attention.py does them)",
+    ("attention.md", "top-left"): "the two causal masks for Tq=2, Tk=4 "
+                                  "(tests/test_functional_attention.py checks both alignments)",
+}
 
 
 def blocks(page: Path) -> list[tuple[str, str, str | None]]:
     """(language, code, expected output) for each fenced block of a page, in order."""
-    found = [(m.group(1), m.group(2), m.start(), m.end()) for m in FENCE.finditer(page.read_text())]
-    text = page.read_text()
-    out = []
-    for i, (lang, code, _, end) in enumerate(found):
-        expected = None
-        if lang == "python" and i + 1 < len(found):
-            nlang, ncode, nstart, _ = found[i + 1]
-            if nlang == "text" and not text[end:nstart].strip():
-                expected = ncode
-        out.append((lang, code, expected))
-    return out
+    return [(b.lang, b.code, b.expected) for b in fences(page.read_text(encoding="utf-8"))]
 
 
-def _lines(s: str) -> list[str]:
-    return [line.rstrip() for line in s.strip().splitlines()]
+def _roman_demo_folder(folder: Path) -> None:
+    """What `attnlab demo roman --out demo-out` leaves for `attnlab view` (model.attnlab and
+    sample.npz), with an untrained network of the demo's architecture: training takes a minute."""
+    from attnlab.demos import roman
+    data = al.datasets.roman_numerals()
+    vocab = roman.Vocab(data)
+    folder.mkdir(parents=True)
+    net = roman.build_network(source_vocab=len(vocab.source), target_vocab=len(vocab.target_chars))
+    net.initialize()
+    net.save(folder / "model.attnlab")
+    roman.save_sample(folder, vocab, data)
 
 
-# Files a page's code reads, written beside it first (docs/matlab.md reads a script).
-FILES = {
-    "matlab.md": {"model.m": "layers = [sequenceInputLayer(1)\n"
-                             "          selfAttentionLayer(numHeads, 16)\n"
-                             "          fullyConnectedLayer(2)];\n"
-                             "net = dlnetwork(layers);\n"},
-}
+# what a page's commands read that only a long run makes
+SETUP = {"view.md": lambda: _roman_demo_folder(Path("demo-out") / "roman")}
 
 
 @pytest.fixture
@@ -68,24 +84,55 @@ def quick_training(monkeypatch, tmp_path):
 def test_pages_found():
     names = {p.relative_to(DOCS).as_posix() for p in PAGES}
     for page in ("getting-started.md", "concepts.md", "errors.md", "porting-matlab.md",
-                 "porting-trax.md", "saving.md", "attention.md", "tutorials/forecasting.md"):
+                 "porting-trax.md", "saving.md", "attention.md", "tutorials/forecasting.md",
+                 "matlab.md", "view.md"):
         assert page in names
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
 def test_page_code_runs(page, quick_training):
-    for name, content in FILES.get(page.relative_to(DOCS).as_posix(), {}).items():
-        Path(name).write_text(content)
+    rel = page.relative_to(DOCS).as_posix()
+    if rel in SETUP:
+        SETUP[rel]()
     namespace: dict = {"__name__": "__docs__"}
-    for n, (lang, code, expected) in enumerate(blocks(page)):
-        if lang != "python":
-            continue
-        where = f"{page.relative_to(DOCS)} block {n + 1}"
-        printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            exec(compile(code, where, "exec"), namespace)
-        if expected is not None:
-            assert _lines(printed.getvalue()) == _lines(expected), where
+    page_blocks = fences(page.read_text(encoding="utf-8"))
+    for n, b in enumerate(page_blocks):
+        where = f"{rel} line {b.line}"
+        if b.lang == "python":
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                exec(compile(b.code, where, "exec"), namespace)
+            if b.expected is not None:
+                assert lines(printed.getvalue()) == lines(b.expected), where
+        elif b.lang == "matlab":
+            name = matlab_file(b.code)
+            if name is not None:                 # the page's file: the blocks after it use it
+                ship(Path(name), b.code, page.parent)
+                assert any(name in later.code for later in page_blocks[n + 1:]), (
+                    f"{where}: the page shows {name} but no block after it uses it")
+            else:
+                from attnlab.matlab import run_code
+                run_code(b.code, out=lambda s: None)
+        elif b.lang == "sh":
+            for line in shell_commands(b.code):
+                result = run_shell_line(line, NOT_RUN)
+                if result is not None:
+                    status, output = result
+                    assert status == 0, f"{where}: {line} exited {status}\n{output}"
+        else:
+            assert b.lang in ("text", "directive"), (
+                f"{where}: label the block (python, text, sh or matlab)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
+def test_every_text_block_is_an_output_or_an_illustration(page):
+    rel = page.relative_to(DOCS).as_posix()
+    listed = [start for (name, start) in ILLUSTRATIONS if name == rel]
+    unchecked = unexplained_text_blocks(fences(page.read_text(encoding="utf-8")),
+                                        lambda code: any(code.startswith(s) for s in listed))
+    assert not unchecked, (f"{rel} lines {unchecked}: a text block that is no Python block's "
+                           "output; put it right after the code that prints it, or list it in "
+                           "ILLUSTRATIONS with what it is")
 
 
 def test_output_check_catches_a_wrong_message(tmp_path):
@@ -93,6 +140,20 @@ def test_output_check_catches_a_wrong_message(tmp_path):
     page.write_text("```python\nprint('a')\n```\n\n```text\nb\n```\n")
     [(lang, code, expected), _] = blocks(page)
     assert (lang, expected) == ("python", "b\n")
+
+
+def test_shell_lines_outside_attnlab_are_listed_or_fail():
+    with pytest.raises(AssertionError, match="NOT_RUN"):
+        run_shell_line("rm -rf build", NOT_RUN)
+    assert run_shell_line("make demo   # trains", NOT_RUN) is None
+
+
+def test_the_shipped_matlab_script_is_the_one_the_page_shows(tmp_path):
+    [shown] = [b.code for b in fences((DOCS / "matlab.md").read_text(encoding="utf-8"))
+               if b.lang == "matlab" and matlab_file(b.code) == "model.m"]
+    ship(tmp_path / "model.m", shown, DOCS)        # raises when docs/model.m differs
+    with pytest.raises(AssertionError, match="differs"):
+        ship(tmp_path / "model.m", shown + "% changed\n", DOCS)
 
 
 def _docstring_examples():

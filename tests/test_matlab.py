@@ -110,7 +110,11 @@ def test_unknown_option_lists_the_valid_ones():
                  "AttentionMask", "DropoutProbability", "indexing1dLayer"):
         assert part in msg, msg
     with pytest.raises(al.ArgumentError, match="Did you mean 'OutputMode'"):
-        M.lstmLayer(8, OutputMod="last")
+        M.lstmLayer(8, OutputMdoe="last")
+    # MATLAB matches a unique prefix of a name; one of several is an error naming them
+    assert M.lstmLayer(8, OutputMod="last").output_mode == "last"
+    with pytest.raises(al.ArgumentError, match="'Has' is the start of several options"):
+        M.lstmLayer(8, Has=True)
 
 
 @pytest.mark.parametrize("call,match", [
@@ -181,8 +185,11 @@ def test_dlnetwork_initialises_complete_networks_like_matlab():
 def test_output_layers_are_dropped_with_a_note():
     layers = [M.featureInputLayer(4), M.fullyConnectedLayer(3), M.softmaxLayer(),
               M.classificationLayer("Name", "output")]
-    with pytest.warns(M.MatlabNote, match="classificationLayer 'output'.*crossentropy"):
-        net = M.dlnetwork(layers)
+    with pytest.raises(al.NetworkError, match="'output' \\(classificationLayer\\) is an output "
+                                              "layer.*must not contain.*crossentropy"):
+        M.dlnetwork(layers)                       # MATLAB refuses output layers in a dlnetwork
+    with pytest.warns(M.MatlabNote, match="classificationLayer 'output'.*trainNetwork"):
+        net = M.layerGraph(layers)
     assert [type(l).__name__ for l in net.layers] == ["FeatureInput", "Dense", "Softmax"]
     with pytest.warns(M.MatlabNote, match="regressionLayer.*trainNetwork takes its loss"):
         M.addLayers(M.dlnetwork(), [M.featureInputLayer(4), M.regressionLayer()])
@@ -251,7 +258,7 @@ def test_training_options_map_matlab_names_and_defaults():
 
 @pytest.mark.parametrize("call,match", [
     (lambda: M.trainingOptions("lbfgs"), "'sgdm', 'adam'"),
-    (lambda: M.trainingOptions("adam", MaxEpoch=5), "Did you mean 'MaxEpochs'"),
+    (lambda: M.trainingOptions("adam", MaxEpoks=5), "Did you mean 'MaxEpochs'"),
     (lambda: M.trainingOptions("adam", SequenceLength="shortest"), "longest"),
     (lambda: M.trainingOptions("adam", MaxEpochs=0), "MaxEpochs"),
 ])

@@ -86,14 +86,35 @@ def _parse(fn: str, args: tuple, kwargs: dict, options: dict[str, Any],
             raise ArgumentError(f"{fn}: expected an option name (text), received {name!r}. "
                                 f"Options: {', '.join(options)}.")
         key = name.lower()
+        prefixed = [k for k in valid if k.startswith(key)] if key else []
         if key in valid:
             out[valid[key]] = value
-        elif not _matlab_only(fn, name, value):
+        elif _matlab_only(fn, name, value):
+            pass
+        elif len(prefixed) == 1:             # MATLAB matches a unique prefix: 'MaxEp', 5
+            out[valid[prefixed[0]]] = value
+        else:
+            if len(prefixed) > 1:
+                raise ArgumentError(
+                    f"{fn}: '{name}' is the start of several options "
+                    f"({', '.join(valid[k] for k in prefixed)}): write more of the name.")
             hint = _HINTS.get(key, "")
             raise ArgumentError(
                 f"{fn}: expected an option among {', '.join(options) or 'none'}, received "
                 f"'{name}'.{close_matches(name, options)} {hint}".rstrip())
     return pos, out
+
+
+def split_pairs(args: tuple, options) -> tuple[tuple, tuple]:
+    """(values, name–value pairs): the positional arguments up to the first text that names
+    one of `options` (case-insensitively, or a unique prefix of one) and has a value after it,
+    as MATLAB reads `classify(net, X, 'MiniBatchSize', 27, 'SequenceLength', 'longest')`."""
+    names = [o.lower() for o in options]
+    for i, a in enumerate(args):
+        if isinstance(a, str) and i + 1 < len(args) and a and (
+                a.lower() in names or sum(n.startswith(a.lower()) for n in names) == 1):
+            return tuple(args[:i]), tuple(args[i:])
+    return tuple(args), ()
 
 
 def _word(fn: str, option: str, value, allowed: tuple[str, ...]) -> str:

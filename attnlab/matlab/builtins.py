@@ -399,7 +399,7 @@ def extractdata(ctx, x):
 BASE = {
     "disp": disp, "display": disp, "fprintf": fprintf, "sprintf": sprintf, "num2str": num2str,
     "error": error, "warning": warning, "rng": rng, "gpurng": rng, "tic": tic, "toc": toc,
-    "clc": _noop, "clear": _noop, "close": _noop, "figure": _noop, "hold": _noop,
+    "canUseGPU": lambda ctx: _can_use_gpu(), "clc": _noop, "clear": _noop, "close": _noop, "figure": _noop, "hold": _noop,
     "format": _noop, "drawnow": _noop, "clearvars": _noop,
     "size": size, "numel": numel, "length": length, "isempty": isempty, "zeros": zeros,
     "ones": ones, "rand": rand, "randn": randn,
@@ -417,3 +417,8 @@ BASE = {
 }
 CONSTANTS = {"true": True, "false": False, "pi": math.pi, "Inf": math.inf, "inf": math.inf,
              "NaN": math.nan, "nan": math.nan, "eps": float(np.finfo(float).eps)}
+def _can_use_gpu() -> bool:
+    import torch
+    return bool(torch.cuda.is_available())
+
+

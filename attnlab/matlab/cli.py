@@ -32,12 +32,19 @@ def parse_sets(pairs: list[str]) -> dict:
     return ws
 
 
-def final_networks(ws: dict, notes=None) -> list[tuple[str, Network]]:
+def final_networks(ws: dict, notes=None, cleared=None) -> list[tuple[str, Network]]:
     """The networks a script ends with, by variable name: each Network once, and layer arrays
-    whose layers went into no network (as MATLAB's analyzeNetwork(layers) would see them)."""
+    whose layers went into no network (as MATLAB's analyzeNetwork(layers) would see them).
+    When the script cleared every one, those it cleared (`cleared`: name -> (line, value))."""
     from .networks import layerGraph
     seen: set[int] = set()
     out = []
+    if cleared and not any(isinstance(v, Network) and v.layers or _layer_list(v)
+                           for v in ws.values()):
+        ws = {**{name: value for name, (_, value) in cleared.items()}, **ws}
+        if notes is not None:
+            notes.extend(f"'{name}' was cleared at line {line}: the analysis is of the network "
+                         "it held" for name, (line, _) in cleared.items())
     for name, value in ws.items():
         if isinstance(value, Network) and id(value) not in seen and value.layers:
             seen.add(id(value))
@@ -46,8 +53,9 @@ def final_networks(ws: dict, notes=None) -> list[tuple[str, Network]]:
     # discarded layerGraph (plot(layerGraph(layers))) or a skipped statement is shown itself
     in_nets = {id(l) for _, net in out for l in net.layers}
     for name, value in ws.items():
-        if isinstance(value, list) and any(isinstance(v, Layer) for v in value) and \
+        if _layer_list(value) and id(value) not in seen and \
                 not any(id(v) in in_nets for v in value):
+            seen.add(id(value))
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 out.append((name, layerGraph(value)))
@@ -56,15 +64,33 @@ def final_networks(ws: dict, notes=None) -> list[tuple[str, Network]]:
     return out
 
 
+def _layer_list(value) -> bool:
+    return isinstance(value, list) and any(isinstance(v, Layer) for v in value)
+
+
+def holders(ws: dict, value, trained: dict) -> list[str]:
+    """Every variable of the workspace that holds this network (or the layer array it was
+    built from), each with how: `net (trainNetwork, line 28: analysed as built)`."""
+    names = []
+    for name, v in ws.items():
+        if v is value:
+            how = trained.get(name)
+            names.append(f"'{name}'" + (f" ({how[1]} at line {how[0]}, from '{how[2]}': "
+                                        "analysed as built, untrained)" if how else ""))
+    return names
+
+
 def _load(path: Path, sets: list[str]):
     ws = parse_sets(sets)
     interp = Interpreter(path.read_bytes(), path.name, ws, analyze=True,
                          out=lambda *a, **k: None)
     ws, interp = _run(interp)
-    nets = final_networks(ws, interp.notes)
-    if not nets and interp.blocked:
-        raise _blocked_error(interp, _all_undefined(path, sets, interp))
-    return nets, interp.notes
+    nets = final_networks(ws, interp.notes, interp.cleared)
+    if interp.blocked:           # a network the script builds could not be built whole
+        built_some = any(isinstance(v, Network) and v.layers or _layer_list(v)
+                         for v in ws.values())
+        raise _blocked_error(interp, _all_undefined(path, sets, interp), built_some)
+    return nets, interp, ws
 
 
 def _all_undefined(path: Path, sets: list[str], interp, most: int = 30) -> list[str]:
@@ -86,7 +112,8 @@ def _all_undefined(path: Path, sets: list[str], interp, most: int = 30) -> list[
     return found
 
 
-def _blocked_error(interp, undefined: list[str] | None = None) -> ScriptError:
+def _blocked_error(interp, undefined: list[str] | None = None,
+                   built_some: bool = False) -> ScriptError:
     """No network could be built because a statement that builds one needed a value the
     script does not have: the error names that value (and the other undefined ones the
     script uses) and how to give them."""
@@ -103,13 +130,15 @@ def _blocked_error(interp, undefined: list[str] | None = None) -> ScriptError:
                            + ", ".join(f"'{n}': …" for n in names) + "})", interp.file,
                            e.node.start_point.row + 1, e.node.start_point.column + 1)
     fix = f" Give it with --set {e.var}=VALUE." if e.var and "--set" not in e.why else ""
-    return ScriptError(f"no network could be built: this statement was skipped ({e.why}).{fix}",
+    what = "the network could not be built whole" if built_some else "no network could be built"
+    return ScriptError(f"{what}: this statement was skipped ({e.why}).{fix}",
                        interp.file,
                        node.start_point.row + 1, node.start_point.column + 1)
 
 
 def _load_reported(path: Path, sets: list[str]):
-    """(networks, notes), or None once the one-line error of an unreadable script is printed."""
+    """(networks, interpreter, workspace), or None once the one-line error of an unreadable
+    script is printed."""
     try:
         return _load(path, sets)
     except FileNotFoundError:
@@ -120,13 +149,24 @@ def _load_reported(path: Path, sets: list[str]):
 
 
 def analyze(path: Path, sets: list[str], width: int = 120) -> int:
+    """Exit 0: every network the script ends with analysed clean; 1: a network has errors (or
+    a line MATLAB refuses, such as dlnetwork given output layers); 2: the script cannot be
+    run, builds no network, or a statement that builds its network had to be skipped."""
     loaded = _load_reported(path, sets)
     if loaded is None:
         return 2
-    nets, notes = loaded
-    status = 0
+    nets, interp, ws = loaded
+    notes = interp.notes
     if not nets:
-        print(f"{path.name}: the script builds no network")
+        for note in notes:
+            print(f"note: {note}")
+        print(f"error: {path.name}: the script builds no network (no variable holds a layer "
+              "array, layerGraph or dlnetwork when it ends)", file=sys.stderr)
+        return 2
+    status = 0
+    print(f"{path.name}: {len(nets)} network{'s' if len(nets) > 1 else ''}, held by " + "; ".join(
+        ", ".join(holders(ws, ws.get(name), interp.trained) or [f"'{name}'"])
+        for name, _ in nets))
     for name, net in nets:
         analysis = matlab_analysis(net.analyze(), net)
         print(f"{path.name}: network '{name}': {len(net.layers)} layers, inputs "
@@ -136,6 +176,9 @@ def analyze(path: Path, sets: list[str], width: int = 120) -> int:
         if note:
             print(note)
         status = status or (0 if analysis.ok else 1)
+    for line, message in interp.refusals:      # MATLAB refuses the network at this line
+        print(f"error: {path.name}:{line}: {message}")
+        status = 1
     for note in notes:
         print(f"note: {note}")
     return status
@@ -145,7 +188,7 @@ def plot(path: Path, sets: list[str], out: Path | None, **kwargs) -> int:
     loaded = _load_reported(path, sets)
     if loaded is None:
         return 2
-    nets, _ = loaded
+    nets = loaded[0]
     if not nets:
         print(f"error: {path.name} builds no network to draw", file=sys.stderr)
         return 2

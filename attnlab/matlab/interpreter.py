@@ -27,7 +27,7 @@ from ..network import Network
 from . import builtins as B
 from ._options import MatlabNote
 from .reader import ScriptError, parse
-from .values import Cell, Lambda, MatlabError, Missing, NeedsData, String, Struct
+from .values import Cell, Handle, Lambda, MatlabError, Missing, NeedsData, String, Struct
 
 _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
 _GRAPH_EDITS = {"dlnetwork", "layerGraph", "addLayers", "connectLayers", "disconnectLayers",
@@ -39,6 +39,17 @@ def _toolbox() -> dict:
     names = {}
     for module in (layers, networks, training, extras, utility_layers, data, factors):
         names.update({n: getattr(module, n) for n in module.__all__
+# functions that return the network they were given, trained or updated: a statement that calls
+# one and is skipped leaves its first output holding that network (the architecture is the same)
+_TRAINERS = {"trainNetwork", "trainnet", "dlupdate", "adamupdate", "sgdmupdate",
+             "rmspropupdate", "lbfgsupdate", "initialize", "resetState"}
+# the functions of a custom training loop: a loop that calls one is skipped whole by analyze
+_LOOP_TRAINING = {"dlfeval", "dlgradient", "adamupdate", "sgdmupdate", "rmspropupdate",
+                  "dlupdate", "lbfgsupdate"}
+_CUSTOM_LOOP = _LOOP_TRAINING | {"trainingProgressMonitor", "recordMetrics", "updateInfo",
+                                 "groupSubPlot", "minibatchqueue"}
+_CLEAR_WORDS = {"all", "variables", "functions", "classes", "global", "mex", "import", "java",
+                "-all", "-variables", "-functions", "-classes", "-global"}
                       if n[0].islower() and callable(getattr(module, n))})
     return names
 
@@ -96,6 +107,14 @@ class Interpreter:
         self.file = file
         self.given = dict(workspace or {})
         self.ws: dict = dict(self.given)
+def _descendants(node):
+    stack = list(node.named_children)
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.named_children)
+
+
         self.analyze = analyze
         self.notes: list[str] = []
         self.state: dict = {}
@@ -140,6 +159,13 @@ class Interpreter:
 
     def _fail(self, node, message) -> NoReturn:
         raise ScriptError(message, self.file, node.start_point.row + 1,
+        # variables a skipped training statement left holding the network it was given:
+        # name -> (line, function, the variable that held the network)
+        self.trained: dict[str, tuple[int, str, str]] = {}
+        # networks the script cleared: name -> (line, value); analysed when none is left
+        self.cleared: dict[str, tuple[int, object]] = {}
+        # network errors MATLAB raises at a line that analyze goes past: (line, message)
+        self.refusals: list[tuple[int, str]] = []
                           node.start_point.column + 1)
 
     def _block(self, nodes, scope):
@@ -170,27 +196,88 @@ class Interpreter:
         except NeedsData as e:
             if not self.analyze:
                 raise
-            kept = []
-            for name in self._targets(node):
-                if scope is self.ws and name in self.given:
-                    kept.append(name)            # --set gave it: the given value stands
-                    scope[name] = self.given[name]
-                else:
-                    scope[name] = Missing(node.start_point.row + 1, e.why, e.var or name)
-            if self._builds_network(node):
-                self.blocked.append((node, e))
-            self._note(node, f"skipped: {e.why}" + (
-                f"; {', '.join(kept)} keep{'s' if len(kept) == 1 else ''} the given value"
-                if kept else ""))
+            self._skipped(node, e, scope)
+
+    def _skipped(self, node, e, scope):
+        """analyze skips a statement: its targets become Missing, except that a variable
+        holding a network keeps it and a training call's output holds the network trained."""
+        kept, held = [], []
+        line = node.start_point.row + 1
+        trained = self._trained_network(node, scope)
+        builds = trained is None and self._builds_network(node)
+        for k, name in enumerate(self._targets(node)):
+            old = scope.get(name)
+            if k == 0 and trained is not None:
+                fn, source, net = trained
+                scope[name] = net
+                if name != source:
+                    self.trained[name] = (line, fn, source)
+                held.append(f"'{name}' holds the network {fn} was given ('{source}'), as built"
+                            if name != source else f"'{name}' keeps its network")
+            elif (isinstance(old, Network) or _is_layerish(old)) and not builds:
+                held.append(f"'{name}' keeps its network")     # training, data, plots
+            elif scope is self.ws and name in self.given:
+                kept.append(name)            # --set gave it: the given value stands
+                scope[name] = self.given[name]
+            else:
+                scope[name] = Missing(line, e.why, e.var or name)
+        if builds:                       # the network would differ: analyze stops (exit 2)
+            self.blocked.append((node, e))
+        self._note(node, f"skipped: {e.why}" + (
+            f"; {', '.join(kept)} keep{'s' if len(kept) == 1 else ''} the given value"
+            if kept else "") + "".join(f"; {h}" for h in held))
+
+    def _trained_network(self, node, scope):
+        """(function, variable, network) when a statement assigns the result of a training
+        or update call (`net = trainnet(X, T, net, …)`) whose network the script has."""
+        if node.type != "assignment":
+            return None
+        right = node.child_by_field_name("right") or node.named_children[-1]
+        if right.type != "function_call" or right.named_children[0].type != "identifier":
+            return None
+        fn = _text(right.named_children[0], self.src)
+        if fn not in _TRAINERS or fn in scope:
+            return None
+        for arg in (_child(right, "arguments").named_children if _child(right, "arguments")
+                    else []):
+            if arg.type == "identifier":
+                value = scope.get(_text(arg, self.src))
+                if isinstance(value, Network) or _is_layerish(value):
+                    return fn, _text(arg, self.src), value
+        return None
+
+    def _custom_training_loop(self, node, scope) -> bool:
+        """A loop that calls dlfeval, dlgradient or an optimizer update trains the network
+        itself: analyze skips it whole with one note, and the network keeps its architecture."""
+        calls = sorted({_text(n, self.src) for n in _descendants(node)
+                        if n.type == "identifier" and _text(n, self.src) in _LOOP_TRAINING
+                        and _text(n, self.src) not in self.functions})
+        if not calls:
+            return False
+        first, last = node.start_point.row + 1, node.end_point.row + 1
+        why = f"set in the custom training loop at lines {first}-{last}"
+        for n in _descendants(node):
+            if n.type == "assignment":
+                for name in self._targets(n):
+                    old = scope.get(name)
+                    if not (isinstance(old, Network) or _is_layerish(old)):
+                        scope[name] = Missing(first, why, name)
+        self._note(node, f"skipped: a custom training loop (lines {first}-{last}: "
+                   f"{', '.join(calls)}); analyze does not train, and the network it trains "
+                   "is analysed as built")
+        return True
 
     def _builds_network(self, node) -> bool:
-        """Whether a statement calls a layer or network-building function."""
+        """Whether a statement calls a layer or network-building function (for a compound
+        statement, other than `initialize`, which leaves the architecture as it is)."""
+        compound = node.type not in ("assignment", "expression_statement", "function_call")
         stack = [node]
         while stack:
             n = stack.pop()
             if n.type == "identifier":
                 name = _text(n, self.src)
-                if name in self.toolbox and (name.endswith("Layer") or name in _GRAPH_EDITS):
+                if name in self.toolbox and (name.endswith("Layer") or name in _GRAPH_EDITS) \
+                        and not (compound and name == "initialize"):
                     return True
             stack.extend(n.named_children)
         return False
@@ -202,13 +289,16 @@ class Interpreter:
             return False
         right = node.child_by_field_name("right") or node.named_children[-1]
         targets = self._targets(node)
-        return (right.type == "function_call" and right.named_children[0].type == "identifier"
-                and _text(right.named_children[0], self.src) in B.FILES and bool(targets)
+        call = right.named_children[0] if right.type == "function_call" else right
+        return (call.type == "identifier"        # [XTrain, YTrain] = japaneseVowelsTrainData;
+                and _text(call, self.src) in B.FILES and bool(targets)
                 and all(t in self.given for t in targets))
 
     def _note(self, node, text):
         line = node.start_point.row + 1
-        self.notes.append(f"{self.file}:{line}: {text}")
+        note = f"{self.file}:{line}: {text}"
+        if note not in self.notes:               # once per statement, not per loop iteration
+            self.notes.append(note)
 
     def _targets(self, node) -> list[str]:
         if node.type != "assignment":
@@ -245,6 +335,9 @@ class Interpreter:
         elif kind == "continue_statement":
             raise _Continue
         elif kind == "return_statement":
+        if self.analyze and kind in ("for_statement", "while_statement") and \
+                self._custom_training_loop(node, scope):
+            return
             raise _Return
         elif kind == "command":
             self._command(node, scope)
@@ -461,6 +554,11 @@ class Interpreter:
         if kind == "identifier":
             return self._name(node, scope, nargout)
         if kind == "parenthesis":
+            if isinstance(container, Missing):
+                raise NeedsData(f"sets part of '{_text(name_node, self.src)}', which line "
+                                f"{container.line} left uncomputed")
+            if isinstance(container, Handle):
+                return
             return self.eval_in(node.named_children[0], scope)
         if kind == "matrix":
             return self._matrix(node, scope)
@@ -470,6 +568,11 @@ class Interpreter:
         if kind == "function_call":
             return self._function_call(node, scope, nargout)
         if kind == "field_expression":
+            if isinstance(obj, Missing):
+                raise NeedsData(f"sets a property of '{_text(obj_node, self.src)}', which "
+                                + (f"line {obj.line} left uncomputed" if obj.line else obj.why))
+            if isinstance(obj, Handle) or _is_datastore(obj):
+                return                    # figure, axes, datastore settings: nothing to keep
             return self._field_expression(node, scope)
         if kind in ("binary_operator", "comparison_operator", "boolean_operator"):
             return self._binary(node, scope)
@@ -526,7 +629,7 @@ class Interpreter:
         if name in B.CONSTANTS:
             return B.CONSTANTS[name]
         if name in self.functions or name in self.toolbox or name in B.BASE or name in B.DATA \
-                or name in B.OUTSIDE:
+                or name in B.OUTSIDE or name in _CUSTOM_LOOP:
             return self._call(name, [], {}, node, scope, nargout)
         if name in B.NAMESPACES:
             return B.NAMESPACES[name]
@@ -768,7 +871,15 @@ class Interpreter:
         if name in self.functions:
             return self._call_function(self.functions[name], pos, nargout, node, kw)
         if name in _DISPLAY and (self.analyze or name == "plot"):
-            return None                  # pictures: `attnlab plot FILE.m` draws the networks
+            # pictures: `attnlab plot FILE.m` draws the networks; f = figure is a handle
+            return Handle(name) if nargout >= 1 else None
+        if name in _CUSTOM_LOOP and name not in self.toolbox:
+            if self.analyze:
+                raise NeedsData(f"{name} belongs to a custom training loop, which analyze "
+                                "does not run")
+            raise MatlabError(f"{name} belongs to a custom training loop, which attnlab's "
+                              "reader does not run: train with trainnet(X, T, net, lossFcn, "
+                              "options), or in Python with al.train", node=node)
         if name in B.OUTSIDE:
             if self.analyze:
                 raise NeedsData(f"{name} is a MATLAB function attnlab's reader does not run")
@@ -776,8 +887,7 @@ class Interpreter:
                               "compute its result in Python and pass it as a workspace "
                               "variable (run_file(path, workspace={...}))", node=node)
         if name in ("clear", "clearvars") and pos:
-            for var in pos:                      # clear x y: those variables only; a bare
-                scope.pop(str(var), None)        # `clear` keeps what the caller gave
+            self._clear([str(p) for p in pos], node, scope)
             return None
         if name in B.DATA:
             if self.analyze:
@@ -814,6 +924,8 @@ class Interpreter:
                 result = base(self, *pos, **kw)
             except (TypeError, ValueError) as e:
                 raise MatlabError(f"{name}: {e}", node=node) from e
+            if result is None and nargout >= 1 and (name in B.GRAPHICS or name in _DISPLAY):
+                return Handle(name)              # t = tiledlayout(2, 1), ax = gca
             if name in ("max", "min") and nargout > 1 and len(pos) == 1:
                 arr = np.asarray(B._num(pos[0])).ravel()
                 if arr.size == 0:
@@ -921,3 +1033,55 @@ def _run(interp: Interpreter):
         line, col = (node.start_point.row + 1, node.start_point.column + 1) if node else (0, 0)
         raise ScriptError(e.message, interp.file, line, col) from e
     return ws, interp
+            if isinstance(obj, Handle):          # f.Position, ax.YLim, t.nexttile(): no-ops
+                continue
+            if part.type == "function_call" and (isinstance(obj, Network) or _is_layerish(obj)):
+                name = _text(part.named_children[0], self.src)
+                if name in self.toolbox and name[0].islower():     # net.addLayers(layers)
+                    pos, kw = self._arguments(_child(part, "arguments"), scope, function=name)
+                    obj = self._call(name, [obj, *pos], kw, part, scope)
+                    continue
+                held = getattr(e, "network", None)
+                if self.analyze and isinstance(held, Network):
+                    # MATLAB stops at this line; analyze goes on with the network, so that the
+                    # analysis lists every issue (and a refusal is a network error, exit 1)
+                    if getattr(e, "refused", False):
+                        self.refusals.append((node.start_point.row + 1, str(e)))
+                    else:
+                        warnings.warn(f"{name}: the network has errors (its analysis lists "
+                                      "them); MATLAB stops at this line", MatlabNote)
+                    return held
+    def _clear(self, words: list[str], node, scope) -> None:
+        """`clear x y`, `clearvars -except net`, `clear -regexp ^temp`; `clear all` and the
+        other words keep the caller's values, as a bare `clear` does. A network cleared is
+        remembered: analyze shows it when the script ends with none."""
+        import re
+        names, keep, patterns, mode = [], [], [], "names"
+        for w in words:
+            if w in ("-except",):
+                mode = "except"
+            elif w == "-regexp":
+                mode = "regexp" if mode == "names" else "except-regexp"
+            elif w.lower() in _CLEAR_WORDS:
+                continue
+            elif mode == "names":
+                names.append(w)
+            elif mode == "except":
+                keep.append(w)
+            else:
+                patterns.append((mode, w))
+        if mode.startswith("except"):
+            drop = [n for n in scope if n not in keep and not (scope is self.ws and n in self.given)
+                    and not any(re.search(p, n) for m, p in patterns if m == "except-regexp")]
+        else:
+            drop = [n for n in scope if n in names or any(re.search(p, n) for m, p in patterns)]
+        for n in drop:
+            value = scope.pop(n)
+            if isinstance(value, Network) or _is_layerish(value):
+                self.cleared[n] = (node.start_point.row + 1, value)
+
+def _is_datastore(obj) -> bool:
+    from .data import ArrayDatastore, CombinedDatastore
+    return isinstance(obj, (ArrayDatastore, CombinedDatastore))
+
+

@@ -10,9 +10,9 @@ import weakref
 
 import torch
 
-from ..errors import ArgumentError, NetworkError, close_matches
+from ..errors import ArgumentError, FormatError, NetworkError, SizeError, close_matches
 from ..network import Network
-from ._options import _flag, _int, _parse, _word
+from ._options import _flag, _int, _parse, _word, split_pairs
 from .weights import apply_presets, getLayerWeights, setLayerWeights
 from .layers import _layer_array
 from .layers import LayerArray
@@ -59,12 +59,36 @@ def dlnetwork(*args: Any, **kwargs: Any) -> Network:
     layers, examples = args[0], args[1:]
     if isinstance(layers, Network):
         net = layers
+        dropped = list(output_layers(net))
     else:
-        net = _add(Network(), layers, "dlnetwork")
+        import warnings
+        from ._options import MatlabNote
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MatlabNote)
+            keep, dropped = _layer_array(layers, "dlnetwork")
+        net = Network()
+        net.add(keep)
     if o["OutputNames"] is not None:
         set_output_names(net, o["OutputNames"])
+    if dropped:
+        # MATLAB: "Layers must not contain output layers"; the network without them goes with
+        # the error, so that `attnlab analyze` can go on and analyse it
+        d = dropped[0]
+        error = NetworkError(
+            f"dlnetwork: layer '{d.name or d.kind}' ({d.kind}) is an output layer, and a "
+            f"dlnetwork must not contain output layers (MATLAB refuses it too). Remove "
+            f"{d.kind} from the layers and give the loss to training instead: "
+            f"trainnet(X, T, net, \"{d.loss}\", options); or keep it and train the layer "
+            "array with trainNetwork(X, Y, layers, options)")
+        error.network = net                                       # type: ignore[attr-defined]
+        error.refused = True                                      # type: ignore[attr-defined]
+        raise error
     if _flag("dlnetwork", "Initialize", o["Initialize"]):
-        _initialize_if_complete(net, examples)
+        try:
+            _initialize_if_complete(net, examples)
+        except (NetworkError, SizeError, FormatError) as e:
+            e.network = net                                       # type: ignore[attr-defined]
+            raise
     return net
 
 
@@ -203,7 +227,10 @@ def predict(net: Network, *X: Any, **kwargs: Any) -> torch.Tensor | tuple[torch.
     """Outputs in inference mode without gradients: one output, or a tuple in `Outputs` order
     (default: net.output_names), as MATLAB's `[Y1, …, YN] = predict(net, X1, …)`."""
     _check_net(net, "predict")
-    _, o = _parse("predict", (), kwargs, {"Outputs": None, "Acceleration": "auto"})
+    options = {"Outputs": None, "Acceleration": "auto", **_SEQUENCE_OPTIONS}
+    X, pairs = split_pairs(X, options)
+    _, o = _parse("predict", pairs, kwargs, options)
+    _sequence_options("predict", o)
     if _inner(net, o["Outputs"]):
         return _predict_inner(net, X, o["Outputs"], "predict", {})
     return _select_outputs(net, net.predict(*X), o["Outputs"], "predict")
@@ -212,14 +239,35 @@ def predict(net: Network, *X: Any, **kwargs: Any) -> torch.Tensor | tuple[torch.
 def minibatchpredict(net: Network, *X: Any, **kwargs: Any) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """`predict` in mini-batches of `MiniBatchSize` (default 128)."""
     _check_net(net, "minibatchpredict")
-    _, o = _parse("minibatchpredict", (), kwargs,
-                  {"MiniBatchSize": 128, "Outputs": None, "Acceleration": "auto",
-                   "ExecutionEnvironment": "auto", "UniformOutput": True})
+    options = {"MiniBatchSize": 128, "Outputs": None, "Acceleration": "auto",
+               "ExecutionEnvironment": "auto", "UniformOutput": True, **_SEQUENCE_OPTIONS}
+    X, pairs = split_pairs(X, options)
+    _, o = _parse("minibatchpredict", pairs, kwargs, options)
+    _sequence_options("minibatchpredict", o)
     bs = _int("minibatchpredict", "MiniBatchSize", o["MiniBatchSize"])
     if _inner(net, o["Outputs"]):
         return _predict_inner(net, X, o["Outputs"], "minibatchpredict", {"batch_size": bs})
     y = net.predict(*X, batch_size=bs)
     return _select_outputs(net, y, o["Outputs"], "minibatchpredict")
+
+
+# how predict, minibatchpredict and classify pad sequences of different lengths: attnlab
+# pads each mini-batch to its longest sequence and masks the padding, on either side
+_SEQUENCE_OPTIONS = {"SequenceLength": "longest", "SequencePaddingValue": 0,
+                     "SequencePaddingDirection": "right", "InputDataFormats": "auto",
+                     "OutputDataFormats": "auto"}
+
+
+def _sequence_options(fn: str, o: dict) -> None:
+    """Checks the sequence options of a prediction: "longest" (attnlab's masked padding) and
+    either padding side (the masks give the same results); formats "auto" or MATLAB's words."""
+    if not isinstance(o["SequenceLength"], str) or \
+            _word(fn, "SequenceLength", o["SequenceLength"], ("longest", "shortest")) != "longest":
+        raise ArgumentError(f"{fn}: expected SequenceLength \"longest\", received "
+                            f"{o['SequenceLength']!r}: attnlab pads each mini-batch to its longest "
+                            "sequence and masks the padding; truncate the sequences yourself for "
+                            "\"shortest\" or a fixed length.")
+    _word(fn, "SequencePaddingDirection", o["SequencePaddingDirection"], ("right", "left"))
 
 
 def _names(outputs):
@@ -311,3 +359,51 @@ def _check_net(net, fn):
                             f"{type(net).__name__}. Create one with net = dlnetwork.")
 
 
+
+
+def mixed_branches(net: Network | None, issue: Any) -> str | None:
+    """The message for a concatenation (or addition) whose inputs disagree because one branch
+    is a sequence and the other features: both sizes, and the usual fix, OutputMode="last" on
+    the recurrent layer that ends the sequence branch. None when the issue is something else."""
+    import re
+    if net is None or issue.layer is None or issue.kind != "format":
+        return None
+    m = re.search(r"expected (\S+) \(as 'in1'\), received (\S+)\.", issue.message)
+    layers = {l.name: l for l in net.layers}
+    layer = layers.get(issue.layer)
+    if m is None or layer is None:
+        return None
+    specs = {"in1": m.group(1), issue.port or "in2": m.group(2)}
+    seq = [p for p, s in specs.items() if "T" in s.split("×")]
+    feat = [p for p, s in specs.items() if "T" not in s.split("×")]
+    if len(seq) != 1 or len(feat) != 1:
+        return None
+    kind = {"Concatenation": "concatenationLayer", "Addition": "additionLayer",
+            "Multiplication": "multiplicationLayer"}.get(type(layer).__name__)
+    if kind is None:
+        return None
+
+    def source(name, port):
+        src = net._conns.get((name, port))
+        return src[0] if src is not None else None
+
+    origin = {p: source(issue.layer, p) for p in specs}
+    recurrent, name = None, origin[seq[0]]
+    while name is not None and name in layers:
+        l = layers[name]
+        if type(l).__name__ in ("LSTM", "GRU"):
+            recurrent = l
+            break
+        if len(l.input_ports) != 1:
+            break
+        name = source(name, l.input_ports[0])
+    fix = (f"end the sequence branch with OutputMode=\"last\" on '{recurrent.name}' "
+           f"({'bilstmLayer' if getattr(recurrent, 'bidirectional', False) else type(recurrent).__name__.lower() + 'Layer'}"
+           f"({recurrent.hidden}, OutputMode=\"last\")), or a globalAveragePooling1dLayer"
+           if recurrent is not None else
+           "end the sequence branch with a globalAveragePooling1dLayer (or an lstmLayer with "
+           "OutputMode=\"last\")")
+    return (f"layer '{issue.layer}' ({kind}) port '{feat[0] if feat[0] != 'in1' else seq[0]}': "
+            f"its inputs disagree: '{seq[0]}' receives a sequence {specs[seq[0]]} from "
+            f"'{origin[seq[0]]}', '{feat[0]}' features {specs[feat[0]]} from '{origin[feat[0]]}'. "
+            f"To join a sequence branch with a feature branch, {fix}.")

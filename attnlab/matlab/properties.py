@@ -27,6 +27,15 @@ def get_property(obj, name: str):
         props.update(layer_weights(obj))
     elif hasattr(obj, "loss") and hasattr(obj, "kind"):          # an output layer
         props = {"Name": lambda: obj.name}
+    elif type(obj).__name__ == "TrainingInfo":               # [net, info] = trainNetwork(...)
+        import numpy as np
+        it, val = getattr(obj, "iterations"), getattr(obj, "validation")
+        props = {"TrainingLoss": lambda: np.asarray(it.get("loss", []), dtype=float),
+                 "BaseLearnRate": lambda: np.asarray(it.get("learning_rate", []), dtype=float),
+                 "ValidationLoss": lambda: np.asarray(val.get("loss", []), dtype=float),
+                 "OutputNetworkIteration": lambda: getattr(obj, "best_iteration") or
+                 len(it.get("loss", [])),
+                 "StopReason": lambda: getattr(obj, "stop_reason")}
     else:
         raise ArgumentError(f"expected a struct, network or layer before '.{name}', received "
                             f"{type(obj).__name__}")

@@ -133,8 +133,9 @@ def matlab_analysis(analysis, net=None):
     import dataclasses
     names = {a: b for a, b in _TERMS if "(" not in b}
     names.update(TYPES)
-    issues = [dataclasses.replace(i, message=in_matlab_terms(time_axis_gone(net, i) or i.message))
-              for i in analysis.issues]
+    from .networks import mixed_branches
+    issues = [dataclasses.replace(i, message=in_matlab_terms(
+        time_axis_gone(net, i) or mixed_branches(net, i) or i.message)) for i in analysis.issues]
     types = {k: names.get(v, v) for k, v in analysis.types.items()}
     for layer in (net.layers if net is not None else ()):
         if getattr(layer, "bidirectional", False) and types.get(layer.name) == "lstmLayer":

@@ -364,7 +364,12 @@ def _output_losses(net, outputs, fn):
 def classify(net: Network, *X: Any, **kwargs: Any) -> np.ndarray | list[np.ndarray]:
     """Legacy `YPred = classify(net, X)` → `al.classify(net, X)`: class labels."""
     _check_net(net, "classify")
-    _parse("classify", (), kwargs, {"MiniBatchSize": 128})
+    from ._options import split_pairs
+    from .networks import _SEQUENCE_OPTIONS, _sequence_options
+    options = {"MiniBatchSize": 128, "ExecutionEnvironment": "auto", "Acceleration": "auto",
+               **_SEQUENCE_OPTIONS}
+    X, pairs = split_pairs(X, options)      # classify(net, X, 'SequenceLength', 'longest')
+    _sequence_options("classify", _parse("classify", pairs, kwargs, options)[1])
     from ..training import classify as _classify
     return _classify(net, *X)
 

@@ -89,3 +89,15 @@ class Lambda:
         scope = dict(self.scope)
         scope.update(zip(self.params, args))
         return self.interp.eval_in(self.body, scope)
+
+
+class Handle:
+    """An object the reader does not model (a figure, axes, a tiled layout): setting its
+    properties and calling its methods change nothing a network depends on, so they are
+    no-ops, and reading a property gives another handle."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    def __repr__(self):
+        return f"<{self.kind}>"

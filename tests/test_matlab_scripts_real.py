@@ -1,0 +1,182 @@
+"""Scripts written as people write them (the shapes of MathWorks examples, MATLAB Answers
+questions, GitHub projects), each in tests/matlab/real/ with a header saying the pattern and what
+MATLAB does with it. Each runs through `attnlab analyze FILE.m` (exit code and the words that
+matter) and through `run_file`; those that train do so for one epoch on tiny data."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import attnlab as al
+from attnlab.cli import main
+from attnlab.errors import NetworkError
+from attnlab.matlab import run_code, run_file, ScriptError
+import attnlab.matlab as M
+
+pytest.importorskip("tree_sitter_matlab")
+REAL = Path(__file__).parent / "matlab" / "real"
+
+
+def _analyze(capsys, name, *sets):
+    code = main(["analyze", str(REAL / name), *[a for s in sets for a in ("--set", s)]])
+    out = capsys.readouterr()
+    return code, " ".join(out.out.replace("│", " ").split()), " ".join(out.err.split())
+
+
+def _quiet(*args, **kwargs):
+    return None
+
+
+def _seq(n=6, t=5, c=12, classes=9, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, t, c, generator=g), torch.randint(0, classes, (n,), generator=g)
+
+
+def _types(net):
+    return [type(l).__name__ for l in net.layers]
+
+
+# -- 1. the analysed network is the one the script built -------------------------------------
+
+def test_trainNetwork_output_holds_the_layers_it_was_given(capsys):
+    code, out, _ = _analyze(capsys, "r01_trainnetwork_replaces_net.m")
+    assert code == 0, out
+    assert "1 network, held by 'layers', 'net' (trainNetwork at line 28, from 'layers': " \
+           "analysed as built, untrained)" in out
+    assert "network 'layers': 4 layers" in out and "no issues" in out
+    assert "lstm lstmLayer B×100" in out
+
+
+def test_trainNetwork_script_trains_with_run_file_on_tiny_data():
+    X, Y = _seq()
+    Xt, Yt = _seq(n=4, seed=1)
+    labels = np.array([f"speaker{i + 1}" for i in range(9)])
+    ws = run_file(REAL / "r01_trainnetwork_replaces_net.m",
+                  {"XTrain": X, "YTrain": M.categorical(labels[Y.numpy()], labels),
+                   "XTest": Xt, "YTest": M.categorical(labels[Yt.numpy()], labels)}, out=_quiet)
+    net = ws["net"]
+    assert isinstance(net, al.Network) and net.initialized and net.training_info is not None
+    assert _types(net) == ["SequenceInput", "LSTM", "Dense", "Softmax"]
+    assert len(ws["YPred"]) == 4            # classify(..., 'SequenceLength', 'longest'): an option
+    assert 0.0 <= float(ws["acc"]) <= 1.0
+
+
+def test_trainnet_into_the_same_variable_keeps_the_dlnetwork(capsys):
+    code, out, _ = _analyze(capsys, "r02_trainnet_overwrites_dlnetwork.m")
+    assert code == 0, out
+    assert "1 network, held by 'net'" in out and "network 'net': 3 layers" in out
+    assert "r02_trainnet_overwrites_dlnetwork.m:12: skipped" in out and "'net' keeps its network" in out
+
+
+def test_two_outputs_and_clearvars_except_keep_the_network(capsys):
+    code, out, _ = _analyze(capsys, "r03_info_output_and_clear.m")
+    assert code == 0, out
+    assert "held by 'lgraph', 'net' (trainNetwork at line 13, from 'lgraph'" in out
+    assert "network 'lgraph': 4 layers" in out and "no issues" in out
+    ws = run_file(REAL / "r03_info_output_and_clear.m",
+                  {"XTrain": np.random.rand(8, 4).astype(np.float32),
+                   "YTrain": np.random.rand(8, 1).astype(np.float32)}, out=_quiet)
+    assert set(ws) >= {"net", "lgraph", "info"} and "inputSize" not in ws and "opts" not in ws
+    assert ws["net"].training_info is ws["info"]
+
+
+def test_skipped_objects_take_property_sets_and_methods(capsys):
+    code, out, _ = _analyze(capsys, "r04_skipped_objects.m")
+    assert code == 0, out
+    assert "network 'net': 6 layers" in out and "no issues" in out
+    assert "r04_skipped_objects.m:4: skipped: sets a property of 'ds', which line 3 left " \
+           "uncomputed" in out
+    ws = run_file(REAL / "r04_skipped_objects.m", {"XTrain": np.zeros((28, 28, 5))}, out=_quiet)
+    assert ws["net"].initialized and _types(ws["net"])[0] == "ImageInput"
+
+
+def test_custom_training_loop_is_one_note_and_the_network_it_trains_is_analysed(capsys):
+    code, out, _ = _analyze(capsys, "r05_custom_loop.m")
+    assert code == 0, out
+    assert "network 'net': 5 layers" in out and "no issues" in out
+    assert out.count("custom training loop (lines 20-33") == 1
+    assert "trainingProgressMonitor belongs to a custom training loop" in out
+    with pytest.raises(ScriptError, match=r"r05_custom_loop.m:14:\d+: minibatchqueue "
+                                          r"belongs to a custom training loop.*trainnet"):
+        run_file(REAL / "r05_custom_loop.m", {"ds": M.arrayDatastore(np.zeros((4, 8)))},
+                 out=_quiet)
+
+
+def test_a_skipped_branch_keeps_the_network_and_loops_note_once(capsys):
+    code, out, _ = _analyze(capsys, "r09_skipped_branch_and_loop_notes.m")
+    assert code == 0, out
+    assert "network 'net': 5 layers" in out
+    assert out.count("r09_skipped_branch_and_loop_notes.m:24: skipped") == 1
+    assert out.count("r09_skipped_branch_and_loop_notes.m:25: skipped") == 1
+
+
+def test_a_network_built_in_part_is_not_reported_clean(capsys):
+    code, out, err = _analyze(capsys, "r10_fragment_is_not_clean.m")
+    assert code == 2 and "no issues" not in out
+    assert "r10_fragment_is_not_clean.m:8:1: the network could not be built whole" in err
+    assert "--set numClasses=VALUE" in err
+    code, out, _ = _analyze(capsys, "r10_fragment_is_not_clean.m", "numClasses=3")
+    assert code == 0 and "network 'layers': 4 layers" in out
+
+
+def test_clear_and_clearvars_except_as_matlab(capsys):
+    code, out, _ = _analyze(capsys, "r11_clear_keeps_networks.m")
+    assert code == 0 and "1 network, held by 'net'" in out and "'tmp'" not in out
+    ws = run_file(REAL / "r11_clear_keeps_networks.m", out=_quiet)
+    assert set(ws) == {"net", "results"}
+    ws = run_code("a = 1; tmpA = 2; tmpB = 3; clear -regexp ^tmp\nb = 2; clearvars -except a b")
+    assert set(ws) == {"a", "b"}
+
+
+def test_a_network_cleared_at_the_end_is_still_analysed(capsys, tmp_path):
+    script = tmp_path / "cleared.m"
+    script.write_text("layers = [featureInputLayer(3) fullyConnectedLayer(2)];\n"
+                      "net = dlnetwork(layers);\nclear net layers\n")
+    assert main(["analyze", str(script)]) == 0
+    out = capsys.readouterr().out
+    assert "network 'net': 2 layers" in out and "'net' was cleared at line 3" in out
+
+
+def test_a_script_that_builds_no_network_exits_2(capsys):
+    code, out, err = _analyze(capsys, "r08_no_network.m")
+    assert code == 2 and "r08_no_network.m: the script builds no network" in err
+    assert np.allclose(run_file(REAL / "r08_no_network.m", out=_quiet)["sig"], 2)
+
+
+def test_graphics_handles_and_method_syntax_in_run_code():
+    ws = run_code("f = figure; f.Position = [1 2 3 4]; t = tiledlayout(2, 1); "
+                  "t.TileSpacing = 'compact'; ax = nexttile; ax.YLim = [0 1]; h = plot(1:3);\n"
+                  "net = dlnetwork; net = net.addLayers([featureInputLayer(2) "
+                  "fullyConnectedLayer(1)]); net = net.initialize();")
+    assert ws["net"].initialized and _types(ws["net"]) == ["FeatureInput", "Dense"]
+
+
+# -- 3. what MATLAB refuses, refused ------------------------------------------------------------
+
+def test_dlnetwork_given_an_output_layer_is_a_network_error(capsys):
+    code, out, _ = _analyze(capsys, "r06_output_layer_in_dlnetwork.m")
+    assert code == 1, out
+    assert "error: r06_output_layer_in_dlnetwork.m:8: dlnetwork: layer 'regressionLayer' " \
+           "(regressionLayer) is an output layer, and a dlnetwork must not contain output " \
+           "layers" in out
+    assert 'trainnet(X, T, net, "mse", options)' in out
+    with pytest.raises(ScriptError, match="r06_output_layer_in_dlnetwork.m:8:.*must not contain "
+                                          "output layers"):
+        run_file(REAL / "r06_output_layer_in_dlnetwork.m", out=_quiet)
+    with pytest.raises(NetworkError, match="classificationLayer.*crossentropy"):
+        M.dlnetwork([M.featureInputLayer(2), M.fullyConnectedLayer(2), M.softmaxLayer(),
+                     M.classificationLayer()])
+
+
+@pytest.mark.parametrize("name,line", [("r07_concat_sequence_feature.m", None),
+                                       ("r12_concat_in_array.m", 14)])
+def test_a_sequence_branch_joined_to_features_names_both_sizes_and_the_fix(capsys, name, line):
+    code, out, _ = _analyze(capsys, name)
+    assert code == 1, out
+    assert "its inputs disagree" in out and "receives a sequence B×T×" in out
+    assert "features B×" in out and 'OutputMode="last" on \'lstm\'' in out
+    if line:
+        assert f"{name}:{line}: dlnetwork: the network has errors" in out
