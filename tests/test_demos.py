@@ -9,7 +9,7 @@ from attnlab.cli import DEMOS, main
 
 NEEDS = {"digits": ["sklearn"], "vowels": ["sklearn", "sktime"],
          "forecast": ["statsmodels"], "roman": []}
-COMMON = ["model.attnlab", "network.png", "training-progress.png", "attention.png",
+COMMON = ["model.attnlab", "network.png", "training-progress.png", "attention.png", "sample.npz",
           "metrics.json", "report.html"]
 EXTRA = {"digits": ["attention-map.png"], "forecast": ["forecast.png"]}
 KEYS = {"digits": {"test_accuracy", "baseline_accuracy"},
