@@ -32,13 +32,6 @@ from .values import Cell, Handle, Lambda, MatlabError, Missing, NeedsData, Strin
 _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
 _GRAPH_EDITS = {"dlnetwork", "layerGraph", "addLayers", "connectLayers", "disconnectLayers",
                 "removeLayers", "replaceLayer", "initialize"}
-
-
-def _toolbox() -> dict:
-    from . import layers, networks, training, extras, utility_layers, data, factors
-    names = {}
-    for module in (layers, networks, training, extras, utility_layers, data, factors):
-        names.update({n: getattr(module, n) for n in module.__all__
 # functions that return the network they were given, trained or updated: a statement that calls
 # one and is skipped leaves its first output holding that network (the architecture is the same)
 _TRAINERS = {"trainNetwork", "trainnet", "dlupdate", "adamupdate", "sgdmupdate",
@@ -50,6 +43,13 @@ _CUSTOM_LOOP = _LOOP_TRAINING | {"trainingProgressMonitor", "recordMetrics", "up
                                  "groupSubPlot", "minibatchqueue"}
 _CLEAR_WORDS = {"all", "variables", "functions", "classes", "global", "mex", "import", "java",
                 "-all", "-variables", "-functions", "-classes", "-global"}
+
+
+def _toolbox() -> dict:
+    from . import layers, networks, training, extras, utility_layers, data, factors
+    names = {}
+    for module in (layers, networks, training, extras, utility_layers, data, factors):
+        names.update({n: getattr(module, n) for n in module.__all__
                       if n[0].islower() and callable(getattr(module, n))})
     return names
 
@@ -86,6 +86,14 @@ def _child(node, kind):
     return next((c for c in node.children if c.type == kind), None) if node is not None else None
 
 
+def _descendants(node):
+    stack = list(node.named_children)
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.named_children)
+
+
 def _walk_ids(node):
     return [c for c in node.named_children if c.type == "identifier"] if node.type != "identifier" \
         else [node]
@@ -107,14 +115,6 @@ class Interpreter:
         self.file = file
         self.given = dict(workspace or {})
         self.ws: dict = dict(self.given)
-def _descendants(node):
-    stack = list(node.named_children)
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(n.named_children)
-
-
         self.analyze = analyze
         self.notes: list[str] = []
         self.state: dict = {}
@@ -122,6 +122,13 @@ def _descendants(node):
         self.functions: dict[str, Function] = {}
         self.toolbox = _toolbox()
         self._data_depth = 0                     # > 0 inside the arguments of a data call
+        # variables a skipped training statement left holding the network it was given:
+        # name -> (line, function, the variable that held the network)
+        self.trained: dict[str, tuple[int, str, str]] = {}
+        # networks the script cleared: name -> (line, value); analysed when none is left
+        self.cleared: dict[str, tuple[int, object]] = {}
+        # network errors MATLAB raises at a line that analyze goes past: (line, message)
+        self.refusals: list[tuple[int, str]] = []
         # network-building statements analyze skipped: (node, NeedsData), in order
         self.blocked: list = []
 
@@ -159,13 +166,6 @@ def _descendants(node):
 
     def _fail(self, node, message) -> NoReturn:
         raise ScriptError(message, self.file, node.start_point.row + 1,
-        # variables a skipped training statement left holding the network it was given:
-        # name -> (line, function, the variable that held the network)
-        self.trained: dict[str, tuple[int, str, str]] = {}
-        # networks the script cleared: name -> (line, value); analysed when none is left
-        self.cleared: dict[str, tuple[int, object]] = {}
-        # network errors MATLAB raises at a line that analyze goes past: (line, message)
-        self.refusals: list[tuple[int, str]] = []
                           node.start_point.column + 1)
 
     def _block(self, nodes, scope):
@@ -178,6 +178,9 @@ def _descendants(node):
             return
         if self._given_data(node):
             self._note(node, "skipped: its result was given in the workspace")
+            return
+        if self.analyze and kind in ("for_statement", "while_statement") and \
+                self._custom_training_loop(node, scope):
             return
         try:
             with warnings.catch_warnings(record=True) as caught:
@@ -335,9 +338,6 @@ def _descendants(node):
         elif kind == "continue_statement":
             raise _Continue
         elif kind == "return_statement":
-        if self.analyze and kind in ("for_statement", "while_statement") and \
-                self._custom_training_loop(node, scope):
-            return
             raise _Return
         elif kind == "command":
             self._command(node, scope)
@@ -457,6 +457,11 @@ def _descendants(node):
         elif target.type == "function_call":           # x(i) = v, c{i} = v
             name_node = target.named_children[0]
             container = self._lvalue(name_node, scope)
+            if isinstance(container, Missing):
+                raise NeedsData(f"sets part of '{_text(name_node, self.src)}', which line "
+                                f"{container.line} left uncomputed")
+            if isinstance(container, Handle):
+                return
             args = _child(target, "arguments")
             new = self._set_index(container, args, value, _text(target, self.src), scope,
                                   brace=_child(target, "{") is not None)
@@ -466,6 +471,11 @@ def _descendants(node):
             parts = target.named_children
             obj_node, fields = parts[0], parts[1:]
             obj = self._lvalue(obj_node, scope)
+            if isinstance(obj, Missing):
+                raise NeedsData(f"sets a property of '{_text(obj_node, self.src)}', which "
+                                + (f"line {obj.line} left uncomputed" if obj.line else obj.why))
+            if isinstance(obj, Handle) or _is_datastore(obj):
+                return                    # figure, axes, datastore settings: nothing to keep
             self._store(obj_node, self._set_field(obj, fields, value, scope, target), scope)
         else:
             self._fail(target, f"cannot assign to {target.type.replace('_', ' ')}")
@@ -554,11 +564,6 @@ def _descendants(node):
         if kind == "identifier":
             return self._name(node, scope, nargout)
         if kind == "parenthesis":
-            if isinstance(container, Missing):
-                raise NeedsData(f"sets part of '{_text(name_node, self.src)}', which line "
-                                f"{container.line} left uncomputed")
-            if isinstance(container, Handle):
-                return
             return self.eval_in(node.named_children[0], scope)
         if kind == "matrix":
             return self._matrix(node, scope)
@@ -568,11 +573,6 @@ def _descendants(node):
         if kind == "function_call":
             return self._function_call(node, scope, nargout)
         if kind == "field_expression":
-            if isinstance(obj, Missing):
-                raise NeedsData(f"sets a property of '{_text(obj_node, self.src)}', which "
-                                + (f"line {obj.line} left uncomputed" if obj.line else obj.why))
-            if isinstance(obj, Handle) or _is_datastore(obj):
-                return                    # figure, axes, datastore settings: nothing to keep
             return self._field_expression(node, scope)
         if kind in ("binary_operator", "comparison_operator", "boolean_operator"):
             return self._binary(node, scope)
@@ -836,6 +836,14 @@ def _descendants(node):
         parts = node.named_children
         obj = self._value(parts[0], scope)
         for part in parts[1:]:
+            if isinstance(obj, Handle):          # f.Position, ax.YLim, t.nexttile(): no-ops
+                continue
+            if part.type == "function_call" and (isinstance(obj, Network) or _is_layerish(obj)):
+                name = _text(part.named_children[0], self.src)
+                if name in self.toolbox and name[0].islower():     # net.addLayers(layers)
+                    pos, kw = self._arguments(_child(part, "arguments"), scope, function=name)
+                    obj = self._call(name, [obj, *pos], kw, part, scope)
+                    continue
             if isinstance(obj, B.Namespace):     # parallel.gpu.rng(42, "Philox")
                 name = _text(part.named_children[0] if part.type == "function_call" else part,
                              self.src)
@@ -910,6 +918,16 @@ def _descendants(node):
             except (AttnlabError, ValueError, TypeError) as e:
                 if isinstance(e, ScriptError):
                     raise
+                held = getattr(e, "network", None)
+                if self.analyze and isinstance(held, Network):
+                    # MATLAB stops at this line; analyze goes on with the network, so that the
+                    # analysis lists every issue (and a refusal is a network error, exit 1)
+                    if getattr(e, "refused", False):
+                        self.refusals.append((node.start_point.row + 1, str(e)))
+                    else:
+                        warnings.warn(f"{name}: the network has errors (its analysis lists "
+                                      "them); MATLAB stops at this line", MatlabNote)
+                    return held
                 if isinstance(e, NetworkError) and self.analyze and name == "initialize" and \
                         pos and isinstance(pos[0], Network):
                     # MATLAB stops here; analyze goes on, so the analysis lists every issue
@@ -950,6 +968,35 @@ def _descendants(node):
             "docs/matlab.md)"
         self._fail(node, f"{name} is {what}.{hint}".rstrip("."))
 
+    def _clear(self, words: list[str], node, scope) -> None:
+        """`clear x y`, `clearvars -except net`, `clear -regexp ^temp`; `clear all` and the
+        other words keep the caller's values, as a bare `clear` does. A network cleared is
+        remembered: analyze shows it when the script ends with none."""
+        import re
+        names, keep, patterns, mode = [], [], [], "names"
+        for w in words:
+            if w in ("-except",):
+                mode = "except"
+            elif w == "-regexp":
+                mode = "regexp" if mode == "names" else "except-regexp"
+            elif w.lower() in _CLEAR_WORDS:
+                continue
+            elif mode == "names":
+                names.append(w)
+            elif mode == "except":
+                keep.append(w)
+            else:
+                patterns.append((mode, w))
+        if mode.startswith("except"):
+            drop = [n for n in scope if n not in keep and not (scope is self.ws and n in self.given)
+                    and not any(re.search(p, n) for m, p in patterns if m == "except-regexp")]
+        else:
+            drop = [n for n in scope if n in names or any(re.search(p, n) for m, p in patterns)]
+        for n in drop:
+            value = scope.pop(n)
+            if isinstance(value, Network) or _is_layerish(value):
+                self.cleared[n] = (node.start_point.row + 1, value)
+
     def _call_function(self, fn: Function, args, nargout, node, kw=None):
         if kw:
             self._fail(node, f"{fn.name}: name–value arguments to script functions are not "
@@ -972,6 +1019,11 @@ def _descendants(node):
                 self._fail(node, f"{fn.name}: output '{out}' was not assigned")
             results.append(scope[out])
         return results[0] if len(results) == 1 and nargout <= 1 else tuple(results)
+
+
+def _is_datastore(obj) -> bool:
+    from .data import ArrayDatastore, CombinedDatastore
+    return isinstance(obj, (ArrayDatastore, CombinedDatastore))
 
 
 def _has(obj, name):
@@ -1033,55 +1085,3 @@ def _run(interp: Interpreter):
         line, col = (node.start_point.row + 1, node.start_point.column + 1) if node else (0, 0)
         raise ScriptError(e.message, interp.file, line, col) from e
     return ws, interp
-            if isinstance(obj, Handle):          # f.Position, ax.YLim, t.nexttile(): no-ops
-                continue
-            if part.type == "function_call" and (isinstance(obj, Network) or _is_layerish(obj)):
-                name = _text(part.named_children[0], self.src)
-                if name in self.toolbox and name[0].islower():     # net.addLayers(layers)
-                    pos, kw = self._arguments(_child(part, "arguments"), scope, function=name)
-                    obj = self._call(name, [obj, *pos], kw, part, scope)
-                    continue
-                held = getattr(e, "network", None)
-                if self.analyze and isinstance(held, Network):
-                    # MATLAB stops at this line; analyze goes on with the network, so that the
-                    # analysis lists every issue (and a refusal is a network error, exit 1)
-                    if getattr(e, "refused", False):
-                        self.refusals.append((node.start_point.row + 1, str(e)))
-                    else:
-                        warnings.warn(f"{name}: the network has errors (its analysis lists "
-                                      "them); MATLAB stops at this line", MatlabNote)
-                    return held
-    def _clear(self, words: list[str], node, scope) -> None:
-        """`clear x y`, `clearvars -except net`, `clear -regexp ^temp`; `clear all` and the
-        other words keep the caller's values, as a bare `clear` does. A network cleared is
-        remembered: analyze shows it when the script ends with none."""
-        import re
-        names, keep, patterns, mode = [], [], [], "names"
-        for w in words:
-            if w in ("-except",):
-                mode = "except"
-            elif w == "-regexp":
-                mode = "regexp" if mode == "names" else "except-regexp"
-            elif w.lower() in _CLEAR_WORDS:
-                continue
-            elif mode == "names":
-                names.append(w)
-            elif mode == "except":
-                keep.append(w)
-            else:
-                patterns.append((mode, w))
-        if mode.startswith("except"):
-            drop = [n for n in scope if n not in keep and not (scope is self.ws and n in self.given)
-                    and not any(re.search(p, n) for m, p in patterns if m == "except-regexp")]
-        else:
-            drop = [n for n in scope if n in names or any(re.search(p, n) for m, p in patterns)]
-        for n in drop:
-            value = scope.pop(n)
-            if isinstance(value, Network) or _is_layerish(value):
-                self.cleared[n] = (node.start_point.row + 1, value)
-
-def _is_datastore(obj) -> bool:
-    from .data import ArrayDatastore, CombinedDatastore
-    return isinstance(obj, (ArrayDatastore, CombinedDatastore))
-
-
