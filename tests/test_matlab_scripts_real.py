@@ -127,7 +127,8 @@ def test_clear_and_clearvars_except_as_matlab(capsys):
     assert code == 0 and "1 network, held by 'net'" in out and "'tmp'" not in out
     ws = run_file(REAL / "r11_clear_keeps_networks.m", out=_quiet)
     assert set(ws) == {"net", "results"}
-    ws = run_code("a = 1; tmpA = 2; tmpB = 3; clear -regexp ^tmp\nb = 2; clearvars -except a b")
+    ws = run_code("a = 1; tmpA = 2; tmpB = 3;\nclear -regexp ^tmp\nb = 2; c = 3;\n"
+                  "clearvars -except a b\n")
     assert set(ws) == {"a", "b"}
 
 
