@@ -260,7 +260,11 @@ def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
             continue
         try:
             known_specs = cast("dict[str, Spec]", specs)     # no None: `known`
-            out_specs[n] = layer.infer_all(known_specs)
+            out_specs[n] = _mark_computed(layer, known_specs, layer.infer_all(known_specs))
+            # a port that looks ids up (Embedding's) must get them as the data gave them
+            for port in getattr(layer, "reads_ids", ()):
+                if known_specs[port].computed:
+                    issues.append(_computed_ids(net, n, port, in_specs))
             learnables[n] = _learnable_shapes(net, n, layer, known_specs, tensors, shared)
             # a layer whose inputs fit but make it useless says so (LayerNorm over one channel)
             notes = getattr(layer, "analysis_warnings", None)
@@ -307,6 +311,67 @@ def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
                     learnables=learnables, shared=_ties(tensors, shared),
                     issues=issues, types={n: l.type_name for n, l in layers.items()}, cycles=cycles,
                     input_names=net.input_names, output_names=[o[2] for o in outputs])
+
+
+def _mark_computed(layer, specs: dict[str, Spec], outs: dict[str, Spec]) -> dict[str, Spec]:
+    """The output specs with `computed` set: False out of an input layer; a layer with
+    `keeps_ids` (Index1d, Concatenation: values pass unchanged) passes on what it received, and
+    a spec it passes through whole keeps its own flag; a nested network's come from its own
+    analysis; every other layer computes its outputs."""
+    if isinstance(layer, Graph):
+        return outs
+    if layer.is_input:
+        return {p: s.with_computed(False) for p, s in outs.items()}
+    if getattr(layer, "keeps_ids", False):
+        ins = list(specs.values())
+        flag = any(s.computed for s in ins)
+        return {p: s if any(s is i for i in ins) else s.with_computed(flag) for p, s in outs.items()}
+    return {p: s.with_computed(True) for p, s in outs.items()}
+
+
+def _computed_ids(net, name, port, in_specs) -> Issue:
+    """The error of a port that reads token ids but receives computed values: it names the
+    layer that feeds it and, through layers that keep ids, the one that computed them, and
+    says how to feed the ids from an input layer instead."""
+    layers, conns = net._layers, net._conns
+    layer = layers[name]
+    fix = getattr(layer, "ids_fix", "")
+    fix = f" {fix}" if fix else ""
+    src = conns.get((name, port))
+    msg = f"layer '{name}' port '{port}': expected token ids as the data gives them (whole numbers), "
+    at, into, seen = (src[0] if src else None), (name, port), set()
+    while at is not None and getattr(layers[at], "keeps_ids", False) and at not in seen:
+        seen.add(at)
+        q = next((q for q, sp in (in_specs.get(at) or {}).items() if sp is not None and sp.computed),
+                 None)
+        if q is None:
+            break
+        into = (at, q)
+        at = conns[into][0] if into in conns else None       # None: an open port, fed from outside
+    if src is None or at is None:
+        return Issue("error", "ids", msg + "received values computed outside this network (it is "
+                     "used as a layer there): values a layer computes are not ids, and the lookup "
+                     "would fail at the first fractional one. Feed the ids from an input layer of the "
+                     f"outer network, directly or through layers that keep ids (Index1d, Concatenation)."
+                     + fix, name, port, FormatError)
+    feeder = src[0]
+    received = f"the output of '{feeder}' ({layers[feeder].type_name})"
+    if at != feeder:
+        received += f", computed by '{at}' ({layers[at].type_name})"
+    n, q = into
+    dst = n if len(layers[n].input_ports) == 1 else f"{n}/{q}"
+    out = conns[into]
+    origin = out[0] if len(layers[out[0]].output_ports) == 1 else f"{out[0]}/{out[1]}"
+    tokens, k = "tokens", 0
+    while tokens in layers:
+        k += 1
+        tokens = f"tokens_{k}"
+    return Issue("error", "ids",
+                 msg + f"received {received}: values a layer computes, not ids, so the lookup would "
+                 f"fail at the first fractional one. Feed it from an input layer, directly or through "
+                 f"layers that keep ids (Index1d, Concatenation), e.g. net.disconnect('{origin}', "
+                 f"'{dst}'); net.add(L.SequenceInput(1, name='{tokens}')); "
+                 f"net.connect('{tokens}', '{dst}')." + fix, name, port, FormatError)
 
 
 def _learnable_shapes(net, name, layer, specs, tensors=None, shared=None) -> dict[str, tuple[int, ...]]:

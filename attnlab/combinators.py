@@ -69,6 +69,7 @@ class Port(Layer):
     spec, the padding mask too). No learnables."""
 
     stem = "port"
+    keeps_ids = True            # the values pass unchanged: token ids stay ids
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         return specs["in"]
@@ -84,6 +85,7 @@ class Pick(Layer):
 
     uses_mask = True
     returns_mask = True
+    keeps_ids = True            # items pass unchanged: token ids stay ids
 
     def __init__(self, indices, n_in: int | None = None, name: str | None = None):
         super().__init__(name)

@@ -529,7 +529,7 @@ class Network(nn.Module, Graph):
     def analyze_as_layer(self, specs: dict[str, Spec]) -> Analysis:
         """The analysis of this network used as a layer with these input sizes (cached until
         the next edit, so nested networks are analysed once each: linear in the depth)."""
-        key = tuple(sorted(specs.items()))
+        key = tuple(sorted((n, s, s.computed) for n, s in specs.items()))   # computed: not ids
         cached = self._as_layer.get(key)
         if cached is not None:
             return cached

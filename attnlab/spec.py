@@ -6,7 +6,7 @@ a layer fixes them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
 Size = Optional[int]
@@ -33,6 +33,11 @@ class Spec:
     """
     labels: str
     sizes: tuple[Size, ...]
+    # True when a layer computed the values (a Dense output, a norm's), so they are no longer
+    # whole numbers as the data gave them: not token ids. The analysis sets it on every
+    # activation (inputs False; layers with `keeps_ids` pass it on); it takes no part in
+    # comparing specs.
+    computed: bool = field(default=False, compare=False)
 
     def __post_init__(self):
         if len(self.labels) != len(self.sizes):
@@ -84,6 +89,10 @@ class Spec:
         """The same spec with another channel size."""
         i = self.labels.index("C")
         return Spec(self.labels, self.sizes[:i] + (channels,) + self.sizes[i + 1:])
+
+    def with_computed(self, computed: bool) -> "Spec":
+        """The same spec with `computed` set (itself when it already has that value)."""
+        return self if self.computed == computed else replace(self, computed=computed)
 
     def matches(self, other: "Spec") -> bool:
         """Same labels and no known size that differs (symbolic sizes match anything)."""

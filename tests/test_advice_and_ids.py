@@ -138,3 +138,81 @@ def test_layernorm_over_one_channel_is_a_warning_that_says_why_and_the_fix():
     for ok in (al.Network([L.SequenceInput(2), L.LayerNorm()]), al.Network([L.FeatureInput(3), L.LayerNorm()]),
                al.Network([L.ImageInput((1, 4, 4)), L.LayerNorm()])):
         assert not ok.analyze().issues
+
+
+# -- token ids: an Embedding reads ids as the data gives them ---------------------------------
+
+def _ids_error(net):
+    (issue,) = [i for i in net.analyze().errors if i.kind == "ids"]
+    return issue
+
+
+def _statements(message: str) -> str:
+    """The statements the ids message suggests: after "e.g. ", up to the sentence's end."""
+    return message.split("e.g. ", 1)[1].split(". Or,", 1)[0]
+
+
+def test_an_embedding_fed_by_a_dense_is_an_analysis_error_naming_layer_port_source_and_fix():
+    net = al.Network([L.SequenceInput(4, name="x"), L.Dense(1, name="fc"), L.Embedding(10, 4, name="emb"),
+                      L.Dense(3, name="out")])
+    issue = _ids_error(net)
+    assert (issue.layer, issue.port, issue.error_class) == ("emb", "in", al.FormatError)
+    text = issue.message
+    assert text.startswith("layer 'emb' port 'in': expected token ids as the data gives them")
+    assert "received the output of 'fc' (Dense)" in text
+    assert "use Dense(4) in place of 'emb'" in text
+    # refused before any data is looked up: not the run-time DataError of a fractional id
+    with pytest.raises(al.FormatError, match="layer 'emb' port 'in': expected token ids"):
+        net(torch.randn(2, 3, 4))
+    # the suggested statements, run as printed, feed the ids from an input layer
+    exec(_statements(text), {"net": net, "L": L})
+    a = net.analyze()
+    assert a.ok and a.in_specs["emb"]["in"].computed is False
+    y = net({"x": torch.randn(2, 3, 4), "tokens": torch.tensor([[[1.0], [2.0], [9.0]]] * 2)})
+    assert set(y) == {"fc", "out"} and y["out"].shape == (2, 3, 3)
+
+
+def test_ids_pass_through_layers_that_keep_them_and_the_message_names_who_computed_them():
+    def net_with(second):
+        net = al.Network([L.SequenceInput(1, name="prompt"), L.Concatenation(2, dim="time", name="cat"),
+                          L.Embedding(10, 4, name="emb")])
+        net.add(second)
+        net.connect(second[-1].name, "cat/in2")
+        return net
+
+    good = net_with([L.SequenceInput(1, name="answer")])
+    assert good.analyze().ok and not good.analyze().issues
+    ids = torch.tensor([[[1.0], [2.0]]])
+    assert good({"prompt": ids, "answer": ids}).shape == (1, 4, 4)
+    bad = net_with([L.SequenceInput(3, name="answer"), L.Dense(1, name="fc")])
+    text = _ids_error(bad).message
+    assert "received the output of 'cat' (Concatenation), computed by 'fc' (Dense)" in text
+    exec(_statements(text), {"net": bad, "L": L})       # the Dense's place on the id path
+    assert bad.analyze().ok and bad.connections[-1] == ("tokens", "cat/in2")
+
+
+@pytest.mark.parametrize("between", [L.LayerNorm, L.Dropout, L.ReLU])
+def test_a_layer_that_passes_its_spec_through_still_computes_its_values(between):
+    # these layers' size rule returns the input spec itself: the values are still theirs
+    net = al.Network([L.SequenceInput(1, name="x"), between(name="mid"), L.Embedding(10, 4, name="emb")])
+    assert "received the output of 'mid'" in _ids_error(net).message
+
+
+def test_a_nested_network_sees_whether_its_outer_network_gives_it_ids():
+    inner = al.Serial(L.Embedding(10, 4))
+    assert al.Network([L.SequenceInput(1, name="x"), inner]).analyze().ok
+    a = al.Network([L.SequenceInput(4, name="x"), L.Dense(1, name="fc"), inner]).analyze()
+    (err,) = a.errors
+    assert "values computed outside this network" in err.message and "Dense(4)" in err.message
+    # a network of one Embedding, without input layers, reads the data it is given
+    assert al.Network([L.Embedding(10, 4)])(torch.tensor([[[3.0]]])).shape == (1, 1, 4)
+
+
+def test_networks_that_feed_embeddings_from_inputs_analyse_clean():
+    from attnlab.demos.roman import build_network
+    assert not build_network().analyze().issues
+    pytest.importorskip("tree_sitter_matlab")
+    from attnlab.matlab import run_code
+    net = run_code("layers = [sequenceInputLayer(1), wordEmbeddingLayer(8, 20), lstmLayer(4)];\n"
+                   "net = dlnetwork(layers);", out=lambda s: None)["net"]
+    assert not net.analyze().issues

@@ -119,6 +119,7 @@ class Concatenation(_Combine):
     stem = "concat"
     uses_mask = True
     returns_mask = True
+    keeps_ids = True            # the values pass unchanged: token ids stay ids
 
     def __init__(self, n: int = 2, dim: str = "channel", name: str | None = None):
         super().__init__(n, name)

@@ -26,7 +26,9 @@ class Embedding(Layer):
 
     Shape
     -----
-    - `in`: B×T×1 or B×T, integer-valued ids
+    - `in`: B×T×1 or B×T, integer-valued ids from an input layer (directly, or through layers
+      that keep ids, such as `Index1d` and `Concatenation`): computed values (a Dense output)
+      are an analysis error
     - `out`: B×T×dim
 
     Examples
@@ -38,10 +40,19 @@ class Embedding(Layer):
     (1, 3, 4)
     """
 
+    # the analysis refuses computed values here: ids come from an input layer, directly or
+    # through layers that keep them (`keeps_ids`)
+    reads_ids = ("in",)
+
     def __init__(self, vocab: int, dim: int, name: str | None = None):
         super().__init__(name)
         self.vocab = check.integer(self, "vocab", vocab, example=1000)
         self.dim = check.integer(self, "dim", dim, example=64)
+
+    @property
+    def ids_fix(self) -> str:
+        """The other way out, for an analysis error on computed ids."""
+        return f"Or, to map computed values to vectors, use Dense({self.dim}) in place of '{self.name}'."
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]

@@ -254,6 +254,7 @@ class Index1d(Layer):
 
     stem = "index1d"
     uses_mask = True
+    keeps_ids = True            # the values pass unchanged: token ids stay ids
 
     def __init__(self, index: str | int = "last", name: str | None = None):
         super().__init__(name)

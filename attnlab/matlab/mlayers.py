@@ -255,6 +255,7 @@ class Identity(Layer):
     """Passes its input through unchanged [identityLayer]."""
 
     stem = "identity"
+    keeps_ids = True            # token ids stay ids
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         return specs["in"]
