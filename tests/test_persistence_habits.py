@@ -152,6 +152,23 @@ def test_a_hostile_alias_table_is_refused_by_name(tmp_path, table, words):
     assert words in str(e.value)
 
 
+def test_an_alias_may_not_turn_a_buffer_into_a_parameter(tmp_path):
+    from safetensors.torch import load, save
+    net = al.Network([L.SequenceInput(3), L.Dense(4, name="fc"), L.BatchNorm(name="bn")])
+    net.initialize().save(tmp_path / "bn.attnlab")
+    weights = load(_member(tmp_path / "bn.attnlab", "weights.safetensors"))
+    del weights["layer_modules.bn.running_mean"]              # a buffer, "tied" to a bias
+    doc = json.loads(_member(tmp_path / "bn.attnlab", "network.json"))
+    doc["version"] = 2
+    doc["shared_weights"] = {"layer_modules.bn.running_mean": "layer_modules.fc.bias"}
+    with zipfile.ZipFile(tmp_path / "bad.attnlab", "w") as z:
+        z.writestr("network.json", json.dumps(doc))
+        z.writestr("weights.safetensors", save(weights))
+    with pytest.raises(al.NetworkError, match=r"shared_weights.*bn/running_mean.*fc/bias.*"
+                                              r"another kind of tensor"):
+        al.load(tmp_path / "bad.attnlab")
+
+
 def test_an_alias_table_in_a_version_1_file_is_refused(tmp_path):
     _tied().save(tmp_path / "tied.attnlab")
     bad = _rewrite(tmp_path / "tied.attnlab", tmp_path / "v1.attnlab",
