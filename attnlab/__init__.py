@@ -3,8 +3,8 @@ import importlib
 
 from . import layers
 from .analysis import Analysis, Issue
-from .errors import (ArgumentError, AttnlabError, DataError, FormatError, NetworkError, SizeError,
-                     TrainingError)
+from .errors import (ArgumentError, AttnlabError, DataError, FormatError, NetworkError,
+                     SignatureError, SizeError, TrainingError)
 from .network import Connection, Network
 from .sequences import Padded, pad_sequences
 from .spec import Spec
@@ -37,5 +37,10 @@ def __getattr__(name):
 __all__ = [
     "layers", "Network", "Analysis", "Issue", "Connection", "Spec", "Padded", "pad_sequences",
     "AttnlabError", "ArgumentError", "NetworkError", "SizeError", "FormatError", "DataError",
-    "TrainingError", *_LAZY,
+    "TrainingError", "SignatureError", *_LAZY,
 ]
+
+
+def __dir__():
+    # tab completion shows the public API (the lazy names too), not the modules it is made of
+    return sorted({*__all__, *_SUBMODULES, "__version__"})

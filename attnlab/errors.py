@@ -67,3 +67,8 @@ def close_matches(name: str, candidates: Iterable[str]) -> str:
 
 class ArgumentError(AttnlabError, ValueError):
     """A layer or function argument has a value it cannot take (also a ValueError)."""
+
+
+class SignatureError(AttnlabError, TypeError):
+    """A call that does not fit the signature: an unknown keyword argument, a missing or an
+    extra one (also a TypeError, as Python's own error for such a call is)."""

@@ -155,16 +155,15 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
     if isinstance(scale, str):
         if scale != "auto":
             raise ArgumentError(
-                f"attention: scale must be \"auto\" (1/sqrt(dk)) or a finite number > 0, "
+                f"attention: scale must be \"auto\" (1/sqrt(dk)) or a finite number, "
                 f"received {scale!r}. Use scale=\"auto\".")
         scale_f = 1.0 / math.sqrt(dk) if dk else 1.0
-    elif isinstance(scale, Real) and not isinstance(scale, bool) and math.isfinite(scale) \
-            and float(scale) > 0:
-        scale_f = float(scale)
+    elif isinstance(scale, Real) and not isinstance(scale, bool) and math.isfinite(scale):
+        scale_f = float(scale)    # any finite number: negative, or 0 (uniform over the allowed keys)
     else:
         raise ArgumentError(
-            f"attention: scale must be \"auto\" (1/sqrt(dk)) or a finite number > 0, received "
-            f"{scale!r}. Use scale=\"auto\".")
+            f"attention: scale must be \"auto\" (1/sqrt(dk)) or a finite number, received "
+            f"{scale!r}. Use scale=\"auto\" or e.g. scale=0.125.")
 
     if causal_alignment not in _ALIGNMENTS:
         raise ArgumentError(
@@ -262,7 +261,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
     num_heads : int
         The number of heads; it divides Ck and Cv.
     scale : "auto" or float
-        The factor on Q Kᵀ; "auto" is 1/sqrt(dk).
+        The factor on Q Kᵀ; "auto" is 1/sqrt(dk). Any finite number: a negative one favours the
+        least similar keys, 0 gives uniform attention over the allowed keys.
     key_padding_mask : Tensor, optional
         B×Tk, False marks padding.
     attention_mask : "causal" or Tensor, optional
@@ -292,9 +292,11 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
     p = float(dropout) if training else 0.0
     H = num_heads
     fused = not need_weights and Tk > 0  # softmax over zero keys is the explicit path's job
+    # torch's is_causal kernels mask before they scale (CPU flash: NaN for a scale ≤ 0), so a
+    # scale that is not positive takes the causal rule as an explicit mask
     mask, is_causal, may_empty = _combined_mask(
         Tq, Tk, key_padding_mask, attention_mask, causal_alignment, q.device,
-        allow_is_causal=fused)
+        allow_is_causal=fused and scale_f > 0)
     if may_empty:
         # A row without any visible key would be softmax(all -inf) = NaN. Open such rows to
         # every key (finite math, no host sync) and zero their output afterwards.

@@ -51,17 +51,27 @@ class Graph(Layer):
         """Adds a layer, or a list of layers connected in order (each first output to the next
         layer's first input). Returns the network, so calls can chain."""
         new = list(layers) if isinstance(layers, (list, tuple)) else [layers]
-        for layer in new:
+        for i, layer in enumerate(new):
             if not isinstance(layer, Layer):
-                raise NetworkError(f"add() takes attnlab layers, received {type(layer).__name__}. "
-                                   "Wrap a torch module with L.Module(module).")
+                at = f" at position {i} of the list" if isinstance(layers, (list, tuple)) else ""
+                raise NetworkError(f"add(): expected attnlab layers, received {_what(layer)}{at}. "
+                                   f"{_layer_fix(layer)}")
             check_name(layer.name)        # also a name set on the layer after it was made
             if layer.name is not None and self._layers.get(layer.name) is layer:
                 raise NetworkError(f"layer '{layer.name}' is already in this network: a layer can be "
                                    "added once; create another layer to use it twice.")
-        if len({id(l) for l in new}) != len(new):
-            raise NetworkError("the same layer object appears twice in the list given to add(): "
-                               "create a separate layer for each position.")
+        seen: dict[int, int] = {}
+        for i, layer in enumerate(new):
+            j = seen.setdefault(id(layer), i)
+            if j != i:
+                who = f"layer '{layer.name}' ({layer.type_name})" if layer.name else \
+                    f"a {layer.type_name} layer"
+                copy_ = "copy.deepcopy(layer) with a new name" if layer.name else \
+                    "copy.deepcopy(layer)"
+                raise NetworkError(f"add(): the same layer object, {who}, is at positions {j} and {i} "
+                                   "of the list; a layer object can be in a network once. Make a "
+                                   f"second layer for position {i}: another {layer.type_name}(...), "
+                                   f"or {copy_}.")
         for layer in new:
             if isinstance(layer, Graph):
                 _check_nesting(self, layer)
@@ -103,8 +113,8 @@ class Graph(Layer):
 
     def connect(self, source: str, destination: str) -> "Graph":
         """Connects an output ("layer" or "layer/port") to an input ("layer" or "layer/port")."""
-        src, sport = self._resolve(source, "output")
-        dst, dport = self._resolve(destination, "input")
+        src, sport = self._resolve(source, "output", "connect", "source")
+        dst, dport = self._resolve(destination, "input", "connect", "destination")
         if (dst, dport) in self._conns:
             old = self._conns[(dst, dport)]
             raise NetworkError(f"layer '{dst}' port '{dport}': already connected from "
@@ -117,8 +127,8 @@ class Graph(Layer):
 
     def disconnect(self, source: str, destination: str) -> "Graph":
         """Removes the connection `source` → `destination` (named as for `connect`)."""
-        src, sport = self._resolve(source, "output")
-        dst, dport = self._resolve(destination, "input")
+        src, sport = self._resolve(source, "output", "disconnect", "source")
+        dst, dport = self._resolve(destination, "input", "disconnect", "destination")
         if self._conns.get((dst, dport)) != (src, sport):
             have = [str(c) for c in self.connections if c.destination.split("/")[0] == dst]
             raise NetworkError(f"no connection {source} → {destination}. Connections into '{dst}': "
@@ -130,7 +140,7 @@ class Graph(Layer):
     def remove(self, *names: str) -> "Graph":
         """Removes layers and every connection that touches them."""
         for n in names:
-            self._layer(n)
+            self._layer(n, "remove")
         for n in names:
             del self._layers[n]
             self._forget(n)
@@ -142,8 +152,17 @@ class Graph(Layer):
     def replace(self, name: str, layers: Layer | list[Layer] | tuple[Layer, ...]) -> "Graph":
         """Replaces a layer by a layer or a list (connected in order); the old layer's input
         connections go to the first new layer and its output connections leave from the last."""
-        old = self._layer(name)
+        old = self._layer(name, "replace")
         new = list(layers) if isinstance(layers, (list, tuple)) else [layers]
+        if not new:
+            raise NetworkError(f"replace('{name}'): expected a layer or a non-empty list of layers, "
+                               f"received an empty {type(layers).__name__}, which replaces nothing. "
+                               f"To delete the layer use net.remove('{name}').")
+        for i, layer in enumerate(new):
+            if not isinstance(layer, Layer):
+                at = f" at position {i} of the list" if isinstance(layers, (list, tuple)) else ""
+                raise NetworkError(f"replace('{name}'): expected an attnlab layer or a list of them, "
+                                   f"received {_what(layer)}{at}. {_layer_fix(layer)}")
         first, last = new[0], new[-1]
         touching = {d: s for d, s in self._conns.items() if name in (d[0], s[0])}
         for (dst, port), (src, sport) in touching.items():
@@ -193,15 +212,23 @@ class Graph(Layer):
         return None
 
     # --------------------------------------------------------------------- addressing ---
-    def _layer(self, name: str) -> Layer:
+    def _layer(self, name: str, fn: str | None = None) -> Layer:
+        if not isinstance(name, str):
+            call = f"{fn}(): " if fn else ""
+            raise NetworkError(f"{call}expected a layer name (a string), received {_what(name)}. "
+                               + _name_fix(self, name, f"net.{fn}('{{}}')" if fn else "'{}'"))
         if name not in self._layers:
             raise NetworkError(f"unknown layer '{name}'.{close_matches(name, self._layers)} "
                                f"Layers: {', '.join(self._layers) or 'none'}.")
         return self._layers[name]
 
-    def _resolve(self, ref: str, side: str) -> tuple[str, str]:
+    def _resolve(self, ref: str, side: str, fn: str = "connect",
+                 arg: str = "") -> tuple[str, str]:
         if not isinstance(ref, str):
-            raise NetworkError(f"a port is named by a string 'layer' or 'layer/port', got {ref!r}")
+            what = f"{fn}() argument '{arg}'" if arg else f"{fn}()"
+            raise NetworkError(f"{what}: expected a string 'layer' or 'layer/port' naming an "
+                               f"{side}, received {_what(ref)}. "
+                               + _name_fix(self, ref, "'{}'"))
         name, _, port = ref.partition("/")
         layer = self._layer(name)
         ports = layer.output_ports if side == "output" else layer.input_ports
@@ -349,6 +376,53 @@ def _check_nesting(outer: Graph, inner: Graph) -> None:
         seen.update(id(g) for g in level)
         level = [l for g in level for l in g._layers.values()
                  if isinstance(l, Graph) and id(l) not in seen]
+
+
+def _what(value) -> str:
+    """A wrong value in words: its type, and its repr when short."""
+    if value is None:
+        return "None"
+    if isinstance(value, Layer):
+        return f"layer '{value.name}' ({value.type_name})" if value.name else \
+            f"a {value.type_name} layer"
+    kind = type(value).__name__
+    if type(value).__module__.startswith("torch"):
+        if hasattr(value, "dim") and hasattr(value, "shape"):
+            return f"a tensor of size {'×'.join(map(str, value.shape)) or '()'}"
+        return f"a torch {'module' if hasattr(value, 'forward') else 'object'} {kind}"
+    text = repr(value)
+    return f"{text} ({kind})" if len(text) <= 40 else f"a {kind}"
+
+
+def _layer_fix(value) -> str:
+    """How to give a layer instead of `value`."""
+    if hasattr(value, "forward") and hasattr(value, "parameters"):          # a torch module
+        return f"A torch module must be wrapped: L.Module({_module_text(value)})."
+    if isinstance(value, type) and issubclass(value, Layer):
+        return f"Make a layer of it first, e.g. {value.__name__}(...)."
+    if isinstance(value, (list, tuple)):
+        return "Give the layers in one flat list."
+    return "Give a layer such as L.Dense(4), or a list of them."
+
+
+def _module_text(value) -> str:
+    kind = type(value)
+    where_ = "torch.nn." if kind.__module__.startswith("torch.nn") else ""
+    text = repr(value)
+    return f"{where_}{text}" if "\n" not in text and len(text) <= 60 else f"{where_}{kind.__name__}(...)"
+
+
+def _name_fix(graph, value, form: str) -> str:
+    """The fix for a non-string where a layer (or port) name belongs."""
+    if isinstance(value, Layer) and value.name is not None and \
+            graph._layers.get(value.name) is value:
+        return f"Name the layer by its name: {form.format(value.name)}."
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(graph._layers):
+        name = list(graph._layers)[value]
+        use = f": {form.format(name)}" if form != "'{}'" else ""
+        return f"Layers are named, not numbered: layer {value} is '{name}'{use}."
+    names = ", ".join(list(graph._layers)[:10])
+    return f"Name a layer by its name (layers: {names or 'none'})."
 
 
 def _fresh(stem, taken, first_plain=False):

@@ -25,3 +25,8 @@ __all__ = [
     "Attention", "SelfAttention", "MultiHeadAttention", "AttentionPool1d", "ImageToSequence",
     "PositionEmbedding", "SinusoidalPositionEncoding", "Module",
 ]
+
+
+def __dir__():
+    # tab completion shows the layers, not the modules they live in
+    return sorted(__all__)

@@ -160,13 +160,15 @@ def choice(owner, arg: str, value, choices: tuple, extra: str = ""):
 
 
 def scale(owner, value, arg: str = "scale"):
-    """"auto" (1/sqrt(head channels)) or a positive finite number."""
+    """"auto" (1/sqrt(head channels)) or any finite number: negative turns the softmax towards
+    the least similar keys, 0 gives uniform attention over the allowed keys (as PyTorch's
+    `scale=`). NaN, ±inf, bools and non-numbers are refused."""
     if isinstance(value, str) and value == "auto":
         return "auto"
-    if _is_real(value) and math.isfinite(value) and value > 0:
+    if _is_real(value) and math.isfinite(value):
         return float(value)
     hint = close_matches(value, ["auto"]) if isinstance(value, str) else ""
-    raise fail(owner, arg, "\"auto\" (1/sqrt(channels per head)) or a finite number > 0", value,
+    raise fail(owner, arg, "\"auto\" (1/sqrt(channels per head)) or a finite number", value,
                (hint.strip() + " " if hint else "") + f"Use {arg}=\"auto\" or e.g. {arg}=0.125.")
 
 

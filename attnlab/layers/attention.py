@@ -50,7 +50,8 @@ class Attention(_Heads):
     num_heads : int
         The number of heads; it must divide Ck and Cv.
     scale : "auto" or float
-        The factor on Q Kᵀ; "auto" is 1/√dk, dk = Ck/num_heads.
+        The factor on Q Kᵀ; "auto" is 1/√dk, dk = Ck/num_heads. Any finite number (negative
+        favours the least similar keys; 0 attends uniformly over the allowed keys).
     attention_mask : None or "causal"
         "causal": query i sees keys j ≤ i. (A boolean mask of your own goes to
         `al.attention`; padding to the `mask` port.)

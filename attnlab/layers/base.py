@@ -6,17 +6,24 @@ the torch module that computes it. Modules return one tensor per output port (a 
 there are several). A layer that reads the padding masks sets `uses_mask`; its module then gets
 `masks=` (one mask or None per input port, True = valid step). A layer that changes the time
 axis sets `returns_mask`; its module returns `(outputs, masks)`.
+
+A layer is also callable on tensors, as a Keras layer is: `L.Dense(4)(x)` infers the input
+specs from the tensors' shapes, builds the module on the first call, keeps it as
+`layer.module` and reuses it on later calls.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import unicodedata
-from typing import ClassVar, Iterable, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, TypeVar
 
+import torch
 from torch import nn
 
-from ..errors import ArgumentError, AttnlabError, FormatError, SizeError, where
-from ..spec import Spec
+from ..errors import (ArgumentError, AttnlabError, DataError, FormatError, NetworkError,
+                      SignatureError, SizeError, close_matches, where)
+from ..spec import Spec, spec_of_tensor_shape
 
 LAYER_TYPES: dict[str, type["Layer"]] = {}
 
@@ -56,6 +63,25 @@ def check_name(name):
     return name
 
 
+class _NoModuleError(NetworkError, AttributeError):
+    """`layer.module` before the layer was called (also an AttributeError, so hasattr works)."""
+
+
+class _CalledModule:
+    """`layer.module`: the module a call on tensors built (a non-data descriptor, so a layer
+    that keeps a module of its own under that name, `L.Module`, shows that one)."""
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        state = obj.__dict__.get("_called")
+        if state is None:
+            raise _NoModuleError(f"{_label(obj)} has no module yet: call it on tensors first "
+                                 f"(e.g. layer(x)), which builds it, or put it in an al.Network "
+                                 "(net.layer_modules[name]).")
+        return state[0]
+
+
 class Layer:
     """Base of every layer: a description with a name, ports, a size rule and a module factory.
 
@@ -76,12 +102,20 @@ class Layer:
     is_input: ClassVar[bool] = False
     stem: ClassVar[str] = ""
 
+    if TYPE_CHECKING:
+        module: nn.Module          # the module built by the first call on tensors
+    else:
+        module = _CalledModule()
+
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)
         if not cls.__name__.startswith("_"):
             LAYER_TYPES[cls.__name__] = cls
         if not cls.__dict__.get("stem"):
             cls.stem = cls.__name__.lower()
+        init = cls.__dict__.get("__init__")
+        if init is not None and not getattr(init, "_checks_call", False):
+            setattr(cls, "__init__", _checked_init(init))
 
     def __init__(self, name: str | None = None):
         self.name = check_name(name)
@@ -113,6 +147,64 @@ class Layer:
         out = self.infer(specs)
         if isinstance(out, Spec):
             return {self.output_ports[0]: out}
+        return out
+
+    # -- called on tensors, as a Keras layer ------------------------------------------------
+    def __call__(self, *inputs: Any, training: bool | None = None, **by_port: Any) -> Any:
+        """Runs the layer on tensors: `L.Dense(4)(x)`, `L.MultiHeadAttention(8, 256)(q, k, v)`.
+
+        Inputs come in port order (`input_ports`) or by port name (`layer(q, key=k, value=v)`).
+        The input specs are read from the tensors' shapes (B×C, B×T×C, B×C×H×W; a 2-D integer
+        or boolean tensor is B×T, token ids or a padding mask). The first call builds the
+        module, on the inputs' device (and in their floating dtype), and keeps it as
+        `layer.module`: its parameters are the layer's learnables, trainable as any module's.
+        Later calls reuse it; inputs whose sizes would need other learnables are refused.
+        `training` runs this call in training (True) or evaluation (False) mode; None keeps the
+        module's mode (torch's default: training). The output is a tensor, or a tuple in
+        `output_ports` order when the layer has several. Inputs carry no padding mask here:
+        put the layer in a Network to run padded batches.
+
+        A Network builds its own modules for its layers; to carry a called layer's weights over,
+        `net.layer_modules[name].load_state_dict(layer.module.state_dict())`.
+        """
+        ports = self.input_ports
+        label = _label(self)
+        if self.is_input:
+            raise SignatureError(f"{label} is an input layer: it takes no tensors. Call the "
+                                 "layer after it on the data, e.g. L.Dense(4)(x), or put both in "
+                                 "an al.Network.")
+        if training is not None and not isinstance(training, bool):
+            raise ArgumentError(f"{label} call argument 'training': expected True, False or None, "
+                                f"received {training!r}. Use training=False for inference.")
+        given = _inputs_by_port(self, label, ports, inputs, by_port)
+        xs = [given[p] for p in ports]
+        specs = {p: _spec_of(self, p, x) for p, x in zip(ports, xs)}
+        mod = _called_module(self, specs, xs)
+        ref = next((t for t in (mod.parameters()) if t.is_floating_point()), None)
+        if ref is not None:
+            xs = [x.to(ref.dtype) if x.is_floating_point() and x.dtype != ref.dtype else x
+                  for x in xs]
+        kw = {"masks": (None,) * len(ports)} if self.uses_mask or self.returns_mask else {}
+        was = mod.training
+        if training is not None:
+            mod.train(training)
+        try:
+            out = mod(*xs, **kw)
+        except (RuntimeError, IndexError, ValueError) as e:
+            if isinstance(e, AttnlabError):
+                raise
+            text = " ".join(str(e).split())[:500]
+            raise DataError(f"{label}: running it failed; torch says: {text}. Check that the "
+                            "inputs fit the layer (sizes, dtypes, one device).") from e
+        finally:
+            if training is not None:
+                mod.train(was)
+        if self.returns_mask:
+            out = out[0]
+        if isinstance(out, list):
+            out = tuple(out)
+        if len(self.output_ports) == 1 and isinstance(out, tuple) and len(out) == 1:
+            return out[0]
         return out
 
     # -- description ----------------------------------------------------------------------
@@ -156,3 +248,199 @@ class Layer:
 def _label_text(labels: str) -> str:
     return "×".join(labels)
 
+
+# -- calling a layer on tensors --------------------------------------------------------------
+
+def _label(layer) -> str:
+    name = getattr(layer, "name", None)
+    return f"layer '{name}' ({type(layer).__name__})" if name else f"{type(layer).__name__} layer"
+
+
+def _inputs_by_port(layer, label, ports, inputs, by_port) -> dict:
+    listed = ", ".join(ports)
+    if len(inputs) > len(ports):
+        raise SignatureError(f"{label}: expected {len(ports)} input(s) ({listed}), received "
+                             f"{len(inputs)}. Pass one tensor per input port, in this order or by "
+                             "port name.")
+    given = dict(zip(ports, inputs))
+    for port, x in by_port.items():
+        if port not in ports:
+            hint = close_matches(port, ports)
+            if port == "mask" and hasattr(layer, "has_padding_mask_input"):
+                hint += " Make the layer with has_padding_mask_input=True for a 'mask' input."
+            raise SignatureError(f"{label}: no input port '{port}'.{hint} Its inputs: {listed}.")
+        if port in given:
+            raise SignatureError(f"{label}: input '{port}' given twice, by position and by name. "
+                                 "Give it once.")
+        given[port] = x
+    missing = [p for p in ports if p not in given]
+    if missing:
+        fix = "Pass them in port order or by name"
+        if "key" in missing and "value" in given or "value" in missing and "key" in given:
+            fix = ("For keys and values from one sequence pass it twice, e.g. layer(q, kv, kv); "
+                   "or pass the inputs by name")
+        raise SignatureError(f"{label}: missing input(s) {', '.join(missing)}; it takes "
+                             f"{listed}. {fix}, e.g. layer({', '.join(ports)}).")
+    return given
+
+
+def _spec_of(layer, port: str, x) -> Spec:
+    if not isinstance(x, torch.Tensor):
+        if type(x).__module__ == "numpy" and hasattr(x, "shape"):
+            raise DataError(f"{_label(layer)} input '{port}': expected a torch.Tensor, received a "
+                            "numpy array. Convert it with torch.as_tensor(x).")
+        raise DataError(f"{_label(layer)} input '{port}': expected a torch.Tensor (B×C, B×T×C "
+                        f"or B×C×H×W), received {type(x).__name__}. Convert it with "
+                        "torch.as_tensor(x).")
+    if x.dim() == 2 and (port == "mask" or not x.is_floating_point()):
+        return Spec("BT", (None, None))                  # token ids or a padding mask
+    try:
+        return spec_of_tensor_shape(tuple(x.shape))
+    except ValueError:
+        size = "×".join(map(str, x.shape)) or "a scalar"
+        fix = "Add a batch dimension with x.unsqueeze(0)." if x.dim() < 2 else \
+            "Reshape it to B×C, B×T×C or B×C×H×W."
+        raise DataError(f"{_label(layer)} input '{port}': expected B×C, B×T×C or B×C×H×W, "
+                        f"received {size} ({x.dim()} dimensions). {fix}") from None
+
+
+def _shapes(mod: nn.Module) -> dict:
+    return {k: tuple(v.shape) for k, v in mod.state_dict().items() if isinstance(v, torch.Tensor)}
+
+
+def _called_module(layer, specs: dict, xs) -> nn.Module:
+    """The module of a layer called on tensors: built on the first call, then reused for every
+    input size that needs learnables of the same shapes."""
+    key = tuple((p, s.labels, s.sizes) for p, s in specs.items())
+    state = layer.__dict__.get("_called")
+    if state is not None and key in state[1]:
+        return state[0]
+    layer.infer_all(specs)                          # the size rule names the layer and port
+    if state is None:
+        mod = layer.build(specs)
+        ref = next((x for x in xs if x.is_floating_point()), xs[0] if xs else None)
+        if ref is not None:
+            mod = mod.to(device=ref.device)
+            if ref.is_floating_point() and any(p.is_floating_point() and p.dtype != ref.dtype
+                                               for p in mod.parameters()):
+                mod = mod.to(dtype=ref.dtype)
+        layer.__dict__["_called"] = (mod, {key}, specs)
+        return mod
+    mod, accepted, first = state
+    with torch.device("meta"):
+        trial = layer.build(specs)
+    if _shapes(trial) != _shapes(mod):
+        port = next((p for p in specs if first.get(p) != specs[p]), next(iter(specs)))
+        raise layer.error(SizeError, port, f"expected {first[port]} (the size of the first call, "
+                          f"which built the layer's learnables), received {specs[port]}. A layer's "
+                          "learnables have one size: make another layer for inputs of this size.")
+    accepted.add(key)
+    return mod
+
+
+# -- constructor arguments that do not fit ---------------------------------------------------
+
+def _checked_init(init: Callable) -> Callable:
+    """`init`, turning Python's TypeError for a call that does not fit its signature (an
+    unknown keyword, a missing or extra argument) into a SignatureError that names the layer
+    type, the argument, a close match, and the layers that do take it. The check runs only when
+    the call has already failed, so a right call costs nothing."""
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        try:
+            init(self, *args, **kwargs)
+        except TypeError as e:
+            if isinstance(e, AttnlabError):
+                raise
+            problem = _signature_problem(init, self, args, kwargs)
+            if problem is None:
+                raise
+            raise problem from None
+
+    setattr(__init__, "_checks_call", True)
+    return __init__
+
+
+def _parameters(init: Callable) -> list[inspect.Parameter]:
+    return [p for p in inspect.signature(init).parameters.values() if p.name != "self"]
+
+
+def _signature_text(owner: str, params: list[inspect.Parameter]) -> str:
+    shown = []
+    for p in params:
+        if p.kind is p.VAR_POSITIONAL:
+            shown.append(f"*{p.name}")
+        elif p.kind is p.VAR_KEYWORD:
+            shown.append(f"**{p.name}")
+        elif p.default is p.empty:
+            shown.append(p.name)
+        else:
+            shown.append(f"{p.name}={p.default!r}")
+    return f"{owner}({', '.join(shown)})"
+
+
+def _others_taking(argument: str, owner: type) -> list[str]:
+    """Where else `argument` is a constructor argument: public layer types, and al.attention."""
+    found = []
+    for name, cls in sorted(LAYER_TYPES.items()):
+        if cls is owner or issubclass(owner, cls) or not cls.__module__.startswith("attnlab.layers"):
+            continue
+        try:
+            names = {p.name for p in _parameters(cls.__init__)}
+        except (TypeError, ValueError):
+            continue
+        if argument in names:
+            found.append(f"L.{name}")
+    from ..functional import attention            # below the layers: no import cycle
+    if argument in inspect.signature(attention).parameters:
+        found.append("al.attention")
+    return found
+
+
+# other libraries' names for an option that a layer has under another name (PyTorch, Keras)
+_CAUSAL = ("attention_mask", "For causal attention use attention_mask=\"causal\".")
+_HABITS = {"causal": _CAUSAL, "is_causal": _CAUSAL, "use_causal_mask": _CAUSAL,
+           "use_bias": ("bias", "Use bias=True or bias=False."),
+           "units": ("out", "The number of outputs is out, e.g. Dense(64)."),
+           "hidden_size": ("hidden", "The state size is hidden, e.g. LSTM(64)."),
+           "dropout_p": ("dropout", "Use dropout=0.1."), "rate": ("p", "Use p=0.5.")}
+
+
+def _signature_problem(init: Callable, layer, args, kwargs) -> SignatureError | None:
+    sig = inspect.signature(init)
+    try:
+        sig.bind(layer, *args, **kwargs)
+        return None                                 # the call fits: the TypeError is another one
+    except TypeError as e:
+        reason = str(e)
+    owner = type(layer).__name__
+    params = _parameters(init)
+    names = [p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params)
+    unknown = [k for k in kwargs if k not in names] if not takes_any else []
+    full = _signature_text(owner, params)
+    if unknown:
+        arg = unknown[0]
+        msg = (f"{owner} has no argument '{arg}' (received {arg}={kwargs[arg]!r:.60}).")
+        msg += close_matches(arg, names)
+        habit = _HABITS.get(arg)
+        if habit is not None and habit[0] in names:
+            msg += f" {habit[1]}"
+        others = _others_taking(arg, type(layer))
+        if others:
+            listed = ", ".join(others[:-1]) + " and " + others[-1] if len(others) > 1 else others[0]
+            msg += f" '{arg}' is an argument of {listed}."
+        msg += f" {owner} takes: {full}."
+        err = SignatureError(msg)
+        err.argument, err.value = arg, kwargs[arg]
+    else:
+        err = SignatureError(f"{owner}: {reason}. Call it as {full}.")
+        err.argument, err.value = "", None
+    err.layer, err.port = kwargs.get("name") if isinstance(kwargs.get("name"), str) else None, None
+    return err
+
+
+
+# layers without a constructor of their own (ReLU, Flatten, …) take Layer's: check it too
+setattr(Layer, "__init__", _checked_init(Layer.__dict__["__init__"]))

@@ -7,9 +7,14 @@ them and a saved network remembers them.
 """
 from __future__ import annotations
 
+from numbers import Integral, Real
+
 import numpy as np
 
 from ..errors import DataError
+
+# what a class label may be: an int, a bool, a string (or bytes), a whole real number
+_LABEL_TYPES = (str, bytes, bool, np.bool_, Integral, Real)
 
 
 def is_label_array(a: np.ndarray) -> bool:
@@ -33,6 +38,7 @@ def encode(values: np.ndarray, channels: int, output: str, known: list | None,
     `known`: the class labels fixed earlier (by training, or the network's metadata); values
     outside them are a DataError naming them."""
     flat = values.reshape(-1)
+    check_kinds(flat, output, what)
     if known is not None:
         return _map(values, known, output, what), known
     if flat.dtype.kind in "iuf" and flat.size and flat.min() >= 0 and flat.max() < channels:
@@ -50,6 +56,31 @@ def encode(values: np.ndarray, channels: int, output: str, known: list | None,
                         + (f", or, for {kind}, use loss='mse'." if flat.dtype.kind == "f" else "."))
     labels = [to_python(c) for c in classes]
     return _map(values, labels, output, what), labels
+
+
+def check_kinds(flat: np.ndarray, output: str, what: str = "targets") -> None:
+    """DataError unless every label is an int, a bool, a string or a real number: complex
+    numbers (which have no order, and which saving could not write), None, lists, dicts … are
+    refused, naming the dtype or the type. Object arrays are read once, at setup."""
+    kind = flat.dtype.kind
+    if kind in "biufUS":
+        return
+    items = flat.tolist()
+    if kind == "O":
+        bad = next((v for v in items if not isinstance(v, _LABEL_TYPES)), _FINE)
+        if bad is _FINE:
+            return
+        received = f"{'None' if bad is None else type(bad).__name__} values in an object array"
+    else:
+        bad = next((v for v in items if v != 0), items[0] if items else None)
+        received = f"dtype {flat.dtype}"
+    fix = ("Give real labels: e.g. y.real.astype(int) when the imaginary parts are 0, or strings."
+           if isinstance(bad, complex) else "Give one int, string or bool per observation.")
+    raise DataError(f"{what} for output '{output}': expected class labels (ints, strings or "
+                    f"bools), received {received} (e.g. {bad!r:.40}). {fix}")
+
+
+_FINE = object()
 
 
 def _map(values: np.ndarray, labels: list, output: str, what: str) -> np.ndarray:
