@@ -181,3 +181,41 @@ def test_a_sequence_branch_joined_to_features_names_both_sizes_and_the_fix(capsy
     assert "features B×" in out and 'OutputMode="last" on \'lstm\'' in out
     if line:
         assert f"{name}:{line}: dlnetwork: the network has errors" in out
+
+
+# -- 2. what current MATLAB accepts, accepted -----------------------------------------------
+
+def test_repmat_of_a_block_and_one_layer_twice_are_copies_as_in_matlab(capsys):
+    code, out, _ = _analyze(capsys, "r13_repmat_and_shared_layer.m")
+    assert code == 0, out
+    assert "1 network, held by 'net'" in out and "network 'net': 12 layers" in out
+    assert "network 'block'" not in out                # copied into 'net', not a network itself
+    ws = run_file(REAL / "r13_repmat_and_shared_layer.m", out=_quiet)
+    net = ws["net"]
+    assert _types(net) == ["FeatureInput"] + ["Dense", "ReLU"] * 5 + ["Dense"]
+    assert len({id(l) for l in net.layers}) == 12             # no layer object twice
+    assert sum(l is ws["act"] for l in net.layers) <= 1
+    assert tuple(net.learnables["fc_2/weight"].shape) == (16, 16)     # the third copy of fc(16)
+    assert len(ws["layers"]) == 12 and ws["block"][0].name is None     # the originals untouched
+
+
+def test_spatial_dropout_drops_whole_channels(capsys):
+    code, out, _ = _analyze(capsys, "r14_spatial_dropout.m")
+    assert code == 0, out
+    assert "spatialdrop spatialDropoutLayer B×8×16×16" in out
+    assert "spatialdrop spatialDropoutLayer B×T×6" in out
+    ws = run_file(REAL / "r14_spatial_dropout.m", out=_quiet)
+    layer = ws["netImg"].layers[3]
+    assert type(layer).__name__ == "SpatialDropout" and layer.p == 0.25
+    drop = M.dlnetwork([M.sequenceInputLayer(64), M.spatialDropoutLayer(Probability=0.5)])
+    drop.train()
+    torch.manual_seed(0)
+    y = drop(torch.ones(8, 5, 64))
+    per_channel = y[:, 0, :]
+    assert torch.equal(y, per_channel.unsqueeze(1).expand_as(y))      # same over all time steps
+    assert set(per_channel.unique().tolist()) == {0.0, 2.0}           # dropped, or kept × 1/(1-p)
+    drop.eval()
+    assert torch.equal(drop(torch.ones(2, 3, 64)), torch.ones(2, 3, 64))
+    with pytest.raises(al.ArgumentError, match="spatialDropoutLayer: expected Probability in "
+                                               r"\[0, 1\), received 1.5"):
+        M.spatialDropoutLayer(Probability=1.5)

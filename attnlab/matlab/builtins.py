@@ -357,8 +357,26 @@ def linspace(ctx, a, b, n=100):
     return np.linspace(float(_scalar(a)), float(_scalar(b)), int(_scalar(n)))
 
 
+def _layer_items(x):
+    """The layers of a layer or layer array, or None for any other value."""
+    from ..layers.base import Layer
+    if isinstance(x, Layer):
+        return [x]
+    if isinstance(x, list) and not isinstance(x, Cell) and x and \
+            all(isinstance(v, Layer) for v in x):
+        return list(x)
+    return None
+
+
 def repmat(ctx, x, *reps):
     counts = _size_args(reps)
+    layers = _layer_items(x)
+    if layers is not None:                      # repmat(block, 3, 1): the layers n times, copies
+        import copy
+        out = [copy.copy(v) for _ in range(int(np.prod(counts))) for v in layers]
+        for v, original in zip(out, layers * int(np.prod(counts))):
+            v.__dict__["_matlab_copy_of"] = original.__dict__.get("_matlab_copy_of", original)
+        return out
     if isinstance(x, str):
         return x * int(np.prod(counts))
     arr = np.asarray(_num(x))

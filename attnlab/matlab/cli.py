@@ -51,10 +51,16 @@ def final_networks(ws: dict, notes=None, cleared=None) -> list[tuple[str, Networ
             out.append((name, value))
     # a layer array counts as used only by a network the script keeps: one that went into a
     # discarded layerGraph (plot(layerGraph(layers))) or a skipped statement is shown itself
-    in_nets = {id(l) for _, net in out for l in net.layers}
-    for name, value in ws.items():
-        if _layer_list(value) and id(value) not in seen and \
-                not any(id(v) in in_nets for v in value):
+    # (a layer copied into a network, by repmat or by being used twice, counts as used); a
+    # block without an input layer (`tempLayers` added to a graph later) is shown only when
+    # the script has nothing else
+    in_nets = {id(x) for _, net in out for l in net.layers
+               for x in (l, l.__dict__.get("_matlab_copy_of"))}
+    arrays = [(name, value) for name, value in ws.items()
+              if _layer_list(value) and not any(id(v) in in_nets for v in value)]
+    whole = [(n, v) for n, v in arrays if any(getattr(l, "is_input", False) for l in v)]
+    for name, value in (whole if out or whole else arrays):
+        if id(value) not in seen:
             seen.add(id(value))
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")

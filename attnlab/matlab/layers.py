@@ -1,6 +1,8 @@
 """The Deep Learning Toolbox layer functions (`lstmLayer`, `selfAttentionLayer`, …) → attnlab layers."""
 from __future__ import annotations
 
+import copy
+
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Union
 
@@ -588,6 +590,13 @@ def _layer_array(layers, fn: str) -> tuple[list, list[OutputLayer]]:
             flat.append(x)
 
     walk(layers)
+    seen: set[int] = set()
+    for i, x in enumerate(flat):
+        if id(x) in seen:                 # the same layer twice: MATLAB layers are values,
+            flat[i] = copy.copy(x)        # so each place holds its own copy
+            flat[i].__dict__["_matlab_copy_of"] = x.__dict__.get("_matlab_copy_of", x)
+            x = flat[i]
+        seen.add(id(x))
     keep: list = []
     dropped: list = []
     for x in flat:

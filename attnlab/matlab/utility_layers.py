@@ -14,6 +14,7 @@ from ..errors import ArgumentError
 from ..network import Network
 from ._options import _as_list, _flag, _int, _ints, _is_vector, _parse
 from ._types import Size
+from .mlayers import SpatialDropout
 from .layers import LayerArray
 from .mlayers import GroupedConv2d, Identity, Pool1d, Scaling
 from .vit_layers import EmbeddingConcatenation, PatchEmbedding, Swish
@@ -224,6 +225,13 @@ _IMAGE_SEQUENCES = ("attnlab has sequences B×T×C and images B×C×H×W, not se
                     "into features first.")
 sequenceFoldingLayer = _unsupported("sequenceFoldingLayer", _IMAGE_SEQUENCES)
 sequenceUnfoldingLayer = _unsupported("sequenceUnfoldingLayer", _IMAGE_SEQUENCES)
-spatialDropoutLayer = _unsupported(
-    "spatialDropoutLayer", "attnlab's dropout drops single values, not whole channels; use "
-    "dropoutLayer, or a functionLayer with torch's dropout1d/dropout2d.")
+def spatialDropoutLayer(*args: Any, **kwargs: Any) -> SpatialDropout:
+    """`spatialDropoutLayer`, `spatialDropoutLayer(Probability=p)` (default 0.5): whole channels
+    dropped during training, over all time steps or pixels (`SpatialDropout`)."""
+    pos, o = _parse("spatialDropoutLayer", args, kwargs, {"Name": None, "Probability": 0.5},
+                    positional=1)
+    p = pos[0] if pos else o["Probability"]
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
+        raise ArgumentError(f"spatialDropoutLayer: expected Probability in [0, 1), received "
+                            f"{p!r}.")
+    return SpatialDropout(float(p), name=o["Name"])
