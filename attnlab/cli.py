@@ -8,15 +8,23 @@
     attnlab plot FILE -o PICTURE           draw a saved network (PNG, SVG or PDF)
     attnlab view FILE [-o PAGE | --serve]  an interactive page of the network and its attention
 
-`analyze` exits with 1 when the network has errors (so it can guard a CI step), `plot` and
-`analyze` with 2 when the file cannot be read. A saved network with `L.Module` layers needs the
+`analyze` exits with 1 when the network has errors (so it can guard a CI step). A bad argument,
+a file that cannot be read or an output that cannot be written is one `error: …` line on stderr
+and exit status 2, never a traceback. A saved network with `L.Module` layers needs the
 factories of its modules: `--import MODULE` imports a Python module that registers them with
 `al.register_module` first.
+
+For a MATLAB script (FILE.m) `analyze`, `plot` and `view` never train: the script runs with its
+training, prediction and data statements skipped (each with a note), and the networks shown are
+the ones the script builds. `plot -o PICTURE` without an extension writes PICTURE.png.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -84,13 +92,106 @@ def main(argv=None) -> int:
                       help="with --serve: stop after this many seconds (default 3600)")
     view.add_argument("--no-browser", action="store_true", help="with --serve: do not open a browser")
     _imports(view)
+    _sets(view)
 
     args = ap.parse_args(argv)
-    if args.command == "view":
-        return _view(args)
-    if args.command == "demo":
-        return _demo(args)
-    return _on_file(args)
+    try:
+        problem = _check_arguments(args)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
+        if args.command == "view":
+            return _view(args)
+        if args.command == "demo":
+            return _demo(args)
+        return _on_file(args)
+    except OSError as e:                  # a file or folder that cannot be read or written
+        print(f"error: {_os_error(e)}", file=sys.stderr)
+        return 2
+
+
+def _os_error(e: OSError) -> str:
+    where = f"'{e.filename}': " if e.filename else ""
+    return f"{where}{e.strerror or e}"
+
+
+def _check_arguments(args) -> str | None:
+    """The first argument that cannot work, as the message of an `error:` line, or None.
+    Checked before any work, so a long run never fails at its end on an argument."""
+    cmd = args.command
+    if cmd in ("analyze", "plot", "view"):
+        f = args.file
+        if not f.exists():
+            return f"no such file: {f}"
+        if f.is_dir() and (cmd != "view" or f.suffix.lower() == ".m"):
+            return (f"'{f}' is a folder; give a network file (written by net.save()) or a "
+                    "MATLAB script (.m)" + (", or a demo's output folder" if cmd == "view" else ""))
+        if not f.is_dir() and not f.is_file():
+            return f"'{f}' is not a regular file (a device or a pipe); give a network file or a .m script"
+        if not os.access(f, os.R_OK) or f.is_dir() and not os.access(f, os.X_OK):
+            return f"cannot read '{f}': permission denied"
+    if cmd == "analyze" and args.width < 40:
+        return f"--width must be at least 40 characters, received {args.width}"
+    if cmd == "plot":
+        if not 1 <= args.dpi <= 1200:
+            return f"--dpi must be a whole number in 1…1200, received {args.dpi} (e.g. --dpi 130)"
+    if cmd == "view":
+        if not 0 <= args.port <= 65535:
+            return f"--port must be in 0…65535 (0: a free one), received {args.port}"
+        if not (math.isfinite(args.timeout) and args.timeout > 0):
+            return (f"--timeout must be a positive number of seconds, received {args.timeout:g} "
+                    "(e.g. --timeout 600)")
+        if args.input is not None:
+            if not args.input.exists():
+                return f"--input: no such file: {args.input}"
+            if not args.input.is_file():
+                return f"--input: '{args.input}' is not a regular file; give a .npy or .npz file"
+    if cmd == "demo":
+        return _folder_problem(args.out / args.name, "--out")
+    if getattr(args, "sets", None) and args.file.suffix.lower() != ".m":
+        return (f"--set gives workspace variables to a MATLAB script (.m); '{args.file}' is a "
+                "saved network, which has none. Drop --set.")
+    return None
+
+
+def _folder_problem(folder: Path, option: str) -> str | None:
+    """Why `folder` cannot be created or written to (its nearest existing ancestor decides)."""
+    for p in (folder, *folder.parents):
+        if not p.exists():
+            if p.is_symlink():
+                return f"{option}: '{p}' is a broken symbolic link"
+            continue
+        if not p.is_dir():
+            return (f"{option}: cannot write into '{folder}': '{p}' is a file, not a folder. "
+                    "Give a folder, e.g. --out demo-out")
+        if not os.access(p, os.W_OK | os.X_OK):
+            return f"{option}: cannot write into '{folder}': '{p}' is not writable"
+        return None
+    return None
+
+
+def _output_file(path: Path, who: str, formats: tuple[str, ...], example: str,
+                 default_suffix: str | None = None) -> Path:
+    """An output file once it is known to be writable: not a folder, not a device or other
+    special file, in a folder that exists, with a known extension. `default_suffix` is
+    added to a name without one (so the file written is the file reported)."""
+    from ._files import output_path
+    from .errors import ArgumentError
+    for candidate in (path, path.with_name(path.name + default_suffix)
+                      if default_suffix and not path.suffix else path):
+        if candidate.is_dir():
+            raise ArgumentError(f"{who}: '{candidate}' is a folder; give a file name inside "
+                                f"it, e.g. '{candidate / example}'.")
+        if candidate.exists() and not candidate.is_file():
+            raise ArgumentError(f"{who}: '{candidate}' is not a regular file (a device, a pipe "
+                                f"or a socket); give a file name such as '{example}'.")
+        path = candidate
+    out = output_path(path, who, formats, example=example)
+    if out.exists() and not os.access(out, os.W_OK) or \
+            not out.exists() and not os.access(out.parent, os.W_OK | os.X_OK):
+        raise ArgumentError(f"{who}: cannot write '{out}': permission denied. Give a file in "
+                            "a folder you can write to.")
+    return out
 
 
 def _demo(args) -> int:
@@ -115,6 +216,10 @@ def _demo(args) -> int:
                   seed=args.seed, seeds=args.seeds)
     except AttnlabError as e:             # MissingDataPackageError among them
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:                  # the outputs could not be written (disk full, …)
+        print(f"error: demo {args.name}: cannot write its outputs to {args.out / args.name}: "
+              f"{_os_error(e)}", file=sys.stderr)
         return 2
     except ImportError as e:
         top = (e.name or "").partition(".")[0]
@@ -152,29 +257,51 @@ def _sets(parser):
 
 def _import_modules(names: list[str]) -> bool:
     """`--import MODULE`s (they register Module factories); False once the error is printed."""
-    try:
-        for name in names:
+    for name in names:
+        try:
             importlib.import_module(name)
-    except ImportError as e:
-        print(f"error: --import {e.name or ''}: {e}", file=sys.stderr)
-        return False
+        except ImportError as e:
+            print(f"error: --import {e.name or name}: {e}", file=sys.stderr)
+            return False
+        except Exception as e:            # the module itself failed: its error, in one line
+            print(f"error: --import {name}: importing it raised {type(e).__name__}: {e}",
+                  file=sys.stderr)
+            return False
     return True
+
+
+def _matlab_outputs(path: Path):
+    """The script's folder as the one it may write to; analyze never trains, so a training
+    path outside it is a note (what run_file would refuse) rather than an error."""
+    from .matlab.training import script_outputs
+    return script_outputs(path.parent, "run_file", lambda *a, **k: None, analyze=True)
 
 
 def _on_file(args) -> int:
     from .errors import AttnlabError
 
+    out = None
+    if args.command == "plot":
+        try:
+            out = _output_file(args.out or args.file.with_suffix(".png"), "plot -o",
+                               _picture_formats(), "net.png", default_suffix=".png")
+        except AttnlabError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     if args.file.suffix.lower() == ".m":                 # a MATLAB script: attnlab.matlab.cli
+        if not _import_modules(args.imports):
+            return 2
         from .matlab import cli as matlab_cli
-        if args.command == "analyze":
-            return matlab_cli.analyze(args.file, args.sets, width=args.width)
-        return matlab_cli.plot(args.file, args.sets, args.out, direction=args.direction,
-                               sizes=not args.no_sizes, dpi=args.dpi)
+        try:
+            with _matlab_outputs(args.file):
+                if args.command == "analyze":
+                    return matlab_cli.analyze(args.file, args.sets, width=args.width)
+                return matlab_cli.plot(args.file, args.sets, out, direction=args.direction,
+                                       sizes=not args.no_sizes, dpi=args.dpi)
+        except AttnlabError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
 
-    if args.sets:
-        print(f"error: --set gives workspace variables to a MATLAB script (.m); '{args.file}' is "
-              "a saved network, which has none. Drop --set.", file=sys.stderr)
-        return 2
     if not _import_modules(args.imports):
         return 2
     try:
@@ -197,7 +324,6 @@ def _on_file(args) -> int:
         return 0 if analysis.ok else 1
     import matplotlib
     matplotlib.use("Agg")
-    out = args.out or args.file.with_suffix(".png")
     try:
         net.plot(out, direction=args.direction, sizes=not args.no_sizes, dpi=args.dpi)
     except AttnlabError as e:
@@ -207,9 +333,15 @@ def _on_file(args) -> int:
     return 0
 
 
+def _picture_formats() -> tuple[str, ...]:
+    from .viz.graph import _PICTURE_FORMATS
+    return _PICTURE_FORMATS
+
+
 def _view(args) -> int:
-    """`attnlab view`: 0 page written (or served), 2 file or sample unreadable. A network with
-    errors still gets its page (that is what the page is for): its issues are in it."""
+    """`attnlab view`: 0 page written (or served), 2 file or sample unreadable, output not
+    writable. A network with errors still gets its page (that is what the page is for): its
+    issues are in it. A MATLAB script is read as `analyze` reads it: it never trains."""
     from .errors import AttnlabError
 
     if not _import_modules(args.imports):
@@ -220,6 +352,7 @@ def _view(args) -> int:
 
     extra: dict[str, Any] = {"sample": None, "labels": {}, "training": None, "metrics": None,
                              "images": {}}
+    notes: list[str] = []
     try:
         if args.file.is_dir():
             extra = V.read_folder(args.file)
@@ -228,7 +361,9 @@ def _view(args) -> int:
         else:
             net_file = args.file
             default_out = args.file.with_suffix(".html")
-        net = _view_network(net_file)
+        out = None if args.serve else _output_file(args.out or default_out, "view -o",
+                                                   ("html", "htm"), "net.html")
+        net = _view_network(Path(net_file), args.sets, notes)
         if args.input is not None:
             extra["sample"], extra["labels"] = V.read_sample(args.input)
         page = V.page_html(net, title=args.title or args.file.name, **extra)
@@ -238,11 +373,17 @@ def _view(args) -> int:
     except AttnlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    for note in notes:
+        print(f"note: {note}")
     if args.serve:
         try:
             server = V.PageServer(page, port=args.port, timeout=args.timeout).start()
         except OSError as e:
-            print(f"error: cannot serve on 127.0.0.1:{args.port}: {e}", file=sys.stderr)
+            print(f"error: cannot serve on 127.0.0.1:{args.port}: {e.strerror or e}",
+                  file=sys.stderr)
+            return 2
+        except AttnlabError as e:
+            print(f"error: {e}", file=sys.stderr)
             return 2
         print(f"serving {args.file} at {server.url} (Ctrl-C stops)", flush=True)
         if not args.no_browser:
@@ -250,31 +391,35 @@ def _view(args) -> int:
             webbrowser.open(server.url)
         server.wait()
         return 0
-    from ._files import output_path
+    if out is None:                       # not serving: the page's file was checked above
+        raise AttnlabError("view: no page to write (internal: the output was not set)")
     try:
-        out = output_path(args.out or default_out, "view -o", ("html", "htm"), example="net.html")
-    except AttnlabError as e:
-        print(f"error: {e}", file=sys.stderr)
+        V.write_page(out, page)
+    except OSError as e:
+        print(f"error: view -o: cannot write '{out}': {e.strerror or e}", file=sys.stderr)
         return 2
-    out.write_text(page, encoding="utf-8")
     print(f"wrote {out}")
     return 0
 
 
-def _view_network(path: Path):
-    if path.suffix == ".m":
-        from . import matlab
+def _view_network(path: Path, sets: list[str], notes: list[str]):
+    """The network to show: a saved one, or the last network a MATLAB script builds, read
+    without training (its notes are added to `notes`)."""
+    if path.suffix.lower() == ".m":
         from .errors import FormatError
-        if not hasattr(matlab, "run_file"):
-            raise FormatError(f"{path}: reading MATLAB scripts needs attnlab.matlab.run_file, "
-                              "which this version does not have yet. Save the network with "
-                              "net.save() and view that file.")
-        workspace = matlab.run_file(path)
-        nets = [v for v in workspace.values() if hasattr(v, "_layers") and hasattr(v, "_conns")]
+        from .matlab import cli as matlab_cli
+        with _matlab_outputs(path):
+            loaded = matlab_cli._load(path, sets)       # (networks, the reader or its notes, …)
+        nets = loaded[0]
+        notes.extend(getattr(loaded[1], "notes", loaded[1]))
         if not nets:
-            raise FormatError(f"{path}: the script makes no network (no dlnetwork or layer graph "
-                              "in its workspace).")
-        return nets[-1]
+            raise FormatError(f"{path}: the script makes no network (no dlnetwork, layer graph "
+                              "or layer array in its workspace when it ends).")
+        return nets[-1][1]
+    if sets:
+        from .errors import ArgumentError
+        raise ArgumentError(f"--set gives workspace variables to a MATLAB script (.m); "
+                            f"'{path}' is a saved network, which has none. Drop --set.")
     from .io import load
     return load(path)
 

@@ -98,7 +98,7 @@ def test_output_paths_are_checked_before_writing(tmp_path, capsys):
     path = tmp_path / "n.attnlab"
     al.Network([L.SequenceInput(3), L.Dense(2)]).save(path)
     missing = tmp_path / "no-such-folder"
-    for argv, who in [(["plot", str(path), "-o", str(missing / "x.png")], "plot(path)"),
+    for argv, who in [(["plot", str(path), "-o", str(missing / "x.png")], "plot -o"),
                       (["view", str(path), "-o", str(missing / "x.html")], "view -o")]:
         assert main(argv) == 2
         err = capsys.readouterr().err

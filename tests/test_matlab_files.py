@@ -141,7 +141,7 @@ WORKSPACES = {"m08": lambda: {"numHeads": 2}}
 
 
 @pytest.mark.parametrize("stem", sorted(FILES))
-def test_script_builds_the_python_network(stem, capsys):
+def test_script_builds_the_python_network(stem, capsys, tmp_path):
     path = next(HERE.glob(f"{stem}_*.m"))
     ws = WORKSPACES.get(stem, dict)()
     if stem == "m01":
@@ -149,18 +149,18 @@ def test_script_builds_the_python_network(stem, capsys):
     if stem == "m06":
         ws.update(zip(("XTrain", "YTrain"), _data("img")))
         ws.update(zip(("XVal", "YVal"), _data("img", 4)))
-    ws = run_file(path, ws)
+    ws = run_file(path, ws, out_dir=tmp_path)          # m06 draws its training progress
     got = ws["lgraph"] if stem == "m03" else ws["net"]
     same_network(got, FILES[stem]())
 
 
 @pytest.mark.parametrize("stem,kind", [("m01", "seq"), ("m06", "img")])
-def test_two_scripts_train_one_epoch_with_the_output_layer_loss(stem, kind):
+def test_two_scripts_train_one_epoch_with_the_output_layer_loss(stem, kind, tmp_path):
     X, Y = _data(kind)
     ws = {"XTrain": X, "YTrain": Y}
     if stem == "m06":
         ws.update(zip(("XVal", "YVal"), _data("img", 4)))
-    net = run_file(next(HERE.glob(f"{stem}_*.m")), ws)["net"]
+    net = run_file(next(HERE.glob(f"{stem}_*.m")), ws, out_dir=tmp_path)["net"]
     info = net.training_info
     assert info is not None and net.initialized
     assert "Softmax" in {type(l).__name__ for l in net.layers}          # classificationLayer dropped

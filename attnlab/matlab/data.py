@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ..errors import ArgumentError
-from ._options import _int, _parse, _word
+from ._options import _flag, _int, _parse, _word
 from .values import Categorical, Cell
 
 if TYPE_CHECKING:
@@ -113,10 +113,14 @@ def _text(v) -> str:
 def categorical(x: ArrayLike | Categorical, valueset: ArrayLike | None = None,
                 catnames: ArrayLike | None = None, *args: Any, **kwargs: Any) -> Categorical:
     """`categorical(x)`: categories are the sorted unique values (numbers compare as numbers);
-    `categorical(x, valueset)` fixes them and their order; `catnames` renames them."""
-    _parse("categorical", args, kwargs, {"Ordinal": False, "Protected": False})
+    `categorical(x, valueset)` fixes them and their order; `catnames` renames them;
+    `Ordinal=true` gives the categories an order (`<`, `>` compare by it)."""
+    _, o = _parse("categorical", args, kwargs, {"Ordinal": False, "Protected": False})
+    ordinal = _flag("categorical", "Ordinal", o["Ordinal"])
     if isinstance(x, Categorical):
-        return x
+        return x if valueset is None and catnames is None and ordinal == x.ordinal else \
+            categorical(np.asarray(x.values, dtype=object), valueset if valueset is not None
+                        else x.categories, catnames, Ordinal=ordinal)
     vals = list(x) if isinstance(x, (list, tuple)) else np.asarray(x).reshape(-1).tolist()
     if valueset is None:
         try:
@@ -134,7 +138,7 @@ def categorical(x: ArrayLike | Categorical, valueset: ArrayLike | None = None,
         raise ArgumentError(f"categorical: expected one name per value of valueset ({len(keys)}), "
                             f"received {len(names)}.")
     rename = dict(zip(keys, names))
-    return Categorical([rename.get(_text(v), "") for v in vals], names)
+    return Categorical([rename.get(_text(v), "") for v in vals], names, ordinal)
 
 
 def categories(c: Categorical) -> Cell:

@@ -27,7 +27,7 @@ from ..network import Network
 from . import builtins as B
 from ._options import MatlabNote
 from .reader import ScriptError, parse
-from .values import Cell, Handle, Lambda, MatlabError, Missing, NeedsData, String, Struct
+from .values import Categorical, Cell, Handle, Lambda, MatlabError, Missing, NeedsData, String, Struct
 
 _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
 _GRAPH_EDITS = {"dlnetwork", "layerGraph", "addLayers", "connectLayers", "disconnectLayers",
@@ -815,6 +815,8 @@ class Interpreter:
                 container = [container]
                 return self._index(container, args, scope, node, brace) if False else \
                     [container[0]][idx[0]] if isinstance(idx[0], int) else container
+            if isinstance(container, Categorical):    # c(i), c(i, 1): a categorical
+                return container.take(idx[0])
             if isinstance(container, Network):
                 if len(idx) != 1:
                     raise MatlabError(f"{what}: expected one index")
@@ -1062,19 +1064,33 @@ def _to_python(v):
 
 def run_code(text: str, workspace: dict | None = None, *, file: str = "<script>",
              analyze: bool = False,
-             out: Callable[[str], object] = print) -> dict:
+             out: Callable[[str], object] = print,
+             out_dir: str | os.PathLike[str] | None = None) -> dict:
     """Runs MATLAB code and returns its workspace (a dict by variable name). `workspace` gives
     variables the code uses undefined (and data a script would load). Errors are ScriptError
-    `FILE.m:LINE:COL: …`."""
-    return _run(Interpreter(text, file, workspace, analyze, out))[0]
+    `FILE.m:LINE:COL: …`. Training writes only inside `out_dir` (default: the current folder),
+    as for `run_file`."""
+    from .training import script_outputs
+    with script_outputs(Path.cwd() if out_dir is None else out_dir, "run_code", out, analyze):
+        return _run(Interpreter(text, file, workspace, analyze, out))[0]
 
 
 def run_file(path: str | os.PathLike[str], workspace: dict | None = None, *, analyze: bool = False,
-             out: Callable[[str], object] = print) -> dict:
+             out: Callable[[str], object] = print,
+             out_dir: str | os.PathLike[str] | None = None) -> dict:
     """Runs a MATLAB script or function file (its first function, with its arguments taken
-    from `workspace`) and returns the workspace."""
+    from `workspace`) and returns the workspace.
+
+    Training runs as the script says, in this process (`ExecutionEnvironment="parallel"` or
+    `"multi-gpu"` included: nothing is launched, a note says so), and writes only inside
+    `out_dir` (default: the script's own folder, as MATLAB's `run(path)` runs a script in its
+    folder): `CheckpointPath` and other relative paths are read from it, the training-progress
+    picture goes into it, and a path that resolves outside it (`..`, an absolute path, a
+    symlink) is a ScriptError naming the option, the path and the folder."""
     path = Path(path)
-    return _run(Interpreter(path.read_bytes(), path.name, workspace, analyze, out))[0]
+    from .training import script_outputs
+    with script_outputs(path.parent if out_dir is None else out_dir, "run_file", out, analyze):
+        return _run(Interpreter(path.read_bytes(), path.name, workspace, analyze, out))[0]
 
 
 def _run(interp: Interpreter):

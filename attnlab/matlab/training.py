@@ -1,8 +1,19 @@
-"""Training: `trainingOptions`, `trainnet`, the legacy `trainNetwork` and `classify`."""
+"""Training: `trainingOptions`, `trainnet`, the legacy `trainNetwork` and `classify`.
+
+Inside a script (`run_file`, `run_code`) training is confined: it writes checkpoints and the
+training-progress picture only inside the script's output folder (`script_outputs`), relative
+paths are read from that folder, and `ExecutionEnvironment="parallel"`/`"multi-gpu"` trains in
+the running process instead of launching workers."""
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
 import warnings
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -14,12 +25,72 @@ from ..training.losses import Loss
 from ._options import MatlabNote, _flag, _inf_none, _int, _parse, _word
 from .losses import WeightedCrossEntropy  # noqa: F401  (re-exported for callers)
 from .networks import _check_net, dlnetwork, layerGraph, output_layers
-from .values import Categorical
+from .values import Categorical, Cell
 
 if TYPE_CHECKING:
     from ..training import TrainingOptions
 
 __all__ = ['trainingOptions', 'trainnet', 'trainNetwork', 'classify']
+
+
+# ===================================================================== script outputs ===
+
+@dataclass(frozen=True)
+class ScriptRun:
+    """Where a running script may write: `folder` (resolved: no symlink, no `..`), the reader
+    entry point that ran it (`who`, for messages), its `out` (what `disp` prints with) and
+    whether it is only analysed (then an outside path is a note, not an error)."""
+    folder: Path
+    who: str
+    out: Callable[..., object]
+    analyze: bool = False
+
+
+_RUN: ContextVar[ScriptRun | None] = ContextVar("attnlab_matlab_script_run", default=None)
+
+
+@contextlib.contextmanager
+def script_outputs(folder: str | os.PathLike[str], who: str = "run_file",
+                   out: Callable[..., object] = print, analyze: bool = False) -> Iterator[ScriptRun]:
+    """While the block runs, MATLAB training (`trainnet`, `trainNetwork`) writes only inside
+    `folder`: `CheckpointPath` and relative paths are read from it, anything resolving outside
+    it (through `..` or a symlink) is refused naming the option, the path and the folder, the
+    training-progress picture of `Plots="training-progress"` goes into it, and
+    `ExecutionEnvironment="parallel"`/`"multi-gpu"` trains in this process (a note says so)
+    instead of launching processes. `run_file` and `run_code` run scripts inside it."""
+    if isinstance(folder, bytes):
+        folder = os.fsdecode(folder)
+    if not isinstance(folder, (str, os.PathLike)) or not str(folder):
+        raise ArgumentError(f"{who} out_dir: expected a folder (str or pathlib.Path), received "
+                            f"{type(folder).__name__} {repr(folder)[:60]}.")
+    root = Path(folder).resolve()
+    if root.exists() and not root.is_dir():
+        raise ArgumentError(f"{who} out_dir: '{folder}' is a file, not a folder. Give the folder "
+                            "the script may write into, e.g. out_dir='results'.")
+    token = _RUN.set(ScriptRun(root, who, out, analyze))
+    try:
+        yield _RUN.get()  # type: ignore[misc]
+    finally:
+        _RUN.reset(token)
+
+
+def _inside(run: ScriptRun, fn: str, option: str, value, base: Path | None = None) -> Path:
+    """`value` (relative to `base`, default the script's folder) resolved, once it is known to
+    lie inside the folder the script may write to."""
+    p = Path(os.fsdecode(value) if isinstance(value, bytes) else str(value))
+    full = (p if p.is_absolute() else (base or run.folder) / p).resolve()
+    if full == run.folder or run.folder in full.parents:
+        return full
+    where = f" (it resolves to '{full}')" if str(full) != str(value) else ""
+    message = (f"{fn}: {option} '{value}' is outside the folder this script may write to, "
+               f"'{run.folder}'{where}: {run.who} writes only inside it. Give a path inside "
+               f"it, e.g. {option}=\"checkpoints\", or choose the folder with "
+               f"{run.who}(..., out_dir=FOLDER).")
+    if run.analyze:
+        warnings.warn(message.replace(f"{run.who} writes only inside it",
+                                      f"{run.who} would refuse it"), MatlabNote, stacklevel=3)
+        return full
+    raise ArgumentError(message)
 
 
 # ========================================================================== training ===
@@ -44,7 +115,7 @@ _TRAINING = {
 }
 # MATLAB options accepted at the value that matches what attnlab does
 _TRAINING_NOOP = {
-    "SequenceLength": ("longest",), "SequencePaddingValue": (0,), "SequencePaddingDirection": ("right",),
+    "SequenceLength": ("longest",), "SequencePaddingValue": (0,), "SequencePaddingDirection": ("right", "left"),
     "ResetInputNormalization": (True, False), "BatchNormalizationStatistics": ("auto", "population", "moving"),
     "InputDataFormats": ("auto",),
     "TargetDataFormats": ("auto",), "DispatchInBackground": (False,),
@@ -97,6 +168,13 @@ def trainingOptions(solverName: str, *args: Any, **kwargs: Any) -> TrainingOptio
         warnings.warn(f"{fn}: OutputNetwork=\"{output_network}\" with ValidationPatience: when "
                       "training stops early attnlab returns the weights of the best validation "
                       "loss (MATLAB's \"best-validation\").", MatlabNote, stacklevel=2)
+    run = _RUN.get()
+    if run is not None and not run.analyze:
+        if values.get("checkpoint_dir") is not None:
+            values["checkpoint_dir"] = str(_inside(run, fn, "CheckpointPath",
+                                                   values["checkpoint_dir"]))
+    elif run is not None and values.get("checkpoint_dir") is not None:
+        _inside(run, fn, "CheckpointPath", values["checkpoint_dir"])        # a note
     try:
         opts = TrainingOptions(**values)
     except ArgumentError as e:
@@ -150,8 +228,24 @@ def _training_value(fn, matlab, value):
     return value
 
 
+def _data_formats(fn, matlab, value) -> None:
+    """InputDataFormats/TargetDataFormats: "auto" or MATLAB format words, one per input
+    ("CTB", "SSCB", "CB", …): checked, and the data are read as attnlab reads them (cell arrays
+    of sequences, batch-first arrays)."""
+    values = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) \
+        else None
+    import re
+    if not values or not all(isinstance(v, str) and (v.lower() == "auto" or re.fullmatch(
+            r"S{0,3}C?B?T?U*", "".join(sorted(v.upper(), key="SCBTU".index))) and v
+            and set(v.upper()) <= set("SCBTU")) for v in values):
+        raise ArgumentError(f"{fn}: expected {matlab} \"auto\" or MATLAB data formats such as "
+                            f"\"CTB\", \"SSCB\" or \"CB\", received {value!r}.")
+
+
 def _training_noop(fn, matlab, value):
     allowed = _TRAINING_NOOP[matlab]
+    if matlab in ("InputDataFormats", "TargetDataFormats"):
+        return _data_formats(fn, matlab, value)
     v = value.lower() if isinstance(value, str) else value
     if v not in allowed:
         raise ArgumentError(
@@ -266,8 +360,9 @@ def _train(fn, X, T, net, loss, options, classes=None):
         T = _labels(net, T, classes)
     vd = options.validation_data
     if isinstance(vd, tuple) and len(vd) == 2 and isinstance(vd[1], Categorical):
-        options = options.replace(validation_data=(vd[0], np.array([str(v) for v in vd[1].values],
-                                                                   dtype=object)))
+        options = _replace(options, validation_data=(
+            vd[0], np.array([str(v) for v in vd[1].values], dtype=object)))
+    options = _confined(fn, options)
     _fit_normalization(net, X, options, fn)
     from .factors import has_factors, mark_parameters
     from .weights import apply_presets, has_presets
@@ -286,28 +381,70 @@ def _train(fn, X, T, net, loss, options, classes=None):
     return net
 
 
+def _replace(options, **changes):
+    """`options.replace(...)`, keeping what trainingOptions recorded beside the fields."""
+    new = options.replace(**changes)
+    for key, value in options.__dict__.items():
+        if key.startswith("_matlab_"):
+            new.__dict__[key] = value
+    return new
+
+
+def _confined(fn, options):
+    """Inside a script: the options' files checked to lie in the script's folder (options
+    made in Python and given in the workspace included: their relative paths are where
+    training writes them, the current folder), and the training-progress picture placed there."""
+    run = _RUN.get()
+    if run is None:
+        return options
+    here = Path.cwd()
+    changes: dict[str, Any] = {}
+    for field, option in (("checkpoint_dir", "CheckpointPath"), ("log_dir", "log_dir"),
+                          ("plots_file", "plots_file")):
+        value = getattr(options, field, None)
+        if value is not None:
+            changes[field] = str(_inside(run, fn, option, value, base=here))
+    if options.plots == "training-progress" and options.plots_file is None:
+        folder = Path(changes.get("log_dir") or changes.get("checkpoint_dir") or run.folder)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ArgumentError(f"{fn}: cannot create the folder '{folder}' for the "
+                                f"training-progress picture ({e.strerror or e}). Give "
+                                f"{run.who} an out_dir you can write to.") from None
+        changes["plots_file"] = str(folder / "training-progress.png")
+    return _replace(options, **changes) if changes else options
+
+
 def _launch_parallel(fn, options) -> None:
     """ExecutionEnvironment "multi-gpu" (one process per GPU) or "parallel" (per GPU, else per
     CPU core, gloo): the program is run again under torchrun by attnlab's launcher, and each
     worker trains its share under DDP when it reaches this call; the launching process exits
-    with the workers' status once they are done. One GPU: trains here."""
+    with the workers' status once they are done. One GPU: trains here. Inside a script
+    (`run_file`, `run_code`) nothing is launched: training runs in this process, with a note."""
     word = options.__dict__.get("_matlab_parallel")
     if word is None:
         return
-    import os
     import torch
     from ..training.distributed import in_launch, launch
     if in_launch():
         return
-    if torch.cuda.device_count() > 0:
-        nproc: int | str = "gpu"
-    elif word == "multi-gpu":
+    if torch.cuda.device_count() == 0 and word == "multi-gpu":
         from ..errors import TrainingError
         raise TrainingError(f"{fn}: ExecutionEnvironment=\"multi-gpu\" needs CUDA GPUs; torch "
                             "sees none on this machine. Use \"parallel\" (CPU processes), "
                             "\"cpu\" or \"auto\".")
-    else:
-        nproc = max(1, min(os.cpu_count() or 1, 8))
+    run = _RUN.get()
+    if run is not None:
+        note = (f"{fn}: ExecutionEnvironment=\"{word}\" trains in this process: {run.who} "
+                "never starts processes. To train data-parallel, call it from a Python script "
+                "started with al.launch(N) at its top (or under python -m "
+                "torch.distributed.run --nproc-per-node=N).")
+        warnings.warn(note, MatlabNote, stacklevel=3)
+        run.out(f"note: {note}")
+        return
+    nproc: int | str = "gpu" if torch.cuda.device_count() > 0 else \
+        max(1, min(os.cpu_count() or 1, 8))
     launch(nproc)
 
 
@@ -361,8 +498,12 @@ def _output_losses(net, outputs, fn):
     return by_output, None
 
 
-def classify(net: Network, *X: Any, **kwargs: Any) -> np.ndarray | list[np.ndarray]:
-    """Legacy `YPred = classify(net, X)` → `al.classify(net, X)`: class labels."""
+def classify(net: Network, *X: Any, **kwargs: Any) -> Categorical | Cell:
+    """Legacy `YPred = classify(net, X)` → `al.classify(net, X)` as a categorical array, as in
+    MATLAB: its categories are the classes in training order (`net.metadata["class_labels"]`,
+    else the labels predicted), so `mean(YPred == YTest)` is the accuracy. Sequence-to-sequence
+    predictions (one label per time step) are a cell array with one categorical per
+    observation."""
     _check_net(net, "classify")
     from ._options import split_pairs
     from .networks import _SEQUENCE_OPTIONS, _sequence_options
@@ -371,5 +512,34 @@ def classify(net: Network, *X: Any, **kwargs: Any) -> np.ndarray | list[np.ndarr
     X, pairs = split_pairs(X, options)      # classify(net, X, 'SequenceLength', 'longest')
     _sequence_options("classify", _parse("classify", pairs, kwargs, options)[1])
     from ..training import classify as _classify
-    return _classify(net, *X)
+    labels = _classify(net, *X)
+    classes = _class_names(net)
+    if isinstance(labels, list):
+        return Cell(_as_categorical(np.asarray(v), classes) for v in labels)
+    labels = np.asarray(labels)
+    if labels.ndim > 1:
+        return Cell(_as_categorical(row, classes) for row in labels)
+    return _as_categorical(labels, classes)
 
+
+def _class_names(net) -> list[str] | None:
+    names = net.metadata.get("class_labels")
+    if isinstance(names, dict):                      # by output: classify reads the first
+        names = names.get(net.output_names[0]) if net.output_names else None
+    return None if names is None else [_label(v) for v in names]
+
+
+def _label(v) -> str:
+    v = v.item() if isinstance(v, np.generic) else v
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def _as_categorical(labels: np.ndarray, classes: list[str] | None) -> Categorical:
+    values = [_label(v) for v in labels.reshape(-1).tolist()]
+    if classes is None:
+        try:
+            found = sorted(set(labels.reshape(-1).tolist()))
+        except TypeError:
+            found = sorted(set(labels.reshape(-1).tolist()), key=str)
+        classes = [_label(v) for v in found]
+    return Categorical(values, classes)

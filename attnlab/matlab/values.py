@@ -7,6 +7,8 @@ read naturally), vectors and matrices numpy arrays (row vectors 1-D), '…' text
 """
 from __future__ import annotations
 
+import numpy as np
+
 
 class String(str):
     """A MATLAB string ("…"), as opposed to a character vector ('…')."""
@@ -54,12 +56,22 @@ class NeedsData(Exception):
 
 class Categorical:
     """A MATLAB categorical array: `values` (text labels, a 1-D numpy object array; "" is
-    <undefined>) and `categories`, the classes in order (sorted unless given)."""
+    <undefined>), `categories`, the classes in order (sorted unless given), and `ordinal`.
 
-    def __init__(self, values, categories):
-        import numpy as np
+    It compares as MATLAB's does, element by element: `==` and `~=` with another categorical
+    (by label; two ordinal arrays need the same categories in the same order) or with text (a
+    character vector or string for every element, a string array or cell array of character
+    vectors of the same size); <undefined> equals nothing. `<`, `<=`, `>`, `>=` compare the
+    category order of ordinal arrays. The results are logical column vectors (numpy bool,
+    N×1), so `mean(YPred == YTest)` is the accuracy. `c[i]` is a label, `c[i:j]` (or an index
+    array) a categorical with the same categories."""
+
+    __array_ufunc__ = None                 # numpy defers to these operators: arr == c is c == arr
+
+    def __init__(self, values, categories, ordinal: bool = False):
         self.values = np.asarray(values, dtype=object).reshape(-1)
         self.categories = [str(c) for c in categories]
+        self.ordinal = bool(ordinal)
 
     def __len__(self):
         return len(self.values)
@@ -70,13 +82,123 @@ class Categorical:
 
     def codes(self):
         """0-based class indices (−1 for <undefined>)."""
-        import numpy as np
         index = {c: i for i, c in enumerate(self.categories)}
         return np.array([index.get(str(v), -1) for v in self.values], dtype=np.int64)
 
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.values, dtype=dtype if dtype is not None else object)
+
+    def __iter__(self):
+        return iter(self.values.tolist())
+
+    def __getitem__(self, index):
+        if isinstance(index, (int, np.integer)):
+            return self.values[index]
+        return self.take(index)
+
+    def take(self, index) -> "Categorical":
+        """The elements at `index` (an int, slice or array of 0-based indices), as a categorical
+        with the same categories (MATLAB's `c(i)`)."""
+        picked = self.values[index]
+        return Categorical(np.atleast_1d(picked), self.categories, self.ordinal)
+
+    # -------------------------------------------------------------------- comparisons --
+    def _labels_of(self, other, op: str):
+        """`other` as labels to compare with, one per element of self (or one for all)."""
+        from ..errors import ArgumentError
+        if isinstance(other, Categorical):
+            if self.ordinal != other.ordinal:
+                raise ArgumentError(f"categorical {op}: expected two ordinal or two non-ordinal "
+                                    "categorical arrays, received one of each. Make both "
+                                    "ordinal (categorical(x, Ordinal=true)) or neither.")
+            if self.ordinal and self.categories != other.categories:
+                raise ArgumentError(f"categorical {op}: ordinal categorical arrays must have the "
+                                    f"same categories in the same order, received "
+                                    f"{self.categories} and {other.categories}. Make them from "
+                                    "the same valueset: categorical(x, valueset, Ordinal=true).")
+            labels = list(other.values)
+        elif isinstance(other, str):
+            labels = [str(other)]
+        elif isinstance(other, (list, tuple)) and all(isinstance(v, str) for v in other):
+            labels = [str(v) for v in other]        # a cell array of text, a string array
+        elif isinstance(other, np.ndarray) and other.dtype.kind in "OUS" and \
+                all(isinstance(v, str) for v in other.ravel().tolist()):
+            labels = [str(v) for v in other.ravel().tolist()]
+        else:
+            raise ArgumentError(f"categorical {op}: expected another categorical array or text "
+                                f"(a label such as 'cat', a string array or a cell array of "
+                                f"labels), received {_kind(other)}. Compare with the label as "
+                                f"text, e.g. c {op} '{_first_label(other)}'.")
+        if len(labels) not in (1, len(self.values)) and len(self.values) != 1:
+            raise ArgumentError(f"categorical {op}: expected {len(self.values)} labels (one per "
+                                f"element) or 1, received {len(labels)}: the sizes must agree.")
+        if self.ordinal and not isinstance(other, Categorical):
+            unknown = sorted({v for v in labels if v and v not in self.categories})
+            if unknown:
+                raise ArgumentError(f"categorical {op}: {', '.join(repr(u) for u in unknown)} "
+                                    f"is not a category of this ordinal array; its categories: "
+                                    f"{', '.join(self.categories)}.")
+        return labels
+
+    def _compare(self, other, op: str, test):
+        labels = self._labels_of(other, op)
+        mine = [str(v) for v in self.values]
+        n = max(len(mine), len(labels))
+        mine, labels = (mine * n)[:n], (labels * n)[:n]
+        out = np.array([bool(a) and bool(b) and test(a, b) for a, b in zip(mine, labels)],
+                       dtype=bool)
+        return out.reshape(-1, 1)
+
+    def __eq__(self, other):
+        return self._compare(other, "==", lambda a, b: a == b)
+
+    def __ne__(self, other):
+        return ~self._compare(other, "~=", lambda a, b: a == b)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _order(self, other, op: str, test):
+        from ..errors import ArgumentError
+        if not self.ordinal:
+            raise ArgumentError(f"categorical {op}: expected an ordinal categorical array, "
+                                "received a non-ordinal one: its categories have no order. "
+                                "Make it with categorical(x, valueset, Ordinal=true).")
+        rank = {c: i for i, c in enumerate(self.categories)}
+        return self._compare(other, op, lambda a, b: test(rank[a], rank[b]))
+
+    def __lt__(self, other):
+        return self._order(other, "<", lambda a, b: a < b)
+
+    def __le__(self, other):
+        return self._order(other, "<=", lambda a, b: a <= b)
+
+    def __gt__(self, other):
+        return self._order(other, ">", lambda a, b: a > b)
+
+    def __ge__(self, other):
+        return self._order(other, ">=", lambda a, b: a >= b)
+
     def __repr__(self):
-        shown = " ".join(str(v) for v in self.values[:8]) + (" …" if len(self.values) > 8 else "")
-        return f"categorical([{shown}], categories {self.categories})"
+        shown = " ".join(str(v) or "<undefined>" for v in self.values[:8]) + \
+            (" …" if len(self.values) > 8 else "")
+        return (f"categorical([{shown}], categories {self.categories}"
+                + (", ordinal" if self.ordinal else "") + ")")
+
+
+def _kind(value) -> str:
+    if isinstance(value, np.ndarray):
+        return f"a numeric array ({value.dtype})" if value.dtype.kind in "biuf" else \
+            f"an array of {value.dtype}"
+    if isinstance(value, (bool, int, float)):
+        return f"the number {value!r}"
+    return type(value).__name__
+
+
+def _first_label(value) -> str:
+    v = np.asarray(value).ravel()[0] if isinstance(value, np.ndarray) and value.size else value
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return str(v) if isinstance(v, (int, float, np.generic)) else "label"
 
 
 class Lambda:

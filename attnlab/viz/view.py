@@ -481,8 +481,19 @@ def view(net, path=None, *, sample=None, labels=None, training=None, serve: bool
         return server
     if path is None:
         return text
-    path = output_path(path, "view(path)", ("html", "htm"), example="net.html")
-    path.write_text(text, encoding="utf-8")
+    return write_page(path, text)
+
+
+def write_page(path, text: str, who: str = "view(path)") -> Path:
+    """Writes a page to `path` (returns it as a Path) once it is known to be a file that can
+    be written: not a folder, a device or another special file, in a folder that exists, named
+    .html or .htm (or without an extension). The page appears whole or not at all."""
+    path = output_path(path, who, ("html", "htm"), example="net.html")
+    if path.exists() and not path.is_file():
+        raise ArgumentError(f"{who}: '{path}' is not a regular file (a device, a pipe or a "
+                            "socket); give a file name such as 'net.html'.")
+    from .._files import atomic_write
+    atomic_write(path, text.encode("utf-8"))
     return path
 
 
