@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,7 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
         if getattr(o, what) and d.main:
             _make_folder(what, getattr(o, what))
     if o.resume:
-        _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler)
+        _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler, per_epoch)
     plot_path = _plot_path(o) if o.plots == "training-progress" and d.main else None
     info.plot_file = str(plot_path) if plot_path else None
     fwd = maybe_compile(dd.wrap(net, d, device), o.compile, device, "training")
@@ -236,9 +237,11 @@ def _end_epoch(r: Run, st: State) -> None:
     r.recorder.end_epoch(st.epoch + 1)
     st.epoch += 1
     st.batch = 0
-    if st.epoch < o.max_epochs:
-        st.order = draw_epoch(len(r.data), o.batch_size, o.shuffle, r.generator, previous=st.order,
-                              lengths=r.data.lengths, sort_by_length=o.sort_by_length)
+    # the next epoch's order is drawn after the last epoch too: a checkpoint of a finished run
+    # then holds the order (and the generator) a longer run has here, so that resuming with a
+    # larger max_epochs continues exactly as that run
+    st.order = draw_epoch(len(r.data), o.batch_size, o.shuffle, r.generator, previous=st.order,
+                          lengths=r.data.lengths, sort_by_length=o.sort_by_length)
     if o.checkpoint_dir and o.checkpoint_frequency_unit == "epoch" and \
             st.epoch % o.checkpoint_frequency == 0:
         _checkpoint(r, st)
@@ -316,13 +319,49 @@ def _checkpoint(r: Run, st: State) -> None:
     ck.save(r.o.checkpoint_dir, st.iteration, tensors, meta, r.o.checkpoint_keep)
 
 
-def _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler=None) -> None:
+def _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler=None,
+            per_epoch: int = 1) -> None:
     found = ck.load_latest(o.checkpoint_dir)
     if found is None:
         return                                   # nothing to resume: start from the beginning
     tensors, meta, path = found
     _check_same_solver(meta, o, path)
-    restore(tensors, meta, st, net, opt, scheduler, generator, recorder, info, path, scaler)
+    saved = meta.get("options") if isinstance(meta.get("options"), dict) else {}
+    then = saved.get("max_epochs")
+    relaid = (scheduler is not None and isinstance(then, int) and then != o.max_epochs
+              and _schedule_layout(o.replace(max_epochs=then), per_epoch) != _schedule_layout(o, per_epoch))
+    if not relaid:
+        restore(tensors, meta, st, net, opt, scheduler, generator, recorder, info, path, scaler)
+        return
+    # the schedule's shape depends on max_epochs: this run's schedule, at the checkpoint's step
+    fresh = [g["lr"] for g in opt.param_groups]
+    restore(tensors, meta, st, net, opt, None, generator, recorder, info, path, scaler)
+    saved_lr = current_lr(opt)
+    for g, lr in zip(opt.param_groups, fresh):
+        g["lr"] = lr
+    with warnings.catch_warnings():          # torch's "step() before optimizer.step()"
+        warnings.simplefilter("ignore", UserWarning)
+        for _ in range(st.iteration):
+            scheduler.step()
+    warnings.warn(
+        f"train: resuming from '{path}' with max_epochs {o.max_epochs} (it was written by a run of "
+        f"{then}): learning_rate_schedule '{o.learning_rate_schedule}' is laid out over max_epochs, "
+        f"so it cannot continue as an uninterrupted {o.max_epochs}-epoch run would have from the "
+        f"start. Training goes on along the {o.max_epochs}-epoch schedule from iteration "
+        f"{st.iteration} (learning rate {current_lr(opt):.3g} now, {saved_lr:.3g} when the checkpoint "
+        f"was written). For resumes equal to an uninterrupted run, use a schedule that does not "
+        f"depend on max_epochs ('piecewise', 'warmup', 'none') or train with the final max_epochs "
+        f"from the start.", UserWarning, stacklevel=5)
+
+
+def _schedule_layout(o: TrainingOptions, per_epoch: int):
+    """What of the built-in schedule's shape depends on max_epochs (None: nothing)."""
+    s = o.learning_rate_schedule
+    if not isinstance(s, str) or s in ("none", "piecewise"):
+        return None
+    total = max(1, o.max_epochs * per_epoch)
+    warm = min(o.warmup_iterations, total - 1)
+    return {"cosine": (total,), "warmup": (warm,), "warmup-cosine": (warm, total)}.get(s)
 
 
 # options whose change makes the saved optimizer state or data order meaningless; others

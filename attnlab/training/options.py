@@ -70,7 +70,10 @@ class TrainingOptions:
 
     Checkpoints: `checkpoint_dir`, `checkpoint_frequency` 1 in `checkpoint_frequency_unit`
     "epoch" | "iteration", keeping the newest `checkpoint_keep` (2); `resume` True continues from
-    the newest checkpoint exactly. `check_finite` True checks every step (one host sync per
+    the newest checkpoint exactly, also a finished run given a larger `max_epochs` (it then
+    equals a run of that length from the start), except where the schedule is laid out over
+    `max_epochs` ("cosine", "warmup-cosine"): that resume warns and follows the new length's
+    schedule from the checkpoint's iteration. `check_finite` True checks every step (one host sync per
     step) and names the first layer whose activations went non-finite.
 
     Hardware (`attnlab.precision`, `attnlab.compiled`): `device` None (the network's device) |
