@@ -1,4 +1,4 @@
-"""attnlab's exceptions (DESIGN §4).
+"""attnlab's exceptions.
 
 Every message names the layer and port where it can, says what was expected and what was
 received, and ends with a fix.

@@ -2,8 +2,8 @@
 
 `Graph` is what analysis, compilation, pictures, persistence and streaming read; `Network`
 (attnlab.network) is a `Graph` that is also a `torch.nn.Module`, owning the built modules and
-the compiled plan. This module imports nothing above the layers, so the flow of imports follows
-DESIGN §1: layers → graph → analysis/compile/io/viz/stream → network.
+the compiled plan. This module imports nothing above the layers, so imports flow one way:
+layers → graph → analysis/compile/io/viz/stream → network.
 """
 from __future__ import annotations
 

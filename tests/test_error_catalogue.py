@@ -168,7 +168,7 @@ def test_analyze_never_raises_and_lists_every_issue():
 
 
 # =============================================================================================
-# Layer arguments (issue 13 items 1 and 6): constructor mistakes and what only sizes reveal.
+# Layer arguments: constructor mistakes and what only sizes reveal.
 # Each case names the layer type, the argument and the value received (as the message shows it).
 # =============================================================================================
 from attnlab.functional import attention as _attention  # noqa: E402
@@ -446,7 +446,7 @@ def test_layer_argument_catalogue_is_large_enough():
     assert len(LAYER_ARGUMENT_CASES) + len(SIZE_CASES) >= 120
 
 # ==================================================================================================
-# Files (issue 13 item 5; owner: io) — load/save of missing paths, folders, non-paths, weights of
+# Files (owner: io) — load/save of missing paths, folders, non-paths, weights of
 # another dtype, a training checkpoint: each an attnlab error naming the path and what is wrong.
 # ==================================================================================================
 
@@ -981,7 +981,7 @@ def test_demo_without_the_data_extra_is_one_line(demo, module, tmp_path, capsys,
 
 
 # ======================================================================================
-# One message, last (issue 13 item 6): plain class names, torch's text quoted inside, no
+# One message, last: plain class names, torch's text quoted inside, no
 # misleading fixes.
 # ======================================================================================
 

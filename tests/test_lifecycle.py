@@ -1,4 +1,4 @@
-"""A network is a PyTorch module from the moment its sizes are known (issue 12).
+"""A network is a PyTorch module from the moment its sizes are known.
 
 PyTorch users build a model, make an optimizer, move it, switch to eval, compile it — in that
 order, before any call. Each habit is tried on networks with Dropout, BatchNorm, LSTM and every

@@ -97,7 +97,7 @@ def _inside(run: ScriptRun, fn: str, option: str, value, base: Path | None = Non
 
 _SOLVERS = ("sgdm", "adam", "rmsprop", "adamw")
 
-# MATLAB trainingOptions name → attnlab TrainingOptions field (DESIGN §2 and attnlab.training)
+# MATLAB trainingOptions name → attnlab TrainingOptions field (see attnlab.training)
 _TRAINING = {
     "InitialLearnRate": "learning_rate", "MaxEpochs": "max_epochs", "MiniBatchSize": "batch_size",
     "Shuffle": "shuffle", "ValidationData": "validation_data",
