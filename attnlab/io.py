@@ -408,7 +408,8 @@ def _open_source(path):
                             "written by net.save() (e.g. 'model.attnlab'); a training "
                             "checkpoint_dir is resumed with TrainingOptions(resume=True).")
     try:
-        return str(p), open(p, "rb"), True
+        from ._files import open_regular         # a FIFO or device would block or never end
+        return str(p), open_regular(p, "load(path)"), True
     except FileNotFoundError:
         hint = f" The folder '{p.parent}' does not exist either." if not p.parent.exists() else ""
         raise ArgumentError(f"load(path): no such file: '{p}'.{hint}") from None

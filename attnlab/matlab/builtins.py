@@ -16,12 +16,47 @@ import numpy as np
 
 from .values import Cell, MatlabError, String, Struct
 
+
+class Exhausted(Exception):
+    """A value a statement would create is past one of the script's Limits (`limit` names
+    it); the interpreter turns it into a located LimitError, which `try`/`catch` does not
+    catch."""
+
+    def __init__(self, message: str, limit: str, node=None):
+        super().__init__(message)
+        self.message, self.limit, self.node = message, limit, node
+
+
+def check_elements(ctx, n, what: str) -> None:
+    """Refuses, before anything is allocated, an array of `n` elements past Limits.elements."""
+    most = ctx.limits.elements
+    if n > most:
+        from .reader import Limits
+        raise Exhausted(f"{what} would have {_count(n)} elements, over the limit of {most:,} "
+                        f"elements per array (Limits.elements). {Limits.hint('elements')}",
+                        "elements")
+
+
+def check_chars(ctx, n, what: str) -> None:
+    """Refuses, before it is made, a text of `n` characters past Limits.chars."""
+    most = ctx.limits.chars
+    if n > most:
+        from .reader import Limits
+        raise Exhausted(f"{what} would have {_count(n)} characters, over the limit of {most:,} "
+                        f"characters per text (Limits.chars). {Limits.hint('chars')}", "chars")
+
+
+def _count(n) -> str:
+    return f"{int(n):,}" if n < 1e30 else f"{float(n):.3g}"
+
 DATA = {"trainNetwork", "trainnet", "predict", "minibatchpredict", "classify", "forward",
+        "predictAndUpdateState",
         "imageDatastore", "load", "readtable", "readmatrix", "csvread", "xlsread", "audioread",
         "imread", "splitEachLabel", "matlabroot", "audioDatastore", "fileDatastore",
         "tabularTextDatastore", "datastore", "readall", "importdata", "japaneseVowelsTrainData",
         "japaneseVowelsTestData", "digitTrain4DArrayData", "digitTest4DArrayData"}
-FILES = DATA - {"trainNetwork", "trainnet", "predict", "minibatchpredict", "classify", "forward"}
+FILES = DATA - {"trainNetwork", "trainnet", "predict", "minibatchpredict", "classify", "forward",
+               "predictAndUpdateState"}
 
 # MATLAB's graphics and GPU-state functions: they change no value a network depends on, so the
 # reader runs them as no-ops (`attnlab plot FILE.m` draws the networks)
@@ -44,22 +79,22 @@ OUTSIDE = {
     "table", "height", "width", "head", "tail", "rmmissing", "fillmissing", "ismissing",
     "standardizeMissing", "movmean", "smoothdata", "interp1", "detrend", "resample", "filter",
     "buffer", "cat", "horzcat", "vertcat", "squeeze", "permute", "circshift", "flip", "fliplr",
-    "flipud", "sort", "sortrows", "unique", "find", "cumsum", "cumprod", "diff", "std", "var",
+    "flipud", "sort", "sortrows", "find", "cumsum", "cumprod", "diff", "std", "var",
     "median", "mode", "corrcoef", "cov", "histcounts", "discretize", "isnan", "isinf", "nnz",
-    "grp2idx", "onehotencode", "onehotdecode", "countcats", "dummyvar", "bayesopt",
+    "grp2idx", "onehotencode", "onehotdecode", "dummyvar", "bayesopt",
     "optimizableVariable", "bestPoint", "perfcurve", "rocmetrics", "confusionmat", "rmse",
     "mse", "mae", "crossentropy", "l2loss", "huber", "writematrix", "writetable", "writecell",
     "save", "csvwrite", "xlswrite", "dlmwrite", "fopen", "fclose", "fread", "fwrite", "fgetl",
     "fgets", "fscanf", "textscan", "jsondecode", "jsonencode", "exist", "isfile", "isfolder",
     "dir", "mkdir", "tempdir", "tempname", "pwd", "datetime", "seconds", "minutes", "hours",
     "days", "now", "clock", "datestr", "tokenizedDocument", "wordEncoding", "doc2sequence",
-    "preprocessText", "doclength", "fastTextWordEmbedding", "activations", "resetState",
+    "preprocessText", "doclength", "fastTextWordEmbedding", "activations",
     "resnet18", "resnet50", "resnet101", "googlenet", "squeezenet", "alexnet", "vgg16", "vgg19",
     "mobilenetv2", "efficientnetb0", "inceptionv3", "imagePretrainedNetwork", "bert",
     "augmentedImageDatastore", "imageDataAugmenter", "transform", "shuffle", "partition",
     "minibatchqueue", "hasdata", "next", "read", "reset", "imresize", "im2single", "im2double",
     "rgb2gray", "mat2gray", "spectrogram", "stft", "cwt", "fft", "ifft", "pca", "kmeans",
-    "knnsearch", "fitcsvm", "fitlm", "predictAndUpdateState", "confusion", "str2double",
+    "knnsearch", "fitcsvm", "fitlm", "confusion", "str2double",
     "str2num", "int2str", "mat2str", "regexp", "regexprep", "strsplit", "strjoin", "strrep",
     "contains", "startsWith", "endsWith", "lower", "upper", "strtrim", "split", "join",
     "replace", "input", "keyboard",
@@ -79,18 +114,47 @@ def _scalar(x):
 def _num(x):
     if isinstance(x, (bool, int, float, np.ndarray)):
         return x
+    if isinstance(x, (np.number, np.bool_)):
+        return x.item()
     if hasattr(x, "detach"):                                 # a tensor, e.g. from dlarray
         return x.detach().cpu().numpy()
     raise MatlabError(f"expected a number or numeric array, received {type(x).__name__}")
 
 
-def _size_args(args) -> tuple[int, ...]:
-    dims = [int(v) for a in args for v in np.atleast_1d(_num(a)).ravel()]
-    return tuple(dims * 2) if len(dims) == 1 else tuple(dims)
+def _size_args(args, fn: str = "size", square: bool = True) -> tuple[int, ...]:
+    """MATLAB size arguments (n, or m, n, …, or [m n …]) → a shape: whole numbers, a negative
+    size counting as 0 (as MATLAB); NaN, Inf and fractions are refused. One number n is the
+    square n×n (as zeros(n)) unless `square` is False."""
+    dims = []
+    for a in args:
+        if isinstance(a, str):
+            raise MatlabError(f"{fn}: expected sizes (whole numbers), received the text {a!r}")
+        for v in np.atleast_1d(_num(a)).ravel():
+            if isinstance(v, (bool, np.bool_)):
+                v = int(v)
+            try:
+                f = float(v)
+            except (TypeError, ValueError):
+                raise MatlabError(f"{fn}: expected sizes (whole numbers), received "
+                                  f"{type(v).__name__}") from None
+            if not math.isfinite(f) or not f.is_integer():
+                raise MatlabError(f"{fn}: sizes must be whole numbers, received {_fmt_value(f)}")
+            dims.append(max(int(f), 0))
+    return tuple(dims * 2) if len(dims) == 1 and square else tuple(dims)
 
 
-def _format(fmt: str, args) -> str:
-    """sprintf/fprintf: MATLAB's format (a C format; the format is reused while values remain)."""
+def _product(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _format(fmt: str, args, ctx=None) -> str:
+    """sprintf/fprintf: MATLAB's format (a C format; the format is reused while values remain).
+    With the interpreter `ctx`, field widths and the text made are held to Limits.chars."""
+    if not isinstance(fmt, str):
+        raise MatlabError(f"expected a format text first, received {type(fmt).__name__}")
     values: list = []
     for a in args:
         if isinstance(a, np.ndarray):
@@ -104,7 +168,13 @@ def _format(fmt: str, args) -> str:
     specs = re.findall(r"%[-+ 0#]*\d*(?:\.\d+)?[diufeEgGsc]", fmt)
     if not specs:
         return fmt.replace("\x00", "%")
-    out, i = [], 0
+    for spec in specs:                          # %1000000000d: refused before it is made
+        widths = [int(w) for w in re.findall(r"\d+", spec[1:-1])] or [0]
+        if ctx is not None:
+            check_chars(ctx, max(widths), f"the format {spec[:20]!r}")
+        elif max(widths) > 10_000_000:
+            raise MatlabError(f"the format {spec[:20]!r} asks for a field too wide")
+    out, i, total = [], 0, 0
     while True:
         chunk = fmt
         for spec in specs:
@@ -113,18 +183,40 @@ def _format(fmt: str, args) -> str:
                 break
             v = values[i]
             kind = spec[-1]
+            bare = re.sub(r"\.\d+", "", spec)[:-1]           # the flags and width only
+            if isinstance(v, str) and kind not in "sc":
+                if len(v) == 1:
+                    v = ord(v)                               # sprintf('%d', 'a') is 97
+                else:
+                    kind = "s"
+            if isinstance(v, (bool, np.bool_)):
+                v = int(v)
+            if not isinstance(v, (str, int, float, np.number)):
+                raise MatlabError(f"the format {spec!r} takes a number or text, received "
+                                  f"{type(v).__name__}")
             if kind in "diu":
-                py = spec[:-1] + ("d" if float(v).is_integer() else "g")
-                v = int(v) if float(v).is_integer() else float(v)
+                f = float(v)
+                if not math.isfinite(f):                     # MATLAB writes Inf, -Inf, NaN
+                    py, v = bare + "s", _fmt_value(f)
+                else:
+                    py = spec[:-1] + ("d" if f.is_integer() else "g")
+                    v = int(f) if f.is_integer() else f
             elif kind in "feEgG":
                 py, v = spec, float(v)
+                if not math.isfinite(v):
+                    py, v = bare + "s", _fmt_value(v)
             elif kind == "c":
-                py, v = spec[:-1] + "s", str(v)
+                code = v if isinstance(v, str) else float(v)
+                py, v = bare + "s", code if isinstance(code, str) else chr(int(code)) \
+                    if code.is_integer() and 0 <= code < 0x110000 else _fmt_value(code)
             else:
                 py, v = spec, v if isinstance(v, str) else _fmt_value(v)
             chunk = chunk.replace(spec, py % v, 1)
             i += 1
         out.append(chunk)
+        total += len(chunk)
+        if ctx is not None:
+            check_chars(ctx, total, "the formatted text")
         if i >= len(values):
             break
     return "".join(out).replace("\x00", "%")
@@ -132,6 +224,8 @@ def _format(fmt: str, args) -> str:
 
 def _fmt_value(v) -> str:
     v = _scalar(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if math.isnan(v) else "Inf" if v > 0 else "-Inf"
     return str(v) if not isinstance(v, float) else f"{v:g}"
 
 
@@ -144,15 +238,38 @@ def fprintf(ctx, fmt, *args):
     if not isinstance(fmt, str):
         raise MatlabError("fprintf: expected a format text first (writing to files is not "
                           "supported)")
-    ctx.print(_format(fmt, args), end="")
+    ctx.print(_format(fmt, args, ctx), end="")
 
 
 def sprintf(ctx, fmt, *args):
-    return _format(fmt, args)
+    if not isinstance(fmt, str):
+        raise MatlabError(f"sprintf: expected a format text first, received "
+                          f"{type(fmt).__name__}")
+    return _format(fmt, args, ctx)
 
 
 def num2str(ctx, x, *args):
-    return _fmt_value(x) if not args else _format(args[0], [x])
+    """num2str(x), num2str(x, precision) (that many significant digits, as MATLAB:
+    num2str(pi, 8) is '3.1415927') or num2str(x, format)."""
+    if len(args) > 1:
+        raise MatlabError(f"num2str: expected num2str(x), num2str(x, precision) or "
+                          f"num2str(x, format), received {1 + len(args)} arguments")
+    if isinstance(x, str):
+        return x
+    if not args:
+        return _fmt_value(x)
+    spec = args[0]
+    if isinstance(spec, str):
+        return _format(spec, [x], ctx)
+    digits = _scalar(_num(spec))
+    if not isinstance(digits, int) or isinstance(digits, bool) or digits < 1:
+        raise MatlabError(f"num2str: expected a precision (a whole number ≥ 1) or a format, "
+                          f"received {_fmt_value(digits) if isinstance(digits, (int, float)) else type(digits).__name__}")
+    check_chars(ctx, digits, "num2str's precision")
+    values = np.atleast_1d(_num(x)).ravel()
+    check_chars(ctx, values.size * (digits + 8), "num2str's text")
+    return "  ".join(_fmt_value(v) if not math.isfinite(float(v)) else f"{float(v):.{digits}g}"
+                     for v in values)
 
 
 def error(ctx, *args):
@@ -161,13 +278,22 @@ def error(ctx, *args):
     ident = ""
     if len(args) > 1 and isinstance(args[0], str) and ":" in args[0] and "%" not in args[0]:
         ident, args = args[0], args[1:]
-    raise MatlabError(_format(args[0], args[1:]) if len(args) > 1 else str(args[0]), ident)
+    if isinstance(args[0], Struct):                    # error(struct('message', …))
+        raise MatlabError(str(args[0].get("message", "")), str(args[0].get("identifier", "")))
+    if len(args) > 1 and not isinstance(args[0], str):
+        raise MatlabError(f"error: expected a message text first, received "
+                          f"{type(args[0]).__name__}")
+    raise MatlabError(_format(args[0], args[1:], ctx) if len(args) > 1 else
+                      str(args[0]) if isinstance(args[0], str) else _fmt_value(args[0]), ident)
 
 
 def warning(ctx, *args):
     if args and isinstance(args[0], str) and args[0].lower() in ("off", "on", "query"):
         return                                         # warning('off', id): state only
-    ctx.print("Warning: " + (_format(args[0], args[1:]) if args else ""))
+    if args and not isinstance(args[0], str):
+        raise MatlabError(f"warning: expected a message text first, received "
+                          f"{type(args[0]).__name__}")
+    ctx.print("Warning: " + (_format(args[0], args[1:], ctx) if args else ""))
 
 
 def rng(ctx, seed=0, *args):
@@ -179,7 +305,10 @@ def rng(ctx, seed=0, *args):
         if seed.lower() != "default":
             raise MatlabError(f"rng: expected a seed, \"default\" or \"shuffle\", received {seed!r}")
         seed = 0
-    seed = int(_scalar(seed))
+    seed = _scalar(_num(seed))
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2 ** 32:
+        raise MatlabError(f"rng: expected a seed, a whole number from 0 to 2^32-1, received "
+                          f"{_fmt_value(seed)}")
     torch.manual_seed(seed)
     np.random.seed(seed % 2 ** 32)
     ctx.state["seed"] = seed
@@ -201,7 +330,10 @@ def _noop(ctx, *args, **kwargs):
 def size(ctx, x, dim=None):
     shape = _shape(x)
     if dim is not None:
-        d = int(_scalar(dim))
+        d = _scalar(_num(dim))
+        if not isinstance(d, int) or isinstance(d, bool) or d < 1:
+            raise MatlabError(f"size(x, dim): expected a dimension ≥ 1, received "
+                              f"{_fmt_value(d)}")
         return shape[d - 1] if d <= len(shape) else 1
     return np.array(shape, dtype=float)
 
@@ -230,24 +362,26 @@ def isempty(ctx, x):
 
 
 def zeros(ctx, *args):
-    return _array(np.zeros, args)
+    return _array(np.zeros, args, ctx, "zeros")
 
 
 def ones(ctx, *args):
-    return _array(np.ones, args)
+    return _array(np.ones, args, ctx, "ones")
 
 
 def rand(ctx, *args):
-    return _array(lambda s: np.random.rand(*s), args)
+    return _array(lambda s: np.random.rand(*s), args, ctx, "rand")
 
 
 def randn(ctx, *args):
-    return _array(lambda s: np.random.randn(*s), args)
+    return _array(lambda s: np.random.randn(*s), args, ctx, "randn")
 
 
-def _array(make, args):
+def _array(make, args, ctx=None, fn="zeros"):
     args = [a for a in args if not isinstance(a, str)]       # 'single'/'like' class names
-    shape = _size_args(args) if args else (1, 1)
+    shape = _size_args(args, fn) if args else (1, 1)
+    if ctx is not None:
+        check_elements(ctx, _product(shape), f"{fn}({', '.join(map(str, shape))})")
     out = make(shape)
     return _scalar(out) if out.size == 1 else out.astype(np.float32 if False else np.float64)
 
@@ -278,11 +412,35 @@ def strcmpi(ctx, a, b):
 
 
 def strcat(ctx, *args):
+    for a in args:
+        if not isinstance(a, str):
+            raise MatlabError(f"strcat: expected texts, received {type(a).__name__} (make "
+                              "numbers text with num2str)")
+    check_chars(ctx, sum(len(a) for a in args), "strcat's text")
     return "".join(a.rstrip() if not isinstance(a, String) else a for a in args)
 
 
 def string(ctx, x):
+    if not isinstance(x, (str, int, float, bool, np.ndarray, np.generic)):
+        raise MatlabError(f"string: expected a text or number, received {type(x).__name__}")
     return String(x if isinstance(x, str) else _fmt_value(x))
+
+
+def char(ctx, x):
+    """char('text'), char("string"), char(65) (the character of a code, as MATLAB: char(27)
+    is ESC, which attnlab prints escaped)."""
+    if isinstance(x, str):
+        return str(x)
+    codes = np.atleast_1d(_num(x)).ravel()
+    check_chars(ctx, codes.size, "char's text")
+    out = []
+    for c in codes:
+        f = float(c)
+        if not (math.isfinite(f) and f.is_integer() and 0 <= f < 0x110000):
+            raise MatlabError(f"char: expected character codes (whole numbers from 0 to "
+                              f"1114111), received {_fmt_value(f)}")
+        out.append(chr(int(f)))
+    return "".join(out)
 
 
 def struct(ctx, *args):
@@ -292,7 +450,11 @@ def struct(ctx, *args):
 
 
 def cell(ctx, *args):
-    return Cell([None] * int(np.prod(_size_args(args)))) if args else Cell()
+    if not args:
+        return Cell()
+    n = _product(_size_args(args, "cell"))
+    check_elements(ctx, n, "the cell array")
+    return Cell([None] * n)
 
 
 def isfield(ctx, s, name):
@@ -309,6 +471,11 @@ def dlarray(ctx, x, fmt=""):
     ("CBT", "SSCB", "CB", "BTC", …) are permuted to B×T×C (sequences), B×C×H×W (images) or
     B×C (features)."""
     import torch
+    if not hasattr(x, "detach"):
+        x = _num(x)
+        if isinstance(x, np.ndarray) and x.dtype.kind not in "biuf":
+            raise MatlabError(f"dlarray: expected a numeric array, received an array of "
+                              f"{x.dtype}")
     t = torch.as_tensor(np.asarray(x) if not hasattr(x, "detach") else x, dtype=torch.float32)
     if not fmt:
         return t
@@ -332,7 +499,12 @@ def dlarray(ctx, x, fmt=""):
 
 
 def randperm(ctx, n, k=None):
-    p = np.random.permutation(int(_scalar(n))) + 1
+    (n,) = _size_args([n], "randperm", square=False)
+    check_elements(ctx, n, f"randperm({n})")
+    if k is not None and not 0 <= _size_args([k], "randperm", square=False)[0] <= n:
+        raise MatlabError(f"randperm(n, k): expected k between 0 and n = {n}, received "
+                          f"{_fmt_value(k)}")
+    p = np.random.permutation(n) + 1
     return p[:int(_scalar(k))] if k is not None else p
 
 
@@ -344,7 +516,7 @@ def reshape(ctx, x, *dims):
         if isinstance(d, np.ndarray) and d.size == 0:
             sizes.append(-1)
         else:
-            sizes.extend(int(v) for v in np.atleast_1d(d).ravel())
+            sizes.extend(_size_args([d], "reshape", square=False))
     arr = np.asarray(_num(x), dtype=float)
     arr = arr.reshape(1, -1) if arr.ndim == 1 else arr
     try:
@@ -354,7 +526,9 @@ def reshape(ctx, x, *dims):
 
 
 def linspace(ctx, a, b, n=100):
-    return np.linspace(float(_scalar(a)), float(_scalar(b)), int(_scalar(n)))
+    (count,) = _size_args([np.floor(_num(n))], "linspace", square=False)
+    check_elements(ctx, count, f"linspace(…, {count})")
+    return np.linspace(float(_scalar(_num(a))), float(_scalar(_num(b))), count)
 
 
 def _layer_items(x):
@@ -369,18 +543,28 @@ def _layer_items(x):
 
 
 def repmat(ctx, x, *reps):
-    counts = _size_args(reps)
+    if not reps:
+        raise MatlabError("repmat: expected repmat(A, n) or repmat(A, m, n), received no counts")
+    counts = _size_args(reps, "repmat")
+    if isinstance(x, str):
+        n = _product(counts)
+        check_chars(ctx, n * len(x), "repmat's text")
+        return x * n
     layers = _layer_items(x)
     if layers is not None:                      # repmat(block, 3, 1): the layers n times, copies
         import copy
-        out = [copy.copy(v) for _ in range(int(np.prod(counts))) for v in layers]
-        for v, original in zip(out, layers * int(np.prod(counts))):
+        n = _product(counts)
+        check_elements(ctx, n * len(layers), "repmat's layer array")
+        out = [copy.copy(v) for _ in range(n) for v in layers]
+        for v, original in zip(out, layers * n):
             v.__dict__["_matlab_copy_of"] = original.__dict__.get("_matlab_copy_of", original)
         return out
-    if isinstance(x, str):
-        return x * int(np.prod(counts))
+    if isinstance(x, (list, Cell)):
+        raise MatlabError(f"repmat: expected a number, array or text, received "
+                          f"{type(x).__name__}")
     arr = np.asarray(_num(x))
     arr = arr.reshape(1, -1) if arr.ndim == 1 else np.atleast_2d(arr)
+    check_elements(ctx, _product(counts) * arr.size, "repmat's array")
     out = np.tile(arr, counts)
     return _scalar(out) if out.size == 1 else out
 
@@ -410,6 +594,11 @@ class Namespace:
 NAMESPACES = {"parallel": Namespace("parallel"), "matlab": Namespace("matlab")}
 
 
+def _can_use_gpu() -> bool:
+    import torch
+    return bool(torch.cuda.is_available())
+
+
 def extractdata(ctx, x):
     return x.detach().cpu().numpy() if hasattr(x, "detach") else x
 
@@ -427,7 +616,7 @@ BASE = {
     "single": _elementwise(np.float32),
     "sum": _reduce(np.sum), "mean": _reduce(np.mean), "max": _reduce(np.max),
     "min": _reduce(np.min), "prod": _reduce(np.prod),
-    "strcmp": strcmp, "strcmpi": strcmpi, "strcat": strcat, "string": string, "char": string,
+    "strcmp": strcmp, "strcmpi": strcmpi, "strcat": strcat, "string": string, "char": char,
     "struct": struct, "cell": cell, "isfield": isfield, "fullfile": fullfile,
     "dlarray": dlarray, "extractdata": extractdata, "randperm": randperm, "reshape": reshape,
     "linspace": linspace, "repmat": repmat, "any": _any_all(np.any), "all": _any_all(np.all),
@@ -435,8 +624,3 @@ BASE = {
 }
 CONSTANTS = {"true": True, "false": False, "pi": math.pi, "Inf": math.inf, "inf": math.inf,
              "NaN": math.nan, "nan": math.nan, "eps": float(np.finfo(float).eps)}
-def _can_use_gpu() -> bool:
-    import torch
-    return bool(torch.cuda.is_available())
-
-

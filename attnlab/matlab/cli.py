@@ -11,7 +11,7 @@ from ..errors import AttnlabError
 from ..layers.base import Layer
 from ..network import Network
 from .interpreter import Interpreter, _run
-from .reader import ScriptError
+from .reader import ScriptError, read_source
 from .terms import matlab_analysis, matlab_count_note
 
 
@@ -88,7 +88,7 @@ def holders(ws: dict, value, trained: dict) -> list[str]:
 
 def _load(path: Path, sets: list[str]):
     ws = parse_sets(sets)
-    interp = Interpreter(path.read_bytes(), path.name, ws, analyze=True,
+    interp = Interpreter(read_source(path), path.name, ws, analyze=True,
                          out=lambda *a, **k: None)
     ws, interp = _run(interp)
     nets = final_networks(ws, interp.notes, interp.cleared)
@@ -111,7 +111,7 @@ def _all_undefined(path: Path, sets: list[str], interp, most: int = 30) -> list[
         found.append(e.var)
         ws = {**parse_sets(sets), **{name: 1.0 for name in found}}
         try:
-            _, interp = _run(Interpreter(path.read_bytes(), path.name, ws, analyze=True,
+            _, interp = _run(Interpreter(read_source(path), path.name, ws, analyze=True,
                                          out=lambda *a, **k: None))
         except AttnlabError:
             break                                   # the placeholder did not fit: stop here

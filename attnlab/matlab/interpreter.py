@@ -9,14 +9,21 @@ functions of `builtins.py` only; any other name is an error naming the closest k
 
 With `analyze=True` (what `attnlab analyze FILE.m` does) statements that train, predict or read
 data are skipped with a note naming the line, and so is every statement that uses their results.
+
+A script is untrusted input: its run is held to `Limits` (steps, array and text sizes, nesting;
+reader.py), each one past is a located LimitError that the script's own `try` does not catch,
+and any Python exception a statement raises becomes a located ScriptError (`FILE.m:LINE:COL`).
 """
 from __future__ import annotations
 
+import math
 import operator
 import os
+import sys
+import types
 import warnings
 from pathlib import Path
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import NoReturn
 
 import numpy as np
@@ -26,7 +33,8 @@ from ..layers.base import Layer
 from ..network import Network
 from . import builtins as B
 from ._options import MatlabNote
-from .reader import ScriptError, parse
+from .reader import (LimitError, Limits, ScriptError, check_size, current_limits, decode, parse,
+                     printable, read_source)
 from .values import Categorical, Cell, Handle, Lambda, MatlabError, Missing, NeedsData, String, Struct
 
 _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
@@ -35,7 +43,7 @@ _GRAPH_EDITS = {"dlnetwork", "layerGraph", "addLayers", "connectLayers", "discon
 # functions that return the network they were given, trained or updated: a statement that calls
 # one and is skipped leaves its first output holding that network (the architecture is the same)
 _TRAINERS = {"trainNetwork", "trainnet", "dlupdate", "adamupdate", "sgdmupdate",
-             "rmspropupdate", "lbfgsupdate", "initialize", "resetState"}
+             "rmspropupdate", "lbfgsupdate", "initialize", "resetState", "predictAndUpdateState"}
 # the functions of a custom training loop: a loop that calls one is skipped whole by analyze
 _LOOP_TRAINING = {"dlfeval", "dlgradient", "adamupdate", "sgdmupdate", "rmspropupdate",
                   "dlupdate", "lbfgsupdate"}
@@ -64,6 +72,21 @@ class _Continue(Exception):
 
 class _Return(Exception):
     pass
+
+
+# what passes through a statement unchanged: control flow, and the errors the interpreter
+# handles itself (attnlab's errors, MATLAB errors, analyze's skips)
+_CONTROL = (_Break, _Continue, _Return, AttnlabError, MatlabError, NeedsData)
+
+
+def _stack() -> list:
+    """The calling thread's Python frames (to size the recursion limit a run needs)."""
+    frames: list = []
+    f: types.FrameType | None = sys._getframe()
+    while f is not None:
+        frames.append(f)
+        f = f.f_back
+    return frames
 
 
 class Function:
@@ -108,17 +131,33 @@ _BINARY = {"+": operator.add, "-": operator.sub, ".*": operator.mul, "./": opera
            ">=": operator.ge, "==": operator.eq, "~=": operator.ne, "!=": operator.ne}
 
 
+# Python frames one unit of Limits.depth takes at most (a user-function call: eval_in, _eval,
+# _function_call, _call, _call_function, _block, _statement, _execute, _assign), so that the
+# interpreter's own stack never runs out before Limits.depth does
+_FRAMES_PER_DEPTH = 12
+
+
 class Interpreter:
     def __init__(self, source: str | bytes, file: str = "<script>", workspace=None,
-                 analyze: bool = False, out=print):
-        self.src = source.encode("utf-8") if isinstance(source, str) else source
+                 analyze: bool = False, out=print, limits: Limits | None = None):
+        self.limits = limits or current_limits()
+        if not isinstance(self.limits, Limits):
+            from ..errors import ArgumentError
+            raise ArgumentError(f"limits: expected attnlab.matlab.Limits(...), received "
+                                f"{type(self.limits).__name__}")
+        self.src = decode(source)                # UTF-8, or a Windows-1252/Latin-1 file's text
         self.file = file
+        self.steps = 0                           # statements and loop iterations run
+        self.depth = 0                           # nesting of calls, expressions, statements
+        self._max_steps, self._max_depth = self.limits.steps, self.limits.depth
         self.given = dict(workspace or {})
         self.ws: dict = dict(self.given)
         self.analyze = analyze
         self.notes: list[str] = []
         self.state: dict = {}
-        self.print = out
+        # what the script prints is its text: control characters escaped (never terminal codes)
+        self.print = lambda *a, **k: out(*(printable(x) if isinstance(x, str) else x for x in a),
+                                         **k)
         self.functions: dict[str, Function] = {}
         self.toolbox = _toolbox()
         self._data_depth = 0                     # > 0 inside the arguments of a data call
@@ -134,7 +173,20 @@ class Interpreter:
 
     # ---------------------------------------------------------------------------- running --
     def run(self) -> dict:
+        check_size(self.src, self.file, self.limits)
         root = parse(self.src, self.file)
+        needed = len(_stack()) + _FRAMES_PER_DEPTH * self.limits.depth + 200
+        old = sys.getrecursionlimit()
+        if needed > old:
+            sys.setrecursionlimit(needed)
+        try:
+            with np.errstate(all="ignore"):      # 1/0 is Inf, as in MATLAB: no warnings
+                return self._run_tree(root)
+        finally:
+            if needed > old:
+                sys.setrecursionlimit(old)
+
+    def _run_tree(self, root) -> dict:
         stmts = [c for c in root.named_children if c.type not in ("comment", "line_continuation")]
         for c in stmts:
             if c.type == "function_definition":
@@ -172,10 +224,52 @@ class Interpreter:
         for node in nodes:
             self._statement(node, scope)
 
+    def _tick(self, node):
+        """One step (a statement, a loop iteration) against Limits.steps."""
+        self.steps += 1
+        if self.steps > self._max_steps:
+            self._limit(node, "steps", f"the script ran {self.limits.steps:,} steps (statements "
+                        "and loop iterations), the limit (Limits.steps); an endless loop?")
+
+    def _limit(self, node, limit, message) -> NoReturn:
+        raise LimitError(f"{message} {Limits.hint(limit)}", limit, self.file,
+                         node.start_point.row + 1, node.start_point.column + 1)
+
+    def _nest(self, node):
+        self.depth += 1
+        if self.depth > self._max_depth:
+            self._limit(node, "depth", f"nesting deeper than {self.limits.depth} levels "
+                        "(user-function calls, nested expressions and statements together; "
+                        "the limit is Limits.depth); endless recursion?")
+
     def _statement(self, node, scope):
         kind = node.type
         if kind in ("comment", "line_continuation", "function_definition") or not node.is_named:
             return
+        self._tick(node)
+        self._nest(node)
+        try:
+            self._statement_in(node, scope)
+        except _CONTROL:
+            raise
+        except B.Exhausted as e:
+            where = e.node if e.node is not None else node
+            self._limit(where, e.limit, e.message.replace(" " + Limits.hint(e.limit), ""))
+        except RecursionError:
+            self._limit(node, "depth", "nesting too deep for Python's stack (the limit is "
+                        "Limits.depth); endless recursion?")
+        except MemoryError:
+            self._limit(node, "elements", "out of memory: the statement makes values too large "
+                        "(Limits.elements bounds one array)")
+        except Exception as e:                    # the last line of defence: located, the cause kept
+            raise ScriptError(f"this statement cannot be run: {type(e).__name__}: "
+                              f"{str(e)[:300]}", self.file, node.start_point.row + 1,
+                              node.start_point.column + 1) from e
+        finally:
+            self.depth -= 1
+
+    def _statement_in(self, node, scope):
+        kind = node.type
         if self._given_data(node):
             self._note(node, "skipped: its result was given in the workspace")
             return
@@ -323,6 +417,7 @@ class Interpreter:
             cond = node.named_children[0]
             body = _child(node, "block")
             while self._truth(self.eval_in(cond, scope), cond):
+                self._tick(node)
                 try:
                     self._block(body.named_children if body else [], scope)
                 except _Break:
@@ -368,15 +463,17 @@ class Interpreter:
         var, expr = it.named_children[0], it.named_children[1]
         values = self.eval_in(expr, scope)
         body = _child(node, "block")
+        items: Iterable
         if isinstance(values, np.ndarray):
-            items = [B._scalar(v) for v in values.ravel()] if values.ndim == 1 or 1 in values.shape \
-                else [values[:, j] for j in range(values.shape[1])]
+            items = (B._scalar(v) for v in values.ravel()) if values.ndim == 1 or \
+                1 in values.shape else (values[:, j] for j in range(values.shape[1]))
         elif isinstance(values, (list, tuple)):
             items = list(values)
         else:
             items = [values]
         name = _text(var, self.src)
         for v in items:
+            self._tick(node)
             scope[name] = v
             try:
                 self._block(body.named_children if body else [], scope)
@@ -402,6 +499,8 @@ class Interpreter:
         catch = _child(node, "catch_clause")
         try:
             self._block(body.named_children if body else [], scope)
+        except LimitError:
+            raise                                # a limit stops the script, try or not
         except (MatlabError, ScriptError) as e:
             if catch is None:
                 return
@@ -452,6 +551,8 @@ class Interpreter:
         self._store(left, value, scope)
 
     def _store(self, target, value, scope):
+        if isinstance(value, (Cell, Struct)):
+            self._check_count(value, target)
         if target.type == "identifier":
             scope[_text(target, self.src)] = value
         elif target.type == "function_call":           # x(i) = v, c{i} = v
@@ -524,6 +625,7 @@ class Interpreter:
             container = [] if _is_layerish(value) else Cell() if brace else np.zeros(0)
         elif _is_layerish(container) and not isinstance(container, (list, Network)):
             container = [container]                  # one layer is a 1×1 layer array
+        self._check_growth(idx, container)
         if isinstance(container, list):
             items = list(container)
             if len(idx) != 1 or not isinstance(idx[0], int):
@@ -539,23 +641,90 @@ class Interpreter:
                     items.append(None)
                 items[i] = value
             return type(container)(items) if isinstance(container, Cell) else items
+        if not isinstance(container, np.ndarray) and not isinstance(container, (int, float, bool)):
+            raise MatlabError(f"{what}: cannot assign into {_kind(container)} by index")
+        if not isinstance(value, (int, float, bool, np.ndarray, np.generic)):
+            raise MatlabError(f"{what}: an array of numbers takes numbers, received "
+                              f"{_kind(value)} (use a cell array {{…}} for other values)")
         arr = np.array(container, dtype=float) if not isinstance(container, np.ndarray) \
             else container.copy()
+        if arr.ndim == 0:
+            arr = arr.reshape(1)
         if len(idx) == 1 and isinstance(idx[0], int) and idx[0] >= arr.size:
             grown = np.zeros(idx[0] + 1)
             grown[:arr.size] = arr.ravel()
             arr = grown
-        arr[tuple(idx) if len(idx) > 1 else idx[0]] = value
+        try:
+            if isinstance(value, np.ndarray) and value.size == 0 and len(idx) == 1:
+                return np.delete(arr.ravel(), idx[0])          # x(i) = []
+            arr[tuple(idx) if len(idx) > 1 else idx[0]] = value
+        except (IndexError, ValueError) as e:
+            raise MatlabError(f"{what}: cannot assign {_kind(value)} there in an array of size "
+                              f"{_size_text(B._shape(arr))} ({e})") from None
         return arr
+
+    def _check_growth(self, idx, container):
+        """An assignment past the end grows the array to that index: refused before it grows
+        past Limits.elements."""
+        if len(idx) != 1:
+            return
+        i = idx[0]
+        top = int(np.max(i)) if isinstance(i, np.ndarray) and i.size else i \
+            if isinstance(i, int) else -1
+        if top + 1 > self.limits.elements:
+            raise B.Exhausted(f"assigning element {top + 1:,} would grow the array past the "
+                              f"limit of {self.limits.elements:,} elements (Limits.elements). "
+                              f"{Limits.hint('elements')}", "elements")
 
     # -------------------------------------------------------------------------- evaluating --
     def eval_in(self, node, scope, nargout=1):
+        """The value of expression `node`, held to Limits.depth (its nesting) and to
+        Limits.elements/chars (the size of what it makes)."""
+        self.depth += 1
+        if self.depth > self._max_depth:
+            self._nest(node)
+        try:
+            value = self._eval(node, scope, nargout)
+        finally:
+            self.depth -= 1
+        kind = type(value)
+        if kind is int or kind is float or kind is bool:
+            return value
+        if isinstance(value, np.ndarray):
+            if value.size > self.limits.elements:
+                self._limit(node, "elements", f"this makes an array of {value.size:,} elements, "
+                            f"over the limit of {self.limits.elements:,} (Limits.elements).")
+        elif isinstance(value, str):
+            if len(value) > self.limits.chars:
+                self._limit(node, "chars", f"this makes a text of {len(value):,} characters, "
+                            f"over the limit of {self.limits.chars:,} (Limits.chars).")
+        elif isinstance(value, (Cell, Struct)):
+            self._check_count(value, node)
+        elif isinstance(value, list) and len(value) > self.limits.elements:
+            self._limit(node, "elements", f"this makes {len(value):,} elements, over the limit "
+                        f"of {self.limits.elements:,} (Limits.elements).")
+        return value
+
+    def _check_count(self, value, node):
+        """A cell array or struct holding more values than Limits.elements, counted through
+        nested cells and structs (so that `c = {c, c}` cannot double its way past memory)."""
+        n = _count(value)
+        if n > self.limits.elements:
+            self._limit(node, "elements", f"this makes a {_kind(value)[2:]} holding {n:,} values "
+                        f"(nested cells and structs counted through), over the limit of "
+                        f"{self.limits.elements:,} (Limits.elements).")
+
+    def _eval(self, node, scope, nargout=1):
         kind = node.type
         if kind == "number":
             text = _text(node, self.src)
             if text.endswith(("i", "j")):
                 self._fail(node, "complex numbers are not supported")
-            return int(text) if text.isdigit() else float(text)
+            try:
+                return B._scalar(float(text))     # a double; whole ones as int (sizes)
+            except ValueError:
+                self._fail(node, f"'{text[:40]}' is not a number attnlab reads (write decimals, "
+                           "e.g. 16 or 1e-3)")
         if kind == "string":
             text = _text(node, self.src)
             q = text[0]
@@ -579,28 +748,33 @@ class Interpreter:
         if kind == "unary_operator":
             op = _text(node.children[0], self.src)
             v = self._value(node.named_children[0], scope)
+            if isinstance(v, (bool, np.bool_)):
+                v = int(v)
+            if not isinstance(v, (int, float, np.ndarray, np.generic)) and not hasattr(v, "detach"):
+                self._fail(node, f"unary {op} needs a number or numeric array, received "
+                           f"{_kind(v)}")
             return -v if op == "-" else v
         if kind == "not_operator":
             v = self._value(node.named_children[0], scope)
-            return np.logical_not(v) if isinstance(v, np.ndarray) else not v
+            if isinstance(v, np.ndarray):
+                return np.logical_not(v)
+            if not isinstance(v, (int, float, bool, np.generic, str)):
+                self._fail(node, f"~ needs a logical or number, received {_kind(v)}")
+            return not v
         if kind == "postfix_operator":
             v = self._value(node.named_children[0], scope)
             if isinstance(v, np.ndarray):
                 return v.reshape(-1, 1) if v.ndim == 1 else (v.ravel() if v.shape[1] == 1 else v.T)
             return v
         if kind == "range":
-            parts = [B._scalar(self._value(c, scope)) for c in node.named_children]
-            start, step, stop = (parts[0], 1, parts[1]) if len(parts) == 2 else parts
-            n = int(np.floor((stop - start) / step + 1e-10)) + 1 if step else 0
-            vals = start + step * np.arange(max(n, 0))
-            return vals.astype(int) if all(isinstance(p, int) for p in (start, step)) else vals
+            return self._range(node, scope)
         if kind == "lambda":
             args = _child(node, "arguments")
             params = [_text(c, self.src) for c in args.named_children] if args else []
             return Lambda(params, node.named_children[-1], dict(scope), self)
         if kind == "handle_operator":
             name = _text(node.named_children[0], self.src)
-            return lambda *a: self._call(name, list(a), {}, node, scope)
+            return lambda *a, **kw: self._call(name, list(a), kw, node, scope)
         if kind == "end_keyword":
             stack = getattr(self, "_end_stack", [])
             if not stack:
@@ -610,6 +784,30 @@ class Interpreter:
             return _text(node, self.src) == "true"
         self._fail(node, f"{kind.replace('_', ' ')} is not in the MATLAB subset attnlab reads "
                    f"('{_text(node, self.src)[:30]}'); see docs/matlab.md for what is supported")
+
+    def _range(self, node, scope):
+        parts = [B._scalar(self._value(c, scope)) for c in node.named_children]
+        chars = all(isinstance(p, str) and len(p) == 1 for p in parts)
+        if chars:                                 # 'a':'z'
+            parts = [ord(p) for p in parts]
+        for p in parts:
+            if isinstance(p, (bool, np.bool_)):
+                continue
+            if not isinstance(p, (int, float)):
+                self._fail(node, f"a range a:b takes numbers, received {type(p).__name__}")
+            if not math.isfinite(p):
+                self._fail(node, f"a range a:b needs finite bounds and step, received "
+                           f"{B._fmt_value(p)}")
+        start, step, stop = (parts[0], 1, parts[1]) if len(parts) == 2 else parts
+        n = int(np.floor((stop - start) / step + 1e-10)) + 1 if step else 0
+        n = max(n, 0)
+        if n > self.limits.elements:
+            self._limit(node, "elements", f"this range would have {n:,} elements, over the "
+                        f"limit of {self.limits.elements:,} (Limits.elements).")
+        vals = start + step * np.arange(n)
+        if chars:
+            return "".join(chr(int(v)) for v in vals)
+        return vals.astype(int) if all(isinstance(p, int) for p in (start, step)) else vals
 
     def _value(self, node, scope):
         v = self.eval_in(node, scope)
@@ -651,6 +849,21 @@ class Interpreter:
         items = [v for r in rows for v in r]
         if not items:
             return np.zeros(0)
+        if any(isinstance(v, Cell) for v in items):       # [c1, c2]: cells concatenate
+            if not all(isinstance(v, Cell) or isinstance(v, np.ndarray) and v.size == 0
+                       for v in items):
+                self._fail(node, "cannot concatenate a cell array with other values: put them "
+                           "in the cell array ({c{:}, x}) or use {c, x}")
+            return Cell(x for v in items if isinstance(v, Cell) for x in v)
+        total = sum(len(v) if isinstance(v, (str, list)) else int(np.size(v))
+                    if isinstance(v, (np.ndarray, int, float, bool, np.generic)) else 1
+                    for v in items)
+        if total > self.limits.elements or (total > self.limits.chars and
+                                            all(isinstance(v, str) for v in items)):
+            which = "chars" if all(isinstance(v, str) for v in items) else "elements"
+            self._limit(node, which, f"this concatenation would have {total:,} "
+                        f"{'characters' if which == 'chars' else 'elements'}, over the limit of "
+                        f"{getattr(self.limits, which):,} (Limits.{which}).")
         if any(_is_layerish(v) for v in items):
             out = []
             for v in items:
@@ -680,6 +893,9 @@ class Interpreter:
                 return a
             return self._truth(self._value(right, scope), right)
         a, b = self._value(left, scope), self._value(right, scope)
+        if op in ("+", "-", "*", "/", "^", ".*", "./", ".^") and _is_number(a) and _is_number(b):
+            return _arith(op, a, b)              # numbers are doubles: 2^1e9 is Inf, 1/0 Inf
+        self._check_result(node, op, a, b)
         if op in ("&", "|"):
             return (np.logical_and if op == "&" else np.logical_or)(a, b) if \
                 isinstance(a, np.ndarray) or isinstance(b, np.ndarray) else \
@@ -688,17 +904,31 @@ class Interpreter:
             return String(B._fmt_value(a) if not isinstance(a, str) else a) + \
                 (B._fmt_value(b) if not isinstance(b, str) else b)     # "sa" + 1 is "sa1"
         if op == "*":
-            return a @ b if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and \
-                a.ndim == 2 and b.ndim == 2 else a * b
+            if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.ndim == 2 and \
+                    b.ndim == 2:
+                if a.shape[1] != b.shape[0]:
+                    self._fail(node, f"*: matrix product of {_size_text(a.shape)} and "
+                               f"{_size_text(b.shape)}: the inner sizes must agree (use .* "
+                               "for elementwise)")
+                return a @ b
+            try:
+                return a * b
+            except (TypeError, ValueError) as e:
+                self._fail(node, f"*: cannot apply it to {_kind(a)} and {_kind(b)} ({e})")
         if op == "/":
             if isinstance(b, np.ndarray) and b.size > 1:
                 self._fail(node, "matrix right division is not supported; use ./")
-            r = a / b
-            return r
+            try:
+                return a / b
+            except (TypeError, ValueError) as e:
+                self._fail(node, f"/: cannot apply it to {_kind(a)} and {_kind(b)} ({e})")
         if op == "^":
             if isinstance(a, np.ndarray) and a.size > 1:
                 self._fail(node, "matrix power is not supported; use .^")
-            return a ** b
+            try:
+                return np.asarray(a, dtype=float) ** b if isinstance(a, np.ndarray) else a ** b
+            except (TypeError, ValueError) as e:
+                self._fail(node, f"^: cannot apply it to {_kind(a)} and {_kind(b)} ({e})")
         fn = _BINARY.get(op)
         if fn is None:
             self._fail(node, f"operator {op} is not supported")
@@ -707,7 +937,25 @@ class Interpreter:
         try:
             return fn(a, b)
         except (TypeError, ValueError) as e:
-            self._fail(node, f"{op}: {e}")
+            self._fail(node, f"{op}: cannot apply it to {_kind(a)} and {_kind(b)} ({e})")
+
+    def _check_result(self, node, op, a, b):
+        """Refuses, before it is computed, an operation on arrays whose result would be past
+        Limits.elements (an outer product by broadcasting, a matrix product)."""
+        if not (isinstance(a, np.ndarray) or isinstance(b, np.ndarray)):
+            return
+        sa, sb = np.shape(a), np.shape(b)
+        if op == "*" and len(sa) == 2 and len(sb) == 2:
+            n = sa[0] * sb[1]
+        else:
+            try:
+                n = math.prod(np.broadcast_shapes(sa, sb))
+            except ValueError:
+                self._fail(node, f"{op}: the sizes {_size_text(sa)} and {_size_text(sb)} do not "
+                           "match (each dimension must be equal, or 1 in one of them)")
+        if n > self.limits.elements:
+            self._limit(node, "elements", f"{op} would make an array of {n:,} elements, over "
+                        f"the limit of {self.limits.elements:,} (Limits.elements).")
 
     # -------------------------------------------------------------------- indexing, fields --
     def _function_call(self, node, scope, nargout):
@@ -723,7 +971,21 @@ class Interpreter:
                 if isinstance(container, (Lambda,)) or callable(container) and \
                         not isinstance(container, (Network, Layer, list, np.ndarray)):
                     pos, kw = self._arguments(args, scope)
-                    return container(*pos, **kw)
+                    if isinstance(container, Lambda):
+                        shown = f"@({', '.join(container.params)})"
+                        if kw:
+                            self._fail(node, f"the anonymous function {name} = {shown} takes no "
+                                       f"name=value arguments, received {', '.join(kw)}")
+                        if len(pos) > len(container.params):
+                            self._fail(node, f"the anonymous function {name} = {shown} takes "
+                                       f"at most {len(container.params)} arguments, received "
+                                       f"{len(pos)}")
+                    try:
+                        return container(*pos, **kw)
+                    except MatlabError as e:
+                        if not isinstance(container, Lambda):
+                            e.node = node        # h = @disp; h(…): located at the call
+                        raise
                 return self._index(container, args, scope, node, brace)
             data = name in B.DATA or name == "trainingOptions"
             self._data_depth += data
@@ -784,10 +1046,23 @@ class Interpreter:
             if isinstance(v, (bool, np.bool_)) or (isinstance(v, np.ndarray) and v.dtype == bool):
                 out.append(np.flatnonzero(v))
             elif isinstance(v, np.ndarray):
-                out.append(v.astype(int).ravel() - 1)
+                flat = v.ravel()
+                if flat.dtype.kind not in "iub":
+                    try:
+                        ok = bool(np.all(np.isfinite(flat) & (flat >= 1) & (flat == np.floor(flat))))
+                    except TypeError:
+                        ok = False
+                    if not ok:
+                        raise MatlabError("indices must be positive integers, received "
+                                          f"{_kind(v)} with other values")
+                elif flat.size and flat.min() < 1:
+                    raise MatlabError(f"indices must be positive integers, received "
+                                      f"{int(flat.min())}")
+                out.append(flat.astype(int) - 1)
             elif isinstance(v, (int, float)):
-                if v < 1 or not float(v).is_integer():
-                    raise MatlabError(f"index must be a positive integer, received {v!r}")
+                if not math.isfinite(v) or v < 1 or not float(v).is_integer():
+                    raise MatlabError(f"index must be a positive integer, received "
+                                      f"{B._fmt_value(v)}")
                 out.append(int(v) - 1)
             elif isinstance(v, str) and v == ":":
                 out.append(slice(None))
@@ -796,7 +1071,12 @@ class Interpreter:
         return out
 
     def _index(self, container, args, scope, node, brace=False):
-        idx = self._index_args(args, container, scope)
+        try:
+            idx = self._index_args(args, container, scope)
+        except MatlabError as e:
+            if e.node is None:
+                e.node = node                    # located at the indexing
+            raise
         what = _text(node, self.src)
         try:
             if isinstance(container, (list, tuple, str)):
@@ -940,10 +1220,21 @@ class Interpreter:
                 raise MatlabError(in_matlab_terms(str(e)), type(e).__name__, node) from e
         base = B.BASE.get(name)
         if base is not None:
+            _check_arguments(name, base, pos, kw, node)
             try:
                 result = base(self, *pos, **kw)
-            except (TypeError, ValueError) as e:
-                raise MatlabError(f"{name}: {e}", node=node) from e
+            except (B.Exhausted, MatlabError) as e:
+                if e.node is None:
+                    e.node = node                # located at the call
+                if isinstance(e, MatlabError) and name != "error" and \
+                        not e.message.startswith(name):
+                    e.message = f"{name}: {e.message}"
+                raise
+            except (NeedsData, AttnlabError, RecursionError, MemoryError):
+                raise
+            except Exception as e:
+                raise MatlabError(f"{name}: cannot take these arguments ({_describe(pos)}): "
+                                  f"{type(e).__name__}: {e}", node=node) from e
             if result is None and nargout >= 1 and (name in B.GRAPHICS or name in _DISPLAY):
                 return Handle(name)              # t = tiledlayout(2, 1), ax = gca
             if name in ("max", "min") and nargout > 1 and len(pos) == 1:
@@ -1028,6 +1319,31 @@ def _is_datastore(obj) -> bool:
     return isinstance(obj, (ArrayDatastore, CombinedDatastore))
 
 
+def _count(v, memo=None) -> int:
+    """How many values `v` holds: an array its elements, a cell array or struct one plus what
+    it holds, a part held twice counted twice. A cell array's count is kept on it (the
+    interpreter never changes a cell array in place, it makes a new one)."""
+    if isinstance(v, np.ndarray):
+        return int(v.size)
+    if isinstance(v, Cell):
+        n = v.__dict__.get("_count")
+        if n is None:
+            memo = {} if memo is None else memo
+            n = 1 + sum(_count(x, memo) for x in v)
+            v.__dict__["_count"] = n
+        return n
+    if isinstance(v, Struct):
+        memo = {} if memo is None else memo
+        key = id(v)
+        if key not in memo:
+            memo[key] = 0                        # a struct holding itself counts once
+            memo[key] = 1 + sum(_count(x, memo) for x in v.values())
+        return memo[key]
+    if isinstance(v, list):
+        return 1 + len(v)
+    return 1
+
+
 def _has(obj, name):
     return isinstance(obj, Struct) and name in obj or not isinstance(obj, Struct)
 
@@ -1043,6 +1359,8 @@ def _is_layerish(v) -> bool:
 def _equal(a, b) -> bool:
     if isinstance(a, str) or isinstance(b, str):
         return isinstance(a, str) and isinstance(b, str) and a == b
+    if not all(isinstance(v, (int, float, bool, np.ndarray, np.generic)) for v in (a, b)):
+        return a is b                            # cells, structs, layers: never walked
     try:
         return bool(np.all(np.asarray(a) == np.asarray(b)))
     except (TypeError, ValueError):
@@ -1064,22 +1382,23 @@ def _to_python(v):
 
 def run_code(text: str, workspace: dict | None = None, *, file: str = "<script>",
              analyze: bool = False,
-             out: Callable[[str], object] = print,
+             out: Callable[[str], object] = print, limits: Limits | None = None,
              out_dir: str | os.PathLike[str] | None = None) -> dict:
     """Runs MATLAB code and returns its workspace (a dict by variable name). `workspace` gives
     variables the code uses undefined (and data a script would load). Errors are ScriptError
-    `FILE.m:LINE:COL: …`. Training writes only inside `out_dir` (default: the current folder),
-    as for `run_file`."""
+    `FILE.m:LINE:COL: …`; `limits` (a `Limits`) bounds the run, LimitError past one. Training
+    writes only inside `out_dir` (default: the current folder), as for `run_file`."""
     from .training import script_outputs
     with script_outputs(Path.cwd() if out_dir is None else out_dir, "run_code", out, analyze):
-        return _run(Interpreter(text, file, workspace, analyze, out))[0]
+        return _run(Interpreter(text, file, workspace, analyze, out, limits))[0]
 
 
 def run_file(path: str | os.PathLike[str], workspace: dict | None = None, *, analyze: bool = False,
-             out: Callable[[str], object] = print,
+             out: Callable[[str], object] = print, limits: Limits | None = None,
              out_dir: str | os.PathLike[str] | None = None) -> dict:
     """Runs a MATLAB script or function file (its first function, with its arguments taken
-    from `workspace`) and returns the workspace.
+    from `workspace`) and returns the workspace. The file must be a regular file of at most
+    `limits.file_bytes` bytes (UTF-8, or Windows-1252/Latin-1 as MATLAB reads them).
 
     Training runs as the script says, in this process (`ExecutionEnvironment="parallel"` or
     `"multi-gpu"` included: nothing is launched, a note says so), and writes only inside
@@ -1087,10 +1406,12 @@ def run_file(path: str | os.PathLike[str], workspace: dict | None = None, *, ana
     folder): `CheckpointPath` and other relative paths are read from it, the training-progress
     picture goes into it, and a path that resolves outside it (`..`, an absolute path, a
     symlink) is a ScriptError naming the option, the path and the folder."""
+    limits = limits or current_limits()
     path = Path(path)
     from .training import script_outputs
     with script_outputs(path.parent if out_dir is None else out_dir, "run_file", out, analyze):
-        return _run(Interpreter(path.read_bytes(), path.name, workspace, analyze, out))[0]
+        return _run(Interpreter(read_source(path, limits), path.name, workspace, analyze, out,
+                                limits))[0]
 
 
 def _run(interp: Interpreter):
@@ -1100,4 +1421,81 @@ def _run(interp: Interpreter):
         node = e.node
         line, col = (node.start_point.row + 1, node.start_point.column + 1) if node else (0, 0)
         raise ScriptError(e.message, interp.file, line, col) from e
+    except B.Exhausted as e:                 # outside any statement (a function file's call)
+        node = e.node
+        line, col = (node.start_point.row + 1, node.start_point.column + 1) if node else (1, 1)
+        raise LimitError(e.message, e.limit, interp.file, line, col) from None
+    except RecursionError:
+        raise LimitError("nesting too deep for Python's stack (Limits.depth). "
+                         + Limits.hint("depth"), "depth", interp.file, 1, 1) from None
     return ws, interp
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float, np.number)) and not isinstance(v, np.ndarray)
+
+
+_ARITH = {"+": operator.add, "-": operator.sub, "*": operator.mul, ".*": operator.mul,
+          "/": operator.truediv, "./": operator.truediv, "^": operator.pow, ".^": operator.pow}
+
+
+def _arith(op, a, b):
+    """`a op b` for two numbers, as MATLAB's doubles: 1/0 is Inf, 2^10000 Inf, (-8)^(1/3) NaN
+    (complex results are not supported); whole results stay ints."""
+    return B._scalar(_ARITH[op](np.float64(a), np.float64(b)))
+
+
+def _kind(v) -> str:
+    """A value's MATLAB kind, for messages."""
+    if isinstance(v, String):
+        return "a string"
+    if isinstance(v, str):
+        return "a char vector"
+    if isinstance(v, (bool, np.bool_)):
+        return "a logical"
+    if isinstance(v, (int, float, np.number)):
+        return "a number"
+    if isinstance(v, np.ndarray):
+        return f"a {_size_text(B._shape(v))} array"
+    if isinstance(v, Cell):
+        return "a cell array"
+    if isinstance(v, Struct):
+        return "a struct"
+    if isinstance(v, Lambda) or callable(v) and not isinstance(v, (Layer, Network)):
+        return "a function handle"
+    if _is_layerish(v):
+        return "a layer array" if isinstance(v, list) else f"a {type(v).__name__}"
+    return f"a {type(v).__name__}"
+
+
+def _size_text(shape) -> str:
+    return "×".join(str(int(d)) for d in shape) if len(shape) else "1×1"
+
+
+def _describe(pos) -> str:
+    return ", ".join(_kind(p) for p in pos) or "none"
+
+
+_SIGNATURES: dict = {}
+
+
+def _check_arguments(name, fn, pos, kw, node):
+    """A base function given arguments it does not take: MATLAB's words, not Python's."""
+    import inspect
+    sig = _SIGNATURES.get(fn)
+    if sig is None:
+        sig = _SIGNATURES[fn] = inspect.signature(fn)
+    params = list(sig.parameters.values())[1:]
+    if kw and not any(p.kind is p.VAR_KEYWORD for p in params):
+        raise MatlabError(f"{name} takes no name=value arguments, received "
+                          f"{', '.join(kw)}", node=node)
+    try:
+        sig.bind(None, *pos, **kw)
+    except TypeError:
+        most = None if any(p.kind is p.VAR_POSITIONAL for p in params) else len(params)
+        least = sum(1 for p in params if p.default is p.empty and p.kind in
+                    (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        want = f"at least {least}" if most is None else f"{least}" if least == most else \
+            f"{least} to {most}"
+        raise MatlabError(f"{name}: expected {want} argument{'s' if want != '1' else ''}, "
+                          f"received {len(pos)}", node=node) from None
