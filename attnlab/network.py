@@ -281,7 +281,7 @@ class Network(nn.Module, Graph):
             else:
                 self._build_modules(analysis)
                 self._build_tried = True
-        self._from_state = set(analysis.order)
+        _mark_loaded(self)
 
     def train(self, mode: bool = True) -> Network:
         self._ensure_built()
@@ -483,13 +483,17 @@ class Network(nn.Module, Graph):
     def _keep_loaded(self, name, layer, specs, mod):
         """A module whose weights came from a state dict before the sizes were known stays, if
         these sizes build the same module; else a NetworkError (never replace loaded weights)."""
+        if isinstance(layer, Graph):    # a nested network: it rebuilds itself by these rules
+            layer.build(specs)
+            self._built[name] = (layer, specs)
+            self._from_state = self._from_state - {name}
+            return
+        fresh, why = None, ""
         try:
             with torch.device("meta"):
                 fresh = layer.build(specs)
         except (AttnlabError, RuntimeError, ValueError, TypeError) as e:
-            fresh, why = None, str(e)
-        else:
-            why = ""
+            why = str(e)
         if fresh is None or not _same_structure(mod, fresh):
             sizes = ", ".join(f"{p}: {s}" for p, s in specs.items())
             raise NetworkError(
@@ -818,3 +822,11 @@ def _same_structure(a: nn.Module, b: nn.Module) -> bool:
         except (RuntimeError, ValueError, TypeError):   # attributes that do not compare
             return False
     return True
+
+
+def _mark_loaded(net) -> None:
+    """Marks the modules of `net` and of its nested networks as loaded from a state dict."""
+    net._from_state = set(net._layers)
+    for mod in cast(LayerModules, net._modules["layer_modules"]).values():
+        if isinstance(mod, Network):
+            _mark_loaded(mod)

@@ -253,6 +253,20 @@ def test_a_parent_module_loads_a_lazy_network_from_a_torch_file():
     assert torch.allclose(other(f), trained(f.unsqueeze(1)).squeeze(1))
 
 
+def test_a_lazy_network_with_a_nested_block_loads_and_takes_either_layout():
+    def layers():
+        return [L.Dense(4, name="fc"), al.Serial(L.Dense(3), L.ReLU(), name="block"),
+                L.Dense(2, name="out")]
+    trained = Parent(layers())
+    trained(torch.randn(1, 5, 3))
+    for x in (torch.randn(2, 5, 3), torch.randn(2, 3)):
+        fresh = Parent(layers())
+        fresh.load_state_dict(trained.state_dict())
+        want = trained(x) if x.dim() == 3 else trained(x.unsqueeze(1)).squeeze(1)
+        torch.testing.assert_close(fresh(x), want)
+        assert fresh.net.learnables["block/fc/weight"].shape == (3, 4)
+
+
 def test_a_lazy_network_loaded_from_a_state_dict_refuses_data_of_other_sizes():
     trained = Parent(_mlp())
     trained(torch.randn(1, 5, 3))
