@@ -14,14 +14,16 @@ in the gradients, and without synchronising with the device.
 """
 from __future__ import annotations
 
+import inspect
 import math
 from numbers import Real
-from typing import Optional, Tuple, Union, cast
+from typing import Any, Callable, Optional, Tuple, Union, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ._calls import checked_as
 from .errors import ArgumentError, FormatError, SizeError
 
 __all__ = [
@@ -242,6 +244,7 @@ def _combined_mask(Tq, Tk, key_padding_mask, attention_mask, causal_alignment, d
 # attention
 # --------------------------------------------------------------------------------------------
 
+@checked_as("al.attention")   # an unknown keyword (is_causal=…) is a SignatureError naming it
 def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str, float] = "auto",
               key_padding_mask: Optional[Tensor] = None, attention_mask: MaskArg = None,
               causal_alignment: str = "top-left", dropout: float = 0.0,
@@ -336,6 +339,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
         out = out.masked_fill(~row_any[:, 0], 0.0)  # (B|1)×(Tq|1)×1 broadcast over channels
     # need_weights took the explicit path, so the weights exist
     return (out, cast(Tensor, weights)) if need_weights else out
+
+
+# the modules call the function itself: no wrapper frame on the hot path
+_attention: Callable[..., Any] = inspect.unwrap(attention)
 
 
 def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",
@@ -446,7 +453,7 @@ class MultiHeadAttentionModule(nn.Module):
     def forward(self, query: Tensor, key: Tensor, value: Tensor, *,
                 key_padding_mask: Optional[Tensor] = None, attention_mask: MaskArg = None,
                 causal_alignment: str = "top-left", need_weights: bool = False):
-        r = attention(self.query(query), self.key(key), self.value(value), self.num_heads,
+        r = _attention(self.query(query), self.key(key), self.value(value), self.num_heads,
                       self.scale, key_padding_mask, attention_mask, causal_alignment,
                       self.dropout, need_weights, self.training, self._gqa())
         if need_weights:
@@ -488,7 +495,7 @@ class SelfAttentionModule(MultiHeadAttentionModule):
             (self.query.bias, self.key.bias, self.value.bias))
         qkv = F.linear(x, w, b)  # B×T×(Ck + Ck_kv + Cv_kv): one pass over x instead of three
         q, k, v = qkv.split((ck, ckv, self.value.out_features), dim=-1)  # views, no copies
-        r = attention(q, k, v, self.num_heads, self.scale, key_padding_mask, attention_mask,
+        r = _attention(q, k, v, self.num_heads, self.scale, key_padding_mask, attention_mask,
                       "top-left", self.dropout, need_weights, self.training, self._gqa())
         if need_weights:
             return self.output(r[0]), r[1]
@@ -528,7 +535,7 @@ class AttentionPoolModule(nn.Module):
                 f"{_size(x) if isinstance(x, Tensor) else type(x).__name__}. "
                 f"Add a batch dimension with x.unsqueeze(0).")
         q = self.query_vector.expand(x.shape[0], 1, -1)  # B×1×C
-        r = attention(q, self.key(x), self.value(x), self.num_heads, "auto", key_padding_mask,
+        r = _attention(q, self.key(x), self.value(x), self.num_heads, "auto", key_padding_mask,
                       None, "top-left", self.dropout, need_weights, self.training)
         y = r[0] if isinstance(r, tuple) else r
         out = self.output(y.squeeze(1))  # B×C

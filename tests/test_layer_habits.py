@@ -414,3 +414,20 @@ def test_training_refuses_complex_labels_before_it_starts(labels):
         al.train(net, np.zeros((8, 3), np.float32), labels, max_epochs=1, verbose=False)
     assert "complex" in str(info.value) and "class labels" in str(info.value)
     assert "class_labels" not in net.metadata
+
+
+@pytest.mark.parametrize("kw,parts", [
+    ({"is_causal": True}, ["al.attention has no argument 'is_causal'", "attention_mask=\"causal\""]),
+    ({"dropout_p": 0.1}, ["no argument 'dropout_p'", "Use dropout=0.1"]),
+    ({"attn_mask": None}, ["no argument 'attn_mask'", "Did you mean 'attention_mask'"]),
+])
+def test_attention_names_an_unknown_argument_with_the_attnlab_one(kw, parts):
+    q, k, v = _qkv()
+    with pytest.raises(TypeError) as info:
+        attention(q, k, v, 2, **kw)
+    assert isinstance(info.value, al.SignatureError)
+    msg = str(info.value)
+    for part in parts:
+        assert part in msg, f"{part!r} not in:\n{msg}"
+    assert "al.attention(q, k, v, num_heads, scale='auto'" in msg
+    assert "Did you mean 'scale'" not in msg

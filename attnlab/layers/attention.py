@@ -5,7 +5,7 @@ from torch import nn
 
 from ..errors import FormatError, SizeError
 from ..functional import (AttentionPoolModule, MultiHeadAttentionModule, SelfAttentionModule,
-                          attention)
+                          _attention)
 from ..spec import Spec
 from . import _checks as check
 from .base import Layer
@@ -142,7 +142,7 @@ class _AttentionModule(nn.Module):
         self.scores = layer.has_scores_output
 
     def forward(self, q, k, v, *mask_port, masks=(None, None, None)):
-        return attention(q, k, v, self.num_heads, scale=self.scale,
+        return _attention(q, k, v, self.num_heads, scale=self.scale,
                          key_padding_mask=_key_mask(masks[1:], mask_port),
                          attention_mask=self.causal, causal_alignment=self.alignment,
                          dropout=self.dropout, need_weights=self.scores, training=self.training)

@@ -13,7 +13,6 @@ specs from the tensors' shapes, builds the module on the first call, keeps it as
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import unicodedata
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, TypeVar
@@ -21,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, TypeVar
 import torch
 from torch import nn
 
+from .. import _calls as calls
 from ..errors import (ArgumentError, AttnlabError, DataError, FormatError, NetworkError,
                       SignatureError, SizeError, close_matches, where)
 from ..spec import Spec, spec_of_tensor_shape
@@ -343,41 +343,9 @@ def _called_module(layer, specs: dict, xs) -> nn.Module:
 def _checked_init(init: Callable) -> Callable:
     """`init`, turning Python's TypeError for a call that does not fit its signature (an
     unknown keyword, a missing or extra argument) into a SignatureError that names the layer
-    type, the argument, a close match, and the layers that do take it. The check runs only when
-    the call has already failed, so a right call costs nothing."""
-
-    @functools.wraps(init)
-    def __init__(self, *args, **kwargs):
-        try:
-            init(self, *args, **kwargs)
-        except TypeError as e:
-            if isinstance(e, AttnlabError):
-                raise
-            problem = _signature_problem(init, self, args, kwargs)
-            if problem is None:
-                raise
-            raise problem from None
-
-    setattr(__init__, "_checks_call", True)
-    return __init__
-
-
-def _parameters(init: Callable) -> list[inspect.Parameter]:
-    return [p for p in inspect.signature(init).parameters.values() if p.name != "self"]
-
-
-def _signature_text(owner: str, params: list[inspect.Parameter]) -> str:
-    shown = []
-    for p in params:
-        if p.kind is p.VAR_POSITIONAL:
-            shown.append(f"*{p.name}")
-        elif p.kind is p.VAR_KEYWORD:
-            shown.append(f"**{p.name}")
-        elif p.default is p.empty:
-            shown.append(p.name)
-        else:
-            shown.append(f"{p.name}={p.default!r}")
-    return f"{owner}({', '.join(shown)})"
+    type, the argument, a close match, and the layers that do take it."""
+    return calls.checked(init, lambda args: type(args[0]).__name__,
+                         lambda args, arg: _others_taking(arg, type(args[0])))
 
 
 def _others_taking(argument: str, owner: type) -> list[str]:
@@ -387,7 +355,7 @@ def _others_taking(argument: str, owner: type) -> list[str]:
         if cls is owner or issubclass(owner, cls) or not cls.__module__.startswith("attnlab.layers"):
             continue
         try:
-            names = {p.name for p in _parameters(cls.__init__)}
+            names = {p.name for p in calls.parameters(cls.__init__)}
         except (TypeError, ValueError):
             continue
         if argument in names:
@@ -396,50 +364,6 @@ def _others_taking(argument: str, owner: type) -> list[str]:
     if argument in inspect.signature(attention).parameters:
         found.append("al.attention")
     return found
-
-
-# other libraries' names for an option that a layer has under another name (PyTorch, Keras)
-_CAUSAL = ("attention_mask", "For causal attention use attention_mask=\"causal\".")
-_HABITS = {"causal": _CAUSAL, "is_causal": _CAUSAL, "use_causal_mask": _CAUSAL,
-           "use_bias": ("bias", "Use bias=True or bias=False."),
-           "units": ("out", "The number of outputs is out, e.g. Dense(64)."),
-           "hidden_size": ("hidden", "The state size is hidden, e.g. LSTM(64)."),
-           "dropout_p": ("dropout", "Use dropout=0.1."), "rate": ("p", "Use p=0.5.")}
-
-
-def _signature_problem(init: Callable, layer, args, kwargs) -> SignatureError | None:
-    sig = inspect.signature(init)
-    try:
-        sig.bind(layer, *args, **kwargs)
-        return None                                 # the call fits: the TypeError is another one
-    except TypeError as e:
-        reason = str(e)
-    owner = type(layer).__name__
-    params = _parameters(init)
-    names = [p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in params)
-    unknown = [k for k in kwargs if k not in names] if not takes_any else []
-    full = _signature_text(owner, params)
-    if unknown:
-        arg = unknown[0]
-        msg = (f"{owner} has no argument '{arg}' (received {arg}={kwargs[arg]!r:.60}).")
-        msg += close_matches(arg, names)
-        habit = _HABITS.get(arg)
-        if habit is not None and habit[0] in names:
-            msg += f" {habit[1]}"
-        others = _others_taking(arg, type(layer))
-        if others:
-            listed = ", ".join(others[:-1]) + " and " + others[-1] if len(others) > 1 else others[0]
-            msg += f" '{arg}' is an argument of {listed}."
-        msg += f" {owner} takes: {full}."
-        err = SignatureError(msg)
-        err.argument, err.value = arg, kwargs[arg]
-    else:
-        err = SignatureError(f"{owner}: {reason}. Call it as {full}.")
-        err.argument, err.value = "", None
-    err.layer, err.port = kwargs.get("name") if isinstance(kwargs.get("name"), str) else None, None
-    return err
-
 
 
 # layers without a constructor of their own (ReLU, Flatten, …) take Layer's: check it too
