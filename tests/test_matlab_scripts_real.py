@@ -44,9 +44,9 @@ def _types(net):
 def test_trainNetwork_output_holds_the_layers_it_was_given(capsys):
     code, out, _ = _analyze(capsys, "r01_trainnetwork_replaces_net.m")
     assert code == 0, out
-    assert "1 network, held by 'layers', 'net' (trainNetwork at line 28, from 'layers': " \
+    assert "1 network, held by 'net' (trainNetwork at line 28, from 'layers': " \
            "analysed as built, untrained)" in out
-    assert "network 'layers': 4 layers" in out and "no issues" in out
+    assert "network 'net': 4 layers" in out and "no issues" in out
     assert "lstm lstmLayer B×100" in out
 
 
@@ -219,3 +219,58 @@ def test_spatial_dropout_drops_whole_channels(capsys):
     with pytest.raises(al.ArgumentError, match="spatialDropoutLayer: expected Probability in "
                                                r"\[0, 1\), received 1.5"):
         M.spatialDropoutLayer(Probability=1.5)
+
+
+def test_closed_loop_forecasting_with_the_network_state_equals_forecast(capsys):
+    code, out, _ = _analyze(capsys, "r15_closed_loop_forecast.m")
+    assert code == 0, out
+    assert "held by 'net' (trainnet at line 13, from 'layers'" in out
+    g = torch.Generator().manual_seed(0)
+    X, T = torch.randn(6, 9, 2, generator=g), torch.randn(6, 9, 2, generator=g)
+    history = torch.randn(7, 2, generator=g)
+    ws = run_file(REAL / "r15_closed_loop_forecast.m", {"XTrain": X, "TTrain": T,
+                                                         "XTest": history}, out=_quiet)
+    net = ws["net"]
+    assert net.training_info is not None and ws["Y"].shape == (4, 2)
+    net.eval()
+    expected = al.forecast(net, history[:5], 4).numpy()
+    np.testing.assert_allclose(ws["Y"], expected, atol=1e-5)        # predict + net.State
+    np.testing.assert_allclose(ws["Y2"], expected, atol=1e-5)       # predictAndUpdateState
+    # resetState starts again; a state not kept (net.State not set) is not the network's
+    again = run_code("net = resetState(net);\n[net, a] = predictAndUpdateState(net, X);\n"
+                     "net = resetState(net);\n[b, s] = predict(net, X);\n[c, s2] = predict(net, X);\n",
+                     {"net": net, "X": history[:3].numpy()})
+    np.testing.assert_allclose(again["a"], again["b"], atol=1e-6)
+    np.testing.assert_allclose(again["b"], again["c"], atol=1e-6)
+
+
+def test_training_options_as_matlab_matches_them():
+    ws = run_code("o = trainingOptions('adam', 'maxepochs', 2, 'MiniBatch', 4, 'verbose', 0, "
+                  "'initiallearn', 0.01);\n"
+                  "p = trainingOptions(\"sgdm\", SequencePaddingDirection=\"left\", "
+                  "InputDataFormats=\"CTB\", TargetDataFormats=\"CB\");")
+    o = ws["o"]
+    assert (o.max_epochs, o.batch_size, o.verbose, o.learning_rate) == (2, 4, False, 0.01)
+    assert ws["p"].solver == "sgdm"
+    with pytest.raises(ScriptError, match="'Sequence' is the start of several options"):
+        run_code("o = trainingOptions('adam', 'Sequence', 'longest');")
+    with pytest.raises(ScriptError, match="InputDataFormats .auto. or MATLAB data formats"):
+        run_code("o = trainingOptions('adam', InputDataFormats='XYZ');")
+
+
+def test_left_padding_gives_the_results_of_right_padding():
+    g = torch.Generator().manual_seed(1)
+    seqs = [torch.randn(n, 3, generator=g) for n in (2, 5, 4, 3)]
+    labels = np.array(["a", "b", "a", "b"])
+    results = []
+    for side in ("left", "right"):
+        torch.manual_seed(0)
+        ws = run_code(f"layers = [sequenceInputLayer(3) lstmLayer(5, OutputMode='last') "
+                      f"fullyConnectedLayer(2) softmaxLayer classificationLayer];\n"
+                      f"o = trainingOptions('sgdm', MaxEpochs=1, MiniBatchSize=4, Shuffle='never', "
+                      f"SequencePaddingDirection='{side}', Verbose=false);\n"
+                      f"net = trainNetwork(X, Y, layers, o);\n"
+                      f"s = predict(net, X, 'SequencePaddingDirection', '{side}');",
+                      {"X": seqs, "Y": M.categorical(labels)})
+        results.append(np.asarray(ws["s"]))
+    np.testing.assert_allclose(results[0], results[1], atol=1e-6)

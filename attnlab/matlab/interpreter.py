@@ -306,6 +306,11 @@ class Interpreter:
             old = scope.get(name)
             if k == 0 and trained is not None:
                 fn, source, net = trained
+                if not isinstance(net, Network):             # trainnet(X, T, layers, …)
+                    from .networks import layerGraph
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", MatlabNote)
+                        net = layerGraph(net)
                 scope[name] = net
                 if name != source:
                     self.trained[name] = (line, fn, source)
@@ -542,6 +547,8 @@ class Interpreter:
             for target, value in zip(outs, values):
                 if target.type == "identifier":
                     scope[_text(target, self.src)] = value
+                elif target.type in ("function_call", "field_expression"):
+                    self._store(target, value, scope)          # [Y(t, :), state] = predict(…)
             return
         value = self.eval_in(right, scope)
         if isinstance(value, tuple):

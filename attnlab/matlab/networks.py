@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import weakref
 
+import numpy as np
 import torch
 
 from ..errors import ArgumentError, FormatError, NetworkError, SizeError, close_matches
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
     from ..analysis import Analysis
 
-__all__ = ['getLayerWeights', 'setLayerWeights', 'dlnetwork', 'layerGraph', 'addLayers', 'connectLayers', 'disconnectLayers', 'removeLayers', 'replaceLayer', 'analyzeNetwork', 'plot', 'initialize', 'predict', 'minibatchpredict']
+__all__ = ['getLayerWeights', 'setLayerWeights', 'dlnetwork', 'layerGraph', 'addLayers', 'connectLayers', 'disconnectLayers', 'removeLayers', 'replaceLayer', 'analyzeNetwork', 'plot', 'initialize', 'predict', 'minibatchpredict', 'predictAndUpdateState', 'resetState']
 
 
 # ========================================================================== networks ===
@@ -407,3 +408,127 @@ def mixed_branches(net: Network | None, issue: Any) -> str | None:
             f"its inputs disagree: '{seq[0]}' receives a sequence {specs[seq[0]]} from "
             f"'{origin[seq[0]]}', '{feat[0]}' features {specs[feat[0]]} from '{origin[feat[0]]}'. "
             f"To join a sequence branch with a feature branch, {fix}.")
+
+
+# ==================================================================== recurrent state ===
+# MATLAB keeps a recurrent network's state in the network (net.State); attnlab runs it step by
+# step with `Network.stream`. Each network's committed state is the inputs it has been given
+# since its last reset, and a live stream at that state (replayed from them when a
+# `[Y, state] = predict(...)` moved it on and the state was not kept).
+
+class NetworkState:
+    """MATLAB's `net.State` of a recurrent network: the inputs it has been given (in order)
+    and the stream that holds the state after them. `net.State = state` makes it the
+    network's."""
+
+    def __init__(self, inputs: list, stream: Any):
+        self.inputs, self.stream = list(inputs), stream
+
+    def __repr__(self):
+        steps = sum(int(x.shape[-2]) for x in self.inputs)
+        return f"<network state after {steps} time step{'s' if steps != 1 else ''}>"
+
+
+_STATES: "weakref.WeakKeyDictionary[Network, tuple[list, Any, bool]]" = weakref.WeakKeyDictionary()
+
+
+def _steps(fn, net, X):
+    """One sequence T×C → 1×T×C, a batch B×T×C as it is; (tensor, whether it was one)."""
+    if len(X) != 1:
+        raise ArgumentError(f"{fn}: expected one input (the next time steps), received "
+                            f"{len(X)}.")
+    x = torch.as_tensor(np.asarray(X[0]) if not isinstance(X[0], torch.Tensor) else X[0],
+                        dtype=torch.float32)
+    if x.dim() == 1:
+        x = x.reshape(1, 1, -1)
+        return x, "step"
+    if x.dim() == 2:
+        return x.unsqueeze(0), "one"
+    if x.dim() == 3:
+        return x, "batch"
+    raise ArgumentError(f"{fn}: expected time steps T×C (one sequence) or B×T×C, received "
+                        f"an array of {x.dim()} dimensions.")
+
+
+def _fresh_stream(net, inputs):
+    if not net.initialized:
+        net.initialize()
+    apply_presets(net)
+    net.eval()
+    s = net.stream()
+    for x in inputs:
+        s.step(x)
+    return s
+
+
+def _live(net):
+    """(committed inputs, a stream at that state)."""
+    inputs, stream, at_committed = _STATES.get(net, ([], None, True))
+    if stream is None or not at_committed:
+        stream = _fresh_stream(net, inputs)
+    return inputs, stream
+
+
+def _shape_back(y, how):
+    y = y.detach().cpu().numpy()             # numbers a script indexes and stores: Y(t, :) = …
+    return y[0, 0] if how == "step" else y[0] if how == "one" else y
+
+
+def predictAndUpdateState(net: Network, *X: Any, **kwargs: Any) -> tuple[Network, Any]:
+    """`[net, Y] = predictAndUpdateState(net, X)`: the outputs for the next time steps X (T×C
+    for one sequence, B×T×C for a batch), starting from the state the earlier calls left; the
+    network keeps the new state (`resetState` clears it). Step by step, each output equals
+    what the whole sequence gives at that step (`Network.stream`)."""
+    fn = "predictAndUpdateState"
+    _check_net(net, fn)
+    X, pairs = split_pairs(X, {"MiniBatchSize": 128, "ExecutionEnvironment": "auto",
+                               "Acceleration": "auto", **_SEQUENCE_OPTIONS})
+    _parse(fn, pairs, kwargs, {"MiniBatchSize": 128, "ExecutionEnvironment": "auto",
+                               "Acceleration": "auto", **_SEQUENCE_OPTIONS})
+    x, how = _steps(fn, net, X)
+    inputs, stream = _live(net)
+    with torch.no_grad():
+        y = stream.step(x)
+    _STATES[net] = (inputs + [x], stream, True)
+    return net, _shape_back(y, how)
+
+
+def resetState(net: Network) -> Network:
+    """`net = resetState(net)`: the recurrent state back to its start (zeros)."""
+    _check_net(net, "resetState")
+    _STATES.pop(net, None)
+    return net
+
+
+def _predict_with_state(net: Network, *X: Any, **kwargs: Any) -> tuple:
+    """`[Y, state] = predict(net, X)` (and `[Y1, …, YN, state]`): the outputs from the network's
+    current state, and the state after X, which `net.State = state` keeps."""
+    recurrent = any(type(l).__name__ in ("LSTM", "GRU") for l in net.layers)
+    if not recurrent or kwargs or len(X) != 1:
+        out = predict(net, *X, **kwargs)
+        return (*(out if isinstance(out, tuple) else (out,)), NetworkState([], None))
+    x, how = _steps("predict", net, X)
+    inputs, stream = _live(net)
+    with torch.no_grad():
+        y = stream.step(x)
+    _STATES[net] = (inputs, stream, False)   # the stream moved past the committed state
+    ys = tuple(y.values()) if isinstance(y, dict) else (y,)
+    return (*(_shape_back(v, how) for v in ys), NetworkState(inputs + [x], stream))
+
+
+def set_state(net: Network, state: Any) -> None:
+    """`net.State = state`: the state a `[Y, state] = predict(net, X)` returned."""
+    if not isinstance(state, NetworkState):
+        raise ArgumentError(f"net.State: expected the state that [Y, state] = predict(net, X) "
+                            f"returns, received {type(state).__name__}.")
+    if state.stream is None:
+        return                                    # a network without recurrent layers
+    _STATES[net] = (list(state.inputs), state.stream, True)
+
+
+def get_state(net: Network) -> NetworkState:
+    inputs, stream, at = _STATES.get(net, ([], None, True))
+    return NetworkState(inputs, stream if at else None)
+
+
+setattr(predict, "with_scores", _predict_with_state)

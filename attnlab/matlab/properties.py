@@ -15,7 +15,13 @@ def _net_props(net: Network) -> dict:
             "Connections": lambda: [(c.source, c.destination) if hasattr(c, "source") else str(c)
                                     for c in net.connections],
             "Initialized": lambda: net.initialized,
-            "Learnables": lambda: dict(net.learnables) if net.initialized else {}}
+            "Learnables": lambda: dict(net.learnables) if net.initialized else {},
+            "State": lambda: _state(net)}
+
+
+def _state(net: Network):
+    from .networks import get_state
+    return get_state(net)
 
 
 def get_property(obj, name: str):
@@ -51,6 +57,10 @@ def get_property(obj, name: str):
 
 
 def set_property(obj, name: str, value) -> None:
+    if isinstance(obj, Network) and name == "State":         # net.State = state
+        from .networks import set_state
+        set_state(obj, value)
+        return
     if isinstance(obj, Network) and name == "OutputNames":
         from .networks import set_output_names
         set_output_names(obj, value)

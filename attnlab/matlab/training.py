@@ -234,10 +234,9 @@ def _data_formats(fn, matlab, value) -> None:
     of sequences, batch-first arrays)."""
     values = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) \
         else None
-    import re
-    if not values or not all(isinstance(v, str) and (v.lower() == "auto" or re.fullmatch(
-            r"S{0,3}C?B?T?U*", "".join(sorted(v.upper(), key="SCBTU".index))) and v
-            and set(v.upper()) <= set("SCBTU")) for v in values):
+    if not values or not all(isinstance(v, str) and v and (v.lower() == "auto" or
+                                                          set(v.upper()) <= set("SCBTU"))
+                             for v in values):
         raise ArgumentError(f"{fn}: expected {matlab} \"auto\" or MATLAB data formats such as "
                             f"\"CTB\", \"SSCB\" or \"CB\", received {value!r}.")
 
