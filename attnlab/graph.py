@@ -141,6 +141,7 @@ class Graph(Layer):
         """Removes layers and every connection that touches them."""
         for n in names:
             self._layer(n, "remove")
+        names = tuple(dict.fromkeys(names))        # a name given twice is removed once
         for n in names:
             del self._layers[n]
             self._forget(n)

@@ -431,3 +431,8 @@ def test_attention_names_an_unknown_argument_with_the_attnlab_one(kw, parts):
         assert part in msg, f"{part!r} not in:\n{msg}"
     assert "al.attention(q, k, v, num_heads, scale='auto'" in msg
     assert "Did you mean 'scale'" not in msg
+
+
+def test_a_layer_named_twice_in_remove_is_removed_once():
+    net = _net().remove("fc", "fc")
+    assert [l.name for l in net.layers] == ["x", "relu"] and net.connections == ()
