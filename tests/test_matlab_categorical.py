@@ -142,3 +142,29 @@ def test_categorical_of_a_categorical():
     assert M.categorical(c) is c
     o = M.categorical(c, Ordinal=True)
     assert o.ordinal and o.categories == ["lo", "hi"] and list(o.values) == ["lo", "hi"]
+
+
+def test_countcats_unique_and_isequal_in_scripts():
+    ws = run_code("""c = categorical({'b', 'a', 'b', 'z'}, {'a', 'b', 'c'});
+counts = countcats(c);
+u = unique(c);
+k = numel(unique(c));
+same = isequal(c(1:3), categorical({'b', 'a', 'b'}));
+differ = isequal(c, categorical({'b', 'a', 'a', 'z'}, {'a', 'b', 'c'}));
+undefined = isequal(c, c);
+scalar = isequal(c(2), 'a');
+numbers = unique([3 1 2 3 1]);
+texts = unique({'dog', 'cat', 'dog'});
+sizes = isequal([1 2], [1 2]) + isequal(1, [1 1]) * 10 + isequal('ab', "ab") * 100;
+""")
+    assert ws["counts"].ravel().tolist() == [1, 2, 0]            # 'z' is <undefined>: not counted
+    assert isinstance(ws["u"], Categorical) and list(ws["u"].values) == ["a", "b"]
+    assert ws["u"].categories == ["a", "b", "c"] and ws["k"] == 2
+    assert ws["same"] is True and ws["differ"] is False
+    assert ws["undefined"] is False                  # <undefined> equals nothing, itself included
+    assert ws["scalar"] is True
+    assert ws["numbers"].tolist() == [1, 2, 3] and list(ws["texts"]) == ["cat", "dog"]
+    assert ws["sizes"] == 101
+    with pytest.raises(ScriptError, match=r"countcats: expected a categorical array, received "
+                                          r"ndarray\. Make one with categorical\(x\)"):
+        run_code("n = countcats([1 2 3]);")

@@ -1,6 +1,7 @@
 """In-memory data as MATLAB scripts hold it: `arrayDatastore`, `combine`, `categorical`,
-`categories`, `scores2label`. Datastores here wrap arrays the script already has (the reader never
-reads files); training unwraps them into the arrays `al.train` takes."""
+`categories`, `countcats`, `unique`, `isequal`, `scores2label`. Datastores here wrap arrays the
+script already has (the reader never reads files); training unwraps them into the arrays
+`al.train` takes."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,8 @@ from .values import Categorical, Cell
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["arrayDatastore", "combine", "categorical", "categories", "scores2label"]
+__all__ = ["arrayDatastore", "combine", "categorical", "categories", "countcats", "unique",
+           "isequal", "scores2label"]
 
 
 class ArrayDatastore:
@@ -147,6 +149,75 @@ def categories(c: Categorical) -> Cell:
         raise ArgumentError(f"categories: expected a categorical array, received "
                             f"{type(c).__name__}. Make one with categorical(x).")
     return Cell(c.categories)
+
+
+def countcats(c: Categorical) -> np.ndarray:
+    """`countcats(c)`: how many elements of `c` are in each category, in category order (a
+    column vector; <undefined> elements are not counted)."""
+    if not isinstance(c, Categorical):
+        raise ArgumentError(f"countcats: expected a categorical array, received "
+                            f"{type(c).__name__}. Make one with categorical(x).")
+    codes = c.codes()
+    counts = np.bincount(codes[codes >= 0], minlength=len(c.categories))
+    return counts.astype(float).reshape(-1, 1)
+
+
+def unique(x: Any) -> Any:
+    """`unique(x)`: the distinct values of `x`, sorted. A categorical gives a categorical of the
+    categories that occur, in category order (its categories kept; <undefined> left out); a
+    cell array of text or a string array the distinct texts in character order; a character
+    vector its distinct characters; numbers a sorted row vector (NaN left out)."""
+    if isinstance(x, Categorical):
+        present = {str(v) for v in x.values if str(v)}
+        return Categorical([c for c in x.categories if c in present], x.categories, x.ordinal)
+    if isinstance(x, str):
+        return "".join(sorted(set(x)))
+    if isinstance(x, (list, tuple)) and x and all(isinstance(v, str) for v in x):
+        kind = type(x[0])
+        found = [kind(v) for v in sorted({str(v) for v in x})]
+        return Cell(found) if isinstance(x, Cell) else found
+    try:
+        arr = np.asarray(x, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ArgumentError(f"unique: expected numbers, text or a categorical array, received "
+                            f"{type(x).__name__}.") from None
+    return np.unique(arr[~np.isnan(arr)])
+
+
+def isequal(a: Any, b: Any, *more: Any) -> bool:
+    """`isequal(A, B, …)`: true when all are the same size and hold equal values: numbers by
+    value (NaN equals nothing), text by its characters (a character vector equals the string
+    with the same text), categoricals by label (<undefined> equals nothing), cell arrays and
+    structs element by element."""
+    return all(_isequal(a, x) for x in (b, *more))
+
+
+def _isequal(a, b) -> bool:
+    if isinstance(a, Categorical) or isinstance(b, Categorical):
+        if not isinstance(a, Categorical):
+            a, b = b, a
+        other = list(b.values) if isinstance(b, Categorical) else [b] if isinstance(b, str) else \
+            list(b) if isinstance(b, (list, tuple)) and all(isinstance(v, str) for v in b) else None
+        if other is None or len(other) != len(a.values):
+            return False
+        return all(str(x) != "" and str(x) == str(y) for x, y in zip(a.values, other))
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and str(a) == str(b)
+    if isinstance(a, dict) or isinstance(b, dict):
+        return isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b) and \
+            all(_isequal(a[k], b[k]) for k in a)
+    if isinstance(a, list) or isinstance(b, list):
+        return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) and \
+            all(x is y or _isequal(x, y) for x, y in zip(a, b))
+    try:
+        x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    except (TypeError, ValueError):
+        return a is b
+    return _matlab_shape(x) == _matlab_shape(y) and bool(np.array_equal(x, y))
+
+
+def _matlab_shape(x: np.ndarray) -> tuple[int, ...]:
+    return (1, 1) if x.ndim == 0 else (1, x.shape[0]) if x.ndim == 1 else tuple(x.shape)
 
 
 def scores2label(scores: ArrayLike | torch.Tensor, classNames: ArrayLike | Categorical,
