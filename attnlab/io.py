@@ -12,7 +12,9 @@ A saved network is a zip archive holding
   that serves under several names (tied weights: a Dense head given the Embedding's weight, a
   torch module wrapped by two layers) is stored once; ``network.json`` then holds
   ``shared_weights``, state-dict key → the key of the tensor stored, and loading ties them
-  again (the same Parameter object). Such a file is format version 2; others stay version 1.
+  again (the same Parameter object). A ``Module`` layer wrapping the very torch module of an
+  earlier one says so (``same_module_as``), and loading gives both layers one module again.
+  Such a file is format version 2; others stay version 1.
 
 Loading rebuilds each layer from the registry of layer types (``attnlab.layers.LAYER_TYPES``; a
 user's own ``Layer`` subclass registers itself when its module is imported), initialises the
@@ -110,7 +112,7 @@ def save(net, path) -> None:
         raise ArgumentError(f"save() takes an attnlab Network, got {type(net).__name__}")
     network = _graph_to_json(net, top=True)
     weights, shared = _weights_to_save(net)
-    doc = {"format": FORMAT, "version": SHARED_VERSION if shared else 1,
+    doc = {"format": FORMAT, "version": SHARED_VERSION if shared or _shares_modules(network) else 1,
            "attnlab_version": _version(), "torch_version": torch.__version__.split("+")[0],
            "network": network,
            "weights": WEIGHTS_FILE if weights is not None else None}
@@ -137,6 +139,12 @@ def save(net, path) -> None:
         return
     with atomic_writer(_save_path(path)) as f:
         _write_zip(f, blobs)
+
+
+def _shares_modules(doc) -> bool:
+    """Whether a graph's JSON has a Module layer wrapping the module of another."""
+    return any("same_module_as" in e or ("network" in e and _shares_modules(e["network"]))
+               for e in doc["layers"])
 
 
 def _save_path(path) -> Path:
@@ -192,6 +200,7 @@ def _graph_to_json(net, top=False) -> dict:
     from .layers.module import Module
 
     layers = []
+    wrapped: dict[int, str] = {}                  # id of a wrapped torch module → its first layer
     for name, layer in net._layers.items():
         if isinstance(layer, Graph):
             layers.append({"type": "Network", "name": name, "class": type(layer).__name__,
@@ -201,8 +210,12 @@ def _graph_to_json(net, top=False) -> dict:
             _check_module_registered(layer, name)
             cfg = dict(layer.config())
             cfg["output_specs"] = layer.output_specs
-            layers.append({"type": "Module", "name": name,
-                           "config": _encode(cfg, f"layer '{name}' (Module)")})
+            entry = {"type": "Module", "name": name,
+                     "config": _encode(cfg, f"layer '{name}' (Module)")}
+            first = wrapped.setdefault(id(layer.module), name)
+            if first != name:                     # the same torch module as an earlier layer
+                entry["same_module_as"] = first
+            layers.append(entry)
             continue
         _check_registered(layer, name)
         try:
@@ -745,7 +758,7 @@ def _network_from_json(doc: dict, where: str, modules: dict, top: bool = False, 
                                              f"{LIMITS['layers']:,}")
     net = Network(name=name)
     for i, entry in enumerate(layers):
-        layer = _layer_from_json(entry, where, modules, depth, f"{at}.layers[{i}]")
+        layer = _layer_from_json(entry, where, modules, depth, f"{at}.layers[{i}]", net)
         try:
             net.add(layer)
         except AttnlabError as e:
@@ -773,7 +786,7 @@ def _network_from_json(doc: dict, where: str, modules: dict, top: bool = False, 
     return net
 
 
-def _layer_from_json(entry, where: str, modules: dict, depth: int, at: str):
+def _layer_from_json(entry, where: str, modules: dict, depth: int, at: str, net=None):
     from .layers.base import LAYER_TYPES
 
     if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
@@ -791,7 +804,8 @@ def _layer_from_json(entry, where: str, modules: dict, depth: int, at: str):
             raise _bad(where, f"{at}.network.name", f"{_show(repr(inner.get('name')))} differs "
                                                     f"from the layer's name {name!r}")
         return _network_from_json(inner, where, modules, depth=depth + 1, at=f"{at}.network")
-    _keys(entry, where, at, ("type", "name"), ("config",))
+    _keys(entry, where, at, ("type", "name"), ("config", "same_module_as") if kind == "Module"
+          else ("config",))
     name = _name(entry["name"], where, f"{at}.name")
     if not _IDENT.match(kind):
         raise _bad(where, f"{at}.type", f"{_show(repr(kind))} is not a layer type name")
@@ -811,7 +825,8 @@ def _layer_from_json(entry, where: str, modules: dict, depth: int, at: str):
     _check_config_keys(cls, raw_cfg, where, f"{at}.config", name)
     cfg = {k: _value(v, where, f"{at}.config.{k}", 1) for k, v in raw_cfg.items()}
     if kind == "Module":
-        cfg = _module_config(cfg, where, f"{at}.config", name, modules)
+        cfg = _module_config(cfg, where, f"{at}.config", name, modules,
+                             _same_module(entry, net, where, at))
     try:
         return _make_layer(cls, cfg, name)
     except (TypeError, AttnlabError, ValueError, OverflowError) as e:
@@ -839,7 +854,19 @@ def _check_config_keys(cls, cfg, where, at, name):
         raise _bad(where, at, f"layer '{name}' ({cls.__name__}) lacks its argument '{missing[0]}'")
 
 
-def _module_config(cfg, where, at, name, modules):
+def _same_module(entry, net, where, at):
+    """The Module layer, loaded before this one, whose torch module this one wraps too."""
+    if "same_module_as" not in entry:
+        return None
+    here = f"{at}.same_module_as"
+    first = _string(entry["same_module_as"], where, here, LIMITS["name_chars"])
+    layer = net._layers.get(first) if net is not None else None
+    if layer is None or layer.type_name != "Module":
+        raise _bad(where, here, f"{_show(repr(first))} is not a Module layer before this one")
+    return layer
+
+
+def _module_config(cfg, where, at, name, modules, same=None):
     """`L.Module` entries name their module's class; the module itself comes only from a
     factory the program registered (an explicit allow-list): a file cannot name code to
     import or run."""
@@ -849,6 +876,12 @@ def _module_config(cfg, where, at, name, modules):
                    "a Module entry names a factory registered with al.register_module(), never "
                    "an import path")
     factory = modules.get(cls_name) or _MODULE_FACTORIES.get(cls_name)
+    if same is not None:                      # the module of an earlier layer: no new one
+        if type(same.module).__name__ != cls_name:
+            raise _bad(where, f"{at}.module", f"{_show(repr(cls_name))} differs from the class "
+                       f"'{type(same.module).__name__}' of layer '{same.name}', whose module "
+                       "it names as its own")
+        factory = lambda: same.module             # noqa: E731
     if factory is None:
         raise NetworkError(
             f"cannot load '{where}': layer '{name}' wraps a torch module of class "

@@ -99,12 +99,30 @@ def test_a_module_shared_by_two_layers_stays_shared(tmp_path, registered):
     net.save(tmp_path / "shared.attnlab")
     assert _safetensors_keys(tmp_path / "shared.attnlab") == ["layer_modules.a.bias",
                                                              "layer_modules.a.weight"]
+    doc = json.loads(_member(tmp_path / "shared.attnlab", "network.json"))
+    assert [e.get("same_module_as") for e in doc["network"]["layers"]] == [None, None, "a"]
     twin = al.load(tmp_path / "shared.attnlab")
     a, b = twin.layer_modules["a"], twin.layer_modules["b"]
+    assert a is b and twin.layers["a"].module is twin.layers["b"].module    # one module again
     assert a.weight is b.weight and a.bias is b.bias
     x = torch.randn(2, 3, 4)
     assert torch.equal(twin(x), net(x))
     assert twin.analyze().total_learnables == 20
+
+
+@pytest.mark.parametrize("other,words", [("nope", "'nope' is not a Module layer before this one"),
+                                         ("x", "'x' is not a Module layer before this one")])
+def test_a_forged_same_module_entry_is_refused(tmp_path, registered, other, words):
+    lin = nn.Linear(4, 4)
+    net = al.Network([L.SequenceInput(4, name="x"), L.Module(lin, name="a"),
+                      L.Module(lin, name="b")]).initialize()
+    registered("Linear", lambda: nn.Linear(4, 4))
+    net.save(tmp_path / "shared.attnlab")
+    bad = _rewrite(tmp_path / "shared.attnlab", tmp_path / "bad.attnlab",
+                   lambda d: d["network"]["layers"][2].__setitem__("same_module_as", other))
+    with pytest.raises(al.NetworkError, match="same_module_as") as e:
+        al.load(bad)
+    assert words in str(e.value)
 
 
 def test_state_dict_lists_both_names_and_loading_keeps_the_tie():
