@@ -164,7 +164,9 @@ class Layer:
         `output_ports` order when the layer has several. Inputs carry no padding mask here:
         put the layer in a Network to run padded batches.
 
-        A Network builds its own modules for its layers; to carry a called layer's weights over,
+        A Network builds its own modules for its layers: a layer of a network, called
+        directly, does not run with the network's weights (`net.layer_modules[name]` is the
+        network's module); to carry a called layer's weights into a network,
         `net.layer_modules[name].load_state_dict(layer.module.state_dict())`.
         """
         ports = self.input_ports
