@@ -333,6 +333,8 @@ def test_torchscript_is_refused_with_what_to_use_instead():
         torch.jit.script(net)
     text = str(e.value)
     assert "TorchScript" in text and "torch.compile(net)" in text and "export_onnx" in text
+    with pytest.raises(al.NetworkError, match="TorchScript"):
+        torch.jit.script(Parent([L.FeatureInput(3), L.Dense(2)]))     # inside a parent too
 
 
 def test_load_state_dict_of_other_sizes_names_the_layer_learnable_and_shapes():
