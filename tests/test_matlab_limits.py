@@ -320,3 +320,21 @@ def test_control_characters_from_a_script_are_shown_escaped(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "\x1b" not in captured.err + captured.out and "\x07" not in captured.err
     assert "esc.m:2:1: x\\x1b]0;owned\\x07\\x1b[2J" in captured.err
+
+
+def test_notes_show_control_characters_escaped():
+    import warnings
+
+    from attnlab.matlab import MatlabNote
+    from attnlab.matlab.interpreter import Interpreter, _run
+    interp = Interpreter("noteIt(['layer ' char(27) '[2J' char(7)]);", "n.m", analyze=True,
+                         out=_quiet)
+    interp.toolbox["noteIt"] = lambda text: warnings.warn(text, MatlabNote)
+    _run(interp)
+    assert interp.notes == ["n.m:1: layer \\x1b[2J\\x07"]
+
+
+def test_an_empty_error_message_does_nothing_as_in_matlab():
+    assert run_code("error(''); error([]); error(struct('message', '')); x = 1;")["x"] == 1
+    with pytest.raises(ScriptError, match="<script>:1:1: value 5$"):
+        run_code("error('my:id', 'value %d', 5)")

@@ -273,12 +273,17 @@ def num2str(ctx, x, *args):
 
 
 def error(ctx, *args):
-    if not args:
+    """error(msg), error(id, fmt, values…), error(struct); an empty message does nothing, as
+    in MATLAB (error('') and error([]) continue)."""
+    if not args or len(args) == 1 and (isinstance(args[0], str) and not args[0] or
+                                       isinstance(args[0], np.ndarray) and args[0].size == 0):
         return
     ident = ""
     if len(args) > 1 and isinstance(args[0], str) and ":" in args[0] and "%" not in args[0]:
         ident, args = args[0], args[1:]
     if isinstance(args[0], Struct):                    # error(struct('message', …))
+        if not args[0].get("message", ""):
+            return
         raise MatlabError(str(args[0].get("message", "")), str(args[0].get("identifier", "")))
     if len(args) > 1 and not isinstance(args[0], str):
         raise MatlabError(f"error: expected a message text first, received "

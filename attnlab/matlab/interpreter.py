@@ -398,7 +398,7 @@ class Interpreter:
 
     def _note(self, node, text):
         line = node.start_point.row + 1
-        note = f"{self.file}:{line}: {text}"
+        note = printable(f"{self.file}:{line}: {text}")   # text from the script: escaped
         if note not in self.notes:               # once per statement, not per loop iteration
             self.notes.append(note)
 
