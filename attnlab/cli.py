@@ -106,13 +106,14 @@ def main(argv=None) -> int:
             return _demo(args)
         return _on_file(args)
     except OSError as e:                  # a file or folder that cannot be read or written
-        print(f"error: {_os_error(e)}", file=sys.stderr)
+        print(f"error: {_os_error(e, getattr(args, 'file', None))}", file=sys.stderr)
         return 2
 
 
-def _os_error(e: OSError) -> str:
-    where = f"'{e.filename}': " if e.filename else ""
-    return f"{where}{e.strerror or e}"
+def _os_error(e: OSError, fallback: Path | None = None) -> str:
+    """An OSError in words: the file it is about (or `fallback`, the file being read), and why."""
+    where = e.filename if e.filename else fallback
+    return (f"'{where}': " if where else "") + f"{e.strerror or e}"
 
 
 def _check_arguments(args) -> str | None:
@@ -177,8 +178,14 @@ def _output_file(path: Path, who: str, formats: tuple[str, ...], example: str,
     added to a name without one (so the file written is the file reported)."""
     from ._files import output_path
     from .errors import ArgumentError
-    for candidate in (path, path.with_name(path.name + default_suffix)
-                      if default_suffix and not path.suffix else path):
+    candidates = [path]
+    if default_suffix and not path.suffix and path.name:
+        candidates.append(path.with_name(path.name + default_suffix))
+    for candidate in candidates:
+        if candidate.is_symlink() and not candidate.exists():
+            raise ArgumentError(f"{who}: '{candidate}' is a broken symbolic link (to "
+                                f"'{os.readlink(candidate)}'); give another file name or "
+                                "remove the link.")
         if candidate.is_dir():
             raise ArgumentError(f"{who}: '{candidate}' is a folder; give a file name inside "
                                 f"it, e.g. '{candidate / example}'.")

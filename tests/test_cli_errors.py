@@ -161,3 +161,24 @@ def test_unreadable_file(files, capsys):
         _error(capsys, ["analyze", "n.attnlab"], "permission denied", "n.attnlab")
     finally:
         (files / "n.attnlab").chmod(0o644)
+
+
+def test_broken_links_and_empty_names_as_outputs(files, capsys):
+    (files / "gone.png").symlink_to(files / "nowhere" / "x.png")
+    (files / "gone.html").symlink_to(files / "nowhere" / "x.html")
+    _error(capsys, ["plot", "n.attnlab", "-o", "gone.png"], "plot -o", "gone.png",
+           "broken symbolic link")
+    _error(capsys, ["view", "n.attnlab", "-o", "gone.html"], "view -o", "gone.html",
+           "broken symbolic link")
+    _error(capsys, ["plot", "n.attnlab", "-o", ""], "plot -o", "'.' is a folder")
+    _error(capsys, ["view", "n.attnlab", "-o", ""], "view -o", "'.' is a folder")
+    assert not (files / "nowhere").exists()
+
+
+def test_a_file_that_fails_while_read_is_named(files, capsys, monkeypatch):
+    import attnlab.io as io
+
+    def broken_disk(path, *a, **k):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(io, "load", broken_disk)
+    _error(capsys, ["analyze", "n.attnlab"], "'n.attnlab'", "Input/output error")

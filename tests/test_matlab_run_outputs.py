@@ -175,3 +175,8 @@ def test_the_cli_never_trains_a_script(tmp_path, capsys, monkeypatch, no_launch,
         page = (here / "train.html").read_text()
         assert "featureInputLayer" in page or "FeatureInput" in page
         assert '"fc"' in page and '"sm"' in page
+
+
+def test_an_empty_checkpoint_path_means_none(tmp_path):
+    ws = run_code("o = trainingOptions('adam', CheckpointPath='');", out_dir=tmp_path)
+    assert ws["o"].checkpoint_dir is None

@@ -168,12 +168,15 @@ def trainingOptions(solverName: str, *args: Any, **kwargs: Any) -> TrainingOptio
         warnings.warn(f"{fn}: OutputNetwork=\"{output_network}\" with ValidationPatience: when "
                       "training stops early attnlab returns the weights of the best validation "
                       "loss (MATLAB's \"best-validation\").", MatlabNote, stacklevel=2)
+    if values.get("checkpoint_dir") == "":
+        values["checkpoint_dir"] = None                  # MATLAB's default: no checkpoints
     run = _RUN.get()
+    path_given = isinstance(values.get("checkpoint_dir"), (str, os.PathLike))
     if run is not None and not run.analyze:
-        if values.get("checkpoint_dir") is not None:
+        if path_given:
             values["checkpoint_dir"] = str(_inside(run, fn, "CheckpointPath",
                                                    values["checkpoint_dir"]))
-    elif run is not None and values.get("checkpoint_dir") is not None:
+    elif run is not None and path_given:
         _inside(run, fn, "CheckpointPath", values["checkpoint_dir"])        # a note
     try:
         opts = TrainingOptions(**values)
