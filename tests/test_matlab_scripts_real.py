@@ -274,3 +274,27 @@ def test_left_padding_gives_the_results_of_right_padding():
                       {"X": seqs, "Y": M.categorical(labels)})
         results.append(np.asarray(ws["s"]))
     np.testing.assert_allclose(results[0], results[1], atol=1e-6)
+
+
+def test_local_functions_with_arguments_blocks_and_a_two_input_function_layer(capsys):
+    code, out, _ = _analyze(capsys, "r16_local_functions_and_function_layer.m")
+    assert code == 0, out
+    assert "network 'net': 8 layers, inputs in, outputs prob" in out
+    assert "lstm lstmLayer B×12" in out and "gated functionLayer B×12" in out
+    g = torch.Generator().manual_seed(0)
+    X = [torch.randn(n, 3, generator=g) for n in (3, 6, 4, 5)]         # different lengths
+    ws = run_file(REAL / "r16_local_functions_and_function_layer.m",
+                  {"XTrain": X, "TTrain": M.categorical(np.array(["a", "b", "a", "b"]))},
+                  out=_quiet)
+    net = ws["net"]
+    assert net.training_info.stop_reason == "max-epochs"
+    assert net.layers[2].p == 0.1                        # the arguments block's default
+    assert getattr(net.learnables["fc_out/weight"], "l2_factor", None) == 0.0
+    ws = run_code("a = f(2);\nb = f(2, 'Scale', 3);\nc = f(2, Sc=4);\n"
+                  "function y = f(x, opts)\narguments\n  x\n  opts.Scale = 10\nend\n"
+                  "y = x * opts.Scale;\nend\n")
+    assert (ws["a"], ws["b"], ws["c"]) == (20, 6, 8)
+    with pytest.raises(ScriptError, match="f: expected a name–value argument among Scale, "
+                                          "received 'Size'"):
+        run_code("a = f(2, Size=3);\nfunction y = f(x, opts)\narguments\n  x\n"
+                 "  opts.Scale = 10\nend\ny = x * opts.Scale;\nend\n")

@@ -103,6 +103,21 @@ class Function:
         self.params = [_text(c, src) for c in args.named_children if c.type == "identifier"] \
             if args else []
         self.body = _child(node, "block")
+        # arguments blocks: defaults of positional arguments, and name–value arguments
+        # (options.Name = default) by struct parameter, in order
+        self.defaults: dict = {}
+        self.options: dict[str, dict] = {}
+        for block in (c for c in node.named_children if c.type == "arguments_statement"):
+            for prop in (c for c in block.named_children if c.type == "property"):
+                head = prop.named_children[0]
+                default = _child(prop, "default_value")
+                value = default.named_children[0] if default is not None and \
+                    default.named_children else None
+                if head.type == "property_name" and len(head.named_children) == 2:
+                    struct, field = (_text(c, src) for c in head.named_children)
+                    self.options.setdefault(struct, {})[field] = value
+                elif head.type == "identifier" and value is not None:
+                    self.defaults[_text(head, src)] = value
 
 
 def _child(node, kind):
@@ -1298,14 +1313,42 @@ class Interpreter:
                 self.cleared[n] = (node.start_point.row + 1, value)
 
     def _call_function(self, fn: Function, args, nargout, node, kw=None):
-        if kw:
-            self._fail(node, f"{fn.name}: name–value arguments to script functions are not "
-                       "supported")
-        if len(args) > len(fn.params):
-            self._fail(node, f"{fn.name}: expected at most {len(fn.params)} arguments, received "
+        positional = [p for p in fn.params if p not in fn.options]
+        if fn.options and len(args) > len(positional):     # f(8, 'Dropout', 0.2)
+            pairs = list(args[len(positional):])
+            args = list(args[:len(positional)])
+            if len(pairs) % 2 or not all(isinstance(k, str) for k in pairs[::2]):
+                self._fail(node, f"{fn.name}: expected name–value pairs after its "
+                           f"{len(positional)} argument(s), received {len(pairs)} more values")
+            kw = {**dict(zip(pairs[::2], pairs[1::2])), **(kw or {})}
+        if kw and not fn.options:
+            self._fail(node, f"{fn.name}: takes no name–value arguments (its arguments block "
+                       f"declares none), received {', '.join(kw)}")
+        if len(args) > len(positional):
+            self._fail(node, f"{fn.name}: expected at most {len(positional)} arguments, received "
                        f"{len(args)}")
-        scope = dict(zip(fn.params, args))
+        scope = dict(zip(positional, args))
         scope["nargin"] = len(args)
+        for p in positional[len(args):]:
+            if p in fn.defaults:                  # arguments block: p = default
+                scope[p] = self._value(fn.defaults[p], scope)
+        for struct, fields in fn.options.items():
+            given: dict = {}
+            for name, value in (kw or {}).items():
+                match = [f for f in fields if f.lower() == str(name).lower()] or \
+                    [f for f in fields if f.lower().startswith(str(name).lower())]
+                if len(match) != 1:
+                    self._fail(node, f"{fn.name}: expected a name–value argument among "
+                               f"{', '.join(fields)}, received '{name}'."
+                               f"{close_matches(str(name), list(fields))}".rstrip("."))
+                given[match[0]] = value
+            opts = Struct()
+            for field, default in fields.items():
+                if field in given:
+                    opts[field] = given[field]
+                elif default is not None:
+                    opts[field] = self._value(default, scope)
+            scope[struct] = opts
         self._last_scope = scope
         try:
             self._block(fn.body.named_children if fn.body else [], scope)
