@@ -295,11 +295,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
     p = float(dropout) if training else 0.0
     H = num_heads
     fused = not need_weights and Tk > 0  # softmax over zero keys is the explicit path's job
-    # torch's is_causal kernels mask before they scale (CPU flash: NaN for a scale ≤ 0), so a
-    # scale that is not positive takes the causal rule as an explicit mask
+    # torch's is_causal kernels mask before they scale (-inf · 0 is NaN on the CPU), so scale 0
+    # takes the causal rule as an explicit mask; a negative scale reaches the kernel as
+    # |scale| on -Q (the same scores, exactly), for kernels that assume a positive one
     mask, is_causal, may_empty = _combined_mask(
         Tq, Tk, key_padding_mask, attention_mask, causal_alignment, q.device,
-        allow_is_causal=fused and scale_f > 0)
+        allow_is_causal=fused and scale_f != 0)
     if may_empty:
         # A row without any visible key would be softmax(all -inf) = NaN. Open such rows to
         # every key (finite math, no host sync) and zero their output afterwards.
@@ -318,8 +319,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
     if fused:
         extra = {"enable_gqa": True} if gqa else {}
         y = F.scaled_dot_product_attention(
-            qh, kh, vh, attn_mask=mask, dropout_p=p, is_causal=is_causal, scale=scale_f,
-            **extra)  # B×H×Tq×dv
+            -qh if scale_f < 0 else qh, kh, vh, attn_mask=mask, dropout_p=p,
+            is_causal=is_causal, scale=abs(scale_f), **extra)  # B×H×Tq×dv
         weights = None
     else:
         scores = torch.matmul(qh, kh.transpose(-2, -1)) * scale_f  # B×H×Tq×Tk

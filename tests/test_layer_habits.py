@@ -436,3 +436,21 @@ def test_attention_names_an_unknown_argument_with_the_attnlab_one(kw, parts):
 def test_a_layer_named_twice_in_remove_is_removed_once():
     net = _net().remove("fc", "fc")
     assert [l.name for l in net.layers] == ["x", "relu"] and net.connections == ()
+
+
+@pytest.mark.parametrize("scale", [-3.0, 0.0])
+def test_the_fused_kernel_is_given_a_scale_it_handles(scale, monkeypatch):
+    # kernels that mask before they scale, or take the row maximum before scaling, assume a
+    # positive scale: a negative one arrives as |scale| on -Q, zero with an explicit causal mask
+    seen = []
+    real = torch.nn.functional.scaled_dot_product_attention
+
+    def spy(*a, **kw):
+        seen.append((kw["scale"], kw["is_causal"], kw["attn_mask"] is not None))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", spy)
+    q, k, v = _qkv(tq=5)
+    out = attention(q, k, v, 2, scale=scale, attention_mask="causal")
+    torch.testing.assert_close(out, naive_attention(q, k, v, 2, scale=scale, attention_mask="causal"))
+    assert seen == [(abs(scale), scale != 0, scale == 0)]
