@@ -5,8 +5,9 @@
                   [--seed S] [--seeds N] (training seed; N seeds S…S+N−1 and their mean ± sd)
     attnlab analyze FILE                   print the analysis of a saved network
     attnlab analyze FILE.m [--set N=V]...  run a MATLAB script, analyse the networks it builds
-    attnlab plot FILE -o PICTURE           draw a saved network (PNG, SVG or PDF)
+    attnlab plot FILE -o PICTURE           draw a saved network or a script's (PNG, SVG or PDF)
     attnlab view FILE [-o PAGE | --serve]  an interactive page of the network and its attention
+                  [--set N=V]...           (FILE: a saved network, a demo's folder or FILE.m)
 
 `analyze` exits with 1 when the network has errors (so it can guard a CI step). A bad argument,
 a file that cannot be read or an output that cannot be written is one `error: …` line on stderr
@@ -21,7 +22,6 @@ the ones the script builds. `plot -o PICTURE` without an extension writes PICTUR
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import math
 import os
@@ -133,9 +133,8 @@ def _check_arguments(args) -> str | None:
             return f"cannot read '{f}': permission denied"
     if cmd == "analyze" and args.width < 40:
         return f"--width must be at least 40 characters, received {args.width}"
-    if cmd == "plot":
-        if not 1 <= args.dpi <= 1200:
-            return f"--dpi must be a whole number in 1…1200, received {args.dpi} (e.g. --dpi 130)"
+    if cmd == "plot" and not 1 <= args.dpi <= 1200:
+        return f"--dpi must be a whole number in 1…1200, received {args.dpi} (e.g. --dpi 130)"
     if cmd == "view":
         if not 0 <= args.port <= 65535:
             return f"--port must be in 0…65535 (0: a free one), received {args.port}"

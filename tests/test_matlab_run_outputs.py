@@ -159,8 +159,8 @@ def test_parallel_trains_in_this_process_with_a_note(tmp_path, no_launch, env):
 def test_the_cli_never_trains_a_script(tmp_path, capsys, monkeypatch, no_launch, no_training,
                                        command):
     here = tmp_path / "work"
-    path = _script(here, "CheckpointPath='../elsewhere', Plots='training-progress', "
-                         "ExecutionEnvironment='parallel'")
+    _script(here, "CheckpointPath='../elsewhere', Plots='training-progress', "
+                  "ExecutionEnvironment='parallel'")
     monkeypatch.chdir(here)
     assert main([command, "train.m"]) == 0
     out = capsys.readouterr().out

@@ -427,7 +427,6 @@ def _launch_parallel(fn, options) -> None:
     word = options.__dict__.get("_matlab_parallel")
     if word is None:
         return
-    import torch
     from ..training.distributed import in_launch, launch
     if in_launch():
         return
