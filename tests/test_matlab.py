@@ -124,7 +124,7 @@ def test_unknown_option_lists_the_valid_ones():
     (lambda: M.lstmLayer(8, StateActivationFunction="softsign"), "StateActivationFunction"),
     (lambda: M.sequenceInputLayer(3, Normalization="whiten"), "Normalization to be one of"),
     (lambda: M.imageInputLayer([28, 28, 1], Normalization=lambda x: x), "function handle"),
-    (lambda: M.sequenceInputLayer([28, 28, 1]), "sequence of images"),
+    (lambda: M.sequenceInputLayer([28, 28, 1, 2]), r"an image size \[h w c\]"),
     (lambda: M.imageInputLayer(28), r"\[h w c\]"),
     (lambda: M.reluLayer(WeightsInitializer="he"), "net.learnables"),
     (lambda: M.fullyConnectedLayer(4, WeightsInitializer="glorotx"), "'glorotx'.*glorot"),

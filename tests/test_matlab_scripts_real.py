@@ -298,3 +298,14 @@ def test_local_functions_with_arguments_blocks_and_a_two_input_function_layer(ca
                                           "received 'Size'"):
         run_code("a = f(2, Size=3);\nfunction y = f(x, opts)\narguments\n  x\n"
                  "  opts.Scale = 10\nend\ny = x * opts.Scale;\nend\n")
+
+
+def test_an_image_sequence_flattened_per_frame_feeds_the_lstm(capsys):
+    code, out, _ = _analyze(capsys, "r17_image_sequence_flatten.m")
+    assert code == 0, out
+    assert "frames sequenceInputLayer B×T×784" in out and "flat flattenLayer B×T×784" in out
+    assert "weight_ih_l0 128×784" in out and "flatten it" not in out
+    assert "a sequence of 28×28×1 images, which attnlab reads as B×T×784" in out
+    net = run_file(REAL / "r17_image_sequence_flatten.m", out=_quiet)["net"]
+    frames = torch.randn(2, 3, 28, 28, 1)                  # B×T×H×W×C, flattened per frame
+    assert tuple(net.predict(frames.reshape(2, 3, -1)).shape) == (2, 4)

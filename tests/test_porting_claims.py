@@ -93,9 +93,7 @@ def test_al_train_returns_a_training_info():
 
 
 @pytest.mark.parametrize("code, words", [
-    ("l = sequenceInputLayer([8 8 1]);", ["sequence of images"]),
     ("l = sequenceFoldingLayer;", ["not sequences of images"]),
-    ("l = spatialDropoutLayer(0.2);", ["dropoutLayer"]),
     ("l = lstmLayer(8, InputWeightsLearnRateFactor=[1 2 1 1]);", ["InputWeightsLearnRateFactor",
                                                                   "a number"]),
     ("net = dlnetwork([featureInputLayer(3); batchNormalizationLayer; fullyConnectedLayer(2)]);"

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
+
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Union
 
@@ -33,16 +35,28 @@ def sequenceInputLayer(inputSize: Size, *args: Any, **kwargs: Any) -> L.Sequence
         raise ArgumentError("sequenceInputLayer: expected SplitComplexInputs=false, received "
                             "true: attnlab takes real data; split real and imaginary parts into "
                             "channels yourself.")
+    frame = None
     if _is_vector(inputSize) and len(_as_list(inputSize)) > 1:
-        raise ArgumentError(
-            f"sequenceInputLayer: expected the number of channels, received the size "
-            f"{_as_list(inputSize)} (a sequence of images). attnlab sequences are B×T×C: turn "
-            "each frame into a vector first (e.g. flatten it), or use imageInputLayer.")
+        # a sequence of images [h w c]: attnlab's sequences are B×T×C, so each frame arrives
+        # flattened (B×T×(h·w·c)); the flattenLayer that follows in MATLAB then keeps it
+        frame = tuple(_int("sequenceInputLayer", "inputSize", v) for v in _as_list(inputSize))
+        if len(frame) not in (2, 3):
+            raise ArgumentError(f"sequenceInputLayer: expected the number of channels or an "
+                                f"image size [h w c], received {list(frame)}.")
+        inputSize = int(np.prod(frame))
     if _is_vector(inputSize):
         inputSize = _as_list(inputSize)[0]
     _int("sequenceInputLayer", "MinLength", o["MinLength"])
-    return _normalized(L.SequenceInput(_int("sequenceInputLayer", "inputSize", inputSize),
-                                       name=o["Name"]), norm)
+    layer = _normalized(L.SequenceInput(_int("sequenceInputLayer", "inputSize", inputSize),
+                                        name=o["Name"]), norm)
+    if frame is not None:
+        layer.__dict__["_matlab_frame"] = frame
+        warnings.warn(f"sequenceInputLayer({list(frame)}): a sequence of "
+                      f"{'×'.join(map(str, frame))} images, which attnlab reads as "
+                      f"B×T×{inputSize}: give each frame flattened (X.reshape(B, T, -1)); a "
+                      "flattenLayer after it keeps the sequence as it is", MatlabNote,
+                      stacklevel=2)
+    return layer
 
 
 def imageInputLayer(inputSize: Size, *args: Any, **kwargs: Any) -> L.ImageInput:
@@ -599,6 +613,10 @@ def _layer_array(layers, fn: str) -> tuple[list, list[OutputLayer]]:
         seen.add(id(x))
     keep: list = []
     dropped: list = []
+    for i, x in enumerate(flat):         # flattenLayer after sequenceInputLayer([h w c]):
+        if i and isinstance(x, L.Flatten) and "_matlab_frame" in flat[i - 1].__dict__:
+            from .mlayers import FrameFlatten             # the frames are already flat
+            flat[i] = FrameFlatten(flat[i - 1].__dict__["_matlab_frame"], name=x.name)
     for x in flat:
         if isinstance(x, OutputLayer):
             x.source = keep[-1] if keep else None           # a Layer: its name is set by add()

@@ -349,3 +349,26 @@ class _SpatialDropout(nn.Module):
         shape[0], shape[self.cdim] = x.shape[0], x.shape[self.cdim]
         keep = (torch.rand(shape, device=x.device) >= self.p).to(x.dtype)
         return x * keep / (1.0 - self.p)
+
+
+class FrameFlatten(Layer):
+    """MATLAB's flattenLayer after `sequenceInputLayer([h w c])`: the frames of an image
+    sequence arrive flattened (B×T×(h·w·c)), so it passes the sequence through
+    [flattenLayer]."""
+
+    stem = "flatten"
+
+    def __init__(self, frame: Sequence[int] = (1, 1, 1), name: str | None = None):
+        super().__init__(name)
+        self.frame = [int(v) for v in frame]
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        if not s.is_sequence:
+            raise self.error(SizeError, "in", f"expected the image sequence of "
+                             f"sequenceInputLayer({self.frame}) as B×T×{int(np.prod(self.frame))}, "
+                             f"received {s}.")
+        return s
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return nn.Identity()
