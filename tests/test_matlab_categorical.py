@@ -168,3 +168,16 @@ sizes = isequal([1 2], [1 2]) + isequal(1, [1 1]) * 10 + isequal('ab', "ab") * 1
     with pytest.raises(ScriptError, match=r"countcats: expected a categorical array, received "
                                           r"ndarray\. Make one with categorical\(x\)"):
         run_code("n = countcats([1 2 3]);")
+
+
+def test_switch_on_a_categorical_matches_its_label():
+    ws = run_code("""c = categorical({'cat', 'dog'});
+switch c(2)
+    case {'cat', 'cow'}
+        kind = 1;
+    case 'dog'
+        kind = 2;
+    otherwise
+        kind = 3;
+end""")
+    assert ws["kind"] == 2

@@ -1407,6 +1407,11 @@ def _is_layerish(v) -> bool:
 
 
 def _equal(a, b) -> bool:
+    if isinstance(a, Categorical) or isinstance(b, Categorical):   # switch c, case 'label'
+        try:
+            return bool(np.all(a == b))
+        except AttnlabError:
+            return False
     if isinstance(a, str) or isinstance(b, str):
         return isinstance(a, str) and isinstance(b, str) and a == b
     if not all(isinstance(v, (int, float, bool, np.ndarray, np.generic)) for v in (a, b)):
