@@ -150,7 +150,11 @@ def test_bad_sample_and_import(files, capsys, monkeypatch):
 
 def test_set_on_a_saved_network_is_refused_by_view_too(files, capsys):
     _error(capsys, ["view", "n.attnlab", "--set", "x=1"], "--set", "MATLAB script", "n.attnlab")
-    _error(capsys, ["analyze", "s.m", "--set", "x"], "--set", "NAME=VALUE")
+    err = _error(capsys, ["analyze", "s.m", "--set", "x"], "--set", "NAME=VALUE", "'x'")
+    assert ":0:0:" not in err
+    err = _error(capsys, ["view", "s.m", "--set", "a=[1 2"], "--set a:", "not a MATLAB value",
+                 "--set a='\"adam\"'")
+    assert ":0:0:" not in err
 
 
 def test_unreadable_file(files, capsys):

@@ -7,7 +7,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ..errors import AttnlabError
+from ..errors import ArgumentError, AttnlabError
 from ..layers.base import Layer
 from ..network import Network
 from .interpreter import Interpreter, _run
@@ -22,13 +22,14 @@ def parse_sets(pairs: list[str]) -> dict:
         name, sep, text = pair.partition("=")
         name = name.strip()
         if not sep or not name.isidentifier():
-            raise ScriptError(f"--set expects NAME=VALUE, received {pair!r}", "--set", 0, 0)
+            raise ArgumentError(f"--set expects NAME=VALUE, received {pair!r}; e.g. "
+                                "--set numHeads=8")
         try:
             ws[name] = _run(Interpreter(f"v = {text};", f"--set {name}"))[0]["v"]
         except ScriptError as e:
-            raise ScriptError(f"the value of {name} is not a MATLAB value ({e.reason}); write "
-                              f"numbers as 8 or [28 28 1] and text in quotes, e.g. "
-                              f"--set {name}='\"adam\"'", "--set", 0, 0) from None
+            raise ArgumentError(f"--set {name}: the value is not a MATLAB value ({e.reason}); "
+                                f"write numbers as 8 or [28 28 1] and text in quotes, e.g. "
+                                f"--set {name}='\"adam\"'") from None
     return ws
 
 
