@@ -41,10 +41,11 @@ Where attnlab differs from MATLAB
   words "channel"/"time" are accepted too. (dim 3 is ambiguous — channels of images, time of
   sequences — and is refused with that explanation.)
 - Legacy output layers: `classificationLayer` and `regressionLayer` make an `OutputLayer` marker.
-  `dlnetwork`, `addLayers`, `layerGraph` and `analyzeNetwork` drop it from the graph with a
-  `MatlabNote` warning (attnlab networks end at their last layer; the loss is an argument of
-  `trainnet`). The legacy `trainNetwork(X, Y, layers, options)` reads the loss from it:
-  classificationLayer → "crossentropy", regressionLayer → "mse".
+  `addLayers`, `layerGraph` and `analyzeNetwork` drop it from the graph with a `MatlabNote`
+  warning (attnlab networks end at their last layer; the loss is an argument of `trainnet`);
+  `dlnetwork` refuses it, as MATLAB does (a NetworkError naming the layer and
+  `trainnet(X, T, net, "mse", options)`). The legacy `trainNetwork(X, Y, layers, options)`
+  reads the loss from it: classificationLayer → "crossentropy", regressionLayer → "mse".
 - `trainnet` returns the trained network (as `net = trainnet(...)`); MATLAB's second output
   `info` is at `net.training_info`.
 - `plot(net)` returns a matplotlib figure; `plot(net, "net.png")` also saves it.
@@ -73,10 +74,12 @@ from .data import *  # noqa: F401,F403
 from .data import __all__ as _data_names
 from .factors import *  # noqa: F401,F403
 from .factors import __all__ as _factor_names
-from .mlayers import GroupedConv2d, InputNormalization, Pool1d, Scaling, Identity
+from .mlayers import (FrameFlatten, GroupedConv2d, InputNormalization, Pool1d, Scaling, Identity,
+                      SpatialDropout)
 from .interpreter import ScriptError, run_code, run_file
 from .reader import LimitError, Limits
 
 __all__ = [*_layer_names, *_utility_names, *_data_names, *_factor_names, *_extra_names, *_network_names, *_training_names, "MatlabNote", "ScriptError",
            "InputNormalization", "Pool1d", "Scaling", "Identity", "GroupedConv2d",
+           "SpatialDropout", "FrameFlatten",
            "run_code", "run_file", "Limits", "LimitError"]
