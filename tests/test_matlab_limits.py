@@ -60,7 +60,7 @@ def test_the_default_step_limit_stops_while_true_within_seconds():
 
 
 def test_loop_iterations_count_as_steps_and_try_does_not_catch_a_limit():
-    e = _limit_error("for i = 1:1e6, end", Limits(steps=100))
+    e = _limit_error("for i = 1:1000, end", Limits(steps=100))
     assert e.limit == "steps" and str(e).startswith("<script>:1:1:")
     # the script's try/catch would otherwise swallow the limit and loop on
     e = _limit_error("n = 0;\nwhile true\n  try\n    n = n + 1;\n  catch\n  end\nend",
@@ -338,3 +338,20 @@ def test_an_empty_error_message_does_nothing_as_in_matlab():
     assert run_code("error(''); error([]); error(struct('message', '')); x = 1;")["x"] == 1
     with pytest.raises(ScriptError, match="<script>:1:1: value 5$"):
         run_code("error('my:id', 'value %d', 5)")
+
+
+def test_copying_large_arrays_counts_towards_the_step_limit():
+    # each x(i) = v copies x: 100,000 elements count 24 steps, so 50 assignments are 1,200
+    e = _limit_error("x = zeros(1, 1e5);\nfor i = 1:50, x(i) = i; end", Limits(steps=1000))
+    assert e.limit == "steps" and "making or copying 4,096 elements counts one" in str(e)
+    assert str(e).startswith("<script>:2:"), str(e)
+    e = _limit_error("c = cell(1, 1e5);\nfor i = 1:50, c{i} = i; end", Limits(steps=1000))
+    assert e.limit == "steps"
+    ws = run_code("x = zeros(1, 1e4); for i = 1:100, x(i) = i; end", limits=Limits(steps=1000))
+    assert ws["x"][0, 99] == 100
+
+
+def test_linear_index_assignment_into_a_matrix_is_column_major():
+    ws = run_code("x = zeros(2, 2); x(3) = 5; y = zeros(1, 3); y(2) = 1; z = 1:3; z(5) = 9;")
+    assert ws["x"].tolist() == [[0, 5], [0, 0]] and ws["y"].tolist() == [[0, 1, 0]]
+    assert ws["z"].tolist() == [1, 2, 3, 0, 9]

@@ -459,7 +459,9 @@ def cell(ctx, *args):
         return Cell()
     n = _product(_size_args(args, "cell"))
     check_elements(ctx, n, "the cell array")
-    return Cell([None] * n)
+    out = Cell([None] * n)
+    out.__dict__["_count"] = 1 + n               # what the interpreter's size check counts
+    return out
 
 
 def isfield(ctx, s, name):

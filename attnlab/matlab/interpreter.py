@@ -150,6 +150,8 @@ _BINARY = {"+": operator.add, "-": operator.sub, ".*": operator.mul, "./": opera
 # _function_call, _call, _call_function, _block, _statement, _execute, _assign), so that the
 # interpreter's own stack never runs out before Limits.depth does
 _FRAMES_PER_DEPTH = 12
+# elements made or copied that count as one step of Limits.steps
+_WORK = 4096
 
 
 class Interpreter:
@@ -245,6 +247,15 @@ class Interpreter:
         if self.steps > self._max_steps:
             self._limit(node, "steps", f"the script ran {self.limits.steps:,} steps (statements "
                         "and loop iterations), the limit (Limits.steps); an endless loop?")
+
+    def _work(self, n, node):
+        """Making or copying `n` elements counts n / _WORK steps, so that a loop whose each
+        iteration copies a large array is bounded in time as well."""
+        self.steps += n // _WORK
+        if self.steps > self._max_steps:
+            self._limit(node, "steps", f"the script ran {self.limits.steps:,} steps (statements "
+                        f"and loop iterations; making or copying {_WORK:,} elements counts one), "
+                        "the limit (Limits.steps)")
 
     def _limit(self, node, limit, message) -> NoReturn:
         raise LimitError(f"{message} {Limits.hint(limit)}", limit, self.file,
@@ -648,6 +659,10 @@ class Interpreter:
         elif _is_layerish(container) and not isinstance(container, (list, Network)):
             container = [container]                  # one layer is a 1×1 layer array
         self._check_growth(idx, container)
+        # a list's items cost more to copy than an array's numbers
+        size = 4 * len(container) if isinstance(container, list) else int(np.size(container))
+        if size >= _WORK and args is not None:
+            self._work(size, args)               # x(i) = v copies x
         if isinstance(container, list):
             items = list(container)
             if len(idx) != 1 or not isinstance(idx[0], int):
@@ -656,13 +671,25 @@ class Interpreter:
                     return type(container)(x for i, x in enumerate(items) if i not in drop)
                 raise MatlabError(f"{what}: expected one index when assigning into a list")
             i = idx[0]
+            count = container.__dict__.get("_count") if isinstance(container, Cell) else None
+            if count is not None and i < len(items):
+                count -= _count(items[i])
             if isinstance(value, np.ndarray) and value.size == 0 and not brace:
                 del items[i]
             else:
-                while len(items) <= i:
-                    items.append(None)
+                if len(items) <= i:
+                    if count is not None:
+                        count += i - len(items)  # the empty cells it grows by
+                    items.extend([None] * (i + 1 - len(items)))
                 items[i] = value
-            return type(container)(items) if isinstance(container, Cell) else items
+                if count is not None:
+                    count += _count(value)
+            if not isinstance(container, Cell):
+                return items
+            new = type(container)(items)
+            if count is not None:                # c{i} = v: counted from c's count
+                new.__dict__["_count"] = count
+            return new
         if not isinstance(container, np.ndarray) and not isinstance(container, (int, float, bool)):
             raise MatlabError(f"{what}: cannot assign into {_kind(container)} by index")
         if not isinstance(value, (int, float, bool, np.ndarray, np.generic)):
@@ -678,7 +705,14 @@ class Interpreter:
             arr = grown
         try:
             if isinstance(value, np.ndarray) and value.size == 0 and len(idx) == 1:
-                return np.delete(arr.ravel(), idx[0])          # x(i) = []
+                return np.delete(arr.ravel(order="F"), idx[0])  # x(i) = []
+            if len(idx) == 1 and arr.ndim > 1 and arr.size not in arr.shape:
+                flat = arr.ravel(order="F")                      # x(k) of a matrix: column-major
+                flat[idx[0]] = value
+                return flat.reshape(arr.shape, order="F")
+            if len(idx) == 1 and arr.ndim > 1:                   # a 1×n or n×1 array
+                arr.reshape(-1)[idx[0]] = value
+                return arr
             arr[tuple(idx) if len(idx) > 1 else idx[0]] = value
         except (IndexError, ValueError) as e:
             raise MatlabError(f"{what}: cannot assign {_kind(value)} there in an array of size "
@@ -716,10 +750,14 @@ class Interpreter:
             if value.size > self.limits.elements:
                 self._limit(node, "elements", f"this makes an array of {value.size:,} elements, "
                             f"over the limit of {self.limits.elements:,} (Limits.elements).")
+            if value.size >= _WORK and node.type != "identifier":
+                self._work(value.size, node)
         elif isinstance(value, str):
             if len(value) > self.limits.chars:
                 self._limit(node, "chars", f"this makes a text of {len(value):,} characters, "
                             f"over the limit of {self.limits.chars:,} (Limits.chars).")
+            if len(value) >= _WORK and node.type != "identifier":
+                self._work(len(value), node)
         elif isinstance(value, (Cell, Struct)):
             self._check_count(value, node)
         elif isinstance(value, list) and len(value) > self.limits.elements:
@@ -730,7 +768,7 @@ class Interpreter:
     def _check_count(self, value, node):
         """A cell array or struct holding more values than Limits.elements, counted through
         nested cells and structs (so that `c = {c, c}` cannot double its way past memory)."""
-        n = _count(value)
+        n = _count(value) - 1                    # what it holds
         if n > self.limits.elements:
             self._limit(node, "elements", f"this makes a {_kind(value)[2:]} holding {n:,} values "
                         f"(nested cells and structs counted through), over the limit of "
@@ -1370,8 +1408,8 @@ def _is_datastore(obj) -> bool:
 
 
 def _count(v, memo=None) -> int:
-    """How many values `v` holds: an array its elements, a cell array or struct one plus what
-    it holds, a part held twice counted twice. A cell array's count is kept on it (the
+    """How many values `v` holds: an array its elements, a cell array or struct one (itself)
+    plus what it holds, a part held twice counted twice. A cell array's count is kept on it (the
     interpreter never changes a cell array in place, it makes a new one)."""
     if isinstance(v, np.ndarray):
         return int(v.size)
@@ -1386,7 +1424,7 @@ def _count(v, memo=None) -> int:
         memo = {} if memo is None else memo
         key = id(v)
         if key not in memo:
-            memo[key] = 0                        # a struct holding itself counts once
+            memo[key] = 1                        # a struct holding itself counts once
             memo[key] = 1 + sum(_count(x, memo) for x in v.values())
         return memo[key]
     if isinstance(v, list):
