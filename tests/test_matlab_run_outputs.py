@@ -164,10 +164,8 @@ def test_the_cli_never_trains_a_script(tmp_path, capsys, monkeypatch, no_launch,
     monkeypatch.chdir(here)
     assert main([command, "train.m"]) == 0
     out = capsys.readouterr().out
-    if command != "plot":                        # analyze and view print the script's notes
-        assert "train.m:9: skipped: trainnet" in out
-        assert "CheckpointPath '../elsewhere' is outside" in out and \
-            "run_file would refuse it" in out
+    assert "train.m:9: skipped: trainnet" in out
+    assert "CheckpointPath '../elsewhere' is outside" in out and "run_file would refuse it" in out
     written = {"analyze": set(), "plot": {"train.png"}, "view": {"train.html"}}[command]
     assert _files(here) == {"train.m"} | written
     assert not (tmp_path / "elsewhere").exists()

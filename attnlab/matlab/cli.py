@@ -206,4 +206,6 @@ def plot(path: Path, sets: list[str], out: Path | None, **kwargs) -> int:
         target = out if len(nets) == 1 else out.with_name(f"{out.stem}-{name}{out.suffix}")
         net.plot(target, **kwargs)
         print(f"wrote {target}")
+    for note in getattr(loaded[1], "notes", []):      # what was skipped (training, data, …)
+        print(f"note: {note}")
     return 0
