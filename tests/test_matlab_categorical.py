@@ -99,6 +99,7 @@ def test_python_access_to_a_categorical():
     assert c[0] == "b" and isinstance(c[1:], Categorical) and list(c[1:].values) == ["a", "b"]
     assert np.asarray(c).shape == (3,) and list(c) == ["b", "a", "b"] and len(c) == 3
     assert M.categories(c[1:]) == ["a", "b"]
+    assert (c == None) is False and (c != None) is True and c in [None, c]  # noqa: E711
     assert repr(M.categorical(["x", "q"], ["x"])) == "categorical([x <undefined>], categories ['x'])"
 
 

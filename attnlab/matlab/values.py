@@ -150,9 +150,13 @@ class Categorical:
         return out.reshape(-1, 1)
 
     def __eq__(self, other):
+        if other is None:                  # Python's `c == None`: not a MATLAB comparison
+            return NotImplemented
         return self._compare(other, "==", lambda a, b: a == b)
 
     def __ne__(self, other):
+        if other is None:
+            return NotImplemented
         return ~self._compare(other, "~=", lambda a, b: a == b)
 
     __hash__ = None  # type: ignore[assignment]
