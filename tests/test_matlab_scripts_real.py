@@ -309,3 +309,37 @@ def test_an_image_sequence_flattened_per_frame_feeds_the_lstm(capsys):
     net = run_file(REAL / "r17_image_sequence_flatten.m", out=_quiet)["net"]
     frames = torch.randn(2, 3, 28, 28, 1)                  # B×T×H×W×C, flattened per frame
     assert tuple(net.predict(frames.reshape(2, 3, -1)).shape) == (2, 4)
+
+
+# -- the collection's example-shaped scripts ------------------------------------------------
+
+def test_the_digits_example_analyses_its_cnn_without_the_image_files(capsys):
+    code, out, _ = _analyze(capsys, "r18_digits_cnn_trainnetwork.m")
+    assert code == 0, out
+    assert "held by 'net' (trainNetwork at line 43, from 'layers'" in out
+    assert "network 'net': 14 layers" in out and "no issues" in out
+    assert "r18_digits_cnn_trainnetwork.m:4: skipped: matlabroot reads data" in out
+    assert out.count("r18_digits_cnn_trainnetwork.m:12: skipped") == 1        # once, not 20 times
+
+
+@pytest.mark.parametrize("name,sets,line,var,layers", [
+    ("r19_seq2seq_regression.m", ("numFeatures=17", "numResponses=1"), 33, "numFeatures", 5),
+    ("r20_text_classification.m", ("numWords=100", "numClasses=3"), 13, "numWords", 5)])
+def test_sizes_read_from_data_are_asked_for_then_the_network_is_analysed(capsys, name, sets, line,
+                                                                        var, layers):
+    code, out, err = _analyze(capsys, name)
+    assert code == 2 and f"{name}:{line}:1: no network could be built" in err
+    assert f"--set {var}=VALUE" in err
+    code, out, _ = _analyze(capsys, name, *sets)
+    assert code == 0, out
+    assert f"network 'net': {layers} layers" in out and "no issues" in out
+
+
+def test_a_residual_layer_graph_and_a_small_transformer_build_and_run(capsys):
+    for name, layers in (("r21_residual_layergraph.m", 11), ("r22_transformer_encoder.m", 10)):
+        code, out, _ = _analyze(capsys, name)
+        assert code == 0 and f"{layers} layers" in out and "no issues" in out, out
+    net = run_file(REAL / "r21_residual_layergraph.m", out=_quiet)["net"]
+    assert tuple(net.predict(torch.randn(2, 7, 6)).shape) == (2, 5)
+    net = run_file(REAL / "r22_transformer_encoder.m", out=_quiet)["net"]
+    assert net.initialized and tuple(net.predict(torch.randn(2, 5, 4)).shape) == (2, 3)
