@@ -81,14 +81,14 @@ def dlnetwork(*args: Any, **kwargs: Any) -> Network:
             f"{d.kind} from the layers and give the loss to training instead: "
             f"trainnet(X, T, net, \"{d.loss}\", options); or keep it and train the layer "
             "array with trainNetwork(X, Y, layers, options)")
-        error.network = net                                       # type: ignore[attr-defined]
-        error.refused = True                                      # type: ignore[attr-defined]
+        setattr(error, "network", net)
+        setattr(error, "refused", True)
         raise error
     if _flag("dlnetwork", "Initialize", o["Initialize"]):
         try:
             _initialize_if_complete(net, examples)
         except (NetworkError, SizeError, FormatError) as e:
-            e.network = net                                       # type: ignore[attr-defined]
+            setattr(e, "network", net)       # analyze goes on with it (MATLAB stops here)
             raise
     return net
 
