@@ -182,3 +182,20 @@ switch c(2)
         kind = 3;
 end""")
     assert ws["kind"] == 2
+
+
+def test_categoricals_concatenate():
+    ws = run_code("""a = categorical({'b', 'a'});
+b = categorical({'c', 'a'});
+both = [a; b];
+more = [a, 'z'];
+acc = mean([a; b] == [a; a]);""")
+    assert list(ws["both"].values) == ["b", "a", "c", "a"]
+    assert ws["both"].categories == ["a", "b", "c"]           # a's, then the new ones in order
+    assert list(ws["more"].values) == ["b", "a", "z"] and ws["acc"] == 0.75
+    with pytest.raises(ScriptError, match=r"<script>:2:5: concatenating categorical arrays: "
+                                          r"expected all ordinal or all non-ordinal"):
+        run_code("a = categorical({'lo'}, {'lo', 'hi'}, Ordinal=true);\n"
+                 "x = [a; categorical({'hi'})];")
+    with pytest.raises(ScriptError, match=r"'mid' is not one of its categories \(lo, hi\)"):
+        run_code("a = categorical({'lo'}, {'lo', 'hi'}, Ordinal=true);\nx = [a; 'mid'];")

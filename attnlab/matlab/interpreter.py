@@ -909,6 +909,11 @@ class Interpreter:
         items = [v for r in rows for v in r]
         if not items:
             return np.zeros(0)
+        if any(isinstance(v, Categorical) for v in items):    # [YTrain; YTest]
+            try:
+                return Categorical.concatenate(items)
+            except AttnlabError as e:
+                self._fail(node, str(e))
         if any(isinstance(v, Cell) for v in items):       # [c1, c2]: cells concatenate
             if not all(isinstance(v, Cell) or isinstance(v, np.ndarray) and v.size == 0
                        for v in items):

@@ -102,6 +102,45 @@ class Categorical:
         picked = self.values[index]
         return Categorical(np.atleast_1d(picked), self.categories, self.ordinal)
 
+    @staticmethod
+    def concatenate(items) -> "Categorical":
+        """`[a; b]`, `[a, b]`: the elements in order. Non-ordinal categories are the union, in
+        order of appearance; ordinal arrays need the same categories in the same order. Text
+        (a label, a cell array or string array of labels) joins as those labels; an empty `[]`
+        adds nothing."""
+        from ..errors import ArgumentError
+        parts = [v for v in items if not (isinstance(v, np.ndarray) and v.size == 0)]
+        cats = [v for v in parts if isinstance(v, Categorical)]
+        ordinal = cats[0].ordinal
+        if any(c.ordinal != ordinal for c in cats):
+            raise ArgumentError("concatenating categorical arrays: expected all ordinal or all "
+                                "non-ordinal, received both. Make them alike with "
+                                "categorical(x, Ordinal=…).")
+        if ordinal and any(c.categories != cats[0].categories for c in cats):
+            raise ArgumentError(f"concatenating ordinal categorical arrays: expected the same "
+                                f"categories in the same order, received "
+                                f"{' and '.join(str(c.categories) for c in cats)}.")
+        categories = list(cats[0].categories)
+        values: list[str] = []
+        for v in parts:
+            if isinstance(v, Categorical):
+                labels = [str(x) for x in v.values]
+                new = v.categories
+            elif isinstance(v, str) or isinstance(v, (list, tuple)) and \
+                    all(isinstance(x, str) for x in v):
+                labels = [str(v)] if isinstance(v, str) else [str(x) for x in v]
+                new = [x for x in labels if x]
+            else:
+                raise ArgumentError(f"concatenating a categorical array: expected categoricals "
+                                    f"or text, received {_kind(v)}.")
+            if ordinal and any(x not in categories for x in new):
+                raise ArgumentError(f"concatenating an ordinal categorical array: "
+                                    f"{', '.join(repr(x) for x in new if x not in categories)} "
+                                    f"is not one of its categories ({', '.join(categories)}).")
+            categories += [x for x in dict.fromkeys(new) if x not in categories]
+            values += labels
+        return Categorical(values, categories, ordinal)
+
     # -------------------------------------------------------------------- comparisons --
     def _labels_of(self, other, op: str):
         """`other` as labels to compare with, one per element of self (or one for all)."""
