@@ -152,6 +152,8 @@ _BINARY = {"+": operator.add, "-": operator.sub, ".*": operator.mul, "./": opera
 _FRAMES_PER_DEPTH = 12
 # elements made or copied that count as one step of Limits.steps
 _WORK = 4096
+_STEPS = (f"statements, loop iterations and expressions evaluated, and one more per {_WORK:,} "
+          "array elements made or copied")
 
 
 class Interpreter:
@@ -164,7 +166,7 @@ class Interpreter:
                                 f"{type(self.limits).__name__}")
         self.src = decode(source)                # UTF-8, or a Windows-1252/Latin-1 file's text
         self.file = file
-        self.steps = 0                           # statements and loop iterations run
+        self.steps = 0                           # statements, loop iterations, expressions
         self.depth = 0                           # nesting of calls, expressions, statements
         self._max_steps, self._max_depth = self.limits.steps, self.limits.depth
         self.given = dict(workspace or {})
@@ -187,6 +189,7 @@ class Interpreter:
         self.refusals: list[tuple[int, str]] = []
         # network-building statements analyze skipped: (node, NeedsData), in order
         self.blocked: list = []
+        self._walks: dict = {}                   # (what, node id) -> what a walk of it found
 
     # ---------------------------------------------------------------------------- running --
     def run(self) -> dict:
@@ -245,16 +248,15 @@ class Interpreter:
         """One step (a statement, a loop iteration) against Limits.steps."""
         self.steps += 1
         if self.steps > self._max_steps:
-            self._limit(node, "steps", f"the script ran {self.limits.steps:,} steps (statements "
-                        "and loop iterations), the limit (Limits.steps); an endless loop?")
+            self._limit(node, "steps", f"the script ran {self.limits.steps:,} steps ({_STEPS}), "
+                        "the limit (Limits.steps); an endless loop?")
 
     def _work(self, n, node):
         """Making or copying `n` elements counts n / _WORK steps, so that a loop whose each
         iteration copies a large array is bounded in time as well."""
         self.steps += n // _WORK
         if self.steps > self._max_steps:
-            self._limit(node, "steps", f"the script ran {self.limits.steps:,} steps (statements "
-                        f"and loop iterations; making or copying {_WORK:,} elements counts one), "
+            self._limit(node, "steps", f"the script ran {self.limits.steps:,} steps ({_STEPS}), "
                         "the limit (Limits.steps)")
 
     def _limit(self, node, limit, message) -> NoReturn:
@@ -377,19 +379,23 @@ class Interpreter:
     def _custom_training_loop(self, node, scope) -> bool:
         """A loop that calls dlfeval, dlgradient or an optimizer update trains the network
         itself: analyze skips it whole with one note, and the network keeps its architecture."""
-        calls = sorted({_text(n, self.src) for n in _descendants(node)
-                        if n.type == "identifier" and _text(n, self.src) in _LOOP_TRAINING
-                        and _text(n, self.src) not in self.functions})
+        key = ("loop", node.id)                  # an inner loop is walked once, not per run
+        if key not in self._walks:
+            calls = sorted({_text(n, self.src) for n in _descendants(node)
+                            if n.type == "identifier" and _text(n, self.src) in _LOOP_TRAINING
+                            and _text(n, self.src) not in self.functions})
+            targets = [name for n in _descendants(node) if n.type == "assignment"
+                       for name in self._targets(n)] if calls else []
+            self._walks[key] = (calls, targets)
+        calls, targets = self._walks[key]
         if not calls:
             return False
         first, last = node.start_point.row + 1, node.end_point.row + 1
         why = f"set in the custom training loop at lines {first}-{last}"
-        for n in _descendants(node):
-            if n.type == "assignment":
-                for name in self._targets(n):
-                    old = scope.get(name)
-                    if not (isinstance(old, Network) or _is_layerish(old)):
-                        scope[name] = Missing(first, why, name)
+        for name in targets:
+            old = scope.get(name)
+            if not (isinstance(old, Network) or _is_layerish(old)):
+                scope[name] = Missing(first, why, name)
         self._note(node, f"skipped: a custom training loop (lines {first}-{last}: "
                    f"{', '.join(calls)}); analyze does not train, and the network it trains "
                    "is analysed as built")
@@ -398,17 +404,22 @@ class Interpreter:
     def _builds_network(self, node) -> bool:
         """Whether a statement calls a layer or network-building function (for a compound
         statement, other than `initialize`, which leaves the architecture as it is)."""
+        key = ("builds", node.id)                # a statement in a loop is walked once
+        if key in self._walks:
+            return self._walks[key]
         compound = node.type not in ("assignment", "expression_statement", "function_call")
         stack = [node]
-        while stack:
+        found = False
+        while stack and not found:
             n = stack.pop()
             if n.type == "identifier":
                 name = _text(n, self.src)
                 if name in self.toolbox and (name.endswith("Layer") or name in _GRAPH_EDITS) \
                         and not (compound and name == "initialize"):
-                    return True
+                    found = True
             stack.extend(n.named_children)
-        return False
+        self._walks[key] = found
+        return found
 
     def _given_data(self, node) -> bool:
         """A statement that loads data whose variables the caller gave (run_file's workspace,
@@ -739,6 +750,9 @@ class Interpreter:
         self.depth += 1
         if self.depth > self._max_depth:
             self._nest(node)
+        self.steps += 1                          # an expression is a step too
+        if self.steps > self._max_steps:
+            self._tick(node)
         try:
             value = self._eval(node, scope, nargout)
         finally:

@@ -72,7 +72,7 @@ class Limits:
     defaults.
     """
 
-    steps: int = 500_000
+    steps: int = 1_000_000
     elements: int = 10_000_000
     chars: int = 10_000_000
     depth: int = 500
@@ -91,6 +91,9 @@ class Limits:
         """How to raise limit `name`: the words an error message ends with."""
         return (f"Raise it if the script is trusted: run_file(path, limits=Limits({name}=N)), "
                 f"or ATTNLAB_MATLAB_LIMITS={name}=N attnlab analyze FILE.m")
+
+
+Limits.__module__ = "attnlab.matlab"             # where it is imported from and documented
 
 
 _CURRENT: contextvars.ContextVar[Limits | None] = contextvars.ContextVar(
