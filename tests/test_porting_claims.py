@@ -85,6 +85,17 @@ def test_input_normalization_other_than_none(option):
     assert types[1] == "InputNormalization", types
 
 
+def test_spatial_dropout_and_flattened_image_sequences():
+    ws = run("""
+net = dlnetwork([sequenceInputLayer([8 8 1]); flattenLayer; spatialDropoutLayer(0.2)
+                 lstmLayer(4, OutputMode="last"); fullyConnectedLayer(2)]);
+""")
+    import torch
+    net = ws["net"]
+    assert any(type(layer).__name__ == "SpatialDropout" for layer in net.layers)
+    assert tuple(net.predict(torch.randn(2, 5, 64)).shape) == (2, 2)     # frames flattened
+
+
 def test_al_train_returns_a_training_info():
     net = al.Network([L.FeatureInput(4), L.Dense(2)])
     import torch
@@ -94,6 +105,8 @@ def test_al_train_returns_a_training_info():
 
 @pytest.mark.parametrize("code, words", [
     ("l = sequenceFoldingLayer;", ["not sequences of images"]),
+    ("net = dlnetwork([featureInputLayer(3); fullyConnectedLayer(2)]);"
+     " [loss, gradients] = dlfeval(@modelLoss, net, 1, 2);", ["custom training loop", "trainnet"]),
     ("l = lstmLayer(8, InputWeightsLearnRateFactor=[1 2 1 1]);", ["InputWeightsLearnRateFactor",
                                                                   "a number"]),
     ("net = dlnetwork([featureInputLayer(3); batchNormalizationLayer; fullyConnectedLayer(2)]);"
