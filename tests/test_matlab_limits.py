@@ -356,3 +356,24 @@ def test_linear_index_assignment_into_a_matrix_is_column_major():
     ws = run_code("x = zeros(2, 2); x(3) = 5; y = zeros(1, 3); y(2) = 1; z = 1:3; z(5) = 9;")
     assert ws["x"].tolist() == [[0, 5], [0, 0]] and ws["y"].tolist() == [[0, 1, 0]]
     assert ws["z"].tolist() == [1, 2, 3, 0, 9]
+
+
+def test_a_network_too_large_to_allocate_is_refused_before_its_weights_exist():
+    code = "net = dlnetwork([featureInputLayer(1e5) fullyConnectedLayer(1e5)]);"
+    for analyze in (False, True):
+        tracemalloc.start()
+        try:
+            e = _limit_error(code, analyze=analyze)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert e.limit == "learnables" and str(e).startswith(
+            "<script>:1:7: dlnetwork would allocate 10,000,100,000 learnables, over the limit of "
+            "500,000,000 (Limits.learnables)"), str(e)
+        assert peak < 50 * 2**20
+    ws = run_code("net = dlnetwork([featureInputLayer(10) fullyConnectedLayer(5)]);",
+                  limits=Limits(learnables=55))
+    assert ws["net"].initialized
+    e = _limit_error("net = dlnetwork([featureInputLayer(10) fullyConnectedLayer(5)]);",
+                     Limits(learnables=54))
+    assert "55 learnables" in str(e)

@@ -38,6 +38,8 @@ from .reader import (LimitError, Limits, ScriptError, check_size, current_limits
 from .values import Categorical, Cell, Handle, Lambda, MatlabError, Missing, NeedsData, String, Struct
 
 _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
+# toolbox functions that allocate a network's weights (checked against Limits.learnables)
+_INITIALIZES = {"dlnetwork", "initialize"}
 _GRAPH_EDITS = {"dlnetwork", "layerGraph", "addLayers", "connectLayers", "disconnectLayers",
                 "removeLayers", "replaceLayer", "initialize"}
 # functions that return the network they were given, trained or updated: a statement that calls
@@ -1271,6 +1273,8 @@ class Interpreter:
         if fn is not None and nargout >= 2 and hasattr(fn, "with_scores"):
             fn = fn.with_scores                 # [labels, scores] = scores2label(...)
         if fn is not None:
+            if name in _INITIALIZES:
+                self._check_learnables(name, pos, node)
             try:
                 result = fn(*[_to_python(a) for a in pos], **{k: _to_python(v) for k, v in kw.items()})
                 if name in ("trainNetwork", "trainnet") and nargout >= 2:
@@ -1369,6 +1373,26 @@ class Interpreter:
             if isinstance(value, Network) or _is_layerish(value):
                 self.cleared[n] = (node.start_point.row + 1, value)
 
+    def _check_learnables(self, name, pos, node):
+        """dlnetwork/initialize allocate the network's weights: refused first when they would
+        be more than Limits.learnables (counted on an uninitialized copy, nothing allocated)."""
+        import copy
+        from .networks import layerGraph
+        target = next((p for p in pos if isinstance(p, Network) or _is_layerish(p)), None)
+        if target is None or isinstance(target, Network) and target.initialized:
+            return
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                net = target if isinstance(target, Network) else \
+                    layerGraph([copy.copy(layer) for layer in _flat_layers(target)])
+                n = net.analyze().total_learnables
+        except AttnlabError:
+            return           # a network with errors: the call itself reports them, in MATLAB terms
+        if n > self.limits.learnables:
+            self._limit(node, "learnables", f"{name} would allocate {n:,} learnables, over the "
+                        f"limit of {self.limits.learnables:,} (Limits.learnables).")
+
     def _call_function(self, fn: Function, args, nargout, node, kw=None):
         positional = [p for p in fn.params if p not in fn.options]
         if fn.options and len(args) > len(positional):     # f(8, 'Dropout', 0.2)
@@ -1449,6 +1473,18 @@ def _count(v, memo=None) -> int:
     if isinstance(v, list):
         return 1 + len(v)
     return 1
+
+
+def _flat_layers(v) -> list:
+    out: list = []
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (list, tuple)):
+            stack.extend(reversed(x))
+        else:
+            out.append(x)
+    return out
 
 
 def _has(obj, name):

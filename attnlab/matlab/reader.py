@@ -60,10 +60,13 @@ class Limits:
     """What reading and running one MATLAB script may take; past one, the script stops with a
     `LimitError` (`FILE.m:LINE:COL: …`) naming the limit and how to raise it.
 
-    steps       statements executed, loop iterations included
+    steps       statements, loop iterations and expressions evaluated, and one more per
+                4,096 array elements made or copied
     elements    elements of one array, cell array or layer array that a statement creates
+                (a cell array or struct counts what it holds, nested ones included)
     chars       characters of one text value (char vector or string) a statement creates
     depth       nesting of user-function calls, expressions and statements together
+    learnables  weights dlnetwork/initialize may allocate for one network
     file_bytes  size of the script's source, checked before it is parsed
 
     Give them to `run_file(path, limits=Limits(steps=10**8))` / `run_code`; runs given none
@@ -76,6 +79,7 @@ class Limits:
     elements: int = 10_000_000
     chars: int = 10_000_000
     depth: int = 500
+    learnables: int = 500_000_000
     file_bytes: int = 2 * 2**20
 
     def __post_init__(self):
