@@ -42,10 +42,9 @@ def _quiet(build):
 PAIRS = {
     "seed1 question": (seed1.question_matlab, seed1.question_attnlab),
     "seed1 answer": (seed1.answer_matlab, seed1.answer_attnlab),
-    "seed2 flatten": (_quiet(lambda: al.matlab.dlnetwork(seed2.flatten_layers_matlab(),
-                                                         Initialize=False)),
+    "seed2 flatten": (_quiet(lambda: al.matlab.layerGraph(seed2.flatten_layers_matlab())),
                       seed2.flatten_network_attnlab),
-    "seed2 image-to-sequence": (_quiet(lambda: al.matlab.dlnetwork(seed2.sequence_layers_matlab(8, 8))),
+    "seed2 image-to-sequence": (_quiet(lambda: al.matlab.dlnetwork(seed2.sequence_layers_matlab(8, 8)[:-1])),
                                 lambda: seed2.sequence_network_attnlab(8, 8)),
     **{f"seed2 follow-up {p}": (lambda p=p: follow.attention_classifier_matlab(p, 8),
                                 lambda p=p: follow.attention_classifier_attnlab(p, 8))
