@@ -377,3 +377,17 @@ def test_a_network_too_large_to_allocate_is_refused_before_its_weights_exist():
     e = _limit_error("net = dlnetwork([featureInputLayer(10) fullyConnectedLayer(5)]);",
                      Limits(learnables=54))
     assert "55 learnables" in str(e)
+
+
+def test_the_cli_takes_its_limits_from_the_environment(tmp_path, capsys, monkeypatch):
+    script = tmp_path / "loop.m"
+    script.write_text("layers = [featureInputLayer(2)];\nn = 0;\nwhile true\n  n = n + 1;\nend\n")
+    monkeypatch.setenv("ATTNLAB_MATLAB_LIMITS", "steps=200")
+    assert main(["analyze", str(script)]) == 2
+    err = capsys.readouterr().err
+    assert "loop.m:" in err and "the script ran 200 steps" in err and "Limits.steps" in err
+    assert "ATTNLAB_MATLAB_LIMITS=steps=N" in err
+
+
+def test_a_lone_surrogate_in_code_text_is_replaced_not_a_decode_error():
+    assert run_code("x = '\ud800';")["x"] == "?"

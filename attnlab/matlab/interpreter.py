@@ -39,7 +39,7 @@ from .values import Categorical, Cell, Handle, Lambda, MatlabError, Missing, Nee
 
 _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
 # toolbox functions that allocate a network's weights (checked against Limits.learnables)
-_INITIALIZES = {"dlnetwork", "initialize"}
+_INITIALIZES = {"dlnetwork", "initialize", "trainnet", "trainNetwork"}
 _GRAPH_EDITS = {"dlnetwork", "layerGraph", "addLayers", "connectLayers", "disconnectLayers",
                 "removeLayers", "replaceLayer", "initialize"}
 # functions that return the network they were given, trained or updated: a statement that calls

@@ -176,7 +176,7 @@ def decode(source: str | bytes) -> bytes:
     mark), otherwise Windows-1252 (MATLAB's default on Windows), and Latin-1 for the bytes
     Windows-1252 leaves undefined."""
     if isinstance(source, str):
-        return source.encode("utf-8", "surrogatepass")
+        return source.encode("utf-8", "replace")   # a lone surrogate becomes '?'
     data = bytes(source)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
