@@ -343,3 +343,10 @@ def test_a_residual_layer_graph_and_a_small_transformer_build_and_run(capsys):
     assert tuple(net.predict(torch.randn(2, 7, 6)).shape) == (2, 5)
     net = run_file(REAL / "r22_transformer_encoder.m", out=_quiet)["net"]
     assert net.initialized and tuple(net.predict(torch.randn(2, 5, 4)).shape) == (2, 3)
+
+
+def test_word_embeddings_count_as_matlab_counts_them(capsys):
+    code, out, _ = _analyze(capsys, "r20_text_classification.m", "numWords=100", "numClasses=3")
+    assert code == 0 and "embedding wordEmbeddingLayer B×T×50 weight 101×50" in out
+    # 50 × 100 + LSTM 4·80·(50 + 80) + 4·80 + fc 3·80 + 3, as MATLAB counts
+    assert "MATLAB counts 47,163 learnables" in out and "row 0" in out and "(50 values" in out

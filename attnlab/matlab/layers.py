@@ -402,8 +402,10 @@ def embeddingLayer(outputSize: int, maxIndex: int, *args: Any, **kwargs: Any) ->
     if o["MaskIndex"] not in (None, []):
         raise ArgumentError(f"{fn}: expected no MaskIndex, received {o['MaskIndex']!r}: padding "
                             "travels as a mask with variable-length sequences in attnlab.")
-    return L.Embedding(_int(fn, "maxIndex", maxIndex) + 1, _int(fn, "outputSize", outputSize),
-                       name=o["Name"])
+    layer = L.Embedding(_int(fn, "maxIndex", maxIndex) + 1, _int(fn, "outputSize", outputSize),
+                        name=o["Name"])
+    layer.__dict__["_matlab_unused_row"] = True      # row 0: MATLAB counts maxIndex rows
+    return layer
 
 
 def wordEmbeddingLayer(dimension: int, numWords: int, *args: Any, **kwargs: Any) -> L.Embedding:
@@ -412,8 +414,11 @@ def wordEmbeddingLayer(dimension: int, numWords: int, *args: Any, **kwargs: Any)
     fn = "wordEmbeddingLayer"
     _, o = _parse(fn, args, kwargs, {"Name": None, "OOVMode": "error"})
     _word(fn, "OOVMode", o["OOVMode"], ("error",))
-    return L.Embedding(_int(fn, "numWords", numWords) + 1, _int(fn, "dimension", dimension),
-                       name=o["Name"])
+    layer = L.Embedding(_int(fn, "numWords", numWords) + 1, _int(fn, "dimension", dimension),
+                        name=o["Name"])
+    layer.__dict__["_matlab_unused_row"] = True      # row 0: MATLAB counts numWords rows
+    layer.__dict__["_matlab_type"] = "wordEmbeddingLayer"
+    return layer
 
 
 # ====================================================== normalisation and activations ===

@@ -140,14 +140,30 @@ def matlab_analysis(analysis, net=None):
     for layer in (net.layers if net is not None else ()):
         if getattr(layer, "bidirectional", False) and types.get(layer.name) == "lstmLayer":
             types[layer.name] = "bilstmLayer"
+        if layer.__dict__.get("_matlab_type") and layer.name in types:
+            types[layer.name] = layer.__dict__["_matlab_type"]
     return dataclasses.replace(analysis, issues=issues, types=types)
+
+
+def unused_embedding_rows(net) -> int:
+    """The values of the row 0 that embeddingLayer and wordEmbeddingLayer keep so that
+    MATLAB's 1-based indices work unchanged (MATLAB's Weights have maxIndex/numWords rows)."""
+    return sum(int(getattr(l, "dim", 0)) for l in net.layers
+               if l.__dict__.get("_matlab_unused_row"))
 
 
 def matlab_count_note(net, analysis) -> str:
     """A line saying what MATLAB's analyzeNetwork would count, where it differs."""
-    extra = torch_only_biases(net)
-    if not extra or not analysis.total_learnables:
+    biases, rows = torch_only_biases(net), unused_embedding_rows(net)
+    if not (biases or rows) or not analysis.total_learnables:
         return ""
-    return (f"MATLAB counts {analysis.total_learnables - extra:,} learnables: PyTorch's LSTM/GRU "
-            f"keep a second bias vector per gate ({extra:,} values) that MATLAB does not have "
-            "(MATLAB's Bias reads as the sum of the two).")
+    why = []
+    if biases:
+        why.append(f"PyTorch's LSTM/GRU keep a second bias vector per gate ({biases:,} values) "
+                   "that MATLAB does not have (MATLAB's Bias reads as the sum of the two)")
+    if rows:
+        why.append(f"attnlab's embeddings keep a row 0 that MATLAB's 1-based indices never use "
+                   f"({rows:,} values; MATLAB's Weights are dimension × numWords, the same rows "
+                   "1…numWords)")
+    return (f"MATLAB counts {analysis.total_learnables - biases - rows:,} learnables: "
+            + "; ".join(why) + ".")
