@@ -391,3 +391,12 @@ def test_the_cli_takes_its_limits_from_the_environment(tmp_path, capsys, monkeyp
 
 def test_a_lone_surrogate_in_code_text_is_replaced_not_a_decode_error():
     assert run_code("x = '\ud800';")["x"] == "?"
+
+
+def test_a_layer_name_set_by_property_is_checked_like_any_layer_name():
+    with pytest.raises(ScriptError, match="<script>:1:29: layer name 'a\\\\x1b' is not valid: "
+                                          "character U\\+001B"):
+        run_code("l = fullyConnectedLayer(3); l.Name = ['a' char(27)];")
+    with pytest.raises(ScriptError, match="it has 1000000 characters, the most is"):
+        run_code("l = fullyConnectedLayer(3); l.Name = repmat('a', 1, 1e6);")
+    assert run_code('l = fullyConnectedLayer(3); l.Name = "fc2";')["l"].name == "fc2"

@@ -66,7 +66,10 @@ def set_property(obj, name: str, value) -> None:
         set_output_names(obj, value)
         return
     if isinstance(obj, Layer) and name == "Name":
-        obj.name = str(value)
+        from ..layers.base import check_name      # printable, one line, not too long
+        if not isinstance(value, str):
+            raise ArgumentError(f"layer.Name: expected a text, received {type(value).__name__}")
+        obj.name = check_name(str(value))
         return
     if isinstance(obj, Layer):
         from .factor_store import set_factor, split_option
