@@ -400,3 +400,12 @@ def test_a_layer_name_set_by_property_is_checked_like_any_layer_name():
     with pytest.raises(ScriptError, match="it has 1000000 characters, the most is"):
         run_code("l = fullyConnectedLayer(3); l.Name = repmat('a', 1, 1e6);")
     assert run_code('l = fullyConnectedLayer(3); l.Name = "fc2";')["l"].name == "fc2"
+
+
+def test_analyze_prints_an_output_layer_name_with_escapes_as_text(tmp_path, capsys):
+    script = tmp_path / "out.m"
+    script.write_text("layers = [featureInputLayer(2, Name=\"in\"); fullyConnectedLayer(2, "
+                      "Name=\"fc\"); classificationLayer(Name=['out' char(27) '[2J'])];\n")
+    assert main(["analyze", str(script)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "classificationLayer 'out\\x1b[2J'" in out

@@ -11,7 +11,7 @@ from ..errors import ArgumentError, AttnlabError
 from ..layers.base import Layer
 from ..network import Network
 from .interpreter import Interpreter, _run
-from .reader import ScriptError, read_source
+from .reader import ScriptError, printable, read_source
 from .terms import matlab_analysis, matlab_count_note
 
 
@@ -67,7 +67,7 @@ def final_networks(ws: dict, notes=None, cleared=None) -> list[tuple[str, Networ
                 warnings.simplefilter("always")
                 out.append((name, layerGraph(value)))
             if notes is not None:
-                notes.extend(f"'{name}': {w.message}" for w in caught)
+                notes.extend(printable(f"'{name}': {w.message}") for w in caught)
     return out
 
 
