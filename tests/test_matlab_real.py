@@ -31,7 +31,7 @@ def test_a_script_around_its_network_analyses_with_the_data_sizes_given(capsys):
     assert code == 0, out
     assert "network 'layers': 6 layers" in out and "no issues" in out
     # MATLAB's default names and types for bidirectional LSTMs
-    assert "bilstm bilstmLayer B×T×12" in out and "bilstm_1 bilstmLayer B×8" in out
+    assert "bilstm_1 bilstmLayer B×T×12" in out and "bilstm_2 bilstmLayer B×8" in out
     # 8·H·(C + H) + 8·H per bilstmLayer and the fc, as MATLAB counts; torch has 8·H more each
     assert "total learnables: 1,227" in out and "MATLAB counts 1,147 learnables" in out
     # the --set value stands although its statement was skipped

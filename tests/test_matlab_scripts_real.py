@@ -195,7 +195,8 @@ def test_repmat_of_a_block_and_one_layer_twice_are_copies_as_in_matlab(capsys):
     assert _types(net) == ["FeatureInput"] + ["Dense", "ReLU"] * 5 + ["Dense"]
     assert len({id(l) for l in net.layers}) == 12             # no layer object twice
     assert sum(l is ws["act"] for l in net.layers) <= 1
-    assert tuple(net.learnables["fc_2/weight"].shape) == (16, 16)     # the third copy of fc(16)
+    assert tuple(net.learnables["fc_3/weight"].shape) == (16, 16)     # the third copy of fc(16)
+    assert tuple(net.learnables["fc_4/weight"].shape) == (8, 16)
     assert len(ws["layers"]) == 12 and ws["block"][0].name is None     # the originals untouched
 
 
@@ -350,3 +351,21 @@ def test_word_embeddings_count_as_matlab_counts_them(capsys):
     assert code == 0 and "embedding wordEmbeddingLayer B×T×50 weight 101×50" in out
     # 50 × 100 + LSTM 4·80·(50 + 80) + 4·80 + fc 3·80 + 3, as MATLAB counts
     assert "MATLAB counts 47,163 learnables" in out and "row 0" in out and "(50 values" in out
+
+
+def test_unnamed_layers_get_matlabs_default_names(capsys):
+    code, out, _ = _analyze(capsys, "r18_digits_cnn_trainnetwork.m")
+    source = (REAL / "r18_digits_cnn_trainnetwork.m").read_text()
+    block = "layers = [" + source.split("layers = [", 1)[1].split("options =", 1)[0]
+    layers = run_code(block)["layers"]                       # the array, its output layer last
+    names = [l.name for l in M.dlnetwork(layers[:-1]).layers]
+    assert names == ["imageinput", "conv_1", "batchnorm_1", "relu_1", "maxpool_1", "conv_2",
+                     "batchnorm_2", "relu_2", "maxpool_2", "conv_3", "batchnorm_3", "relu_3",
+                     "fc", "softmax"]
+    assert "imageinput imageInputLayer" in out and "conv_3 convolution2dLayer" in out
+    ws = run_code("lg = layerGraph([sequenceInputLayer(3) fullyConnectedLayer(4) reluLayer "
+                  "additionLayer(2) globalAveragePooling1dLayer]);\n"
+                  "lg = connectLayers(lg, 'fc', 'addition/in2');\nnet = dlnetwork(lg);")
+    assert [l.name for l in ws["net"].layers] == ["sequenceinput", "fc", "relu", "addition",
+                                                  "gapool1d"]
+    assert ws["net"].initialized

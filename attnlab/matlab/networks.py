@@ -36,8 +36,46 @@ def output_layers(net: Network) -> list:
     return _OUTPUTS.get(net, [])
 
 
+# MATLAB's default names where they differ from the layer's stem
+_MATLAB_STEMS = {"SequenceInput": "sequenceinput", "ImageInput": "imageinput",
+                 "GlobalAvgPool2d": "gapool", "GlobalMaxPool2d": "gmpool",
+                 "GlobalAvgPool1d": "gapool1d", "GlobalMaxPool1d": "gmpool1d"}
+
+
+def _stem(layer) -> str:
+    kind = type(layer).__name__
+    if kind == "Pool1d":                     # maxPooling1dLayer, averagePooling1dLayer
+        return "maxpool1d" if getattr(layer, "mode", "") == "max" else "avgpool1d"
+    return _MATLAB_STEMS.get(kind) or getattr(layer, "stem", "") or "layer"
+
+
+def matlab_names(net: Network, layers: list) -> None:
+    """MATLAB's default names for the unnamed layers of one layer array: the type's name
+    ('fc', 'sequenceinput'); when the array has several unnamed layers of a type, all of them
+    numbered from 1 ('conv_1', 'conv_2', …), as MATLAB names them."""
+    stems = [_stem(l) if l.name is None else None for l in layers]
+    counts: dict[str, int] = {}
+    for s in stems:
+        if s is not None:
+            counts[s] = counts.get(s, 0) + 1
+    taken = {l.name for l in net.layers} | {l.name for l in layers if l.name is not None}
+    for layer, stem in zip(layers, stems):
+        if stem is None:
+            continue
+        if counts[stem] == 1 and stem not in taken:
+            name = stem
+        else:
+            i = 1
+            while f"{stem}_{i}" in taken:
+                i += 1
+            name = f"{stem}_{i}"
+        taken.add(name)
+        layer.name = name
+
+
 def _add(net: Network, layers, fn: str) -> Network:
     keep, dropped = _layer_array(layers, fn)
+    matlab_names(net, keep)
     net.add(keep)
     if dropped:
         known = _OUTPUTS.setdefault(net, [])
@@ -68,6 +106,7 @@ def dlnetwork(*args: Any, **kwargs: Any) -> Network:
             warnings.simplefilter("ignore", MatlabNote)
             keep, dropped = _layer_array(layers, "dlnetwork")
         net = Network()
+        matlab_names(net, keep)
         net.add(keep)
     if o["OutputNames"] is not None:
         set_output_names(net, o["OutputNames"])
