@@ -216,3 +216,12 @@ def test_networks_that_feed_embeddings_from_inputs_analyse_clean():
     net = run_code("layers = [sequenceInputLayer(1), wordEmbeddingLayer(8, 20), lstmLayer(4)];\n"
                    "net = dlnetwork(layers);", out=lambda s: None)["net"]
     assert not net.analyze().issues
+
+
+def test_the_seed1_demos_fixed_network_is_the_advice_applied():
+    from attnlab.demos.seed1 import fixed_network
+    net = question_network()
+    exec(_advice(_cycle_message(net.analyze())), {"net": net, "L": L, "C": 1})
+    fixed = fixed_network()
+    assert set(fixed.connections) == set(net.connections)
+    assert not fixed.analyze().issues
