@@ -90,6 +90,16 @@ class Layer:
     output specs in `infer` (raising `SizeError`/`FormatError` made with `error`) and makes its
     torch module in `build`. It holds no tensors: the network builds the modules.
 
+    How a layer behaves along time is declared on its class. `time_local = True` says that each
+    output step depends on the same input step only (Dense, activations, LayerNorm, Embedding,
+    Addition, …), as the layer computes in evaluation mode. That is all such a layer needs to
+    stream (`net.stream()` calls its module on the new steps) and for target matching to look
+    through it for where a time reduction goes. The default, False, claims nothing: a layer that
+    looks along time (recurrent, attention, convolution, positions) streams through a stepper
+    registered with `attnlab.stream.register_stepper`, which also decides for layers whose
+    time-locality depends on their arguments or mode (BatchNorm in training normalises over
+    batch and time; Concatenation along time).
+
     Parameters
     ----------
     name : str, optional
@@ -100,6 +110,7 @@ class Layer:
     uses_mask: ClassVar[bool] = False
     returns_mask: ClassVar[bool] = False
     is_input: ClassVar[bool] = False
+    time_local: ClassVar[bool] = False    # each output step depends on the same input step only
     stem: ClassVar[str] = ""
 
     if TYPE_CHECKING:

@@ -47,6 +47,8 @@ class Addition(_Combine):
     - `out`: that spec
     """
 
+    time_local = True
+
     def infer(self, specs: dict[str, Spec]) -> Spec:
         return self._check_same(specs)
 
@@ -67,6 +69,8 @@ class Multiplication(_Combine):
     - `in1` … `in{n}`: the same spec each (any kind)
     - `out`: that spec
     """
+
+    time_local = True
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         return self._check_same(specs)

@@ -37,6 +37,7 @@ class Dense(Layer):
     """
 
     stem = "fc"
+    time_local = True
 
     def __init__(self, out: int, bias: bool = True, name: str | None = None):
         super().__init__(name)
@@ -68,6 +69,8 @@ class _FlattenLinear(nn.Linear):
 
 class _Elementwise(Layer):
     """Base of shape-preserving layers: any input spec → the same spec."""
+
+    time_local = True
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         return specs["in"]

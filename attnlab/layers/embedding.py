@@ -40,6 +40,8 @@ class Embedding(Layer):
     (1, 3, 4)
     """
 
+    time_local = True
+
     # the analysis refuses computed values here: ids come from an input layer, directly or
     # through layers that keep them (`keeps_ids`)
     reads_ids = ("in",)

@@ -11,6 +11,8 @@ from .base import Layer
 class _Norm(Layer):
     """A normalisation: sequences, features or images in, the same shape out."""
 
+    time_local = True
+
     def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC", "BC", "BCSS"))

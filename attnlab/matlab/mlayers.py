@@ -49,6 +49,7 @@ class InputNormalization(Layer):
     channel). Placed right after its input layer."""
 
     stem = "normalization"
+    time_local = True
 
     def __init__(self, method: str = "zscore", mean: Values | None = None,
                  std: Values | None = None, min: Values | None = None, max: Values | None = None,
@@ -219,6 +220,7 @@ class Scaling(Layer):
     channel [scalingLayer]."""
 
     stem = "scaling"
+    time_local = True
 
     def __init__(self, scale: Values = 1.0, bias: Values = 0.0, name: str | None = None):
         super().__init__(name)
@@ -255,6 +257,7 @@ class Identity(Layer):
     """Passes its input through unchanged [identityLayer]."""
 
     stem = "identity"
+    time_local = True
     keeps_ids = True            # token ids stay ids
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
@@ -357,6 +360,7 @@ class FrameFlatten(Layer):
     [flattenLayer]."""
 
     stem = "flatten"
+    time_local = True
 
     def __init__(self, frame: Sequence[int] = (1, 1, 1), name: str | None = None):
         super().__init__(name)

@@ -111,6 +111,7 @@ class Swish(Layer):
     """x·sigmoid(x) [swishLayer]: any shape → the same shape."""
 
     stem = "swish"
+    time_local = True
 
     def infer(self, specs):
         return specs["in"]

@@ -4,8 +4,9 @@
 next t ≥ 1 steps of the streamed inputs and returns the outputs at those positions, exactly
 what the full forward pass gives there, carrying per-layer state (LSTM/GRU states, key/value
 caches of causal self-attention, cross-attention keys/values computed once from static inputs).
-`generate` and `forecast` are decoding loops built on it. `register_stepper` teaches streaming
-to more layer types (see `attnlab.stream.steppers`).
+`generate` and `forecast` are decoding loops built on it. A layer whose class declares
+`time_local = True` streams as it is; `register_stepper` teaches streaming to layer types that
+look along time (see `attnlab.stream.steppers`).
 
 `Network.stream` calls it:
 

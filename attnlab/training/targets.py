@@ -18,10 +18,6 @@ from . import labels as lab
 from .data import Field, check_finite
 from .losses import Loss
 
-# layers that act on each time step alone: a time reduction may go before them
-PER_STEP = {"Dense", "ReLU", "LeakyReLU", "GELU", "Tanh", "Sigmoid", "Softmax", "Dropout",
-            "LayerNorm", "BatchNorm"}
-
 
 def by_output_name(net, Y, what: str = "Y") -> dict:
     names = net.output_names
@@ -226,14 +222,16 @@ def time_axis_error(output: str, spec: Spec, raw: RawTarget) -> FormatError:
 
 
 def _reduce_point(net, layer: str) -> tuple[str, str | None]:
-    """Walks back from `layer` over per-step layers (Dense, activations, normalisation) to the
-    first layer that mixes time steps: the time reduction goes right after it."""
+    """Walks back from `layer` over time-local layers (their class declares `time_local`:
+    Dense, activations, normalisation, …) to the first layer that mixes time steps: the time
+    reduction goes right after it."""
     sources: dict[str, list[str]] = {}
     for c in net.connections:
         sources.setdefault(c.destination.partition("/")[0], []).append(c.source.partition("/")[0])
     current, follower = layer, None
     for _ in range(len(net.layers)):
-        if net.layers[current].type_name not in PER_STEP or len(sources.get(current, [])) != 1:
+        if not getattr(net.layers[current], "time_local", False) or \
+                len(sources.get(current, [])) != 1:
             break
         current, follower = sources[current][0], current
         if net.layers[current].is_input:

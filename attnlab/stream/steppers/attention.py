@@ -1,0 +1,302 @@
+"""Attention layers: causal self-attention (and attention whose query, key and value are all
+streamed) with a key/value cache; cross-attention over static keys/values projected once."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from ... import functional as AF
+from ...layers import Attention, MultiHeadAttention, SelfAttention
+from .cache import KVCache
+from .registry import NotStreamable, Stepper, linear_of, register_stepper
+
+_compiling = torch.compiler.is_compiling
+
+
+def _scale(scale, dk: int) -> float:
+    return 1.0 / math.sqrt(dk) if isinstance(scale, str) else float(scale)
+
+
+class CachedAttentionStepper(Stepper):
+    """Causal attention whose queries, keys and values are all streamed: each call projects the
+    new steps, appends their keys/values to a `KVCache`, and lets the new queries attend to
+    every cached step up to their own (bottom-right causal alignment).
+
+    `project(*xs) → (q B×t×Ck, k B×t×Ckv, v B×t×Cv)`; `out` maps B×t×Cv → B×t×Cout.
+    One new step (decoding) takes a fast path written like a hand-made cache: the new key and
+    value copied into their slot of the head-major buffers, scaled_dot_product_attention on
+    views of them, no mask (the newest query sees every cached key) and no argument checks.
+    Several new steps (a prefill) go through `attnlab.functional.attention`."""
+
+    def __init__(self, module, project, out, num_heads, num_kv_heads, key_channels,
+                 value_channels, scale, capacity, refresh=None) -> None:
+        # key_channels: the query's (num_heads·dk); value_channels: the cached values'
+        # (num_kv_heads·dv, fewer than the output's num_heads·dv with grouped-query attention)
+        self.module, self.project, self.out = module, project, out
+        self.h, self.hkv = num_heads, num_kv_heads
+        self.dk = key_channels // num_heads
+        self.dv = value_channels // num_kv_heads
+        self.scale_arg = scale
+        self.scale = _scale(scale, self.dk)
+        self.gqa = num_kv_heads != num_heads
+        self.sdpa_kw = {"enable_gqa": True} if self.gqa else {}
+        self.fast = not self.gqa or AF._SDPA_GQA
+        self.cache = KVCache(capacity, num_kv_heads)
+        self.refresh = refresh
+        # set by self-attention: its fused q/k/v weights {"w", "b"}; with equal head counts and
+        # sizes one step's q, k, v are then views of one B×3×H×d tensor (no split, no views)
+        self.fused: dict | None = None
+        self.same_heads = not self.gqa and key_channels == value_channels
+        self.key_positions: Tensor | None = None       # static shapes: 0…capacity−1
+
+    def reset(self):
+        self.cache.reset()
+        if self.refresh is not None:
+            self.refresh()
+
+    def step(self, *xs):
+        m = self.module
+        decoding = xs[0].shape[1] == 1 and self.fast and not (m.training and m.dropout)
+        f = self.fused
+        if decoding and f is not None and self.same_heads and not _compiling():
+            return self._step_fused(xs[0], f)
+        q, k, v = self.project(*xs)
+        if decoding:
+            return self._step_one(q, k, v)
+        return self._step_many(q, k, v)
+
+    def _step_fused(self, x, f):
+        """One step of self-attention with equal q/k/v heads: as `_step_one`, in fewer calls
+        (q, k and v as views of one B×3×H×d tensor: no split, no reshaping views)."""
+        c, b = self.cache, x.shape[0]
+        n = c.n
+        qkv = F.linear(x, f["w"], f["b"])                                   # B×1×3·H·d
+        q, k, v = qkv.view(b, 3, self.h, self.dk).unbind(1)                 # B×H×d views
+        if n >= c.ready:
+            kv = qkv.view(b, 3, -1)[:, 1:]                                  # B×2×H·d: k, v
+            c.make_ready(kv, kv, n + 1)
+        c.k_slots[n].copy_(k)
+        c.v_slots[n].copy_(v)
+        c.n = n + 1
+        y = F.scaled_dot_product_attention(q.unsqueeze(2), c.k_prefix[n], c.v_prefix[n],
+                                           scale=self.scale)                # B×H×1×d
+        return self.out(y.view(b, 1, self.h * self.dv))                     # B×1×H·d: a view
+
+    def _step_one(self, q, k, v):
+        """One new step: its key and value copied into their slot of the head-major buffers,
+        SDPA on views of them, no mask (the newest query sees every cached key)."""
+        c, b = self.cache, q.shape[0]
+        n = c.n
+        traced = _compiling()
+        if traced:
+            if not c.fits(k, n + 1):
+                c.grow(k, v, n + 1)
+        elif n >= c.ready:
+            c.make_ready(k, v, n + 1)
+        k, v = k.view(b, self.hkv, self.dk), v.view(b, self.hkv, self.dv)
+        if traced:           # plain indexing (inductor fails on the slot views)
+            c.k[:, :, n], c.v[:, :, n] = k, v
+            keys, values = c.k[:, :, :n + 1], c.v[:, :, :n + 1]
+        else:
+            c.k_slots[n].copy_(k)                                           # B×Hkv×dk slot
+            c.v_slots[n].copy_(v)
+            keys, values = c.k_prefix[n], c.v_prefix[n]                     # B×Hkv×(n+1)×d
+        c.n = n + 1
+        y = F.scaled_dot_product_attention(q.view(b, self.h, 1, self.dk), keys, values,
+                                           scale=self.scale, **self.sdpa_kw)   # B×H×1×dv
+        return self.out(y.view(b, 1, self.h * self.dv))                     # B×1×H·dv: a view
+
+    static_needs_pos = True
+
+    def prepare(self, end, batch, device, dtype):
+        """Zeroed buffers (a masked-out slot must hold a finite value) of the activation type,
+        holding steps up to `end`, and the key positions 0…capacity−1 the mask compares with."""
+        c = self.cache
+        if not c.holds(end, batch, dtype, device):
+            # empty B×0×C stand-ins for the keys and values: grow reads their sizes and types
+            like_k = torch.empty(batch, 0, self.hkv * self.dk, device=device, dtype=dtype)
+            like_v = torch.empty(batch, 0, self.hkv * self.dv, device=device, dtype=dtype)
+            c.grow(like_k, like_v, end, zeros=True)
+            self.key_positions = torch.arange(c.capacity, device=device)
+        c.n = end
+
+    def static_step(self, positions, *xs):
+        """The t new steps written at `positions` of the full-capacity buffers, the queries
+        attending over all of them with a mask (key position ≤ query position): the same
+        shapes at every step, so one traced graph serves the whole decode."""
+        m, c = self.module, self.cache
+        q, k, v = self.project(*xs)                                          # B×t×C each
+        b, t = q.shape[0], q.shape[1]
+        kc, vc = c.k, c.v
+        assert kc is not None and vc is not None                  # prepare made them
+        kc.index_copy_(2, positions, k.view(b, t, self.hkv, self.dk).transpose(1, 2).to(kc.dtype))
+        vc.index_copy_(2, positions, v.view(b, t, self.hkv, self.dv).transpose(1, 2).to(vc.dtype))
+        assert self.key_positions is not None
+        mask = self.key_positions <= positions.unsqueeze(1)                  # t×capacity
+        keys, values = kc, vc
+        if self.gqa and not AF._SDPA_GQA:
+            keys = kc.repeat_interleave(self.h // self.hkv, 1)
+            values = vc.repeat_interleave(self.h // self.hkv, 1)
+        y = F.scaled_dot_product_attention(
+            q.view(b, t, self.h, self.dk).transpose(1, 2).to(kc.dtype), keys, values,
+            attn_mask=mask, dropout_p=m.dropout if m.training else 0.0, scale=self.scale,
+            **(self.sdpa_kw if AF._SDPA_GQA else {}))                        # B×H×t×dv
+        return self.out(y.transpose(1, 2).reshape(b, t, self.h * self.dv))   # B×t×H·dv
+
+    def _step_many(self, q, k, v):
+        """Several new steps (a prefill), or dropout in training: through
+        attnlab.functional.attention, bottom-right causal over the cache."""
+        m, c, b = self.module, self.cache, q.shape[0]
+        keys, values = c.append(k, v)                        # B×Hkv×n×dk, B×Hkv×n×dv
+        end = keys.shape[2]
+        keys = keys.transpose(1, 2).reshape(b, end, self.hkv * self.dk)    # B×n×Ckv
+        values = values.transpose(1, 2).reshape(b, end, self.hkv * self.dv)
+        p = m.dropout if m.training else 0.0
+        y = AF.attention(q, keys, values, self.h, self.scale_arg, attention_mask="causal",
+                         causal_alignment="bottom-right", dropout=p, training=m.training,
+                         num_kv_heads=self.hkv if self.gqa else None)       # B×t×Cv
+        return self.out(y)
+
+
+class CrossAttentionStepper(Stepper):
+    """Attention of streamed queries over static keys/values, projected once at stream
+    creation. The static key padding (and mask port) is kept; with attention_mask='causal'
+    (top-left) the query at absolute position p sees keys 0…p. `step(xq)` (or `step(pos, xq)`
+    when causal): B×t×Cq → B×t×Cout (and scores B×heads×t×Tk when the layer outputs them)."""
+
+    def __init__(self, module, project_q, out, keys, values, key_mask, num_heads, num_kv_heads,
+                 scale, causal, need_weights):
+        self.module, self.project_q, self.out = module, project_q, out
+        self.keys, self.values, self.key_mask = keys, values, key_mask
+        self.h, self.hkv, self.scale = num_heads, num_kv_heads, scale
+        self.needs_pos = causal
+        self.key_pos = torch.arange(keys.shape[1], device=keys.device) if causal else None
+        self.need_weights = need_weights
+
+    def step(self, *args):
+        if self.needs_pos:
+            pos, xq = args
+            t = xq.shape[1]
+            query_pos = torch.arange(pos, pos + t, device=xq.device).unsqueeze(1)   # t×1
+            mask = self.key_pos <= query_pos                                        # t×Tk
+        else:
+            (xq,), mask = args, None
+        m = self.module
+        r = AF.attention(self.project_q(xq), self.keys, self.values, self.h, self.scale,
+                         key_padding_mask=self.key_mask, attention_mask=mask,
+                         dropout=m.dropout, need_weights=self.need_weights, training=m.training,
+                         num_kv_heads=None if self.hkv == self.h else self.hkv)
+        if self.need_weights:
+            return self.out(r[0]), r[1]
+        return self.out(r)
+
+
+def _identity(x):
+    return x
+
+
+def _qkv(ctx):
+    """(num_heads, num_kv_heads, query channels, projected value channels, scale, q/k/v
+    projections, output map) of an attention layer's module; `Attention` has no learned maps."""
+    m = ctx.module
+    if isinstance(ctx.layer, Attention):
+        ck = ctx.in_specs["query"].channels
+        cv = ctx.in_specs["value"].channels
+        return m.num_heads, m.num_heads, ck, cv, m.scale, (_identity,) * 3, _identity
+    return (m.num_heads, m.num_kv_heads, m.query.out_features, m.value.out_features, m.scale,
+            tuple(linear_of(p) for p in (m.query, m.key, m.value)), linear_of(m.output))
+
+
+def _static_key_mask(ctx):
+    """The key padding mask, B×Tk (True = attend): the key sequence's padding AND the `mask`
+    port (as the layer's forward combines them)."""
+    mask = ctx.static["key"][1]
+    if "mask" in ctx.static:
+        m = ctx.static["mask"][0]
+        m = (m[..., 0] if m.dim() == 3 else m) != 0                  # B×Tk×C → B×Tk
+        mask = m if mask is None else mask & m
+    return mask
+
+
+@register_stepper(SelfAttention)
+def _self_attention(ctx):
+    layer, m = ctx.layer, ctx.module
+    if layer.attention_mask != "causal":
+        raise NotStreamable("it attends over the whole streamed sequence, later steps included "
+                            "(attention_mask=None)", "set attention_mask='causal' so that each "
+                            "step sees only itself and earlier steps, or give its input in "
+                            "static_inputs")
+    _no_scores_or_mask(layer)
+    ck, ckv, cv = m.query.out_features, m.key.out_features, m.value.out_features
+    sizes = [ck, ckv, cv]
+    fused = {}
+
+    def refresh():
+        # one matmul for q, k and v against their concatenated weights (as the module does),
+        # concatenated once here rather than at every step
+        with torch.no_grad():
+            fused["w"] = torch.cat((m.query.weight, m.key.weight, m.value.weight))
+            fused["b"] = None if m.query.bias is None else torch.cat(
+                (m.query.bias, m.key.bias, m.value.bias))
+
+    def project(x):
+        qkv = F.linear(x, fused["w"], fused["b"])                   # B×t×(Ck + Ckv + Cv)
+        return qkv.split_with_sizes(sizes, -1)                      # views, no copies
+
+    refresh()
+    stepper = CachedAttentionStepper(m, project, linear_of(m.output), m.num_heads,
+                                     m.num_kv_heads, ck, cv, m.scale, ctx.capacity, refresh)
+    stepper.fused = fused if ck == ckv == cv else None
+    return stepper
+
+
+def _no_scores_or_mask(layer):
+    if layer.has_scores_output:
+        raise NotStreamable("its scores output (B×heads×T×T) grows along both time axes",
+                            "set has_scores_output=False to stream it")
+    if layer.has_padding_mask_input:
+        raise NotStreamable("its padding-mask input marks streamed key steps",
+                            "set has_padding_mask_input=False (streamed steps are all valid)")
+
+
+@register_stepper(MultiHeadAttention, Attention)
+def _multi_head_attention(ctx):
+    layer, m = ctx.layer, ctx.module
+    heads, kv_heads, ck, cv, scale, (pq, pk, pv), out = _qkv(ctx)
+    streamed = set(ctx.streamed)
+    if "query" not in streamed:
+        raise NotStreamable("its keys/values are streamed but its query is not, so every output "
+                            "step would change with each new step", "stream the query too, or "
+                            "give the key and value inputs in static_inputs")
+    if streamed & {"key", "value"} and not {"key", "value"} <= streamed:
+        raise NotStreamable("one of key and value is streamed and the other is static",
+                            "feed key and value from the same side (both streamed or both "
+                            "static)")
+    if "mask" in streamed:
+        raise NotStreamable("its padding-mask input depends on the streamed input",
+                            "give the mask from static inputs")
+    if "key" in streamed:                               # attention over the streamed axis itself
+        if layer.attention_mask != "causal":
+            raise NotStreamable("it attends over the whole streamed sequence, later steps "
+                                "included (attention_mask=None)", "set attention_mask='causal' "
+                                "so that each step sees only itself and earlier steps")
+        _no_scores_or_mask(layer)
+
+        def project(xq, xk, xv):
+            return pq(xq), pk(xk), pv(xv)
+
+        return CachedAttentionStepper(m, project, out, heads, kv_heads, ck, cv, scale,
+                                      ctx.capacity)
+    # cross-attention: keys and values given whole, projected once
+    if layer.attention_mask == "causal" and layer.causal_alignment == "bottom-right":
+        raise NotStreamable("bottom-right causal alignment lines queries up with keys from the "
+                            "end, which depends on the final query length",
+                            "use causal_alignment='top-left' (or no attention mask)")
+    with torch.no_grad():
+        keys = pk(ctx.static["key"][0])                             # B×Tk×Ckv
+        values = pv(ctx.static["value"][0])                         # B×Tk×Cv
+    return CrossAttentionStepper(m, pq, out, keys, values, _static_key_mask(ctx), heads,
+                                 kv_heads, scale, layer.attention_mask == "causal",
+                                 layer.has_scores_output)

@@ -1,0 +1,108 @@
+"""The key/value cache of streamed causal attention: preallocated head-major buffers that
+double when full."""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+class KVCache:
+    """Keys and values of every step so far, in preallocated head-major buffers
+    B×heads×capacity×dk and B×heads×capacity×dv (the layout the attention kernel reads fastest,
+    as a hand-written cache keeps them), whose capacity doubles when full: appending t steps
+    copies those t steps only (a doubling copies the n cached ones, O(1) amortised per step).
+
+    `heads` is the number of key/value heads (fewer than the query's with grouped-query
+    attention); `k`/`v` are None until the first append, `n` the steps held, `capacity` the
+    steps the buffers hold."""
+
+    def __init__(self, capacity: int = 64, heads: int = 1):
+        self.capacity0 = max(1, int(capacity))
+        self.heads = int(heads)
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+        # views made once per buffer (in chunks, as decoding reaches them), so that a decoding
+        # step indexes a list instead of slicing tensors (each slice is a ~1 µs call, a step
+        # makes 4 per layer): slot n, B×heads×d, takes step n's key; prefix n,
+        # B×heads×(n+1)×d, is what query n attends to
+        self.k_slots: list[Tensor] = []
+        self.v_slots: list[Tensor] = []
+        self.k_prefix: list[Tensor] = []
+        self.v_prefix: list[Tensor] = []
+        # steps below `ready` have their views, in buffers checked to fit the keys arriving
+        # since the last reset (a one-step decode then compares one int)
+        self.ready = 0
+        self.n = 0
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+    def reset(self) -> None:
+        self.n = self.ready = 0
+
+    def make_ready(self, k: Tensor, v: Tensor, end: int) -> None:
+        """Buffers that take keys like k, v up to step `end`, with the views of at least those
+        steps: made in chunks that double (64, 128, …), not all at once when the buffers grow."""
+        if not self.fits(k, end):
+            self.grow(k, v, end)
+        kc, vc = self.k, self.v
+        assert kc is not None and vc is not None       # for mypy: grow made them
+        made = len(self.k_prefix)
+        if end > made:
+            upto = min(kc.shape[2], max(end, 2 * made, 64))
+            self.k_slots += kc[:, :, made:upto].unbind(2)
+            self.v_slots += vc[:, :, made:upto].unbind(2)
+            self.k_prefix += _prefixes(kc, made, upto)
+            self.v_prefix += _prefixes(vc, made, upto)
+        self.ready = len(self.k_prefix)
+
+    def fits(self, k: Tensor, end: int) -> bool:
+        """True when the buffers take steps up to `end` of keys like k (batch, dtype, device)."""
+        return self.holds(end, k.shape[0], k.dtype, k.device)
+
+    def holds(self, end: int, batch: int, dtype: torch.dtype, device: torch.device) -> bool:
+        """True when the buffers take steps up to `end` of a batch of that type and device."""
+        c = self.k
+        return c is not None and end <= c.shape[2] and c.shape[0] == batch and \
+            c.dtype == dtype and c.device == device
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """k B×t×(heads·dk), v B×t×(heads·dv) → every key and value so far, views
+        B×heads×n×dk and B×heads×n×dv."""
+        b, t, h = k.shape[0], k.shape[1], self.heads
+        n, end = self.n, self.n + t
+        if not self.fits(k, end):
+            self.grow(k, v, end)
+        kc, vc = self.k, self.v
+        assert kc is not None and vc is not None       # for mypy: grow made them
+        kc[:, :, n:end] = k.view(b, t, h, -1).transpose(1, 2)
+        vc[:, :, n:end] = v.view(b, t, h, -1).transpose(1, 2)
+        self.n = end
+        return kc[:, :, :end], vc[:, :, :end]
+
+    def grow(self, k: Tensor, v: Tensor, end: int, zeros: bool = False) -> None:
+        """New buffers for keys/values like k, v holding at least `end` steps, filled with
+        zeros when `zeros` (else uninitialised); the cached steps are kept when the batch is
+        the same (else the cache starts again)."""
+        old_k, old_v, n = self.k, self.v, self.n
+        keep = old_k is not None and old_v is not None and old_k.shape[0] == k.shape[0] and n > 0
+        cap = max(self.capacity0, end, 2 * (old_k.shape[2] if keep and old_k is not None else 0))
+        b, h = k.shape[0], self.heads
+        self.k = (k.new_zeros if zeros else k.new_empty)(b, h, cap, k.shape[-1] // h)
+        self.v = (v.new_zeros if zeros else v.new_empty)(b, h, cap, v.shape[-1] // h)
+        if keep and old_k is not None and old_v is not None:
+            self.k[:, :, :n] = old_k[:, :, :n]
+            self.v[:, :, :n] = old_v[:, :, :n]
+        else:
+            self.n = 0
+        self.k_slots, self.v_slots, self.k_prefix, self.v_prefix = [], [], [], []
+        self.ready = 0
+
+
+def _prefixes(buf: Tensor, start: int, stop: int) -> list[Tensor]:
+    """buf[:, :, :i + 1] for i in start…stop−1, B×H×(i+1)×d each, made with as_strided (half
+    the cost of slicing)."""
+    b, h, _, d = buf.shape
+    stride, offset = buf.stride(), buf.storage_offset()
+    return [buf.as_strided((b, h, i + 1, d), stride, offset) for i in range(start, stop)]
