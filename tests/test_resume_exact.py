@@ -84,3 +84,22 @@ def test_resuming_with_the_same_max_epochs_and_a_cosine_schedule_stays_exact(tmp
         warnings.simplefilter("error")
         al.train(resumed, X, Y, max_epochs=3, resume=True, **_options("warmup-cosine", warmup_iterations=4, **ck))
     _same(whole, resumed)
+
+
+def test_resuming_with_other_step_options_says_what_is_in_effect(tmp_path):
+    X, Y = _data()
+    ck = dict(checkpoint_dir=str(tmp_path))
+    al.train(_net(), X, Y, max_epochs=2, **_options("none", **ck))
+    with pytest.warns(UserWarning) as caught:
+        info = al.train(_net(), X, Y, max_epochs=3, resume=True,
+                        **_options("none", learning_rate=0.01, gradient_threshold=1.0, **ck))
+    (w,) = [str(c.message) for c in caught if "other options" in str(c.message)]
+    assert "learning_rate 0.001 then, 0.01 now; gradient_threshold None then, 1.0 now" in w
+    assert "keeps the checkpoint's learning_rate; the others take effect from here" in w
+    assert set(info.iterations["learning_rate"][10:]) == {0.001}        # what it says
+    # the same options given another way (the solver's default learning rate) are no change
+    other = dict(checkpoint_dir=str(tmp_path / "other"))
+    al.train(_net(), X, Y, max_epochs=1, **_options("none", **other))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        al.train(_net(), X, Y, max_epochs=2, resume=True, **_options("none", learning_rate=0.001, **other))

@@ -27,7 +27,7 @@ from .finite import ActivationWatch, NonFinite, diverged, first_nonfinite
 from .history import Recorder, TrainingInfo
 from .losses import trained_from_logits
 from .optim import clipper, current_lr, make_optimizer, make_scheduler
-from .options import TrainingOptions, make_options
+from .options import DEFAULT_LEARNING_RATE, TrainingOptions, make_options
 from .plots import Plotter
 from .progress import TensorBoard, make_progress
 from .sampler import draw_epoch, usable
@@ -327,6 +327,7 @@ def _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler=None,
     tensors, meta, path = found
     _check_same_solver(meta, o, path)
     saved = meta.get("options") if isinstance(meta.get("options"), dict) else {}
+    _warn_changed(saved, o, path)
     then = saved.get("max_epochs")
     relaid = (scheduler is not None and isinstance(then, int) and then != o.max_epochs
               and _schedule_layout(o.replace(max_epochs=then), per_epoch) != _schedule_layout(o, per_epoch))
@@ -352,6 +353,44 @@ def _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler=None,
         f"was written). For resumes equal to an uninterrupted run, use a schedule that does not "
         f"depend on max_epochs ('piecewise', 'warmup', 'none') or train with the final max_epochs "
         f"from the start.", UserWarning, stacklevel=5)
+
+
+# options that shape the steps: changed on resume, the run is neither the checkpoint's run
+# continued nor an uninterrupted run with the new options. The optimizer's saved state holds
+# the hyperparameters in _KEPT, so there the checkpoint's values stay in effect.
+_TRAJECTORY = ("learning_rate", "l2", "momentum", "gradient_decay", "squared_gradient_decay",
+               "epsilon", "learning_rate_schedule", "learning_rate_drop_period",
+               "learning_rate_drop_factor", "warmup_iterations", "warmup_fraction",
+               "schedule_step", "shuffle", "sort_by_length", "gradient_threshold",
+               "gradient_threshold_method", "precision")
+_KEPT = ("learning_rate", "l2", "momentum", "gradient_decay", "squared_gradient_decay", "epsilon")
+
+
+def _effective(options: dict, key: str):
+    v = options.get(key)
+    if key == "learning_rate" and v is None:
+        return DEFAULT_LEARNING_RATE.get(options.get("solver", ""))
+    if key == "squared_gradient_decay" and v is None:
+        return 0.9 if options.get("solver") == "rmsprop" else 0.999
+    return v
+
+
+def _warn_changed(saved: dict, o: TrainingOptions, path) -> None:
+    """Warns when the options that shape the steps differ from the checkpoint's."""
+    now = o.to_json()
+    changed = [k for k in _TRAJECTORY if k in saved and _effective(saved, k) != _effective(now, k)]
+    if not changed:
+        return
+    kept = [k for k in changed if k in _KEPT]
+    parts = "; ".join(f"{k} {_effective(saved, k)!r} then, {_effective(now, k)!r} now" for k in changed)
+    fate = (f"The optimizer's saved state keeps the checkpoint's {', '.join(kept)}"
+            + ("; the others take effect from here" if len(kept) < len(changed) else "")
+            if kept else "They take effect from here")
+    warnings.warn(
+        f"train: resuming from '{path}' with other options than it was written with ({parts}), "
+        f"so training continues neither as that run would have nor as an uninterrupted run with "
+        f"these options. {fate}. Resume with the checkpoint's options to continue exactly, or give "
+        f"another checkpoint_dir to start afresh.", UserWarning, stacklevel=6)
 
 
 def _schedule_layout(o: TrainingOptions, per_epoch: int):
