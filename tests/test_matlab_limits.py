@@ -409,3 +409,10 @@ def test_analyze_prints_an_output_layer_name_with_escapes_as_text(tmp_path, caps
     assert main(["analyze", str(script)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "classificationLayer 'out\\x1b[2J'" in out
+
+
+def test_a_struct_counted_on_every_use_counts_its_fields_as_steps():
+    code = "s = struct();\nfor i = 1:2000, s.(sprintf('f%d', i)) = i; end"
+    e = _limit_error(code, Limits(steps=100_000))
+    assert e.limit == "steps" and str(e).startswith("<script>:2:"), str(e)
+    assert len(run_code(code.replace("2000", "50"))["s"]) == 50

@@ -784,7 +784,11 @@ class Interpreter:
     def _check_count(self, value, node):
         """A cell array or struct holding more values than Limits.elements, counted through
         nested cells and structs (so that `c = {c, c}` cannot double its way past memory)."""
-        n = _count(value) - 1                    # what it holds
+        memo: dict = {}
+        n = _count(value, memo) - 1              # what it holds
+        walked = memo.get("walked", 0)           # a struct is counted afresh each time:
+        if walked >= 4:                          # 4 fields or items walked are one step
+            self._work(walked * _WORK // 4, node)
         if n > self.limits.elements:
             self._limit(node, "elements", f"this makes a {_kind(value)[2:]} holding {n:,} values "
                         f"(nested cells and structs counted through), over the limit of "
@@ -1460,6 +1464,7 @@ def _count(v, memo=None) -> int:
         n = v.__dict__.get("_count")
         if n is None:
             memo = {} if memo is None else memo
+            memo["walked"] = memo.get("walked", 0) + len(v)
             n = 1 + sum(_count(x, memo) for x in v)
             v.__dict__["_count"] = n
         return n
@@ -1468,6 +1473,7 @@ def _count(v, memo=None) -> int:
         key = id(v)
         if key not in memo:
             memo[key] = 1                        # a struct holding itself counts once
+            memo["walked"] = memo.get("walked", 0) + len(v)
             memo[key] = 1 + sum(_count(x, memo) for x in v.values())
         return memo[key]
     if isinstance(v, list):
