@@ -129,6 +129,9 @@ CATALOGUE = [
      al.DataError, ["'q' has 2", "'k' has 3"]),
     ("token-out-of-range", lambda: seq_net(L.Embedding(5, 4, name="emb"), channels=1)
      (torch.full((1, 3, 1), 7.0)), al.DataError, ["layer 'emb'", "vocabulary"]),
+    ("embedding-computed-ids", lambda: seq_net(L.Dense(1, name="fc"), L.Embedding(5, 4, name="emb"))
+     (torch.randn(1, 3, 8)), al.FormatError, ["layer 'emb' port 'in': expected token ids",
+                                               "received the output of 'fc' (Dense)", "Dense(4)"]),
     ("bad-layer-name", lambda: L.Dense(3, name="a/b"), al.ArgumentError, ["'a/b'", "'/'"]),
     ("bad-option", lambda: L.LSTM(3, output_mode="final"), al.ArgumentError, ["'sequence' or 'last'"]),
 ]
