@@ -416,3 +416,11 @@ def test_a_struct_counted_on_every_use_counts_its_fields_as_steps():
     e = _limit_error(code, Limits(steps=100_000))
     assert e.limit == "steps" and str(e).startswith("<script>:2:"), str(e)
     assert len(run_code(code.replace("2000", "50"))["s"]) == 50
+
+
+def test_a_depth_raised_past_pythons_stack_still_ends_in_a_limit_error():
+    import sys
+    before = sys.getrecursionlimit()
+    e = _limit_error("x = f(1);\nfunction y = f(n)\n  y = f(n + 1);\nend\n", Limits(depth=10**6))
+    assert e.limit == "depth" and "nesting too deep for Python's stack" in str(e)
+    assert sys.getrecursionlimit() == before

@@ -152,6 +152,9 @@ _BINARY = {"+": operator.add, "-": operator.sub, ".*": operator.mul, "./": opera
 # _function_call, _call, _call_function, _block, _statement, _execute, _assign), so that the
 # interpreter's own stack never runs out before Limits.depth does
 _FRAMES_PER_DEPTH = 12
+# the recursion limit a run may raise Python's to: past it a raised Limits.depth ends in a
+# LimitError from Python's own RecursionError, never in a C stack overflow
+_MOST_FRAMES = 30_000
 # elements made or copied that count as one step of Limits.steps
 _WORK = 4096
 _STEPS = (f"statements, loop iterations and expressions evaluated, and one more per {_WORK:,} "
@@ -197,7 +200,8 @@ class Interpreter:
     def run(self) -> dict:
         check_size(self.src, self.file, self.limits)
         root = parse(self.src, self.file)
-        needed = len(_stack()) + _FRAMES_PER_DEPTH * self.limits.depth + 200
+        needed = min(len(_stack()) + _FRAMES_PER_DEPTH * self.limits.depth + 200,
+                     _MOST_FRAMES)
         old = sys.getrecursionlimit()
         if needed > old:
             sys.setrecursionlimit(needed)
