@@ -66,7 +66,7 @@ class Limits:
                 (a cell array or struct counts what it holds, nested ones included)
     chars       characters of one text value (char vector or string) a statement creates
     depth       nesting of user-function calls, expressions and statements together
-    learnables  weights dlnetwork/initialize may allocate for one network
+    learnables  weights dlnetwork, initialize or trainnet may allocate for one network
     file_bytes  size of the script's source, checked before it is parsed
 
     Give them to `run_file(path, limits=Limits(steps=10**8))` / `run_code`; runs given none
