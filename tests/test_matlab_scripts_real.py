@@ -369,3 +369,13 @@ def test_unnamed_layers_get_matlabs_default_names(capsys):
     assert [l.name for l in ws["net"].layers] == ["sequenceinput", "fc", "relu", "addition",
                                                   "gapool1d"]
     assert ws["net"].initialized
+
+
+def test_folded_image_sequences_say_why_without_telling_the_script_to_flatten(capsys):
+    code, out, err = _analyze(capsys, "r23_folded_cnn_lstm.m")
+    assert code == 2 and "r23_folded_cnn_lstm.m:8:5: sequenceFoldingLayer:" in err
+    assert "a convolution per frame is not supported" in err
+    assert "sequenceInputLayer([h w c]) followed by flattenLayer works" in err
+    assert "flatten each frame" not in err and "flatten it" not in err
+    with pytest.raises(ScriptError, match="nothing to fold"):
+        run_file(REAL / "r23_folded_cnn_lstm.m", out=_quiet)

@@ -219,10 +219,13 @@ def _unsupported(fn: str, why: str) -> Callable[..., NoReturn]:
 
 
 _IMAGE_SEQUENCES = ("attnlab has sequences B×T×C and images B×C×H×W, not sequences of images, "
-                    "so there is nothing to fold. For sequenceInputLayer([n 1 1]) data (a "
-                    "vector per time step) write sequenceInputLayer(n) and convolution1dLayer "
-                    "in place of the folded convolution2dLayer; for video, flatten each frame "
-                    "into features first.")
+                    "so there is nothing to fold: a convolution per frame is not supported. For "
+                    "sequenceInputLayer([n 1 1]) data (a vector per time step) write "
+                    "sequenceInputLayer(n) and convolution1dLayer in place of the folded "
+                    "convolution2dLayer; without the per-frame convolutions, "
+                    "sequenceInputLayer([h w c]) followed by flattenLayer works as it is (the "
+                    "frames arrive as h*w*c features); with them, compute each frame's features "
+                    "with an imageInputLayer network first and give the sequences of features.")
 sequenceFoldingLayer = _unsupported("sequenceFoldingLayer", _IMAGE_SEQUENCES)
 sequenceUnfoldingLayer = _unsupported("sequenceUnfoldingLayer", _IMAGE_SEQUENCES)
 def spatialDropoutLayer(*args: Any, **kwargs: Any) -> SpatialDropout:
