@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .compiled import maybe_compile
+from .torch_compile import maybe_compile
 from .errors import ArgumentError, DataError
 from .precision import autocast, autocast_dtype, check_compile, check_precision, resolve_device
 from .sequences import Padded, pad_sequences, unpad

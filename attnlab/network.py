@@ -23,10 +23,11 @@ from torch import nn
 
 from .analysis import Analysis, analyze as _analyze
 from .batching import as_batch, input_problem
-from .compile import Plan, compile_plan
+from .codegen import layer_at
 from .errors import ArgumentError, AttnlabError, DataError, NetworkError, SizeError, close_matches
 from .graph import Connection, Graph, LayerList, module_key
 from .layers.base import Layer
+from .plan import Plan, build_plan
 from .sequences import Padded, pad_sequences
 from .spec import Spec, spec_of_tensor_shape
 
@@ -449,9 +450,9 @@ class Network(nn.Module, Graph):
         return self._finish(analysis, specs)
 
     def _finish(self, analysis, specs) -> Plan:
-        self._build_tried = True          # compile_plan reads layer_modules: don't build twice
+        self._build_tried = True          # build_plan reads layer_modules: don't build twice
         self._build_modules(analysis)
-        self._plan = compile_plan(self, analysis)
+        self._plan = build_plan(self, analysis)
         self._data_specs = specs
         self._set_io(analysis)
         self._dtype = None
@@ -644,12 +645,8 @@ class Network(nn.Module, Graph):
                               p.device if p is not None else None)
         if blame is not None:
             return blame
-        tb = e.__traceback__
-        layer = None
-        while tb is not None:
-            if tb.tb_frame.f_code.co_name == "plan" and self._plan is not None:
-                layer = self._plan.line_layers.get(tb.tb_lineno, layer)
-            tb = tb.tb_next
+        # the line of this network's own plan (a nested network's line names that layer)
+        layer = layer_at(e.__traceback__, (self._plan.filename,)) if self._plan else None
         where_ = f"layer '{layer}' ({self._layers[layer].type_name}): " \
             if layer in self._layers else ""
         text = " ".join(str(e).split())[:500]
@@ -699,7 +696,7 @@ class Network(nn.Module, Graph):
         `<input>_mask` input (True = real step), checked with onnxruntime; returns an
         `OnnxExport` (input and output names, largest difference from PyTorch). See
         `attnlab.onnx_export.export_onnx` for the options."""
-        from .io import export_onnx
+        from .onnx_export import export_onnx
         return export_onnx(self, path, example_inputs, **kw)
 
     def plot(self, path: str | os.PathLike | None = None, **kw: Any) -> Figure:

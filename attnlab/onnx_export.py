@@ -34,6 +34,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .convention import call
 from .errors import ArgumentError, AttnlabError, DataError, NetworkError
 from .graph import Graph
 from ._files import output_path
@@ -595,6 +596,10 @@ _FIXED = "the export fixed a size that should stay dynamic"
 
 
 class _OneLayer(nn.Module):
+    """One layer's module alone, called by the module calling convention: the flat inputs are
+    each port's tensor, followed by its mask for the ports in `mask_ports`; the outputs are
+    the module's, as a tuple."""
+
     def __init__(self, layer, mod, ports, mask_ports):
         super().__init__()
         self.mod = mod
@@ -608,16 +613,8 @@ class _OneLayer(nn.Module):
         for p in self._ports:
             xs.append(next(it))
             ms.append(next(it) if p in self._mask_ports else None)
-        if isinstance(layer, Graph):
-            outs, _ = self.mod(*xs, _masks=tuple(ms))
-            return tuple(outs)
-        if layer.returns_mask:
-            y = self.mod(*xs, masks=tuple(ms))[0]
-        elif layer.uses_mask:
-            y = self.mod(*xs, masks=tuple(ms))
-        else:
-            y = self.mod(*xs)
-        return tuple(y) if isinstance(y, (tuple, list)) else (y,)
+        outs, _ = call(layer, self.mod, xs, ms)
+        return outs
 
 
 def _probe_layer(layer, mod, specs, masks, dynamic_lengths, opset, atol, rtol):

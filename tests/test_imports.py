@@ -1,4 +1,4 @@
-"""Imports follow the layering (layers → graph → analysis/compile/io/viz/stream → network): no
+"""Imports follow the layering (layers → graph → analysis/codegen/plan/io/viz/stream → network): no
 module of attnlab imports one that imports it back, counting imports inside functions too (they
 are cycles all the same, only deferred)."""
 import ast
@@ -97,7 +97,72 @@ def test_the_graph_sits_below_everything_that_reads_it():
                 todo.extend(graph[m])
         return False
 
-    for lower in ("attnlab.graph", "attnlab.analysis", "attnlab.compile", "attnlab.io",
-                  "attnlab.onnx_export", "attnlab.stream.program", "attnlab.viz.graph"):
+    io = [m for m in graph if m == "attnlab.io" or m.startswith("attnlab.io.")]
+    assert "attnlab.io.loading" in io and "attnlab.io.format" in io
+    for lower in ("attnlab.graph", "attnlab.analysis", "attnlab.codegen", "attnlab.convention",
+                  "attnlab.plan", *io, "attnlab.onnx_export", "attnlab.stream.program",
+                  "attnlab.viz.graph", "attnlab.viz.layout"):
         assert not reaches(lower, "attnlab.network"), f"{lower} imports attnlab.network"
     assert reaches("attnlab.network", "attnlab.graph")
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Every module name `path` imports: import statements (inside functions too) and
+    `importlib.import_module` / `__import__` calls with a literal name, relative ones resolved."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                mod = ".".join(base[:len(base) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            found.update([mod] + [f"{mod}.{a.name}" for a in node.names])
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            f = node.func
+            called = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if called in ("import_module", "__import__"):
+                found.add(node.args[0].value)
+    return found
+
+
+def _front_end(name: str) -> bool:
+    return name == "attnlab.cli" or name.split(".")[:2] in (["attnlab", "matlab"], ["attnlab", "demos"])
+
+
+def test_the_checker_sees_every_way_of_importing(tmp_path):
+    fake = ROOT / "_probe_for_the_import_test.py"
+    assert not fake.exists()
+    src = ("import attnlab.matlab\nfrom .demos import seed1\nfrom . import matlab\n"
+           "def f():\n    import importlib\n    importlib.import_module('attnlab.demos.x')\n")
+    try:
+        fake.write_text(src)
+        found = _imported_names(fake)
+    finally:
+        fake.unlink()
+    assert {"attnlab.matlab", "attnlab.demos", "attnlab.demos.seed1", "attnlab.demos.x"} <= found
+
+
+def test_only_the_front_ends_import_attnlab_matlab_or_the_demos():
+    # library code below the command line (io, viz, training, …) never names the MATLAB front
+    # end or a demo: the MATLAB layer types register themselves when attnlab.matlab is
+    # imported (and al.load imports the packages of attnlab.io.LAYER_PACKAGES by need)
+    bad = []
+    for name, path in sorted(_modules().items()):
+        if _front_end(name):
+            continue
+        for target in _imported_names(path):
+            if target.split(".")[:2] in (["attnlab", "matlab"], ["attnlab", "demos"]):
+                bad.append(f"{name} imports {target}")
+    assert bad == []
+
+
+def test_the_layout_of_pictures_is_data_without_matplotlib():
+    names = _imported_names(ROOT / "viz" / "layout.py")
+    assert not [n for n in names if n.split(".")[0] == "matplotlib"], names
+    assert "matplotlib" in {n.split(".")[0] for n in _imported_names(ROOT / "viz" / "graph.py")}

@@ -11,7 +11,7 @@ import torch
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.compiled import Compiled, CompileWarning
+from attnlab.torch_compile import Compiled, CompileWarning
 from attnlab.demos.seed1 import answer_network
 from attnlab.precision import autocast_dtype, resolve_device
 from attnlab.training import checkpoint as ck

@@ -7,9 +7,10 @@ from torch import Tensor
 
 from .. import precision as P
 from ..batching import check_values
-from ..compiled import maybe_compile
+from ..codegen import layer_at
 from ..errors import ArgumentError, DataError, NetworkError, close_matches
-from .program import LINE_LAYERS, Static, build_program
+from ..torch_compile import maybe_compile
+from .program import Static, build_program
 
 _HALF = (torch.float16, torch.bfloat16)
 _IDS = (torch.int64, torch.int32)     # token ids an Embedding-only input takes as they are
@@ -291,12 +292,8 @@ class Stream:
         return xs
 
     def _translate(self, e: Exception) -> DataError:
-        layer, tb = None, e.__traceback__
-        while tb is not None:                    # the innermost generated line names the layer
-            lines = LINE_LAYERS.get(tb.tb_frame.f_code.co_filename)
-            if lines is not None:
-                layer = lines.get(tb.tb_lineno, layer)
-            tb = tb.tb_next
+        # the innermost line of a stream program names the layer
+        layer = layer_at(e.__traceback__, kind="stream")
         where = f"layer '{layer}': " if layer else ""
         text = " ".join(str(e).split())[:500]
         return DataError(f"{where}the step failed; torch says: {text}. Check that the data fits the "

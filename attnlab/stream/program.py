@@ -6,16 +6,17 @@ One walk over the analysed graph, in topological order, splits the layers in two
   once, here, under `torch.no_grad()`: encoders, their key/value projections, ….
 - *streamed* layers (some input depends on a streamed input) get a line in a generated
   function `step(pos, t, x0, x1, …)` that runs them on the t new steps, in order, with local
-  variables, as `attnlab.compile` does for the forward pass: per-step layers call their module
-  directly, stateful ones call their stepper (`attnlab.stream.steppers`). A nested `Network`
-  layer gets a program of its own, called as one line.
+  variables, as the network's plan (`attnlab.plan`) does for the forward pass: per-step layers
+  call their module directly, stateful ones call their stepper (`attnlab.stream.steppers`). A
+  nested `Network` layer gets a program of its own, called as one line.
+
+Both parts call modules by the one calling convention (`attnlab.convention`); the code is
+written and run by `attnlab.codegen`, which keeps layer names out of it.
 
 Every layer that cannot stream is collected as an `Issue` (the caller raises them together).
 """
 from __future__ import annotations
 
-import itertools
-import linecache
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -23,17 +24,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import codegen
 from ..analysis import Issue
+from ..convention import call, call_code, convention, passed_masks, targets_code
 from ..errors import DataError
 from ..graph import Graph
 from ..layers.combine import _Sum
 from ..layers.embedding import Embedding, _Embedding
 from .steppers import (PER_STEP, LayerContext, NotStreamable, Route, bound_forward,
                        embedding_of, stepper_for)
-
-_ids = itertools.count()
-_FACTORIES: dict[tuple, Callable] = {}         # (source, line table) → its compiled factory
-LINE_LAYERS: dict[str, dict[int, str]] = {}    # generated file name → {line: layer name}
 
 
 @dataclass(frozen=True)
@@ -102,40 +101,32 @@ class _Builder:
         self.analysis = analysis if analysis is not None else net.analyze()
         self.analysis.raise_if_errors("stream")
         self.values: dict[tuple[str, str], Static | Streamed] = {}
-        self.callables: list = []       # f0, f1, …: modules, step methods, nested programs
-        self.constants: list = []       # c0, c1, …: static tensors the step code reads
-        self.body: list[str] = []
+        self.callables = codegen.Refs("f")    # modules, step methods, nested programs
+        self.constants = codegen.Refs("c")    # static tensors the step code reads
+        self.names = codegen.Names("v")
+        self.body = codegen.Source()
         self.line_layers: dict[int, str] = {}
         self.resets: list[Callable] = []
         self.steppers: dict[str, object] = {}
         self.problems: list[Issue] = []
         self.limit = float("inf")
-        self.n_vars = 0
         self.uses: dict[str, list] = {}    # streamed variable → the layers reading it
 
     # -- the walk ---------------------------------------------------------------------------
     def build(self, with_static_outputs: bool) -> Program:
         net = self.net
-        layers, conns = net._layers, net._conns
         args = []
         for i, name in enumerate(net.input_names):
-            lname = name.partition("/")[0]
-            layer = layers[lname]
-            key = (lname, layer.output_ports[0]) if layer.is_input else ("<in>", name)
+            key = codegen.input_key(net, name)
             if name in self.static:
                 self.values[key] = self.static[name]
             else:
                 self.values[key] = Streamed(f"x{i}")
                 args.append(name)
-        for name in self.analysis.order:
-            layer = layers[name]
-            if layer.is_input:
-                continue
+        for name, layer, keys in codegen.walk(net, self.analysis.order):
             ins = {}
-            for p in layer.input_ports:
-                src = conns.get((name, p))       # an unconnected port is a network input
-                own = name if len(layer.input_ports) == 1 else f"{name}/{p}"
-                value = ins[p] = self.values[src if src is not None else ("<in>", own)]
+            for p, key in zip(layer.input_ports, keys):
+                value = ins[p] = self.values[key]
                 if isinstance(value, Streamed):
                     self.uses.setdefault(value.var, []).append(layer)
             outs: list[Static | Streamed]
@@ -145,10 +136,7 @@ class _Builder:
                 outs = self._stream_layer(name, layer, ins)
             for port, v in zip(layer.output_ports, outs):
                 self.values[(name, port)] = v
-        outputs = []
-        for oname in net.output_names:
-            lname, _, port = oname.partition("/")
-            outputs.append((oname, self.values[(lname, port or layers[lname].output_ports[0])]))
+        outputs = [(oname, self.values[key]) for oname, key in codegen.output_keys(net)]
         returned = [self._ref(v) for _, v in outputs
                     if with_static_outputs or isinstance(v, Streamed)]
         fn, source = self._compile(args, returned)
@@ -161,31 +149,21 @@ class _Builder:
 
     # -- static layers: run once ------------------------------------------------------------
     def _run_static(self, name, layer, ins) -> list[Static]:
-        """Runs a layer whose inputs are all static, with the conventions of the compiled
-        forward pass (masks in, masks out), and returns its outputs."""
+        """Runs a layer whose inputs are all static, by the calling convention of the forward
+        pass (masks in, masks out), and returns its outputs."""
         module = self.net.layer_modules[name]
-        ports = layer.output_ports
         xs = [ins[p].value for p in layer.input_ports]
-        ms = tuple(ins[p].mask for p in layer.input_ports)
-        in_specs, out_specs = self.analysis.in_specs[name], self.analysis.out_specs[name]
+        ms = [ins[p].mask for p in layer.input_ports]
         try:
             with torch.no_grad():
-                if isinstance(layer, Graph):
-                    outs, masks = module(*xs, _masks=ms)
-                elif layer.returns_mask:
-                    r = module(*xs, masks=ms)
-                    outs, masks = ((r[0],), (r[1],)) if len(ports) == 1 else r
-                else:
-                    r = module(*xs, masks=ms) if layer.uses_mask else module(*xs)
-                    outs = tuple(r) if len(ports) > 1 else (r,)
-                    # a sequence output keeps the padding of the first sequence input
-                    seq_mask = next((m for p, m in zip(layer.input_ports, ms)
-                                     if in_specs[p].is_sequence), None)
-                    masks = [seq_mask if out_specs[p].is_sequence else None for p in ports]
+                outs, masks = call(layer, module, xs, ms)
         except (RuntimeError, IndexError, ValueError) as e:
             raise DataError(f"layer '{name}': computing it from the static inputs failed: {e}. "
                             "Check that static_inputs fit the network (print(net.analyze()) "
                             "shows the sizes each layer expects).") from e
+        if masks is None:
+            masks = tuple(passed_masks(layer, ms, self.analysis.in_specs[name],
+                                       self.analysis.out_specs[name]))
         return [Static(o, m) for o, m in zip(outs, masks)]
 
     # -- streamed layers: one line of step code each -----------------------------------------
@@ -203,22 +181,21 @@ class _Builder:
             if isinstance(kind, Route):
                 return [ins[p] for p in kind.sources]
             if kind is PER_STEP:
-                call = self._per_step_call(ctx, ins)
+                text = self._per_step_call(ctx, ins)
             else:
-                call = self._stepper_call(kind, ctx, ins)
+                text = self._stepper_call(kind, ctx, ins)
         except NotStreamable as e:
             self._problem(name, layer, e)
             return [Streamed("None") for _ in layer.output_ports]
-        outs = [self._var() for _ in layer.output_ports]
-        if kind is PER_STEP and layer.returns_mask:           # (outputs, masks): masks unused
-            lhs = f"{outs[0]}, _" if len(outs) == 1 else f"({', '.join(outs)},), _"
-        else:
-            lhs = ", ".join(outs) + ("," if len(outs) > 1 else "")
-        self._line(name, f"{lhs} = {call}")     # names and specs stay out of the code
+        outs = [self.names.new() for _ in layer.output_ports]
+        # a module's masks out are dropped (`_`): streamed steps carry no padding
+        lhs = targets_code(convention(layer), outs, None) if kind is PER_STEP \
+            else codegen.targets(outs)
+        self._line(name, f"{lhs} = {text}")     # names and specs stay out of the code
         return [Streamed(o) for o in outs]
 
     def _per_step_call(self, ctx, ins) -> str:
-        """`fj(a, c0[:, pos:pos + t], masks=(None, None))`: the module on the new steps; a
+        """`fj(a, c0[:, pos:pos + t], masks=(None, None,))`: the module on the new steps; a
         static sequence input is read at the same positions as the streamed steps."""
         args = []
         for p in ctx.layer.input_ports:
@@ -237,13 +214,14 @@ class _Builder:
                             else f"{c}[:, pos:pos + t]")
             else:
                 args.append(c)
-        if ctx.layer.uses_mask:                 # streamed steps carry no padding
-            args.append(f"masks=({'None, ' * len(ctx.layer.input_ports)})")
-        else:
+        conv = convention(ctx.layer)
+        if conv.keyword is None:
             inline = self._inline(ctx.module, args)
             if inline is not None:
                 return inline
-        return f"{self._callable(bound_forward(ctx.module))}({', '.join(args)})"
+        # streamed steps carry no padding: every mask is None
+        return call_code(conv, self._callable(bound_forward(ctx.module)), args,
+                         ["None"] * len(ctx.layer.input_ports))
 
     def _inline(self, module, args) -> str | None:
         """The common per-step modules written as their torch function on the module's own
@@ -297,7 +275,7 @@ class _Builder:
         streamed_outs = [(o, v) for o, v in sub.outputs if isinstance(v, Streamed)]
         if not streamed_outs:
             return [v for _, v in sub.outputs]
-        outs = [self._var() for _ in streamed_outs]
+        outs = [self.names.new() for _ in streamed_outs]
         args = ["pos", "t"] + [ins[p].var for p in sub.streamed_inputs]
         self._line(name, f"{', '.join(outs)}, = {self._callable(sub.fn)}({', '.join(args)})")
         new = iter(outs)
@@ -308,47 +286,35 @@ class _Builder:
                                    f"{e.reason}. Fix: {e.fix}.", name))
 
     # -- code -------------------------------------------------------------------------------
-    def _var(self) -> str:
-        self.n_vars += 1
-        return f"v{self.n_vars - 1}"
-
     def _callable(self, fn) -> str:
-        self.callables.append(fn)
-        return f"f{len(self.callables) - 1}"
+        return self.callables.add(fn)
 
     def _const(self, value) -> str:
-        self.constants.append(value)
-        return f"c{len(self.constants) - 1}"
+        return self.constants.add(value)
 
     def _ref(self, v) -> str:
         return v.var if isinstance(v, Streamed) else self._const(v.value)
 
     def _line(self, name, text):
-        self.line_layers[len(self.body)] = name
-        self.body.append(f"        {text}")
+        self.body.line(text, layer=name)
 
     def _compile(self, args, returned) -> tuple[Callable, str]:
         """Builds `step` as the closure of a generated factory: the callables and constants
-        are closure cells, so the step reads them as fast as locals."""
-        free = [f"f{i}" for i in range(len(self.callables))] + \
-               [f"c{i}" for i in range(len(self.constants))]
+        are closure cells, so the step reads them as fast as locals. The same structure with
+        the same layer names shares its code and its line table (names stay out of the source;
+        they are part of the key)."""
+        free = self.callables.names() + self.constants.names()
         xs = [f"x{self.net.input_names.index(a)}" for a in args]
-        head = [f"def make({', '.join(free)}):",
-                f"    def step(pos, t{''.join(', ' + x for x in xs)}):",
-                '        """generated by attnlab.stream"""']
-        tail = [f"        return ({''.join(r + ', ' for r in returned)})", "    return step", ""]
-        src = "\n".join(head + (self.body or ["        pass"]) + tail)
-        # the same structure with the same layer names shares its code and its line table
-        # (names stay out of the source; they are part of the key)
-        key = (src, tuple(sorted(self.line_layers.items())))
-        make = _FACTORIES.get(key)
-        if make is None:
-            filename = f"<attnlab stream {next(_ids)}>"
-            linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-            ns: dict = {}
-            exec(compile(src, filename, "exec"), ns)
-            make = _FACTORIES[key] = ns["make"]
-            # body line i is line i + len(head) + 1 of the source (lines count from 1)
-            LINE_LAYERS[filename] = {i + len(head) + 1: n for i, n in self.line_layers.items()}
-        self.line_layers = LINE_LAYERS[make.__code__.co_filename]
-        return make(*self.callables, *self.constants), src
+        src = codegen.Source()
+        src.line(f"def make({', '.join(free)}):")
+        src.line(f"def step(pos, t{''.join(', ' + x for x in xs)}):", indent=4)
+        src.line('"""generated by attnlab.stream"""', indent=8)
+        if self.body.lines:
+            src.extend(self.body, indent=8)
+        else:
+            src.line("pass", indent=8)
+        src.line(f"return ({''.join(r + ', ' for r in returned)})", indent=8)
+        src.line("return step", indent=4)
+        gen = codegen.define(src, "stream", share=True)
+        self.line_layers = gen.line_layers
+        return gen.namespace["make"](*self.callables.items, *self.constants.items), gen.source
