@@ -89,8 +89,19 @@ def test_pages_found():
         assert page in names
 
 
+@pytest.fixture
+def own_layer_types():
+    """A page may define layer types of its own (docs/writing-layers.md does): they leave the
+    layer registry with the page, as they would with the reader's program."""
+    from attnlab.layers.base import LAYER_TYPES
+    before = dict(LAYER_TYPES)
+    yield
+    LAYER_TYPES.clear()
+    LAYER_TYPES.update(before)
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
-def test_page_code_runs(page, quick_training):
+def test_page_code_runs(page, quick_training, own_layer_types):
     rel = page.relative_to(DOCS).as_posix()
     if rel in SETUP:
         SETUP[rel]()
