@@ -379,3 +379,15 @@ def test_folded_image_sequences_say_why_without_telling_the_script_to_flatten(ca
     assert "flatten each frame" not in err and "flatten it" not in err
     with pytest.raises(ScriptError, match="nothing to fold"):
         run_file(REAL / "r23_folded_cnn_lstm.m", out=_quiet)
+
+
+def test_initialize_in_a_branch_analyze_cannot_decide_keeps_the_network(capsys, tmp_path):
+    script = tmp_path / "branch.m"
+    script.write_text("net = dlnetwork([featureInputLayer(3) fullyConnectedLayer(2)]);\n"
+                      "if useGPU\n    net = initialize(net);\nend\n"
+                      "for k = 1:3\n    YPred = predict(net, XVal);\nend\n")
+    assert main(["analyze", str(script)]) == 0
+    out = capsys.readouterr().out
+    assert "network 'net': 2 layers" in out and "no issues" in out
+    assert "branch.m:2: skipped: needs 'useGPU'" in out
+    assert out.count("branch.m:6: skipped") == 1
