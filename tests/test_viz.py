@@ -1,4 +1,7 @@
 """Pictures: the network plot (layout and drawing), Jupyter reprs, attention heatmaps."""
+import sys
+from pathlib import Path
+
 import matplotlib
 import pytest
 import torch
@@ -6,9 +9,11 @@ import torch
 import attnlab as al
 from attnlab import layers as L
 from attnlab.demos.seed1 import answer_network, question_network
-from attnlab.viz.gallery import attention_example, transformer_network
 from attnlab.viz.graph import (_CYCLE, _crossings, _links, compute_layout, network_png,
                                network_svg, plot_network)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))   # the repository's tools
+from gallery import attention_example, transformer_network  # noqa: E402
 
 matplotlib.use("Agg")
 

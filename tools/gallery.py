@@ -1,4 +1,5 @@
-"""The pictures in docs/, made reproducibly: `python -m attnlab.viz.gallery docs/`.
+"""The pictures in docs/, made reproducibly: `python tools/gallery.py docs` (from the repository's
+root, with attnlab installed). A tool of the repository, not part of the installed package.
 
 - `seed1-answer.png`: the encoder–decoder of the seed-1 answer (cross-attention, ports labelled);
 - `seed1-question.png`: the network of the seed-1 question, its cycle in red;
