@@ -101,7 +101,7 @@ def test_the_graph_sits_below_everything_that_reads_it():
     assert "attnlab.io.loading" in io and "attnlab.io.format" in io
     for lower in ("attnlab.graph", "attnlab.analysis", "attnlab.codegen", "attnlab.convention",
                   "attnlab.plan", *io, "attnlab.onnx_export", "attnlab.stream.program",
-                  "attnlab.viz.graph", "attnlab.viz.layout"):
+                  "attnlab.viz.graph", "attnlab.viz.layout", "attnlab.viz.picture"):
         assert not reaches(lower, "attnlab.network"), f"{lower} imports attnlab.network"
     assert reaches("attnlab.network", "attnlab.graph")
 
@@ -163,6 +163,7 @@ def test_only_the_front_ends_import_attnlab_matlab_or_the_demos():
 
 
 def test_the_layout_of_pictures_is_data_without_matplotlib():
-    names = _imported_names(ROOT / "viz" / "layout.py")
-    assert not [n for n in names if n.split(".")[0] == "matplotlib"], names
+    for data in ("layout.py", "picture.py"):
+        names = _imported_names(ROOT / "viz" / data)
+        assert not [n for n in names if n.split(".")[0] == "matplotlib"], (data, names)
     assert "matplotlib" in {n.split(".")[0] for n in _imported_names(ROOT / "viz" / "graph.py")}
