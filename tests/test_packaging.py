@@ -67,7 +67,10 @@ def test_wheel_and_sdist_pass_twine_check(dist):
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         meta = email.message_from_bytes(z.read(f"attnlab-{attnlab.__version__}.dist-info/METADATA"))
-    assert {"attnlab/py.typed", "attnlab/viz/assets/view.js"} <= names
+    assert {"attnlab/py.typed", "attnlab/viz/assets/view.js", "attnlab/io/__init__.py",
+            "attnlab/io/loading.py", "attnlab/viz/layout.py"} <= names
+    # the repository's tools stay out of the installed package
+    assert not [n for n in names if n.startswith("tools/") or n.endswith("/gallery.py")]
     assert any(n.endswith("licenses/LICENSE") for n in names)
     assert meta["Version"] == attnlab.__version__
     assert meta["License-Expression"] == "MIT"
@@ -88,7 +91,8 @@ def test_readme_links_point_into_the_sdist(dist):
              if not re.match(r"[a-z]+:|#", m)}
     assert {"CHANGELOG.md", "LICENSE", "docs/getting-started.md"} <= links
     assert sorted(links - shipped) == []
-    assert {"docs/conf.py", "docs/index.md", "docs/api/layers.rst", "Makefile"} <= shipped
+    assert {"docs/conf.py", "docs/index.md", "docs/api/layers.rst", "Makefile",
+            "tools/gallery.py"} <= shipped
 
 
 def test_wheel_installs_into_a_fresh_venv_and_works(dist, tmp_path):
