@@ -399,56 +399,6 @@ def _check_net(net, fn):
                             f"{type(net).__name__}. Create one with net = dlnetwork.")
 
 
-
-
-def mixed_branches(net: Network | None, issue: Any) -> str | None:
-    """The message for a concatenation (or addition) whose inputs disagree because one branch
-    is a sequence and the other features: both sizes, and the usual fix, OutputMode="last" on
-    the recurrent layer that ends the sequence branch. None when the issue is something else."""
-    import re
-    if net is None or issue.layer is None or issue.kind != "format":
-        return None
-    m = re.search(r"expected (\S+) \(as 'in1'\), received (\S+)\.", issue.message)
-    layers = {l.name: l for l in net.layers}
-    layer = layers.get(issue.layer)
-    if m is None or layer is None:
-        return None
-    specs = {"in1": m.group(1), issue.port or "in2": m.group(2)}
-    seq = [p for p, s in specs.items() if "T" in s.split("×")]
-    feat = [p for p, s in specs.items() if "T" not in s.split("×")]
-    if len(seq) != 1 or len(feat) != 1:
-        return None
-    kind = {"Concatenation": "concatenationLayer", "Addition": "additionLayer",
-            "Multiplication": "multiplicationLayer"}.get(type(layer).__name__)
-    if kind is None:
-        return None
-
-    def source(name, port):
-        src = net._conns.get((name, port))
-        return src[0] if src is not None else None
-
-    origin = {p: source(issue.layer, p) for p in specs}
-    recurrent, name = None, origin[seq[0]]
-    while name is not None and name in layers:
-        l = layers[name]
-        if type(l).__name__ in ("LSTM", "GRU"):
-            recurrent = l
-            break
-        if len(l.input_ports) != 1:
-            break
-        name = source(name, l.input_ports[0])
-    fix = (f"end the sequence branch with OutputMode=\"last\" on '{recurrent.name}' "
-           f"({'bilstmLayer' if getattr(recurrent, 'bidirectional', False) else type(recurrent).__name__.lower() + 'Layer'}"
-           f"({recurrent.hidden}, OutputMode=\"last\")), or a globalAveragePooling1dLayer"
-           if recurrent is not None else
-           "end the sequence branch with a globalAveragePooling1dLayer (or an lstmLayer with "
-           "OutputMode=\"last\")")
-    return (f"layer '{issue.layer}' ({kind}) port '{feat[0] if feat[0] != 'in1' else seq[0]}': "
-            f"its inputs disagree: '{seq[0]}' receives a sequence {specs[seq[0]]} from "
-            f"'{origin[seq[0]]}', '{feat[0]}' features {specs[feat[0]]} from '{origin[feat[0]]}'. "
-            f"To join a sequence branch with a feature branch, {fix}.")
-
-
 # ==================================================================== recurrent state ===
 # MATLAB keeps a recurrent network's state in the network (net.State); attnlab runs it step by
 # step with `Network.stream`. Each network's committed state is the inputs it has been given
