@@ -194,13 +194,13 @@ def bezier(points, reach) -> list[tuple[float, float]]:
     """A smooth path through `points` (layout coordinates, `along` increasing down the ranks):
     Catmull-Rom as cubic Béziers, leaving the first point and entering the last one along the
     ranks. Returns the first point, then two control points and an end point per segment."""
-    pts = [tuple(map(float, p)) for p in points]
+    pts: list[tuple[float, float]] = [(float(p[0]), float(p[1])) for p in points]
     if len(pts) == 2:
         (ac, aa), (bc, ba) = pts
         d = max(abs(ba - aa), 1e-6) * 0.5
         return [pts[0], (ac, aa + d), (bc, ba - d), pts[1]]
     ext = [(pts[0][0], pts[0][1] - reach)] + pts + [(pts[-1][0], pts[-1][1] + reach)]
-    verts = [pts[0]]
+    verts: list[tuple[float, float]] = [pts[0]]
     for i in range(1, len(ext) - 2):
         p0, p1, p2, p3 = ext[i - 1], ext[i], ext[i + 1], ext[i + 2]
         c1 = (p1[0] + (p2[0] - p0[0]) / 6, p1[1] + (p2[1] - p0[1]) / 6)
