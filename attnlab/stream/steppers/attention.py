@@ -6,6 +6,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from ... import functional as AF
 from ...layers import Attention, MultiHeadAttention, SelfAttention
