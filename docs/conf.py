@@ -44,7 +44,7 @@ autodoc_type_aliases = {"Stream": "attnlab.stream.core.Stream",
                         "OnnxExport": "attnlab.onnx_export.OnnxExport",
                         "WeightedCrossEntropy": "attnlab.matlab.losses.WeightedCrossEntropy"}
 autodoc_class_signature = "mixed"
-# `config()` is the layers' serialisation hook (io.py), not an API a user calls.
+# `config()` is the layers' serialisation hook (attnlab/io/format.py), not an API a user calls.
 autodoc_default_options = {"members": True, "undoc-members": True,
                            "exclude-members": "forward,extra_repr,infer,build,step_module,config,"
                                               "stem,uses_mask,returns_mask,is_input"}
