@@ -98,6 +98,9 @@ CASES = {
     "EmbeddingConcatenation": [(lambda: VL.EmbeddingConcatenation(), {"in": seq(3)}, 3)],
     "Swish": [(lambda: VL.Swish(), {"in": seq(3)}, 0)],
     "TanhGELU": [(lambda: VL.TanhGELU(), {"in": img(2, 3, 3)}, 0)],
+    "SpatialDropout": [(lambda: ML.SpatialDropout(0.3), {"in": seq(3)}, 0),
+                       (lambda: ML.SpatialDropout(0.5), {"in": img(2, 3, 3)}, 0)],
+    "FrameFlatten": [(lambda: ML.FrameFlatten((2, 2, 1)), {"in": seq(4)}, 0)],
 }
 
 ALL = [(t, i, c) for t, cases in CASES.items() for i, c in enumerate(cases)]
