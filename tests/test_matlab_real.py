@@ -156,13 +156,6 @@ def test_class_token_extends_the_mask_of_padded_sequences():
     assert torch.allclose(means, torch.tensor([[7 / 5] * 2, [5 / 3] * 2]))
 
 
-def test_layers_matlab_has_and_attnlab_does_not_say_so():
-    for code, part in (("l = sequenceFoldingLayer('Name', 'fold');", "not sequences of images"),):
-        with pytest.raises(ScriptError) as e:
-            run_code(code)
-        assert part in str(e.value) and e.value.line == 1
-
-
 # -- learn-rate and L2 factors ---------------------------------------------------------------
 
 def _factor_net(factor):

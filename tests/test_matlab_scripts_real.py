@@ -371,14 +371,23 @@ def test_unnamed_layers_get_matlabs_default_names(capsys):
     assert ws["net"].initialized
 
 
-def test_folded_image_sequences_say_why_without_telling_the_script_to_flatten(capsys):
+def test_folded_image_sequences_convolve_each_frame_then_feed_the_lstm(capsys):
     code, out, err = _analyze(capsys, "r23_folded_cnn_lstm.m")
-    assert code == 2 and "r23_folded_cnn_lstm.m:8:5: sequenceFoldingLayer:" in err
-    assert "a convolution per frame is not supported" in err
-    assert "sequenceInputLayer([h w c]) followed by flattenLayer works" in err
-    assert "flatten each frame" not in err and "flatten it" not in err
-    with pytest.raises(ScriptError, match="nothing to fold"):
-        run_file(REAL / "r23_folded_cnn_lstm.m", out=_quiet)
+    assert code == 0 and "no issues" in out, out + err
+    assert "fold sequenceFoldingLayer out: B×3×32×32, miniBatchSize: B×T×3072" in out
+    assert "conv convolution2dLayer B×8×30×30" in out              # each frame an image
+    assert "unfold sequenceUnfoldingLayer B×T×7200" in out
+    assert "flatten flattenLayer B×T×7200" in out and "lstm lstmLayer B×16" in out
+    ws = run_file(REAL / "r23_folded_cnn_lstm.m", out=_quiet)
+    g = torch.Generator().manual_seed(0)
+    X = [torch.randn(t, 32 * 32 * 3, generator=g) for t in (3, 5, 4, 3)]   # different lengths
+    o = M.trainingOptions("adam", MaxEpochs=1, MiniBatchSize=4, Verbose=False)
+    net = M.trainnet(X, M.categorical(np.array(["a", "b", "a", "b"])), ws["lgraph"],
+                     "crossentropy", o)
+    assert net.training_info.stop_reason == "max-epochs"
+    batch = np.asarray(M.predict(net, X))
+    alone = np.concatenate([np.asarray(M.predict(net, [x])) for x in X])
+    np.testing.assert_allclose(batch, alone, atol=1e-5)         # padded frames do not leak
 
 
 def test_initialize_in_a_branch_analyze_cannot_decide_keeps_the_network(capsys, tmp_path):

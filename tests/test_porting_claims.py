@@ -104,7 +104,6 @@ def test_al_train_returns_a_training_info():
 
 
 @pytest.mark.parametrize("code, words", [
-    ("l = sequenceFoldingLayer;", ["not sequences of images"]),
     ("net = dlnetwork([featureInputLayer(3); fullyConnectedLayer(2)]);"
      " [loss, gradients] = dlfeval(@modelLoss, net, 1, 2);", ["custom training loop", "trainnet"]),
     ("l = lstmLayer(8, InputWeightsLearnRateFactor=[1 2 1 1]);", ["InputWeightsLearnRateFactor",

@@ -53,7 +53,9 @@ def sequenceInputLayer(inputSize: Size, *args: Any, **kwargs: Any) -> L.Sequence
         layer.__dict__["_matlab_frame"] = frame
         warnings.warn(f"sequenceInputLayer({list(frame)}): a sequence of "
                       f"{'×'.join(map(str, frame))} images, which attnlab reads as "
-                      f"B×T×{inputSize}: give each frame flattened (X.reshape(B, T, -1)); a "
+                      f"B×T×{inputSize}: give each frame flattened in MATLAB's column-major "
+                      "order (h fastest, c slowest: from B×T×h×w×c, "
+                      "X.permute(0, 1, 4, 3, 2).reshape(B, T, -1)); a "
                       "flattenLayer after it keeps the sequence as it is", MatlabNote,
                       stacklevel=2)
     return layer
@@ -618,10 +620,17 @@ def _layer_array(layers, fn: str) -> tuple[list, list[OutputLayer]]:
         seen.add(id(x))
     keep: list = []
     dropped: list = []
+    from .mlayers import FrameFlatten, SequenceFolding, SequenceUnfolding
     for i, x in enumerate(flat):         # flattenLayer after sequenceInputLayer([h w c]):
         if i and isinstance(x, L.Flatten) and "_matlab_frame" in flat[i - 1].__dict__:
-            from .mlayers import FrameFlatten             # the frames are already flat
+            # the frames are already flat
             flat[i] = FrameFlatten(flat[i - 1].__dict__["_matlab_frame"], name=x.name)
+        elif i and isinstance(x, L.Flatten) and isinstance(flat[i - 1], SequenceUnfolding):
+            flat[i] = FrameFlatten(None, name=x.name)    # unfolded frames are flat too
+        elif i and isinstance(x, SequenceFolding) and x.frame is None \
+                and "_matlab_frame" in flat[i - 1].__dict__:
+            x.frame = list(flat[i - 1].__dict__["_matlab_frame"])     # the frame size it folds
+            x.frame += [1] * (3 - len(x.frame))
     for x in flat:
         if isinstance(x, OutputLayer):
             x.source = keep[-1] if keep else None           # a Layer: its name is set by add()

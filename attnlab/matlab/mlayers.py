@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..errors import ArgumentError, SizeError
+from ..errors import ArgumentError, DataError, SizeError
 from ..spec import Spec
 from ..layers import Conv2d
 from ..layers.base import Layer
@@ -355,24 +355,139 @@ class _SpatialDropout(nn.Module):
 
 
 class FrameFlatten(Layer):
-    """MATLAB's flattenLayer after `sequenceInputLayer([h w c])`: the frames of an image
-    sequence arrive flattened (B×T×(h·w·c)), so it passes the sequence through
-    [flattenLayer]."""
+    """MATLAB's flattenLayer after `sequenceInputLayer([h w c])` or `sequenceUnfoldingLayer`:
+    the frames of an image sequence are already flattened (B×T×(h·w·c), MATLAB's column-major
+    order), so it passes the sequence through [flattenLayer]. `frame` is the input layer's
+    [h w c]; None after an unfolding layer."""
 
     stem = "flatten"
     time_local = True
 
-    def __init__(self, frame: Sequence[int] = (1, 1, 1), name: str | None = None):
+    def __init__(self, frame: Sequence[int] | None = (1, 1, 1), name: str | None = None):
         super().__init__(name)
-        self.frame = [int(v) for v in frame]
+        self.frame = None if frame is None else [int(v) for v in frame]
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         if not s.is_sequence:
-            raise self.error(SizeError, "in", f"expected the image sequence of "
-                             f"sequenceInputLayer({self.frame}) as B×T×{int(np.prod(self.frame))}, "
+            source = ("sequenceUnfoldingLayer as B×T×C" if self.frame is None else
+                      f"sequenceInputLayer({self.frame}) as B×T×{int(np.prod(self.frame))}")
+            raise self.error(SizeError, "in", f"expected the image sequence of {source}, "
                              f"received {s}.")
         return s
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Identity()
+
+
+def _frame(layer, frame):
+    if frame is None:
+        return None
+    vals = frame.tolist() if hasattr(frame, "tolist") else frame
+    vals = list(vals) if isinstance(vals, (list, tuple)) else [vals]
+    if len(vals) == 2:
+        vals = vals + [1]
+    if len(vals) != 3 or any(isinstance(v, bool) or int(v) != v or v < 1 for v in vals):
+        raise ArgumentError(f"layer '{layer.name}': expected frame as [h w c] (or [h w]), "
+                            f"integers ≥ 1, received {frame!r}.")
+    return [int(v) for v in vals]
+
+
+class SequenceFolding(Layer):
+    """Folds the frames of an image sequence into the batch, so that image layers run on each
+    frame [sequenceFoldingLayer]. `in`: B×T×(h·w·c), each frame flattened as MATLAB flattens
+    an h×w×c array (column-major: feature h + H·(w + W·c), h fastest, c slowest) — the way
+    `sequenceInputLayer([h w c])` data arrives → `out`: N×c×h×w images, one per valid step,
+    in batch-then-time order (N = B·T without padding; padded steps are left out, so they take
+    no part in batch statistics), and `miniBatchSize`: the sequence itself (B×T×(h·w·c), with
+    its padding mask) for `SequenceUnfolding`, which puts the frames back. `frame` is
+    (h, w, c) in MATLAB's order."""
+
+    stem = "fold"
+    uses_mask = True
+    output_ports = ("out", "miniBatchSize")
+
+    def __init__(self, frame: Sequence[int] | None = None, name: str | None = None):
+        super().__init__(name)
+        self.frame = _frame(self, frame)
+
+    def infer(self, specs: dict[str, Spec]) -> dict[str, Spec]:
+        s = specs["in"]
+        self.require(s, "in", ("BTC",), "sequenceFoldingLayer folds the image sequence of "
+                     "sequenceInputLayer([h w c]).")
+        if self.frame is None:
+            raise self.error(SizeError, "in", f"expected a sequence of images of a known size, "
+                             f"received {s}. Connect it right after sequenceInputLayer([h w c]), "
+                             "or give the frame size: SequenceFolding(frame=(h, w, c)).")
+        h, w, c = self.frame
+        if s.channels is not None and s.channels != h * w * c:
+            raise self.error(SizeError, "in", f"expected B×T×{h * w * c} (frames {h}×{w}×{c}, "
+                             f"flattened), received {s}. Give frames of {h}×{w}×{c}.")
+        return {"out": Spec.image(c, h, w), "miniBatchSize": s}
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        h, w, c = cast(list, self.frame)
+        return _Fold(h, w, c)
+
+
+class _Fold(nn.Module):
+    def __init__(self, h: int, w: int, c: int):
+        super().__init__()
+        self.h, self.w, self.c = h, w, c
+
+    def forward(self, x, masks=(None,)):
+        mask = masks[0]
+        flat = x.reshape(-1, x.shape[-1]) if mask is None else x[mask]       # N×(h·w·c)
+        # column-major h×w×c: c slowest, then w, then h
+        images = flat.reshape(-1, self.c, self.w, self.h).transpose(2, 3)  # N×c×h×w
+        return images, x
+
+
+class SequenceUnfolding(Layer):
+    """Puts folded frames back into their sequences [sequenceUnfoldingLayer]. `in`: N×C×H×W
+    images, one per valid step of the sequences at `miniBatchSize` (the `miniBatchSize` output
+    of the `SequenceFolding` that folded them) → `out`: B×T×(C·H·W), each frame flattened in
+    MATLAB's column-major order (H fastest, C slowest), so that a flattenLayer after it passes
+    the sequence through. The sequence keeps the padding mask of `miniBatchSize`; padded steps
+    are zeros."""
+
+    stem = "unfold"
+    uses_mask = True
+    returns_mask = True
+    input_ports = ("in", "miniBatchSize")
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s, seq = specs["in"], specs["miniBatchSize"]
+        self.require(s, "in", ("BCSS",), "sequenceUnfoldingLayer unfolds the images of a "
+                     "sequenceFoldingLayer.")
+        self.require(seq, "miniBatchSize", ("BTC",), "Connect the sequenceFoldingLayer's "
+                     "output: connectLayers(lgraph, \"fold/miniBatchSize\", "
+                     "\"unfold/miniBatchSize\").")
+        dims = [d for d in s.sizes[1:] if d is not None]
+        size = int(np.prod(dims)) if len(dims) == len(s.sizes) - 1 else None
+        return Spec("BTC", (None, seq.time, size))
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _Unfold(self.name)
+
+
+class _Unfold(nn.Module):
+    def __init__(self, name):
+        super().__init__()
+        self.name = name
+
+    def forward(self, images, seq, masks=(None, None)):
+        mask = masks[1]
+        b, t = seq.shape[0], seq.shape[1]
+        flat = images.transpose(2, 3).reshape(images.shape[0], -1)        # N×(C·W·H)
+        n = b * t if mask is None else int(mask.sum())
+        if flat.shape[0] != n:
+            raise DataError(f"layer '{self.name}' port 'in': expected {n} images (one per valid "
+                            f"step of the sequences at 'miniBatchSize'), received {flat.shape[0]}. "
+                            "Connect the images and the miniBatchSize of the same "
+                            "sequenceFoldingLayer.")
+        if mask is None:
+            return flat.reshape(b, t, -1), None
+        out = flat.new_zeros(b, t, flat.shape[1])
+        out[mask] = flat
+        return out, mask

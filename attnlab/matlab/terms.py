@@ -31,7 +31,7 @@ _CALL = re.compile(r"net\.(connect|disconnect)\(([^()]*)\)")
 _ADD = re.compile(r"net\.add\(L\.(\w+)\(([^()]*)\)\)")
 _FN = {"connect": "connectLayers", "disconnect": "disconnectLayers"}
 # the layer type column of the analysis table
-TYPES = {"Dropout": "dropoutLayer", "SpatialDropout": "spatialDropoutLayer", "Module": "functionLayer", "FrameFlatten": "flattenLayer", "ReLU": "reluLayer", "Softmax": "softmaxLayer",
+TYPES = {"Dropout": "dropoutLayer", "SpatialDropout": "spatialDropoutLayer", "Module": "functionLayer", "FrameFlatten": "flattenLayer", "SequenceFolding": "sequenceFoldingLayer", "SequenceUnfolding": "sequenceUnfoldingLayer", "ReLU": "reluLayer", "Softmax": "softmaxLayer",
          "GELU": "geluLayer", "Tanh": "tanhLayer", "Sigmoid": "sigmoidLayer",
          "LeakyReLU": "leakyReluLayer", "Embedding": "embeddingLayer",
          "PositionEmbedding": "positionEmbeddingLayer",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import math
 
@@ -16,7 +16,8 @@ from ._options import _as_list, _flag, _int, _ints, _is_vector, _parse
 from ._types import Size
 from .mlayers import SpatialDropout
 from .layers import LayerArray
-from .mlayers import GroupedConv2d, Identity, Pool1d, Scaling
+from .mlayers import (GroupedConv2d, Identity, Pool1d, Scaling, SequenceFolding,
+                      SequenceUnfolding)
 from .vit_layers import EmbeddingConcatenation, PatchEmbedding, Swish
 
 __all__ = ["maxPooling1dLayer", "averagePooling1dLayer", "inputLayer", "functionLayer",
@@ -208,26 +209,24 @@ patchEmbeddingLayer = _collect(patchEmbeddingLayer)
 embeddingConcatenationLayer = _collect(embeddingConcatenationLayer)
 
 
-# ================================================= MATLAB layers attnlab does not have ===
+# ============================================================ sequences of images ===
 
-def _unsupported(fn: str, why: str) -> Callable[..., NoReturn]:
-    def layer(*args: Any, **kwargs: Any) -> NoReturn:
-        raise ArgumentError(f"{fn}: {why}")
-    layer.__name__ = fn
-    layer.__doc__ = f"Not supported: {why}"
-    return layer
+def sequenceFoldingLayer(*args: Any, **kwargs: Any) -> SequenceFolding:
+    """`sequenceFoldingLayer`: the frames of the image sequence of `sequenceInputLayer([h w c])`
+    folded into the batch (its outputs `out`, the images, and `miniBatchSize`, for the
+    sequenceUnfoldingLayer). The frame size comes from the input layer it follows."""
+    _, o = _parse("sequenceFoldingLayer", args, kwargs, {"Name": None})
+    return SequenceFolding(name=o["Name"])
 
 
-_IMAGE_SEQUENCES = ("attnlab has sequences B×T×C and images B×C×H×W, not sequences of images, "
-                    "so there is nothing to fold: a convolution per frame is not supported. For "
-                    "sequenceInputLayer([n 1 1]) data (a vector per time step) write "
-                    "sequenceInputLayer(n) and convolution1dLayer in place of the folded "
-                    "convolution2dLayer; without the per-frame convolutions, "
-                    "sequenceInputLayer([h w c]) followed by flattenLayer works as it is (the "
-                    "frames arrive as h*w*c features); with them, compute each frame's features "
-                    "with an imageInputLayer network first and give the sequences of features.")
-sequenceFoldingLayer = _unsupported("sequenceFoldingLayer", _IMAGE_SEQUENCES)
-sequenceUnfoldingLayer = _unsupported("sequenceUnfoldingLayer", _IMAGE_SEQUENCES)
+def sequenceUnfoldingLayer(*args: Any, **kwargs: Any) -> SequenceUnfolding:
+    """`sequenceUnfoldingLayer`: the folded frames (input `in`) back into the sequences of
+    input `miniBatchSize`, connected with connectLayers(lgraph, "fold/miniBatchSize",
+    "unfold/miniBatchSize"); each frame flattened as MATLAB's flattenLayer does."""
+    _, o = _parse("sequenceUnfoldingLayer", args, kwargs, {"Name": None})
+    return SequenceUnfolding(name=o["Name"])
+
+
 def spatialDropoutLayer(*args: Any, **kwargs: Any) -> SpatialDropout:
     """`spatialDropoutLayer`, `spatialDropoutLayer(Probability=p)` (default 0.5): whole channels
     dropped during training, over all time steps or pixels (`SpatialDropout`)."""

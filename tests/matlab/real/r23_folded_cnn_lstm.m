@@ -1,7 +1,9 @@
 % Pattern: a CNN-LSTM for video (MATLAB Answers): the frames folded into the batch, a
 % convolution per frame, unfolded, flattened, then an LSTM.
-% MATLAB (before R2024) accepts it. attnlab has no sequences of images to fold: the error says
-% why and what to write, and does not tell a script that already flattens to flatten.
+% MATLAB (R2019a-R2023b) accepts it, and so does attnlab: each frame arrives flattened
+% (B×T×3072, MATLAB's column-major order), the fold makes it a 3×32×32 image for the
+% convolution, the unfold puts the frames back into their sequences (padded steps stay out)
+% and the flattenLayer after it keeps the sequence for the LSTM.
 inputSize = [32 32 3];
 layers = [
     sequenceInputLayer(inputSize, Name="input")
