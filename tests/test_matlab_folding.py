@@ -149,3 +149,16 @@ def test_fold_errors_name_the_layer_what_came_and_the_fix():
         net.initialize()
     with pytest.raises(ArgumentError, match=r"layer 'f': expected frame as \[h w c\].*received \(2, 0, 1\)"):
         ML.SequenceFolding((2, 0, 1), name="f")
+
+
+def test_a_fold_connected_from_the_input_in_a_graph_learns_the_frame_size():
+    ws = run_code("lg = layerGraph(sequenceInputLayer([4 3 2], Name='in'));\n"
+                  "lg = addLayers(lg, [sequenceFoldingLayer(Name='fold') "
+                  "convolution2dLayer(2, 5, Name='conv') sequenceUnfoldingLayer(Name='unfold')]);\n"
+                  "lg = connectLayers(lg, 'in', 'fold');\n"
+                  "lg = connectLayers(lg, 'fold/miniBatchSize', 'unfold/miniBatchSize');\n"
+                  "net = dlnetwork(lg);", out=lambda *a: None)
+    net = ws["net"]
+    assert net.layers["fold"].frame == [4, 3, 2]
+    assert str(net.analyze().out_specs["conv"]["out"]) == "B×5×3×2"
+    assert tuple(net(torch.randn(2, 3, 24)).shape) == (2, 3, 30)

@@ -178,7 +178,21 @@ def connectLayers(net: Network, s: str, d: str) -> Network:
         out.source = s.partition("/")[0] if isinstance(s, str) else s
         return net
     net.connect(_normalized_source(net, s), d)
+    _fold_frame(net, s, d)
     return net
+
+
+def _fold_frame(net: Network, s, d) -> None:
+    """A sequenceFoldingLayer connected from sequenceInputLayer([h w c]) folds frames h×w×c."""
+    from .mlayers import SequenceFolding
+    src, dst = (str(x).partition("/")[0] for x in (s, d))
+    names = [l.name for l in net.layers]
+    if src not in names or dst not in names:
+        return
+    fold, source = _layer(net, dst), _layer(net, src)
+    frame = source.__dict__.get("_matlab_frame")
+    if isinstance(fold, SequenceFolding) and fold.frame is None and frame is not None:
+        fold.frame = [*frame, 1][:3] if len(frame) == 2 else list(frame)
 
 
 def _normalized_source(net: Network, s):
