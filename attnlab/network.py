@@ -289,6 +289,9 @@ class Network(nn.Module, Graph):
         return super().train(mode)
 
     def to(self, *args: Any, **kwargs: Any) -> Any:
+        """`torch.nn.Module.to`: moves and/or casts the parameters and buffers. A device this
+        torch build or machine lacks (CUDA on a CPU-only build, a CUDA index past the last GPU,
+        MPS off a Mac) is an `ArgumentError` naming it and the devices there are."""
         try:
             device = torch._C._nn._parse_to(*args, **kwargs)[0]
         except (TypeError, RuntimeError, ValueError):
@@ -298,6 +301,7 @@ class Network(nn.Module, Graph):
         return super().to(*args, **kwargs)
 
     def cuda(self, device: Any = None) -> Any:
+        """`torch.nn.Module.cuda`, with the device checked as `to` checks it."""
         if isinstance(device, torch.device):
             dev = device
         elif isinstance(device, int) and not isinstance(device, bool):

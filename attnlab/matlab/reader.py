@@ -60,19 +60,27 @@ class Limits:
     """What reading and running one MATLAB script may take; past one, the script stops with a
     `LimitError` (`FILE.m:LINE:COL: …`) naming the limit and how to raise it.
 
-    steps       statements, loop iterations and expressions evaluated, and one more per
-                4,096 array elements made or copied
-    elements    elements of one array, cell array or layer array that a statement creates
-                (a cell array or struct counts what it holds, nested ones included)
-    chars       characters of one text value (char vector or string) a statement creates
-    depth       nesting of user-function calls, expressions and statements together
-    learnables  weights dlnetwork, initialize or trainnet may allocate for one network
-    file_bytes  size of the script's source, checked before it is parsed
-
     Give them to `run_file(path, limits=Limits(steps=10**8))` / `run_code`; runs given none
     (`attnlab analyze FILE.m`, `attnlab plot FILE.m`) take those of `limits_used(...)` or of the
     environment variable ATTNLAB_MATLAB_LIMITS (`steps=100000000,elements=1e8`), else these
     defaults.
+
+    Attributes
+    ----------
+    steps : int
+        Statements, loop iterations and expressions evaluated, and one more per 4,096 array
+        elements made or copied.
+    elements : int
+        Elements of one array, cell array or layer array that a statement creates (a cell
+        array or struct counts what it holds, nested ones included).
+    chars : int
+        Characters of one text value (char vector or string) a statement creates.
+    depth : int
+        Nesting of user-function calls, expressions and statements together.
+    learnables : int
+        Weights `dlnetwork`, `initialize` or `trainnet` may allocate for one network.
+    file_bytes : int
+        Size of the script's source, checked before it is parsed.
     """
 
     steps: int = 1_000_000
