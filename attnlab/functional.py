@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import inspect
 import math
-from numbers import Real
 from typing import Any, Callable, Optional, Tuple, Union, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import attention_rules as rules
 from ._calls import checked_as
-from .errors import ArgumentError, FormatError, SizeError
+from .errors import FormatError, SizeError
 
 __all__ = [
     "attention",
@@ -34,23 +34,18 @@ __all__ = [
     "AttentionPoolModule",
 ]
 
-_ALIGNMENTS = ("top-left", "bottom-right")
+_ALIGNMENTS = rules.ALIGNMENTS
 # scaled_dot_product_attention learned `enable_gqa` in torch 2.5; older versions repeat heads
 _SDPA_GQA = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
 MaskArg = Union[None, str, Tensor]
+_FN = "attention:"   # the prefix of al.attention's argument errors
 
 
 # --------------------------------------------------------------------------------------------
 # validation (shape compares only: it runs on every call, so it must stay cheap)
 # --------------------------------------------------------------------------------------------
 
-def _divisor_hint(channels: int, num_heads: int) -> str:
-    """' e.g. 4 or 8' — the divisors of `channels` nearest above `num_heads` (else below)."""
-    small = [d for d in range(1, math.isqrt(channels) + 1) if channels % d == 0]  # O(√C)
-    divisors = sorted(set(small + [channels // d for d in small]))
-    above = [d for d in divisors if d > num_heads][:2]
-    picks = above if above else divisors[-2:]
-    return ", e.g. " + " or ".join(str(d) for d in picks) if picks else ""
+_divisor_hint = rules.divisor_hint
 
 
 def _size(t: Tensor) -> str:
@@ -118,19 +113,8 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
             f"attention: key has {Tk} time steps (Tk) but value has {Tv}; they must match. "
             f"Compute keys and values from the same sequence.")
 
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
-        raise ArgumentError(
-            f"attention: num_heads must be a positive integer, received {num_heads!r}. "
-            f"Use e.g. num_heads=8.")
-    kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-    if isinstance(kv_heads, bool) or not isinstance(kv_heads, int) or kv_heads < 1:
-        raise ArgumentError(
-            f"attention: num_kv_heads must be a positive integer or None, received "
-            f"{num_kv_heads!r}. Use None for ordinary multi-head attention.")
-    if num_heads % kv_heads:
-        raise SizeError(
-            f"attention: num_kv_heads {kv_heads} does not divide num_heads {num_heads}. "
-            f"Use a num_kv_heads that divides {num_heads}{_divisor_hint(num_heads, 0)}.")
+    num_heads = rules.num_heads(_FN, num_heads)
+    kv_heads = rules.num_kv_heads(_FN, num_kv_heads, num_heads, SizeError) or num_heads
     if Ck % num_heads:
         raise SizeError(
             f"attention: num_heads {num_heads} does not divide key channels {Ck} (Ck). "
@@ -154,43 +138,18 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
             f"{_divisor_hint(common, kv_heads)}.")
     dv = Cv // kv_heads
 
-    if isinstance(scale, str):
-        if scale != "auto":
-            raise ArgumentError(
-                f"attention: scale must be \"auto\" (1/sqrt(dk)) or a finite number, "
-                f"received {scale!r}. Use scale=\"auto\".")
-        scale_f = 1.0 / math.sqrt(dk) if dk else 1.0
-    elif isinstance(scale, Real) and not isinstance(scale, bool) and math.isfinite(scale):
-        scale_f = float(scale)    # any finite number: negative, or 0 (uniform over the allowed keys)
-    else:
-        raise ArgumentError(
-            f"attention: scale must be \"auto\" (1/sqrt(dk)) or a finite number, received "
-            f"{scale!r}. Use scale=\"auto\" or e.g. scale=0.125.")
-
-    if causal_alignment not in _ALIGNMENTS:
-        raise ArgumentError(
-            f"attention: causal_alignment must be \"top-left\" or \"bottom-right\", received "
-            f"{causal_alignment!r}. Use \"bottom-right\" when the last query should see the "
-            f"last key (e.g. decoding with a cache).")
-    if not isinstance(dropout, Real) or isinstance(dropout, bool) or not 0.0 <= float(dropout) < 1.0:
-        raise ArgumentError(
-            f"attention: dropout must be a probability in [0, 1), received {dropout!r}. "
-            f"Use e.g. dropout=0.1, or 0 for none.")
-    for name, value in (("need_weights", need_weights), ("training", training)):
-        if not isinstance(value, bool):
-            raise ArgumentError(
-                f"attention: {name} must be True or False, received {value!r}. "
-                f"Pass a bool (a string such as 'no' would read as True).")
-
+    scale = rules.scale(_FN, scale)
+    scale_f = (1.0 / math.sqrt(dk) if dk else 1.0) if scale == "auto" else float(scale)
+    # any finite number: negative, or 0 (uniform over the allowed keys)
+    rules.causal_alignment(_FN, causal_alignment)
+    rules.dropout(_FN, dropout)
+    rules.flag(_FN, "need_weights", need_weights)
+    rules.flag(_FN, "training", training)
     if key_padding_mask is not None:
         _check_mask_tensor("key_padding_mask", key_padding_mask, q, [[B, Tk]],
                            f"B×Tk = {B}×{Tk}")
-    if isinstance(attention_mask, str):
-        if attention_mask != "causal":
-            raise ArgumentError(
-                f"attention: attention_mask must be \"causal\", a Tq×Tk or a B×Tq×Tk boolean "
-                f"tensor, or None, received {attention_mask!r}. Use attention_mask=\"causal\".")
-    elif attention_mask is not None:
+    rules.attention_mask(_FN, attention_mask, tensors_ok=True)
+    if isinstance(attention_mask, Tensor):
         _check_mask_tensor("attention_mask", attention_mask, q, [[Tq, Tk], [B, Tq, Tk]],
                            f"Tq×Tk = {Tq}×{Tk} or B×Tq×Tk = {B}×{Tq}×{Tk}")
     return B, Tq, Tk, dk, dv, kv_heads, scale_f
@@ -390,13 +349,8 @@ def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto
 # --------------------------------------------------------------------------------------------
 
 def _check_module_heads(cls: str, num_heads, num_kv_heads, key_channels, value_channels):
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
-        raise ArgumentError(f"{cls}: num_heads must be a positive integer, received "
-                           f"{num_heads!r}. Use e.g. num_heads=8.")
-    kv = num_heads if num_kv_heads is None else num_kv_heads
-    if isinstance(kv, bool) or not isinstance(kv, int) or kv < 1 or num_heads % kv:
-        raise SizeError(f"{cls}: num_kv_heads {num_kv_heads!r} must be a positive integer that "
-                        f"divides num_heads {num_heads}. Use a divisor of {num_heads}, or None.")
+    num_heads = rules.num_heads(cls, num_heads)
+    kv = rules.num_kv_heads(cls, num_kv_heads, num_heads, SizeError) or num_heads
     for what, c in (("key", key_channels), ("value", value_channels)):
         if c % num_heads:
             raise SizeError(

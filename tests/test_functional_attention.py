@@ -429,14 +429,14 @@ def test_error_messages():
                       "torch.float32"], q, k, v, 4, key_padding_mask=torch.ones(2, 4))
     err(SizeError, ["attention_mask must be Tq×Tk = 3×4 or B×Tq×Tk = 2×3×4, received 4×3"],
         q, k, v, 4, attention_mask=torch.ones(4, 3, dtype=torch.bool))
-    err(ArgumentError, ["attention_mask must be \"causal\"", "'casual'"], q, k, v, 4,
+    err(ArgumentError, ["argument 'attention_mask'", "'causal'", "received 'casual'"], q, k, v, 4,
         attention_mask="casual")
-    err(ArgumentError, ["causal_alignment must be \"top-left\" or \"bottom-right\"",
-                       "'bottom'"], q, k, v, 4, attention_mask="causal",
+    err(ArgumentError, ["argument 'causal_alignment'", "'top-left' or 'bottom-right'",
+                       "received 'bottom'"], q, k, v, 4, attention_mask="causal",
         causal_alignment="bottom")
-    err(ArgumentError, ["dropout must be a probability in [0, 1), received 1.5"], q, k, v, 4,
+    err(ArgumentError, ["argument 'dropout'", "a probability in [0, 1), received 1.5"], q, k, v, 4,
         dropout=1.5)
-    err(ArgumentError, ["scale must be \"auto\""], q, k, v, 4, scale="sqrt")
+    err(ArgumentError, ["argument 'scale'", "expected \"auto\""], q, k, v, 4, scale="sqrt")
     err(SizeError, ["num_kv_heads 3 does not divide num_heads 4"], q, k, v, 4, num_kv_heads=3)
     err(SizeError, ["with num_kv_heads 2 the key must have 2×64 = 128 channels"], q, k, v, 4,
         num_kv_heads=2)

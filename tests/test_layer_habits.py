@@ -327,7 +327,7 @@ def test_attention_refuses_a_non_finite_or_non_numeric_scale(bad):
     q, k, v = _qkv()
     with pytest.raises(al.ArgumentError) as info:
         attention(q, k, v, 2, scale=bad)
-    assert "attention: scale" in str(info.value) and "finite number" in str(info.value)
+    assert "attention: argument 'scale'" in str(info.value) and "finite number" in str(info.value)
 
 
 # ------------------------------------------------------------------ edits of the wrong type

@@ -7,16 +7,17 @@ from ..errors import FormatError, SizeError
 from ..functional import (AttentionPoolModule, MultiHeadAttentionModule, SelfAttentionModule,
                           _attention)
 from ..spec import Spec
+from .. import attention_rules as rules
 from . import _checks as check
 from .base import Layer
 
 
 def _check_heads(layer, port, channels, num_heads, what):
     if channels is not None and channels % num_heads:
-        divisors = [d for d in range(1, min(channels, 64) + 1) if channels % d == 0][-4:]
         raise layer.error(SizeError, port, f"num_heads {num_heads} does not divide the {what} "
-                          f"channels {channels}. Use a num_heads that divides {channels} (e.g. "
-                          f"{', '.join(map(str, divisors))}) or change the {what} channels.")
+                          f"channels {channels}. Use a num_heads that divides {channels}"
+                          f"{rules.divisor_hint(channels, num_heads)}, or change the {what} "
+                          "channels.")
 
 
 class _Heads(Layer):
@@ -152,20 +153,14 @@ class _AttentionModule(nn.Module):
 
 def _options(layer, num_heads, scale, attention_mask, causal_alignment, dropout,
              has_padding_mask_input, has_scores_output, num_kv_heads):
-    layer.num_heads = check.integer(layer, "num_heads", num_heads, example=8)
-    layer.scale = check.scale(layer, scale)
-    layer.attention_mask = check.choice(layer, "attention_mask", attention_mask, (None, "causal"))
-    layer.causal_alignment = check.choice(layer, "causal_alignment", causal_alignment,
-                                          ("top-left", "bottom-right"))
-    layer.dropout = check.probability(layer, "dropout", dropout)
-    layer.has_padding_mask_input = check.flag(layer, "has_padding_mask_input", has_padding_mask_input)
-    layer.has_scores_output = check.flag(layer, "has_scores_output", has_scores_output)
-    kv = check.integer(layer, "num_kv_heads", num_kv_heads, none_ok=True)
-    if kv is not None and layer.num_heads % kv:
-        raise check.fail(layer, "num_kv_heads", f"a divisor of num_heads {layer.num_heads} or None",
-                         num_kv_heads, "Each key/value head serves num_heads / num_kv_heads query "
-                         "heads; use e.g. num_kv_heads=1, or None for one per query head.")
-    layer.num_kv_heads = kv
+    layer.num_heads = rules.num_heads(layer, num_heads)
+    layer.scale = rules.scale(layer, scale)
+    layer.attention_mask = rules.attention_mask(layer, attention_mask)
+    layer.causal_alignment = rules.causal_alignment(layer, causal_alignment)
+    layer.dropout = rules.dropout(layer, dropout)
+    layer.has_padding_mask_input = rules.flag(layer, "has_padding_mask_input", has_padding_mask_input)
+    layer.has_scores_output = rules.flag(layer, "has_scores_output", has_scores_output)
+    layer.num_kv_heads = rules.num_kv_heads(layer, num_kv_heads, layer.num_heads)
 
 
 def _projection_sizes(layer, key_channels, value_channels, output_channels):
@@ -176,10 +171,10 @@ def _projection_sizes(layer, key_channels, value_channels, output_channels):
     for arg in ("key_channels", "value_channels"):
         channels = getattr(layer, arg)
         if channels is not None and channels % heads:
-            fits = [h for h in range(1, min(channels, 64) + 1) if channels % h == 0][:6]
+            fits = rules.divisors_near(channels, heads)
             raise check.fail(layer, "num_heads", f"a divisor of '{arg}' ({channels}): each head "
                              f"gets {arg} / num_heads channels", heads,
-                             f"Use num_heads one of {', '.join(map(str, fits))}, or make {arg} "
+                             f"Use num_heads one of {' or '.join(map(str, fits))}, or make {arg} "
                              f"a multiple of {heads}.")
 
 
