@@ -5,8 +5,7 @@ from torch import nn
 
 from attnlab import layers as L
 from attnlab.combinators import Pick, Port
-from attnlab.matlab import mlayers as ML          # MATLAB's layers beyond the core
-from attnlab.matlab import vit_layers as VL
+from attnlab.matlab import mlayers as ML          # MATLAB's image-sequence layers
 from attnlab.spec import Spec
 
 from helpers import concrete, data_for, single_layer_net
@@ -84,22 +83,22 @@ CASES = {
     "Pick": [(lambda: Pick([1, 0, 0], n_in=2), {"in1": seq(4), "in2": feat(3)}, 0)],
     "SequenceInput": [], "ImageInput": [], "FeatureInput": [],   # exercised by every case above
     "Network": [],                                               # tests/test_network.py
-    "InputNormalization": [(lambda: ML.InputNormalization("zscore"), {"in": seq(3)}, 0),
-                           (lambda: ML.InputNormalization("rescale-zero-one", min=0, max=[1, 2]),
+    "InputNormalization": [(lambda: L.InputNormalization("zscore"), {"in": seq(3)}, 0),
+                           (lambda: L.InputNormalization("rescale-zero-one", min=0, max=[1, 2]),
                             {"in": img(2, 3, 3)}, 0)],
-    "Pool1d": [(lambda: ML.Pool1d("max", 2, 2), {"in": seq(3)}, 0),
-               (lambda: ML.Pool1d("average", 3, 1, "same"), {"in": seq(3)}, 0)],
-    "Scaling": [(lambda: ML.Scaling([1, 2, 3], 0.5), {"in": seq(3)}, 0)],
-    "Identity": [(lambda: ML.Identity(), {"in": feat(3)}, 0)],
-    "GroupedConv2d": [(lambda: ML.GroupedConv2d(3, 2, None, padding="same"), {"in": img(4, 5, 5)}, 80),
-                      (lambda: ML.GroupedConv2d(3, 3, 2, stride=2), {"in": img(4, 5, 5)}, 114)],
-    "PatchEmbedding": [(lambda: VL.PatchEmbedding((2, 2), 5), {"in": img(3, 4, 4)}, 65),
-                       (lambda: VL.PatchEmbedding(2, 5, "row-major"), {"in": img(3, 4, 6)}, 65)],
-    "EmbeddingConcatenation": [(lambda: VL.EmbeddingConcatenation(), {"in": seq(3)}, 3)],
-    "Swish": [(lambda: VL.Swish(), {"in": seq(3)}, 0)],
-    "TanhGELU": [(lambda: VL.TanhGELU(), {"in": img(2, 3, 3)}, 0)],
-    "SpatialDropout": [(lambda: ML.SpatialDropout(0.3), {"in": seq(3)}, 0),
-                       (lambda: ML.SpatialDropout(0.5), {"in": img(2, 3, 3)}, 0)],
+    "Pool1d": [(lambda: L.Pool1d("max", 2, 2), {"in": seq(3)}, 0),
+               (lambda: L.Pool1d("average", 3, 1, "same"), {"in": seq(3)}, 0)],
+    "Scaling": [(lambda: L.Scaling([1, 2, 3], 0.5), {"in": seq(3)}, 0)],
+    "Identity": [(lambda: L.Identity(), {"in": feat(3)}, 0)],
+    "GroupedConv2d": [(lambda: L.GroupedConv2d(3, 2, None, padding="same"), {"in": img(4, 5, 5)}, 80),
+                      (lambda: L.GroupedConv2d(3, 3, 2, stride=2), {"in": img(4, 5, 5)}, 114)],
+    "PatchEmbedding": [(lambda: L.PatchEmbedding((2, 2), 5), {"in": img(3, 4, 4)}, 65),
+                       (lambda: L.PatchEmbedding(2, 5, "row-major"), {"in": img(3, 4, 6)}, 65)],
+    "EmbeddingConcatenation": [(lambda: L.EmbeddingConcatenation(), {"in": seq(3)}, 3)],
+    "Swish": [(lambda: L.Swish(), {"in": seq(3)}, 0)],
+    "TanhGELU": [(lambda: L.TanhGELU(), {"in": img(2, 3, 3)}, 0)],
+    "SpatialDropout": [(lambda: L.SpatialDropout(0.3), {"in": seq(3)}, 0),
+                       (lambda: L.SpatialDropout(0.5), {"in": img(2, 3, 3)}, 0)],
     "FrameFlatten": [(lambda: ML.FrameFlatten((2, 2, 1)), {"in": seq(4)}, 0)],
     # folding puts the time steps into the batch (B·T images from a B-batch), which this
     # contract's batch-B shapes cannot express: the pair runs the same checks together in

@@ -1,29 +1,34 @@
 """attnlab's layers: small descriptions with ports, a size rule and a module factory."""
 from .attention import (Attention, AttentionPool1d, ImageToSequence, MultiHeadAttention,
                         SelfAttention)
+from .activations import Swish, TanhGELU
 from .base import LAYER_TYPES, Layer
 from .combine import Addition, Concatenation, Multiplication
-from .conv import Conv1d, Conv2d
-from .dense import GELU, Dense, Dropout, LeakyReLU, ReLU, Sigmoid, Softmax, Tanh
+from .conv import Conv1d, Conv2d, GroupedConv2d
+from .dense import GELU, Dense, Dropout, LeakyReLU, ReLU, Sigmoid, Softmax, SpatialDropout, Tanh
 from .embedding import Embedding
 from .inputs import FeatureInput, ImageInput, SequenceInput
 from .module import Module
-from .normalization import BatchNorm, LayerNorm
+from .normalization import BatchNorm, InputNormalization, LayerNorm
 from .position import PositionEmbedding, SinusoidalPositionEncoding
 from .pooling import (AvgPool2d, Flatten, GlobalAvgPool1d, GlobalAvgPool2d, GlobalMaxPool1d,
-                      GlobalMaxPool2d, Index1d, MaxPool2d)
+                      GlobalMaxPool2d, Index1d, MaxPool2d, Pool1d)
 from .recurrent import GRU, LSTM
+from .scaling import Identity, Scaling
+from .vision import EmbeddingConcatenation, PatchEmbedding
 
 __all__ = [
     "Layer", "LAYER_TYPES",
     "SequenceInput", "ImageInput", "FeatureInput",
-    "Dense", "ReLU", "LeakyReLU", "GELU", "Tanh", "Sigmoid", "Softmax", "Dropout",
-    "Conv1d", "Conv2d", "LSTM", "GRU", "LayerNorm", "BatchNorm",
-    "MaxPool2d", "AvgPool2d", "GlobalAvgPool1d", "GlobalMaxPool1d", "GlobalAvgPool2d",
+    "Dense", "ReLU", "LeakyReLU", "GELU", "TanhGELU", "Swish", "Tanh", "Sigmoid", "Softmax",
+    "Dropout", "SpatialDropout", "Scaling", "Identity",
+    "Conv1d", "Conv2d", "GroupedConv2d", "LSTM", "GRU", "LayerNorm", "BatchNorm",
+    "InputNormalization", "Pool1d", "MaxPool2d", "AvgPool2d", "GlobalAvgPool1d", "GlobalMaxPool1d", "GlobalAvgPool2d",
     "GlobalMaxPool2d", "Flatten", "Index1d",
     "Addition", "Concatenation", "Multiplication", "Embedding",
     "Attention", "SelfAttention", "MultiHeadAttention", "AttentionPool1d", "ImageToSequence",
-    "PositionEmbedding", "SinusoidalPositionEncoding", "Module",
+    "PositionEmbedding", "SinusoidalPositionEncoding", "PatchEmbedding",
+    "EmbeddingConcatenation", "Module",
 ]
 
 

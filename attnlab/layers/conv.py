@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -258,3 +259,70 @@ class _Conv1dModule(nn.Conv1d):
         lengths = mask.sum(1)
         starts = torch.arange(y.shape[1], device=y.device) * layer.stride - before
         return y, starts.unsqueeze(0) < lengths.unsqueeze(1)
+
+
+class GroupedConv2d(Conv2d):
+    """Grouped 2-D convolution [groupedConvolution2dLayer]: the C input channels split
+    into `groups` groups, each convolved with `filters_per_group` filters of its own.
+
+    Parameters
+    ----------
+    kernel : int or (int, int)
+        The filter size.
+    filters_per_group : int
+        The filters of each group, ≥ 1.
+    groups : int, optional
+        The number of groups, dividing C; None: one per channel (MATLAB's "channel-wise").
+    stride, padding, dilation
+        As `Conv2d`.
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×(groups·filters_per_group)×H'×W', H' and W' as `Conv2d`
+    """
+
+    stem = "groupedconv"
+
+    def __init__(self, kernel: Any, filters_per_group: int, groups: int | None = None,
+                 stride: Any = 1, padding: Any = "valid", dilation: Any = 1,
+                 name: str | None = None):
+        if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int)
+                                   or groups < 1):
+            raise ArgumentError(f"layer '{name}': expected numGroups to be an integer ≥ 1 or "
+                                f"\"channel-wise\", received {groups!r}.")
+        super().__init__(kernel, filters_per_group, stride, padding, dilation, name=name)
+        self.filters_per_group, self.groups = self.filters, groups
+
+    def config(self) -> dict:
+        c = super().config()
+        c.pop("filters", None)
+        c.pop("bias", None)
+        return c
+
+    def _groups(self, channels):
+        return channels if self.groups is None else self.groups
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        self.require(s, "in", ("BCSS",), "groupedConvolution2dLayer works on images.")
+        c = s.channels
+        g = self._groups(c)
+        if c is not None and c % g:
+            raise self.error(SizeError, "in", f"expected a number of channels divisible by "
+                             f"numGroups {g}, received {s}. Use numGroups that divides {c}, "
+                             "or \"channel-wise\".")
+        hw = self._out_hw(s, "filter size", "Use Padding=\"same\" or a smaller filter.")
+        return Spec.image(None if c is None else g * self.filters_per_group, *hw)
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        cin = int(specs["in"].channels or 0)     # known once the network builds its modules
+        g = self._groups(cin)
+        out = g * self.filters_per_group
+        if self.padding == "same" and self.stride == (1, 1):
+            return nn.Conv2d(cin, out, self.kernel, 1, "same", self.dilation, groups=g)
+        if self.padding == "same":
+            return _SameStridedConv2d(cin, out, self.kernel, self.stride, 0, self.dilation,
+                                      groups=g)
+        pad = (0, 0) if self.padding == "valid" else self.padding
+        return nn.Conv2d(cin, out, self.kernel, self.stride, pad, self.dilation, groups=g)

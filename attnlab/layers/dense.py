@@ -1,6 +1,7 @@
 """Dense layers, activations and dropout."""
 from __future__ import annotations
 
+import torch
 from torch import nn
 from torch.nn import functional as F
 
@@ -189,3 +190,48 @@ class Dropout(_Elementwise):
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         return nn.Dropout(self.p)
+
+
+class SpatialDropout(Layer):
+    """Zeroes whole channels with probability `p` during training — each channel of
+    each observation over all its time steps or pixels — and scales the others by 1/(1 − p);
+    the identity in evaluation [spatialDropoutLayer].
+
+    Parameters
+    ----------
+    p : float
+        The probability of zeroing a channel, in [0, 1).
+
+    Shape
+    -----
+    - `in`: B×T×C, B×C×H×W or B×C
+    - `out`: the same spec
+    """
+
+    stem = "spatialdrop"
+
+    def __init__(self, p: float = 0.5, name: str | None = None):
+        super().__init__(name)
+        self.p = check.probability(self, "p", p)
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        return specs["in"]
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        s = specs["in"]
+        return _SpatialDropout(self.p, s.labels.index("C") if "C" in s.labels else
+                               len(s.labels) - 1)
+
+
+class _SpatialDropout(nn.Module):
+    def __init__(self, p: float, cdim: int):
+        super().__init__()
+        self.p, self.cdim = p, cdim
+
+    def forward(self, x):
+        if not self.training or self.p == 0:
+            return x
+        shape = [1] * x.dim()
+        shape[0], shape[self.cdim] = x.shape[0], x.shape[self.cdim]
+        keep = (torch.rand(shape, device=x.device) >= self.p).to(x.dtype)
+        return x * keep / (1.0 - self.p)

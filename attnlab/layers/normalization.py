@@ -1,11 +1,16 @@
 """Normalisation layers."""
 from __future__ import annotations
 
+from typing import cast
+
+import torch
 from torch import nn
 
+from ..errors import ArgumentError, SizeError
 from ..spec import Spec
 from . import _checks as check
 from .base import Layer
+from .scaling import Values, _floats
 
 
 class _Norm(Layer):
@@ -98,3 +103,107 @@ class BatchNorm(_Norm):
 class _SequenceBatchNorm(nn.BatchNorm1d):
     def forward(self, x):
         return super().forward(x.transpose(1, 2)).transpose(1, 2)  # B×T×C → B×C×T → B×T×C
+
+
+NORMALIZATIONS = ("none", "zerocenter", "zscore", "rescale-symmetric", "rescale-zero-one")
+
+
+class InputNormalization(Layer):
+    """Normalises its input per channel, as MATLAB's input layers do with `Normalization`
+    [imageInputLayer(..., Normalization=...)]: "zerocenter" x − μ, "zscore" (x − μ)/σ,
+    "rescale-symmetric" 2(x − min)/(max − min) − 1, "rescale-zero-one" (x − min)/(max − min).
+    The statistics are buffers, computed from the training data when training starts unless
+    given. Placed right after an input layer.
+
+    Parameters
+    ----------
+    method : str
+        "zerocenter", "zscore", "rescale-symmetric" or "rescale-zero-one".
+    mean, std, min, max : float or sequence of float, optional
+        The statistics: a scalar or one per channel; computed from the training data when
+        not given.
+
+    Shape
+    -----
+    - `in`: any spec with a channel axis (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+    """
+
+    stem = "normalization"
+    time_local = True
+
+    def __init__(self, method: str = "zscore", mean: Values | None = None,
+                 std: Values | None = None, min: Values | None = None, max: Values | None = None,
+                 name: str | None = None):
+        super().__init__(name)
+        if not isinstance(method, str) or method.lower() not in NORMALIZATIONS[1:]:
+            raise ArgumentError(f"layer '{name}': expected Normalization among "
+                                f"{', '.join(NORMALIZATIONS)}, received {method!r}.")
+        self.method = method.lower()
+        self.mean, self.std = _floats(self, "Mean", mean), _floats(self, "StandardDeviation", std)
+        self.min, self.max = _floats(self, "Min", min), _floats(self, "Max", max)
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        for what, v in (("Mean", self.mean), ("StandardDeviation", self.std), ("Min", self.min),
+                        ("Max", self.max)):
+            if v is not None and len(v) not in (1, s.channels or len(v)):
+                raise self.error(SizeError, "in", f"expected {what} with 1 or {s.channels} values "
+                                 f"(one per channel), received {len(v)}.")
+        return s
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        s = specs["in"]
+        # built after inference from an input layer, whose channels are known
+        return _Normalize(self, cast(int, s.channels), s.labels.index("C") if "C" in s.labels else -1,
+                          len(s.labels))
+
+
+class _Normalize(nn.Module):
+    mean: torch.Tensor                     # buffers (registered below by name)
+    std: torch.Tensor
+    min: torch.Tensor
+    max: torch.Tensor
+    fitted: torch.Tensor
+
+    def __init__(self, layer: InputNormalization, channels: int, cdim: int, ndim: int):
+        super().__init__()
+        self.method, self.cdim, self.ndim = layer.method, cdim % ndim, ndim
+        given = {"mean": (layer.mean, 0.0), "std": (layer.std, 1.0), "min": (layer.min, 0.0),
+                 "max": (layer.max, 1.0)}
+        for key, (vals, default) in given.items():
+            t = torch.full((channels,), default) if vals is None else \
+                torch.tensor(vals, dtype=torch.float32).expand(channels).clone()
+            self.register_buffer(key, t)
+        # 1 once the statistics are known (given, or computed from training data)
+        needed = {"zerocenter": [layer.mean], "zscore": [layer.mean, layer.std]}.get(
+            layer.method, [layer.min, layer.max])
+        self.register_buffer("fitted", torch.tensor(float(all(v is not None for v in needed))))
+
+    def _shape(self, t):
+        shape = [1] * self.ndim
+        shape[self.cdim] = -1
+        return t.view(shape)
+
+    def forward(self, x):
+        if self.method == "zerocenter":
+            return x - self._shape(self.mean)
+        if self.method == "zscore":
+            return (x - self._shape(self.mean)) / self._shape(self.std)
+        span = self._shape(self.max - self.min)
+        y = (x - self._shape(self.min)) / span
+        return 2 * y - 1 if self.method == "rescale-symmetric" else y
+
+    @torch.no_grad()
+    def fit(self, x: torch.Tensor) -> None:
+        """Statistics per channel from all observations (and time steps, pixels) of `x`, whose
+        channel axis is the last one (a U×C matrix of valid units)."""
+        x = x.to(self.mean.device, self.mean.dtype)
+        if self.method in ("zerocenter", "zscore"):
+            self.mean.copy_(x.mean(0))
+            self.std.copy_(x.std(0, unbiased=False).clamp_min(torch.finfo(x.dtype).eps))
+        else:
+            lo, hi = x.amin(0), x.amax(0)
+            self.min.copy_(lo)
+            self.max.copy_(torch.where(hi > lo, hi, lo + 1))   # a constant channel maps to 0
+        self.fitted.fill_(1.0)

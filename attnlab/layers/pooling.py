@@ -1,8 +1,12 @@
 """Pooling, flattening and indexing: the layers that reduce space or time."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import numpy as np
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from ..errors import ArgumentError, DataError, FormatError, SizeError
 from ..spec import Spec
@@ -301,3 +305,106 @@ class _Index1d(nn.Module):
             return x[:, -1]
         last = (lengths_of(mask) - 1).clamp(min=0)                # B
         return x[torch.arange(x.shape[0], device=x.device), last]  # B×C
+
+
+def _pad_pair(layer, padding):
+    if isinstance(padding, str):
+        if padding.lower() != "same":
+            raise ArgumentError(f"layer '{layer.name}': expected Padding \"same\", a number or "
+                                f"[before after], received {padding!r}.")
+        return "same"
+    vals = padding.tolist() if hasattr(padding, "tolist") else padding
+    vals = vals if isinstance(vals, (list, tuple)) else [vals]
+    if len(vals) == 1:
+        vals = [vals[0], vals[0]]
+    if len(vals) != 2 or any(int(v) != v or v < 0 for v in vals):
+        raise ArgumentError(f"layer '{layer.name}': expected Padding as p or [before after] "
+                            f"(integers ≥ 0), received {padding!r}.")
+    return [int(v) for v in vals]
+
+
+class Pool1d(Layer):
+    """Max or average pooling over time [maxPooling1dLayer, averagePooling1dLayer]. Padded
+    steps of shorter sequences never win a max nor leak into valid steps; the mask follows the
+    new length.
+
+    Parameters
+    ----------
+    mode : str
+        "max" or "average".
+    pool_size : int
+        The number of steps pooled, ≥ 1.
+    stride : int
+        The step between pools, ≥ 1 (default 1, as MATLAB).
+    padding : int, [before, after] or "same"
+        Zero steps added before and after (default 0); "same" keeps ⌈T/stride⌉ steps.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×T'×C, T' = (T + before + after − pool_size) // stride + 1
+    """
+
+    stem = "pool1d"
+    uses_mask = True
+    returns_mask = True
+
+    def __init__(self, mode: str, pool_size: int, stride: int = 1,
+                 padding: int | str | Sequence[int] | np.ndarray = 0,
+                 name: str | None = None):
+        super().__init__(name)
+        if mode not in ("max", "average"):
+            raise ArgumentError(f"layer '{name}': expected mode 'max' or 'average', received {mode!r}.")
+        self.mode = mode
+        for what, v in (("poolSize", pool_size), ("Stride", stride)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ArgumentError(f"layer '{name}': expected {what} to be an integer ≥ 1, "
+                                    f"received {v!r}.")
+        self.pool_size, self.stride = pool_size, stride
+        self.padding = _pad_pair(self, padding)
+
+    def _pads(self, t):
+        if self.padding == "same":
+            total = max((-(-t // self.stride) - 1) * self.stride + self.pool_size - t, 0)
+            return total // 2, total - total // 2
+        return tuple(self.padding)
+
+    def _length(self, t):
+        before, after = self._pads(t)
+        return (t + before + after - self.pool_size) // self.stride + 1
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        self.require(s, "in", ("BTC",), "1-D pooling works on sequences; use maxPooling2dLayer "
+                     "for images.")
+        t = None if s.time is None else self._length(s.time)
+        if t is not None and t < 1:
+            raise self.error(SizeError, "in", f"expected a sequence of at least {self.pool_size} "
+                             f"steps, received {s}. Use Padding=\"same\" or a smaller pool size.")
+        return Spec("BTC", (None, t, s.channels))
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _Pool1d(self)
+
+
+class _Pool1d(nn.Module):
+    def __init__(self, layer: Pool1d):
+        super().__init__()
+        self._layer = (layer,)  # a tuple keeps the description out of the module tree
+
+    def forward(self, x, masks=(None,)):
+        layer, mask = self._layer[0], masks[0]
+        fill = float("-inf") if layer.mode == "max" else 0.0
+        if mask is not None:
+            x = x.masked_fill(~mask.unsqueeze(-1), fill)
+        t = x.shape[1]
+        before, after = layer._pads(t)
+        y = F.pad(x.transpose(1, 2), (before, after), value=fill)         # B×C×T
+        pool = F.max_pool1d if layer.mode == "max" else F.avg_pool1d
+        y = pool(y, layer.pool_size, layer.stride).transpose(1, 2)        # B×T'×C
+        if mask is None:
+            return y, None
+        lengths = mask.sum(1)
+        starts = torch.arange(y.shape[1], device=y.device) * layer.stride - before
+        valid = starts.unsqueeze(0) < lengths.unsqueeze(1)
+        return y.masked_fill(~valid.unsqueeze(-1), 0.0), valid

@@ -74,12 +74,15 @@ from .data import *  # noqa: F401,F403
 from .data import __all__ as _data_names
 from .factors import *  # noqa: F401,F403
 from .factors import __all__ as _factor_names
-from .mlayers import (FrameFlatten, GroupedConv2d, InputNormalization, Pool1d, Scaling, Identity,
-                      SequenceFolding, SequenceUnfolding, SpatialDropout)
+from .mlayers import FrameFlatten, SequenceFolding, SequenceUnfolding
+# generic layer types the MATLAB functions make, defined in attnlab.layers
+from ..layers import (EmbeddingConcatenation, GroupedConv2d, Identity, InputNormalization,
+                      PatchEmbedding, Pool1d, Scaling, SpatialDropout, Swish, TanhGELU)
 from .interpreter import ScriptError, run_code, run_file
 from .reader import LimitError, Limits
 
 __all__ = [*_layer_names, *_utility_names, *_data_names, *_factor_names, *_extra_names, *_network_names, *_training_names, "MatlabNote", "ScriptError",
            "InputNormalization", "Pool1d", "Scaling", "Identity", "GroupedConv2d",
-           "SpatialDropout", "FrameFlatten", "SequenceFolding", "SequenceUnfolding",
+           "SpatialDropout", "PatchEmbedding", "EmbeddingConcatenation", "Swish", "TanhGELU",
+           "FrameFlatten", "SequenceFolding", "SequenceUnfolding",
            "run_code", "run_file", "Limits", "LimitError"]

@@ -14,11 +14,10 @@ from ..errors import ArgumentError
 from ..network import Network
 from ._options import _as_list, _flag, _int, _ints, _is_vector, _parse
 from ._types import Size
-from .mlayers import SpatialDropout
+from ..layers import (EmbeddingConcatenation, GroupedConv2d, Identity, PatchEmbedding, Pool1d,
+                      Scaling, SpatialDropout, Swish)
 from .layers import LayerArray
-from .mlayers import (GroupedConv2d, Identity, Pool1d, Scaling, SequenceFolding,
-                      SequenceUnfolding)
-from .vit_layers import EmbeddingConcatenation, PatchEmbedding, Swish
+from .mlayers import SequenceFolding, SequenceUnfolding
 
 __all__ = ["maxPooling1dLayer", "averagePooling1dLayer", "inputLayer", "functionLayer",
            "identityLayer", "networkLayer", "scalingLayer", "patchEmbeddingLayer",

@@ -1,0 +1,122 @@
+"""Layers of vision transformers: the patch embedding of an image and the class token.
+
+attnlab keeps the patches of an image as a sequence B×T×C, which is what `SelfAttention`,
+`PositionEmbedding` and `Index1d` read.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..errors import ArgumentError, SizeError
+from ..spec import Spec
+from .base import Layer
+
+_FLATTEN = ("column-major", "row-major")
+
+
+class PatchEmbedding(Layer):
+    """Image → the sequence of its patches [patchEmbeddingLayer]: a convolution with
+    kernel and stride `patch_size` (learnables Weights P(1)×P(2)×C×D and Bias D, as MATLAB),
+    then the (H/P(1))·(W/P(2)) patch positions as time steps.
+
+    Parameters
+    ----------
+    patch_size : int or (int, int)
+        The patch height and width; they must divide the image's.
+    output_size : int
+        D, the channels of each step.
+    flatten_mode : str
+        The order of the patch positions: "column-major" (down each column first, MATLAB's
+        default) or "row-major" (along each row first).
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×T×D, T = (H/P(1))·(W/P(2))
+    """
+
+    stem = "embedding"
+
+    def __init__(self, patch_size=(16, 16), output_size: int = 768,
+                 flatten_mode: str = "column-major", name: str | None = None):
+        super().__init__(name)
+        sizes = list(patch_size) if isinstance(patch_size, (list, tuple)) else [patch_size] * 2
+        if len(sizes) != 2 or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
+                                  for v in sizes):
+            raise ArgumentError(f"layer '{name}': expected patchSize as a positive integer or "
+                                f"[height width], received {patch_size!r}.")
+        if isinstance(output_size, bool) or not isinstance(output_size, int) or output_size < 1:
+            raise ArgumentError(f"layer '{name}': expected outputSize to be an integer ≥ 1, "
+                                f"received {output_size!r}.")
+        if flatten_mode not in _FLATTEN:
+            raise ArgumentError(f"layer '{name}': expected SpatialFlattenMode among "
+                                f"{', '.join(_FLATTEN)}, received {flatten_mode!r}.")
+        self.patch_size, self.output_size, self.flatten_mode = tuple(sizes), output_size, flatten_mode
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BCSS",), "patchEmbeddingLayer takes images (imageInputLayer).")
+        _, h, w = s.sizes[1:]
+        ph, pw = self.patch_size
+        if (h is not None and h % ph) or (w is not None and w % pw):
+            raise self.error(SizeError, "in", f"expected height and width divisible by the patch "
+                             f"size {ph}×{pw}, received {s}. Use a patch size that divides both, "
+                             "or resize the images.")
+        t = None if None in (h, w) else (h // ph) * (w // pw)
+        return Spec.sequence(self.output_size, t)
+
+    def build(self, specs):
+        return _PatchEmbedding(specs["in"].channels, self.output_size, self.patch_size,
+                               self.flatten_mode == "column-major")
+
+
+class _PatchEmbedding(nn.Conv2d):
+    def __init__(self, channels, out, patch, column_major):
+        super().__init__(channels, out, patch, stride=patch)
+        self.column_major = column_major
+
+    def forward(self, x):
+        y = super().forward(x)                           # B×D×h×w
+        if self.column_major:
+            y = y.transpose(2, 3)                        # positions down each column first
+        return y.flatten(2).transpose(1, 2)              # B×(h·w)×D
+
+
+class EmbeddingConcatenation(Layer):
+    """Prepends one learned vector (MATLAB's Weights, C×1: the class token) to
+    every sequence [embeddingConcatenationLayer]. The mask gains the new first step.
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×(T+1)×C
+    """
+
+    stem = "embed_concat"
+    uses_mask = True
+    returns_mask = True
+
+    def infer(self, specs):
+        s = specs["in"]
+        self.require(s, "in", ("BTC",), "embeddingConcatenationLayer prepends a step to a "
+                     "sequence (e.g. the patches from patchEmbeddingLayer).")
+        return Spec.sequence(s.channels, None if s.time is None else s.time + 1)
+
+    def build(self, specs):
+        return _Prepend(specs["in"].channels)
+
+
+class _Prepend(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        # MATLAB's default WeightsInitializer for this layer is "narrow-normal"
+        self.weight = nn.Parameter(torch.randn(channels) * 0.01)
+
+    def forward(self, x, masks=(None,)):
+        token = self.weight.to(x.dtype).expand(x.shape[0], 1, -1)
+        y = torch.cat([token, x], dim=1)
+        mask = masks[0]
+        if mask is None:
+            return y, None
+        return y, torch.cat([mask.new_ones(mask.shape[0], 1), mask], dim=1)
