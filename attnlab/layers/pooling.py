@@ -336,8 +336,9 @@ class Pool1d(Layer):
         The number of steps pooled, ≥ 1.
     stride : int
         The step between pools, ≥ 1 (default 1, as MATLAB).
-    padding : int, [before, after] or "same"
-        Zero steps added before and after (default 0); "same" keeps ⌈T/stride⌉ steps.
+    padding : int, sequence of int or str
+        Steps added before and after: p (both), (before, after), or "same", which keeps
+        ⌈T/stride⌉ steps (default 0). Padded steps never win a max and average as zeros.
 
     Shape
     -----
