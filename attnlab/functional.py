@@ -29,6 +29,7 @@ from .errors import FormatError, SizeError
 __all__ = [
     "attention",
     "naive_attention",
+    "AttentionModule",
     "MultiHeadAttentionModule",
     "SelfAttentionModule",
     "AttentionPoolModule",
@@ -367,7 +368,98 @@ def _init_linear(lin: nn.Linear) -> None:
         nn.init.zeros_(lin.bias)
 
 
-class MultiHeadAttentionModule(nn.Module):
+_UNSET: Any = object()   # "the module's own setting" for a keyword left out
+
+
+def _key_mask(key_padding_mask, port_mask, mask_port):
+    """The key padding mask (B×Tk, True = attend): the explicit one AND the key sequence's
+    padding (`masks=`) AND the optional `mask` port (B×Tk or B×Tk×C, nonzero = attend)."""
+    key_mask = key_padding_mask
+    if port_mask is not None:
+        key_mask = port_mask if key_mask is None else key_mask & port_mask
+    if mask_port:
+        m = mask_port[0]
+        m = (m[..., 0] if m.dim() == 3 else m) != 0                          # B×Tk×C → B×Tk
+        key_mask = m if key_mask is None else key_mask & m
+    return key_mask
+
+
+class AttentionModule(nn.Module):
+    """Attention without learnables, as the `Attention` layer builds it:
+    `B×Tq×Ck, B×Tk×Ck, B×Tk×Cv (, mask B×Tk) → B×Tq×Cv` (plus `B×H×Tq×Tk` weights when
+    `need_weights`).
+
+    The stages every attention module shares, which streaming reuses one by one:
+    `project_q(x)`, `project_kv(key, value)`, `transform_qk(q, k, q_pos, k_pos)` (identity here:
+    the place for a position-dependent map of queries and keys such as a rotary embedding) and
+    `attend(q, k, v, …)` (the attention and the output map). `forward(query, key, value,
+    *mask_port, masks=…)` follows the plan's calling convention: ports positional, the input
+    sequences' padding masks by keyword; `key_padding_mask`, `attention_mask`,
+    `causal_alignment` and `need_weights` override the module's settings for one call.
+    """
+
+    def __init__(self, num_heads: int, scale="auto", dropout: float = 0.0,
+                 attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
+                 need_weights: bool = False, num_kv_heads: Optional[int] = None):
+        super().__init__()
+        name = type(self).__name__
+        self.num_heads = rules.num_heads(name, num_heads)
+        self.num_kv_heads = rules.num_kv_heads(name, num_kv_heads, self.num_heads, SizeError) \
+            or self.num_heads
+        self.scale = rules.scale(name, scale)
+        self.dropout = rules.dropout(name, dropout)
+        self.attention_mask = rules.attention_mask(name, attention_mask)
+        self.causal_alignment = rules.causal_alignment(name, causal_alignment)
+        self.scores = rules.flag(name, "need_weights", need_weights)   # weights by default
+
+    def _gqa(self) -> Optional[int]:
+        return None if self.num_kv_heads == self.num_heads else self.num_kv_heads
+
+    def project_q(self, x: Tensor) -> Tensor:
+        return x
+
+    def project_kv(self, key: Tensor, value: Tensor) -> Tuple[Tensor, Tensor]:
+        return key, value
+
+    def transform_qk(self, q: Tensor, k: Tensor, q_pos: Union[int, Tensor],
+                     k_pos: Union[int, Tensor]) -> Tuple[Tensor, Tensor]:
+        """Queries B×Tq×Ck and keys B×Tk×Ckv after projection, before attention. `q_pos` and
+        `k_pos` are the absolute positions of their steps: an int (the first step's position,
+        the others follow one by one) or a 1-D tensor with one position per step. Identity
+        here; override it for position-dependent maps (a rotary embedding). The full forward
+        passes 0, 0; a stream passes the steps' positions in the stream."""
+        return q, k
+
+    def output_map(self, y: Tensor) -> Tensor:
+        return y
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Optional[Tensor] = None,
+               attention_mask: MaskArg = None, causal_alignment: str = "top-left",
+               need_weights: bool = False):
+        """Attention of projected (and transformed) q, k, v, then the output map."""
+        r = _attention(q, k, v, self.num_heads, self.scale, key_padding_mask, attention_mask,
+                       causal_alignment, self.dropout, need_weights, self.training, self._gqa())
+        if need_weights:
+            return self.output_map(r[0]), r[1]
+        return self.output_map(r)
+
+    def _settings(self, attention_mask, causal_alignment, need_weights):
+        return (self.attention_mask if attention_mask is _UNSET else attention_mask,
+                self.causal_alignment if causal_alignment is None else causal_alignment,
+                self.scores if need_weights is None else need_weights)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, *mask_port: Tensor,
+                masks=None, key_padding_mask: Optional[Tensor] = None,
+                attention_mask: MaskArg = _UNSET, causal_alignment: Optional[str] = None,
+                need_weights: Optional[bool] = None):
+        kpm = _key_mask(key_padding_mask, masks[1] if masks else None, mask_port)
+        am, align, nw = self._settings(attention_mask, causal_alignment, need_weights)
+        k, v = self.project_kv(key, value)
+        q, k = self.transform_qk(self.project_q(query), k, 0, 0)
+        return self.attend(q, k, v, kpm, am, align, nw)
+
+
+class MultiHeadAttentionModule(AttentionModule):
     """Multi-head (cross-)attention with learned projections.
 
     `B×Tq×Cq, B×Tk×Ck_in, B×Tk×Cv_in → B×Tq×Cout` (plus `B×H×Tq×Tk` weights on request).
@@ -377,19 +469,21 @@ class MultiHeadAttentionModule(nn.Module):
     num_kv_heads·dv) and `output` (value_channels→Cout); weights are out×in, so they copy
     to and from `torch.nn.MultiheadAttention` and MATLAB's QueryWeights… directly
     (docs/attention.md). `value_channels` defaults to `key_channels`, Cout to Cq.
+    The stages and the calling convention are those of `AttentionModule`.
     """
 
     def __init__(self, query_channels: int, key_channels_in: int, value_channels_in: int,
                  num_heads: int, key_channels: int, value_channels: Optional[int] = None,
                  output_channels: Optional[int] = None, num_kv_heads: Optional[int] = None,
-                 scale="auto", dropout: float = 0.0, bias: bool = True):
-        super().__init__()
+                 scale="auto", dropout: float = 0.0, bias: bool = True,
+                 attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
+                 need_weights: bool = False):
         value_channels = key_channels if value_channels is None else value_channels
         output_channels = query_channels if output_channels is None else output_channels
         kv = _check_module_heads(type(self).__name__, num_heads, num_kv_heads, key_channels,
                                  value_channels)
-        self.num_heads, self.num_kv_heads = num_heads, kv
-        self.scale, self.dropout = scale, dropout
+        super().__init__(num_heads, scale, dropout, attention_mask, causal_alignment,
+                         need_weights, kv)
         kv_key = key_channels // num_heads * kv
         kv_value = value_channels // num_heads * kv
         self.query = nn.Linear(query_channels, key_channels, bias=bias)
@@ -402,18 +496,14 @@ class MultiHeadAttentionModule(nn.Module):
         for lin in (self.query, self.key, self.value, self.output):
             _init_linear(lin)
 
-    def _gqa(self) -> Optional[int]:
-        return None if self.num_kv_heads == self.num_heads else self.num_kv_heads
+    def project_q(self, x: Tensor) -> Tensor:
+        return self.query(x)
 
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, *,
-                key_padding_mask: Optional[Tensor] = None, attention_mask: MaskArg = None,
-                causal_alignment: str = "top-left", need_weights: bool = False):
-        r = _attention(self.query(query), self.key(key), self.value(value), self.num_heads,
-                      self.scale, key_padding_mask, attention_mask, causal_alignment,
-                      self.dropout, need_weights, self.training, self._gqa())
-        if need_weights:
-            return self.output(r[0]), r[1]
-        return self.output(r)
+    def project_kv(self, key: Tensor, value: Tensor) -> Tuple[Tensor, Tensor]:
+        return self.key(key), self.value(value)
+
+    def output_map(self, y: Tensor) -> Tensor:
+        return self.output(y)
 
 
 class SelfAttentionModule(MultiHeadAttentionModule):
@@ -421,19 +511,38 @@ class SelfAttentionModule(MultiHeadAttentionModule):
 
     The learnables are those of `MultiHeadAttentionModule` with query = key = value input:
     four `nn.Linear` named `query`, `key`, `value`, `output`. The three input projections run
-    as one matmul against their concatenated weights (the parameters stay separate).
+    as one matmul against their concatenated weights (`project_qkv`; the parameters stay
+    separate). `forward(x, *mask_port, masks=…)`: the plan's calling convention.
     """
 
     def __init__(self, channels: int, num_heads: int, key_channels: int,
                  value_channels: Optional[int] = None, output_channels: Optional[int] = None,
                  num_kv_heads: Optional[int] = None, scale="auto", dropout: float = 0.0,
-                 bias: bool = True):
+                 bias: bool = True, attention_mask: Optional[str] = None,
+                 need_weights: bool = False):
         super().__init__(channels, channels, channels, num_heads, key_channels, value_channels,
-                         output_channels, num_kv_heads, scale, dropout, bias)
+                         output_channels, num_kv_heads, scale, dropout, bias, attention_mask,
+                         "top-left", need_weights)
+
+    def fused_qkv(self) -> Tuple[Tensor, Optional[Tensor]]:
+        """The q, k, v weights (and biases) concatenated: one matmul projects all three."""
+        w = torch.cat((self.query.weight, self.key.weight, self.value.weight))
+        b = None if self.query.bias is None else torch.cat(
+            (self.query.bias, self.key.bias, self.value.bias))
+        return w, b
+
+    def project_qkv(self, x: Tensor, fused: Optional[Tuple[Tensor, Optional[Tensor]]] = None):
+        """q, k, v of x in one pass (views of one B×T×(Ck + Ck_kv + Cv_kv) tensor); `fused`:
+        weights from `fused_qkv` made beforehand (a stream makes them once)."""
+        w, b = self.fused_qkv() if fused is None else fused
+        qkv = F.linear(x, w, b)
+        return qkv.split((self.query.out_features, self.key.out_features,
+                          self.value.out_features), dim=-1)
 
     # one input instead of three: a narrower signature than the parent's, by design
-    def forward(self, x: Tensor, *, key_padding_mask: Optional[Tensor] = None,  # type: ignore[override]
-                attention_mask: MaskArg = None, need_weights: bool = False):
+    def forward(self, x: Tensor, *mask_port: Tensor, masks=None,  # type: ignore[override]
+                key_padding_mask: Optional[Tensor] = None, attention_mask: MaskArg = _UNSET,
+                need_weights: Optional[bool] = None):
         if not isinstance(x, Tensor) or x.dim() != 3:
             raise FormatError(
                 f"{type(self).__name__}: input must be B×T×C (3 dimensions), received "
@@ -444,17 +553,11 @@ class SelfAttentionModule(MultiHeadAttentionModule):
                 f"{type(self).__name__}: input has {x.shape[-1]} channels, expected "
                 f"{self.query.in_features}. Give it {self.query.in_features} channels or "
                 f"build the module for {x.shape[-1]}.")
-        ck, ckv = self.query.out_features, self.key.out_features
-        w = torch.cat((self.query.weight, self.key.weight, self.value.weight))
-        b = None if self.query.bias is None else torch.cat(
-            (self.query.bias, self.key.bias, self.value.bias))
-        qkv = F.linear(x, w, b)  # B×T×(Ck + Ck_kv + Cv_kv): one pass over x instead of three
-        q, k, v = qkv.split((ck, ckv, self.value.out_features), dim=-1)  # views, no copies
-        r = _attention(q, k, v, self.num_heads, self.scale, key_padding_mask, attention_mask,
-                      "top-left", self.dropout, need_weights, self.training, self._gqa())
-        if need_weights:
-            return self.output(r[0]), r[1]
-        return self.output(r)
+        kpm = _key_mask(key_padding_mask, masks[0] if masks else None, mask_port)
+        am, _, nw = self._settings(attention_mask, None, need_weights)
+        q, k, v = self.project_qkv(x)
+        q, k = self.transform_qk(q, k, 0, 0)
+        return self.attend(q, k, v, kpm, am, "top-left", nw)
 
 
 class AttentionPoolModule(nn.Module):
@@ -482,8 +585,11 @@ class AttentionPoolModule(nn.Module):
         for lin in (self.key, self.value, self.output):
             _init_linear(lin)
 
-    def forward(self, x: Tensor, *, key_padding_mask: Optional[Tensor] = None,
+    def forward(self, x: Tensor, *, masks=None, key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False):
+        """`masks=(mask,)`: the input's padding (the plan's calling convention), ANDed with
+        `key_padding_mask`."""
+        key_padding_mask = _key_mask(key_padding_mask, masks[0] if masks else None, ())
         if not isinstance(x, Tensor) or x.dim() != 3:
             raise FormatError(
                 f"{type(self).__name__}: input must be B×T×C (3 dimensions), received "

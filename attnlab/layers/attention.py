@@ -4,8 +4,8 @@ from __future__ import annotations
 from torch import nn
 
 from ..errors import FormatError, SizeError
-from ..functional import (AttentionPoolModule, MultiHeadAttentionModule, SelfAttentionModule,
-                          _attention)
+from ..functional import (AttentionModule, AttentionPoolModule, MultiHeadAttentionModule,
+                          SelfAttentionModule)
 from ..spec import Spec
 from .. import attention_rules as rules
 from . import _checks as check
@@ -129,24 +129,8 @@ class Attention(_Heads):
         return out
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
-        return _AttentionModule(self)
-
-
-class _AttentionModule(nn.Module):
-    def __init__(self, layer: Attention):
-        super().__init__()
-        self.num_heads = layer.num_heads
-        self.scale = layer.scale
-        self.causal = layer.attention_mask
-        self.alignment = layer.causal_alignment
-        self.dropout = layer.dropout
-        self.scores = layer.has_scores_output
-
-    def forward(self, q, k, v, *mask_port, masks=(None, None, None)):
-        return _attention(q, k, v, self.num_heads, scale=self.scale,
-                         key_padding_mask=_key_mask(masks[1:], mask_port),
-                         attention_mask=self.causal, causal_alignment=self.alignment,
-                         dropout=self.dropout, need_weights=self.scores, training=self.training)
+        return AttentionModule(self.num_heads, self.scale, self.dropout, self.attention_mask,
+                               self.causal_alignment, self.has_scores_output)
 
 
 # -- shared pieces of the learned attention layers ------------------------------------------
@@ -199,16 +183,6 @@ def _sequence_only(layer, spec, port):
                           "positions into channels). Use ImageToSequence instead of Flatten for "
                           "images, or give attention a sequence.")
     layer.require(spec, port, ("BTC",))
-
-
-def _key_mask(masks, mask_port):
-    """The key padding mask: the key sequence's padding AND the optional mask port."""
-    key_mask = masks[0]
-    if mask_port:
-        m = mask_port[0]
-        m = (m[..., 0] if m.dim() == 3 else m) != 0                          # B×Tk×C → B×Tk
-        key_mask = m if key_mask is None else key_mask & m
-    return key_mask
 
 
 class SelfAttention(_Projected):
@@ -286,7 +260,11 @@ class SelfAttention(_Projected):
         return out
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
-        return _SelfAttentionModule(self, check.known(self, "in", specs["in"].channels))
+        return SelfAttentionModule(check.known(self, "in", specs["in"].channels), self.num_heads,
+                                   self.key_channels, self.value_channels, self.output_channels,
+                                   self.num_kv_heads, self.scale, self.dropout,
+                                   attention_mask=self.attention_mask,
+                                   need_weights=self.has_scores_output)
 
 
 class MultiHeadAttention(_Projected):
@@ -350,7 +328,12 @@ class MultiHeadAttention(_Projected):
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         cq, ck, cv = (check.known(self, p, specs[p].channels) for p in ("query", "key", "value"))
-        return _MultiHeadAttentionModule(self, cq, ck, cv)
+        return MultiHeadAttentionModule(cq, ck, cv, self.num_heads, self.key_channels,
+                                        self.value_channels, self.output_channels,
+                                        self.num_kv_heads, self.scale, self.dropout,
+                                        attention_mask=self.attention_mask,
+                                        causal_alignment=self.causal_alignment,
+                                        need_weights=self.has_scores_output)
 
 
 class AttentionPool1d(_Heads):
@@ -388,7 +371,7 @@ class AttentionPool1d(_Heads):
         return Spec.features(s.channels)
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
-        return _AttentionPoolModule(check.known(self, "in", specs["in"].channels), self.num_heads,
+        return AttentionPoolModule(check.known(self, "in", specs["in"].channels), self.num_heads,
                                     self.dropout)
 
 
@@ -438,38 +421,6 @@ class ImageToSequence(Layer):
 
 
 # -- modules -------------------------------------------------------------------------------
-
-class _SelfAttentionModule(SelfAttentionModule):
-    def __init__(self, layer: SelfAttention, channels: int):
-        super().__init__(channels, layer.num_heads, layer.key_channels, layer.value_channels,
-                         layer.output_channels, layer.num_kv_heads, layer.scale, layer.dropout)
-        self.causal = layer.attention_mask
-        self.scores = layer.has_scores_output
-
-    # the plan's calling convention (ports positional, masks by keyword), not the parent's
-    def forward(self, x, *mask_port, masks=(None,)):  # type: ignore[override]
-        return super().forward(x, key_padding_mask=_key_mask(masks, mask_port),
-                               attention_mask=self.causal, need_weights=self.scores)
-
-
-class _MultiHeadAttentionModule(MultiHeadAttentionModule):
-    def __init__(self, layer: MultiHeadAttention, cq: int, ck: int, cv: int):
-        super().__init__(cq, ck, cv, layer.num_heads, layer.key_channels, layer.value_channels,
-                         layer.output_channels, layer.num_kv_heads, layer.scale, layer.dropout)
-        self.causal = layer.attention_mask
-        self.alignment = layer.causal_alignment
-        self.scores = layer.has_scores_output
-
-    def forward(self, q, k, v, *mask_port, masks=(None, None, None)):  # type: ignore[override]
-        return super().forward(q, k, v, key_padding_mask=_key_mask(masks[1:], mask_port),
-                               attention_mask=self.causal, causal_alignment=self.alignment,
-                               need_weights=self.scores)
-
-
-class _AttentionPoolModule(AttentionPoolModule):
-    def forward(self, x, masks=(None,)):  # type: ignore[override]
-        return super().forward(x, key_padding_mask=masks[0])
-
 
 class _ImageToSequence(nn.Module):
     def __init__(self, p):
