@@ -5,6 +5,9 @@ attnlab keeps the patches of an image as a sequence B×T×C, which is what `Self
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -38,10 +41,11 @@ class PatchEmbedding(Layer):
 
     stem = "embedding"
 
-    def __init__(self, patch_size=(16, 16), output_size: int = 768,
+    def __init__(self, patch_size: int | Sequence[int] = (16, 16), output_size: int = 768,
                  flatten_mode: str = "column-major", name: str | None = None):
         super().__init__(name)
-        sizes = list(patch_size) if isinstance(patch_size, (list, tuple)) else [patch_size] * 2
+        sizes: list[Any] = (list(patch_size) if isinstance(patch_size, (list, tuple))
+                            else [patch_size] * 2)
         if len(sizes) != 2 or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
                                   for v in sizes):
             raise ArgumentError(f"layer '{name}': expected patchSize as a positive integer or "
@@ -52,9 +56,10 @@ class PatchEmbedding(Layer):
         if flatten_mode not in _FLATTEN:
             raise ArgumentError(f"layer '{name}': expected SpatialFlattenMode among "
                                 f"{', '.join(_FLATTEN)}, received {flatten_mode!r}.")
-        self.patch_size, self.output_size, self.flatten_mode = tuple(sizes), output_size, flatten_mode
+        self.patch_size: tuple[int, int] = (int(sizes[0]), int(sizes[1]))
+        self.output_size, self.flatten_mode = output_size, flatten_mode
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BCSS",), "patchEmbeddingLayer takes images (imageInputLayer).")
         _, h, w = s.sizes[1:]
@@ -63,10 +68,10 @@ class PatchEmbedding(Layer):
             raise self.error(SizeError, "in", f"expected height and width divisible by the patch "
                              f"size {ph}×{pw}, received {s}. Use a patch size that divides both, "
                              "or resize the images.")
-        t = None if None in (h, w) else (h // ph) * (w // pw)
+        t = None if h is None or w is None else (h // ph) * (w // pw)
         return Spec.sequence(self.output_size, t)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _PatchEmbedding(specs["in"].channels, self.output_size, self.patch_size,
                                self.flatten_mode == "column-major")
 
@@ -97,13 +102,13 @@ class EmbeddingConcatenation(Layer):
     uses_mask = True
     returns_mask = True
 
-    def infer(self, specs):
+    def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC",), "embeddingConcatenationLayer prepends a step to a "
                      "sequence (e.g. the patches from patchEmbeddingLayer).")
         return Spec.sequence(s.channels, None if s.time is None else s.time + 1)
 
-    def build(self, specs):
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _Prepend(specs["in"].channels)
 
 
