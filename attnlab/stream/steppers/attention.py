@@ -29,7 +29,9 @@ class CachedAttentionStepper(Stepper):
     One new step (decoding) takes a fast path written like a hand-made cache: the new key and
     value copied into their slot of the head-major buffers, scaled_dot_product_attention on
     views of them, no mask (the newest query sees every cached key) and no argument checks.
-    Several new steps (a prefill) go through `attnlab.functional.attention`."""
+    Several new steps (a prefill) go through the module's `attend`. The module's
+    `transform_qk` hook sees every new step's queries and keys with their positions in the
+    stream (the fused one-step path is taken only while the hook is the identity)."""
 
     def __init__(self, module, project, out, num_heads, num_kv_heads, key_channels,
                  value_channels, scale, capacity, refresh=None) -> None:
@@ -51,6 +53,8 @@ class CachedAttentionStepper(Stepper):
         self.fused: dict | None = None
         self.same_heads = not self.gqa and key_channels == value_channels
         self.key_positions: Tensor | None = None       # static shapes: 0…capacity−1
+        # a module whose transform_qk is not the identity: every path calls it
+        self.hooked = _hooked(module)
 
     def reset(self):
         self.cache.reset()
@@ -61,9 +65,13 @@ class CachedAttentionStepper(Stepper):
         m = self.module
         decoding = xs[0].shape[1] == 1 and self.fast and not (m.training and m.dropout)
         f = self.fused
-        if decoding and f is not None and self.same_heads and not _compiling():
+        if decoding and f is not None and self.same_heads and not self.hooked \
+                and not _compiling():
             return self._step_fused(xs[0], f)
         q, k, v = self.project(*xs)
+        if self.hooked:
+            n = self.cache.n                                # the new steps' first position
+            q, k = m.transform_qk(q, k, n, n)
         if decoding:
             return self._step_one(q, k, v)
         return self._step_many(q, k, v)
@@ -129,6 +137,8 @@ class CachedAttentionStepper(Stepper):
         shapes at every step, so one traced graph serves the whole decode."""
         m, c = self.module, self.cache
         q, k, v = self.project(*xs)                                          # B×t×C each
+        if self.hooked:
+            q, k = m.transform_qk(q, k, positions, positions)
         b, t = q.shape[0], q.shape[1]
         kc, vc = c.k, c.v
         assert kc is not None and vc is not None                  # prepare made them
@@ -147,18 +157,14 @@ class CachedAttentionStepper(Stepper):
         return self.out(y.transpose(1, 2).reshape(b, t, self.h * self.dv))   # B×t×H·dv
 
     def _step_many(self, q, k, v):
-        """Several new steps (a prefill), or dropout in training: through
-        attnlab.functional.attention, bottom-right causal over the cache."""
+        """Several new steps (a prefill), or dropout in training: through the module's
+        `attend` (attention and output map), bottom-right causal over the cache."""
         m, c, b = self.module, self.cache, q.shape[0]
         keys, values = c.append(k, v)                        # B×Hkv×n×dk, B×Hkv×n×dv
         end = keys.shape[2]
         keys = keys.transpose(1, 2).reshape(b, end, self.hkv * self.dk)    # B×n×Ckv
         values = values.transpose(1, 2).reshape(b, end, self.hkv * self.dv)
-        p = m.dropout if m.training else 0.0
-        y = AF.attention(q, keys, values, self.h, self.scale_arg, attention_mask="causal",
-                         causal_alignment="bottom-right", dropout=p, training=m.training,
-                         num_kv_heads=self.hkv if self.gqa else None)       # B×t×Cv
-        return self.out(y)
+        return m.attend(q, keys, values, None, "causal", "bottom-right")      # B×t×Cout
 
 
 class CrossAttentionStepper(Stepper):
@@ -167,47 +173,49 @@ class CrossAttentionStepper(Stepper):
     (top-left) the query at absolute position p sees keys 0…p. `step(xq)` (or `step(pos, xq)`
     when causal): B×t×Cq → B×t×Cout (and scores B×heads×t×Tk when the layer outputs them)."""
 
-    def __init__(self, module, project_q, out, keys, values, key_mask, num_heads, num_kv_heads,
-                 scale, causal, need_weights):
-        self.module, self.project_q, self.out = module, project_q, out
+    def __init__(self, module, keys, values, key_mask, causal, need_weights):
+        self.module = module
         self.keys, self.values, self.key_mask = keys, values, key_mask
-        self.h, self.hkv, self.scale = num_heads, num_kv_heads, scale
-        self.needs_pos = causal
+        self.causal = causal
+        self.hooked = _hooked(module)
+        # the queries' positions: for the causal rule, and for a transform_qk hook
+        self.needs_pos = causal or self.hooked
         self.key_pos = torch.arange(keys.shape[1], device=keys.device) if causal else None
         self.need_weights = need_weights
 
     def step(self, *args):
+        mask = None
         if self.needs_pos:
             pos, xq = args
-            t = xq.shape[1]
-            query_pos = torch.arange(pos, pos + t, device=xq.device).unsqueeze(1)   # t×1
-            mask = self.key_pos <= query_pos                                        # t×Tk
+            if self.causal:
+                t = xq.shape[1]
+                query_pos = torch.arange(pos, pos + t, device=xq.device).unsqueeze(1)  # t×1
+                mask = self.key_pos <= query_pos                                       # t×Tk
         else:
-            (xq,), mask = args, None
+            (xq,), pos = args, 0
         m = self.module
-        r = AF.attention(self.project_q(xq), self.keys, self.values, self.h, self.scale,
-                         key_padding_mask=self.key_mask, attention_mask=mask,
-                         dropout=m.dropout, need_weights=self.need_weights, training=m.training,
-                         num_kv_heads=None if self.hkv == self.h else self.hkv)
-        if self.need_weights:
-            return self.out(r[0]), r[1]
-        return self.out(r)
+        q, keys = m.project_q(xq), self.keys
+        if self.hooked:
+            q, keys = m.transform_qk(q, keys, pos, 0)
+        return m.attend(q, keys, self.values, self.key_mask, mask, "top-left", self.need_weights)
 
 
-def _identity(x):
-    return x
+def _hooked(module) -> bool:
+    """Whether the module's transform_qk does something (is not the base identity)."""
+    hook = getattr(type(module), "transform_qk", None)
+    return hook is not None and hook is not AF.AttentionModule.transform_qk
 
 
 def _qkv(ctx):
-    """(num_heads, num_kv_heads, query channels, projected value channels, scale, q/k/v
-    projections, output map) of an attention layer's module; `Attention` has no learned maps."""
+    """(num_heads, num_kv_heads, query channels, projected value channels, scale, output map)
+    of an attention layer's module; `Attention` has no learned maps."""
     m = ctx.module
     if isinstance(ctx.layer, Attention):
         ck = ctx.in_specs["query"].channels
         cv = ctx.in_specs["value"].channels
-        return m.num_heads, m.num_heads, ck, cv, m.scale, (_identity,) * 3, _identity
+        return m.num_heads, m.num_heads, ck, cv, m.scale, m.output_map
     return (m.num_heads, m.num_kv_heads, m.query.out_features, m.value.out_features, m.scale,
-            tuple(linear_of(p) for p in (m.query, m.key, m.value)), linear_of(m.output))
+            linear_of(m.output))
 
 
 def _static_key_mask(ctx):
@@ -231,20 +239,16 @@ def _self_attention(ctx):
                             "static_inputs")
     _no_scores_or_mask(layer)
     ck, ckv, cv = m.query.out_features, m.key.out_features, m.value.out_features
-    sizes = [ck, ckv, cv]
     fused = {}
 
     def refresh():
         # one matmul for q, k and v against their concatenated weights (as the module does),
         # concatenated once here rather than at every step
         with torch.no_grad():
-            fused["w"] = torch.cat((m.query.weight, m.key.weight, m.value.weight))
-            fused["b"] = None if m.query.bias is None else torch.cat(
-                (m.query.bias, m.key.bias, m.value.bias))
+            fused["w"], fused["b"] = m.fused_qkv()
 
     def project(x):
-        qkv = F.linear(x, fused["w"], fused["b"])                   # B×t×(Ck + Ckv + Cv)
-        return qkv.split_with_sizes(sizes, -1)                      # views, no copies
+        return m.project_qkv(x, (fused["w"], fused["b"]))           # views, no copies
 
     refresh()
     stepper = CachedAttentionStepper(m, project, linear_of(m.output), m.num_heads,
@@ -265,7 +269,7 @@ def _no_scores_or_mask(layer):
 @register_stepper(MultiHeadAttention, Attention)
 def _multi_head_attention(ctx):
     layer, m = ctx.layer, ctx.module
-    heads, kv_heads, ck, cv, scale, (pq, pk, pv), out = _qkv(ctx)
+    heads, kv_heads, ck, cv, scale, out = _qkv(ctx)
     streamed = set(ctx.streamed)
     if "query" not in streamed:
         raise NotStreamable("its keys/values are streamed but its query is not, so every output "
@@ -286,7 +290,7 @@ def _multi_head_attention(ctx):
         _no_scores_or_mask(layer)
 
         def project(xq, xk, xv):
-            return pq(xq), pk(xk), pv(xv)
+            return (m.project_q(xq), *m.project_kv(xk, xv))
 
         return CachedAttentionStepper(m, project, out, heads, kv_heads, ck, cv, scale,
                                       ctx.capacity)
@@ -296,8 +300,6 @@ def _multi_head_attention(ctx):
                             "end, which depends on the final query length",
                             "use causal_alignment='top-left' (or no attention mask)")
     with torch.no_grad():
-        keys = pk(ctx.static["key"][0])                             # B×Tk×Ckv
-        values = pv(ctx.static["value"][0])                         # B×Tk×Cv
-    return CrossAttentionStepper(m, pq, out, keys, values, _static_key_mask(ctx), heads,
-                                 kv_heads, scale, layer.attention_mask == "causal",
-                                 layer.has_scores_output)
+        keys, values = m.project_kv(ctx.static["key"][0], ctx.static["value"][0])  # B×Tk×C
+    return CrossAttentionStepper(m, keys, values, _static_key_mask(ctx),
+                                 layer.attention_mask == "causal", layer.has_scores_output)
