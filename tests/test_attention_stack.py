@@ -122,3 +122,19 @@ def test_rotated_cross_attention_passes_the_query_positions():
     torch.testing.assert_close(_step_by_step(s, x, [2, 3, 5]), full)
     assert [q for q, _ in mod.seen] == [[0, 1], [2], [3, 4]]
     assert all(k == [0, 1, 2, 3] for _, k in mod.seen)
+
+
+def test_rotated_self_attention_static_shape_stream(monkeypatch):
+    # the static-shape path (used under torch.compile) run eagerly: the hook gets the
+    # positions tensor of the new steps
+    import attnlab.stream.core as core
+    monkeypatch.setattr(core, "maybe_compile", lambda fn, *a, **k: fn)
+    net = al.Network([L.SequenceInput(8, name="x"),
+                      L.SelfAttention(2, 8, attention_mask="causal", name="sa")]).initialize().eval()
+    mod = _rotated(net, "sa", RotatedSelfAttention)
+    x = torch.randn(2, 5, 8)
+    full = net(x)
+    s = net.stream(compile=True)
+    mod.seen.clear()
+    torch.testing.assert_close(_step_by_step(s, x, [2, 3, 5]), full)
+    assert mod.seen == [([0, 1], [0, 1]), ([2], [2]), ([3, 4], [3, 4])]
