@@ -138,3 +138,20 @@ def test_rotated_self_attention_static_shape_stream(monkeypatch):
     mod.seen.clear()
     torch.testing.assert_close(_step_by_step(s, x, [2, 3, 5]), full)
     assert mod.seen == [([0, 1], [0, 1]), ([2], [2]), ([3, 4], [3, 4])]
+
+
+@pytest.mark.parametrize("scores", [False, True])
+def test_attention_capture_asks_for_weights_per_call(scores):
+    from attnlab.viz.view import attention_maps
+    net = al.Network([L.SequenceInput(8, name="x"),
+                      L.SelfAttention(2, 8, has_scores_output=scores, name="sa")]).initialize()
+    mod = net.layer_modules["sa"]
+    x = torch.randn(1, 3, 8)
+    (page,) = attention_maps(net, x)
+    _, ref = mod(x, need_weights=True)
+    assert (page["heads"], page["tq"], page["tk"]) == (2, 3, 3)
+    torch.testing.assert_close(torch.tensor(page["weights"]), ref[0].detach(), atol=1e-4,
+                               rtol=0)
+    # nothing on the module changed: its setting, its hooks
+    assert mod.scores is scores
+    assert not mod._forward_hooks and not mod._forward_pre_hooks

@@ -260,15 +260,16 @@ def _training(training):
 def _attention_modules(net, prefix=""):
     """(display name, module) of every attention layer that can return its weights, nested
     networks included ('outer/inner')."""
+    from ..functional import AttentionModule    # torch, only when a page shows attention
+
     found = []
     for name, layer in net._layers.items():
         if hasattr(layer, "_layers") and name in net.layer_modules:     # a nested Network
             found += _attention_modules(net.layer_modules[name], f"{prefix}{name}/")
             continue
         mod = net.layer_modules[name] if name in net.layer_modules else None
-        # attnlab's attention modules read their `scores` flag at every call (need_weights)
-        if mod is not None and isinstance(getattr(mod, "scores", None), bool) \
-                and getattr(layer, "num_heads", None):
+        # attnlab's attention modules take need_weights=True per call
+        if isinstance(mod, AttentionModule) and getattr(layer, "num_heads", None):
             found.append((prefix + name, name, net, mod))
     return found
 
@@ -292,7 +293,10 @@ def attention_maps(net, sample, labels=None, item: int = 0) -> list[dict]:
     if not mods:
         return []
     captured: dict[str, torch.Tensor] = {}
-    handles, flags = [], []
+    handles = []
+
+    def ask_weights(module, args, kwargs):
+        return args, {**kwargs, "need_weights": True}          # a supported per-call option
 
     def hook_for(display, wanted_already):
         def hook(module, args, output):
@@ -302,9 +306,8 @@ def attention_maps(net, sample, labels=None, item: int = 0) -> list[dict]:
 
     try:
         for display, _name, _owner, mod in mods:
-            flags.append((mod, mod.scores))
+            handles.append(mod.register_forward_pre_hook(ask_weights, with_kwargs=True))
             handles.append(mod.register_forward_hook(hook_for(display, mod.scores)))
-            mod.scores = True
         was_training = net.training
         net.eval()
         try:
@@ -315,8 +318,6 @@ def attention_maps(net, sample, labels=None, item: int = 0) -> list[dict]:
     finally:
         for h in handles:
             h.remove()
-        for mod, flag in flags:
-            mod.scores = flag
     out = []
     for display, name, owner, _mod in mods:
         scores = captured.get(display)
