@@ -155,3 +155,33 @@ def test_attention_capture_asks_for_weights_per_call(scores):
     # nothing on the module changed: its setting, its hooks
     assert mod.scores is scores
     assert not mod._forward_hooks and not mod._forward_pre_hooks
+
+
+class QuietRotatedSelfAttention(AF.SelfAttentionModule):
+    def transform_qk(self, q, k, q_pos, k_pos):
+        return _rotate(q, q_pos), _rotate(k, k_pos)
+
+
+def test_onnx_export_traces_the_hook(tmp_path):
+    pytest.importorskip("onnxruntime")
+    import numpy as np
+    import onnxruntime as ort
+    net = al.Network([L.SequenceInput(8, name="x"),
+                      L.SelfAttention(2, 8, attention_mask="causal", name="sa")]).initialize().eval()
+    x = torch.randn(2, 5, 8)
+    plain = net(x)
+    net.layer_modules["sa"].__class__ = QuietRotatedSelfAttention
+    full = net(x)
+    assert not torch.allclose(full, plain, atol=1e-4)
+    path = tmp_path / "rotated.onnx"
+    net.export_onnx(path, x)
+    sess = ort.InferenceSession(str(path))
+    feeds = {i.name: (x.numpy() if i.name == "x" else np.ones((2, 5), dtype=bool))
+             for i in sess.get_inputs()}
+    (got, *_) = sess.run(None, feeds)
+    np.testing.assert_allclose(got, full.detach().numpy(), atol=1e-4)
+    x3 = torch.randn(1, 3, 8)                       # another length: positions traced, not fixed
+    feeds = {i.name: (x3.numpy() if i.name == "x" else np.ones((1, 3), dtype=bool))
+             for i in sess.get_inputs()}
+    (got, *_) = sess.run(None, feeds)
+    np.testing.assert_allclose(got, net(x3).detach().numpy(), atol=1e-4)
