@@ -22,7 +22,7 @@ from .errors import ArgumentError, AttnlabError
 from .layers import _checks as check
 
 __all__ = ["ALIGNMENTS", "num_heads", "num_kv_heads", "scale", "attention_mask",
-           "causal_alignment", "dropout", "flag", "divisors_near", "divisor_hint"]
+           "scale_value", "causal_alignment", "dropout", "flag", "divisors_near", "divisor_hint"]
 
 ALIGNMENTS = ("top-left", "bottom-right")
 
@@ -72,6 +72,13 @@ def num_kv_heads(owner, value, heads: int, cls: type[AttnlabError] = ArgumentErr
 def scale(owner, value):
     """"auto" or any finite number."""
     return check.scale(owner, value)
+
+
+def scale_value(scale, dk: int) -> float:
+    """The factor on Q Kᵀ of a checked `scale`: "auto" is 1/sqrt(dk) (1 with no channels)."""
+    if scale == "auto":
+        return 1.0 / math.sqrt(dk) if dk else 1.0
+    return float(scale)
 
 
 def attention_mask(owner, value, tensors_ok: bool = False):

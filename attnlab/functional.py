@@ -1,4 +1,4 @@
-"""Attention math (DESIGN §3) and the plain torch modules that the attention layers wrap.
+"""Attention math and the torch modules that the attention layers build.
 
 `attention` is the one place where attnlab computes multi-head attention:
 
@@ -140,7 +140,7 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
     dv = Cv // kv_heads
 
     scale = rules.scale(_FN, scale)
-    scale_f = (1.0 / math.sqrt(dk) if dk else 1.0) if scale == "auto" else float(scale)
+    scale_f = rules.scale_value(scale, dk)
     # any finite number: negative, or 0 (uniform over the allowed keys)
     rules.causal_alignment(_FN, causal_alignment)
     rules.dropout(_FN, dropout)

@@ -1,4 +1,4 @@
-"""Attention layers (DESIGN §3). The math lives in `attnlab.functional`."""
+"""Attention layers. The math and the modules they build live in `attnlab.functional`."""
 from __future__ import annotations
 
 from torch import nn

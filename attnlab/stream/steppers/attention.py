@@ -2,22 +2,17 @@
 streamed) with a key/value cache; cross-attention over static keys/values projected once."""
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from ... import functional as AF
+from ...attention_rules import scale_value
 from ...layers import Attention, MultiHeadAttention, SelfAttention
 from .cache import KVCache
 from .registry import NotStreamable, Stepper, linear_of, register_stepper
 
 _compiling = torch.compiler.is_compiling
-
-
-def _scale(scale, dk: int) -> float:
-    return 1.0 / math.sqrt(dk) if isinstance(scale, str) else float(scale)
 
 
 class CachedAttentionStepper(Stepper):
@@ -41,8 +36,7 @@ class CachedAttentionStepper(Stepper):
         self.h, self.hkv = num_heads, num_kv_heads
         self.dk = key_channels // num_heads
         self.dv = value_channels // num_kv_heads
-        self.scale_arg = scale
-        self.scale = _scale(scale, self.dk)
+        self.scale = scale_value(scale, self.dk)
         self.gqa = num_kv_heads != num_heads
         self.sdpa_kw = {"enable_gqa": True} if self.gqa else {}
         self.fast = not self.gqa or AF._SDPA_GQA
