@@ -531,11 +531,15 @@ class SelfAttentionModule(MultiHeadAttentionModule):
             (self.query.bias, self.key.bias, self.value.bias))
         return w, b
 
-    def project_qkv(self, x: Tensor, fused: Optional[Tuple[Tensor, Optional[Tensor]]] = None):
-        """q, k, v of x in one pass (views of one B×T×(Ck + Ck_kv + Cv_kv) tensor); `fused`:
-        weights from `fused_qkv` made beforehand (a stream makes them once)."""
+    def qkv(self, x: Tensor, fused: Optional[Tuple[Tensor, Optional[Tensor]]] = None) -> Tensor:
+        """q, k, v of x side by side, B×T×(Ck + Ck_kv + Cv_kv), in one matmul; `fused`: weights
+        from `fused_qkv` made beforehand (a stream makes them once)."""
         w, b = self.fused_qkv() if fused is None else fused
-        qkv = F.linear(x, w, b)
+        return F.linear(x, w, b)
+
+    def project_qkv(self, x: Tensor, fused: Optional[Tuple[Tensor, Optional[Tensor]]] = None):
+        """q, k, v of x in one pass: views of `qkv(x, fused)`, no copies."""
+        qkv = self.qkv(x, fused)
         return qkv.split((self.query.out_features, self.key.out_features,
                           self.value.out_features), dim=-1)
 

@@ -75,7 +75,7 @@ class CachedAttentionStepper(Stepper):
         (q, k and v as views of one B×3×H×d tensor: no split, no reshaping views)."""
         c, b = self.cache, x.shape[0]
         n = c.n
-        qkv = F.linear(x, f["w"], f["b"])                                   # B×1×3·H·d
+        qkv = self.module.qkv(x, (f["w"], f["b"]))                          # B×1×3·H·d
         q, k, v = qkv.view(b, 3, self.h, self.dk).unbind(1)                 # B×H×d views
         if n >= c.ready:
             kv = qkv.view(b, 3, -1)[:, 1:]                                  # B×2×H·d: k, v
