@@ -84,6 +84,16 @@ SETUPS = {
     "PositionEmbedding": (dict(max_length=8), chain(seq)),
     "SinusoidalPositionEncoding": (dict(dim=4), chain(seq)),
     "Module": (dict(module=nn.Linear(4, 4)), chain(seq)),
+    "Swish": ({}, chain(seq)),
+    "TanhGELU": ({}, chain(seq)),
+    "SpatialDropout": ({}, chain(seq)),
+    "Scaling": ({}, chain(seq)),
+    "Identity": ({}, chain(seq)),
+    "GroupedConv2d": (dict(kernel=3, filters_per_group=2), chain(img)),
+    "InputNormalization": ({}, chain(seq)),
+    "Pool1d": (dict(mode="max", pool_size=2), chain(seq)),
+    "PatchEmbedding": (dict(patch_size=2, output_size=4), chain(img)),
+    "EmbeddingConcatenation": ({}, chain(seq)),
 }
 
 

@@ -287,10 +287,9 @@ class GroupedConv2d(Conv2d):
     def __init__(self, kernel: Any, filters_per_group: int, groups: int | None = None,
                  stride: Any = 1, padding: Any = "valid", dilation: Any = 1,
                  name: str | None = None):
-        if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int)
-                                   or groups < 1):
-            raise ArgumentError(f"layer '{name}': expected numGroups to be an integer ≥ 1 or "
-                                f"\"channel-wise\", received {groups!r}.")
+        owner = f"GroupedConv2d '{name}'" if name else "GroupedConv2d"
+        groups = check.integer(owner, "groups", groups, none_ok=True)
+        check.integer(owner, "filters_per_group", filters_per_group)
         super().__init__(kernel, filters_per_group, stride, padding, dilation, name=name)
         self.filters_per_group, self.groups = self.filters, groups
 

@@ -6,7 +6,7 @@ from typing import cast
 import torch
 from torch import nn
 
-from ..errors import ArgumentError, SizeError
+from ..errors import SizeError
 from ..spec import Spec
 from . import _checks as check
 from .base import Layer
@@ -137,11 +137,10 @@ class InputNormalization(Layer):
                  name: str | None = None):
         super().__init__(name)
         if not isinstance(method, str) or method.lower() not in NORMALIZATIONS[1:]:
-            raise ArgumentError(f"layer '{name}': expected Normalization among "
-                                f"{', '.join(NORMALIZATIONS)}, received {method!r}.")
+            check.choice(self, "method", method, NORMALIZATIONS[1:])
         self.method = method.lower()
-        self.mean, self.std = _floats(self, "Mean", mean), _floats(self, "StandardDeviation", std)
-        self.min, self.max = _floats(self, "Min", min), _floats(self, "Max", max)
+        self.mean, self.std = _floats(self, "mean", mean), _floats(self, "std", std)
+        self.min, self.max = _floats(self, "min", min), _floats(self, "max", max)
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]

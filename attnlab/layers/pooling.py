@@ -308,18 +308,17 @@ class _Index1d(nn.Module):
 
 
 def _pad_pair(layer, padding):
+    what = "\"same\", an int ≥ 0 or (before, after)"
     if isinstance(padding, str):
         if padding.lower() != "same":
-            raise ArgumentError(f"layer '{layer.name}': expected Padding \"same\", a number or "
-                                f"[before after], received {padding!r}.")
+            raise check.fail(layer, "padding", what, padding, 'Use e.g. padding="same".')
         return "same"
     vals = padding.tolist() if hasattr(padding, "tolist") else padding
     vals = vals if isinstance(vals, (list, tuple)) else [vals]
     if len(vals) == 1:
         vals = [vals[0], vals[0]]
-    if len(vals) != 2 or any(int(v) != v or v < 0 for v in vals):
-        raise ArgumentError(f"layer '{layer.name}': expected Padding as p or [before after] "
-                            f"(integers ≥ 0), received {padding!r}.")
+    if len(vals) != 2 or any(not check._is_int(v) or v < 0 for v in vals):
+        raise check.fail(layer, "padding", what, padding)
     return [int(v) for v in vals]
 
 
@@ -354,14 +353,9 @@ class Pool1d(Layer):
                  padding: int | str | Sequence[int] | np.ndarray = 0,
                  name: str | None = None):
         super().__init__(name)
-        if mode not in ("max", "average"):
-            raise ArgumentError(f"layer '{name}': expected mode 'max' or 'average', received {mode!r}.")
-        self.mode = mode
-        for what, v in (("poolSize", pool_size), ("Stride", stride)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ArgumentError(f"layer '{name}': expected {what} to be an integer ≥ 1, "
-                                    f"received {v!r}.")
-        self.pool_size, self.stride = pool_size, stride
+        self.mode = check.choice(self, "mode", mode, ("max", "average"))
+        self.pool_size = check.integer(self, "pool_size", pool_size)
+        self.stride = check.integer(self, "stride", stride)
         self.padding = _pad_pair(self, padding)
 
     def _pads(self, t):

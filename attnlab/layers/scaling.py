@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Union
+from typing import Union, cast
 
 import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ArgumentError, SizeError
+from ..errors import SizeError
 from ..spec import Spec
+from . import _checks as check
 from .base import Layer
 
 Values = Union[float, Sequence[float], np.ndarray]     # a scalar or one value per channel
@@ -26,8 +27,7 @@ def _floats(layer, what, value):
     try:
         return [float(v) for v in flat]
     except (TypeError, ValueError):
-        raise ArgumentError(f"layer '{layer.name}': expected {what} to be numbers (a scalar or "
-                            f"one per channel), received {value!r}.") from None
+        raise check.fail(layer, what, "numbers (a scalar or one per channel)", value) from None
 
 
 
@@ -50,8 +50,12 @@ class Scaling(Layer):
 
     def __init__(self, scale: Values = 1.0, bias: Values = 0.0, name: str | None = None):
         super().__init__(name)
-        self.scale = _floats(self, "Scale", scale)
-        self.bias = _floats(self, "Bias", bias)
+        for arg, v in (("scale", scale), ("bias", bias)):
+            if v is None:
+                raise check.fail(self, arg, "numbers (a scalar or one per channel)", v,
+                                 f"Use e.g. {arg}={1.0 if arg == 'scale' else 0.0}.")
+        self.scale = cast(list, _floats(self, "scale", scale))
+        self.bias = cast(list, _floats(self, "bias", bias))
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]

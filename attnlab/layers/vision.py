@@ -6,13 +6,13 @@ attnlab keeps the patches of an image as a sequence B×T×C, which is what `Self
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 from torch import nn
 
-from ..errors import ArgumentError, SizeError
+from ..errors import SizeError
 from ..spec import Spec
+from . import _checks as check
 from .base import Layer
 
 _FLATTEN = ("column-major", "row-major")
@@ -44,20 +44,9 @@ class PatchEmbedding(Layer):
     def __init__(self, patch_size: int | Sequence[int] = (16, 16), output_size: int = 768,
                  flatten_mode: str = "column-major", name: str | None = None):
         super().__init__(name)
-        sizes: list[Any] = (list(patch_size) if isinstance(patch_size, (list, tuple))
-                            else [patch_size] * 2)
-        if len(sizes) != 2 or any(isinstance(v, bool) or not isinstance(v, int) or v < 1
-                                  for v in sizes):
-            raise ArgumentError(f"layer '{name}': expected patchSize as a positive integer or "
-                                f"[height width], received {patch_size!r}.")
-        if isinstance(output_size, bool) or not isinstance(output_size, int) or output_size < 1:
-            raise ArgumentError(f"layer '{name}': expected outputSize to be an integer ≥ 1, "
-                                f"received {output_size!r}.")
-        if flatten_mode not in _FLATTEN:
-            raise ArgumentError(f"layer '{name}': expected SpatialFlattenMode among "
-                                f"{', '.join(_FLATTEN)}, received {flatten_mode!r}.")
-        self.patch_size: tuple[int, int] = (int(sizes[0]), int(sizes[1]))
-        self.output_size, self.flatten_mode = output_size, flatten_mode
+        self.patch_size = check.int_pair(self, "patch_size", patch_size, example=16)
+        self.output_size = check.integer(self, "output_size", output_size, example=768)
+        self.flatten_mode = check.choice(self, "flatten_mode", flatten_mode, _FLATTEN)
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
