@@ -1,4 +1,4 @@
-"""MATLAB's Deep Learning Toolbox names, and a reader of MATLAB scripts, on attnlab (DESIGN §2, "MATLAB compatibility").
+"""MATLAB's Deep Learning Toolbox names, and a reader of MATLAB scripts, on attnlab.
 
 Every function here returns the same objects as attnlab's own API (`attnlab.layers` layers, an
 `al.Network`, `al.TrainingOptions`), so MATLAB code ports line by line and mixes freely with
