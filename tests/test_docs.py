@@ -146,6 +146,22 @@ def test_every_text_block_is_an_output_or_an_illustration(page):
                            "ILLUSTRATIONS with what it is")
 
 
+def test_the_errors_page_names_its_one_torch_error():
+    # docs/errors.md: load_state_dict with another network's keys is torch's RuntimeError;
+    # sizes that do not fit are attnlab's SizeError
+    import torch
+    from attnlab import layers as L
+    net = al.Network([L.FeatureInput(3), L.Dense(2, name="fc")])
+    net.initialize()
+    with pytest.raises(RuntimeError, match="Missing key") as e:
+        net.load_state_dict({"other.weight": torch.zeros(2, 3)})
+    assert not isinstance(e.value, al.AttnlabError)
+    state = net.state_dict()
+    state[next(iter(state))] = torch.zeros(5, 5)
+    with pytest.raises(al.SizeError, match="fc"):
+        net.load_state_dict(state)
+
+
 def test_output_check_catches_a_wrong_message(tmp_path):
     page = tmp_path / "p.md"
     page.write_text("```python\nprint('a')\n```\n\n```text\nb\n```\n")
