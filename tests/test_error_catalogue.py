@@ -1026,3 +1026,70 @@ def test_onnx_export_to_a_folder_or_missing_folder_says_so(tmp_path):
         net.export_onnx(tmp_path / "missing" / "net.onnx")
     with pytest.raises(al.ArgumentError, match="file path"):
         net.export_onnx(42)
+
+
+# PyTorch, Keras and MATLAB habits, and untrusted scripts: each ends in attnlab's own error
+class _Gain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.g = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        return x * self.g
+
+
+def _dense_net(out=2):
+    return al.Network([L.SequenceInput(3, name="x"), L.Dense(out, name="fc"), L.ReLU(name="r")])
+
+
+def _twice():
+    d = L.Dense(3, name="dd")
+    return al.Network([L.SequenceInput(3), d, d])
+
+
+def _script(code, **limits):
+    from attnlab import matlab as M
+    return M.run_code(code, limits=M.Limits(**limits) if limits else None)
+
+
+HABITS = [
+    ("unknown-argument-elsewhere", lambda: L.SelfAttention(2, 8, causal_alignment="bottom-right"),
+     TypeError, ["SelfAttention has no argument 'causal_alignment'", "L.MultiHeadAttention"]),
+    ("replace-with-nothing", lambda: _dense_net().replace("fc", []), al.NetworkError,
+     ["replace('fc')", "empty list", "net.remove('fc')"]),
+    ("replace-with-torch-module", lambda: _dense_net().replace("r", nn.ReLU()), al.NetworkError,
+     ["torch module ReLU", "L.Module(torch.nn.ReLU())"]),
+    ("remove-by-number", lambda: _dense_net().remove(3), al.NetworkError,
+     ["expected a layer name", "received 3 (int)", "fc"]),
+    ("same-layer-twice", _twice, al.NetworkError, ["layer 'dd' (Dense)", "positions 1 and 2",
+                                                  "copy.deepcopy"]),
+    ("save-unregistered-module", lambda: al.Network([L.SequenceInput(4), L.Module(_Gain(), name="gain")])
+     .save("unused.attnlab"), al.NetworkError, ["layer 'gain'", "'_Gain'", "al.register_module(_Gain)"]),
+    ("state-dict-sizes", lambda: _dense_net().load_state_dict(_dense_net(5).state_dict()), al.SizeError,
+     ["layer 'fc' learnable 'weight'", "expected 2×3", "received 5×3"]),
+    ("optimizer-over-lazy", lambda: torch.optim.Adam(al.Network([L.Dense(2)]).parameters()),
+     al.NetworkError, ["net.parameters()", "net.initialize(example_inputs)"]),
+    ("onnx-opset", lambda: _dense_net().export_onnx("unused.onnx", opset=5), al.ArgumentError,
+     ["'opset'", "from 14", "received 5"]),
+    ("attention-nan-scale", lambda: al.attention(torch.randn(1, 2, 4), torch.randn(1, 2, 4),
+                                                 torch.randn(1, 2, 4), 2, scale=float("nan")),
+     al.ArgumentError, ["argument 'scale'", "finite number", "received nan"]),
+    ("torchscript", lambda: torch.jit.script(_dense_net()), al.NetworkError,
+     ["torch.jit.script(net)", "torch.compile(net)", "export_onnx"]),
+    ("script-endless-loop", lambda: _script("while true, end", steps=1000), al.AttnlabError,
+     ["<script>:1:1", "Limits.steps", "limits=Limits(steps=N)"]),
+    ("script-huge-array", lambda: _script("x = zeros(1e6,1e6);"), al.AttnlabError,
+     ["<script>:1:5", "1,000,000,000,000 elements", "Limits.elements"]),
+]
+
+
+@pytest.mark.parametrize("action,cls,parts", [c[1:] for c in HABITS], ids=[c[0] for c in HABITS])
+def test_habits_catalogue(action, cls, parts, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(cls) as info:
+        action()
+    assert isinstance(info.value, al.AttnlabError)
+    msg = str(info.value)
+    for part in parts:
+        assert part in msg, f"{part!r} not in:\n{msg}"
+    assert not any(tmp_path.iterdir()), "a refused call wrote a file"
