@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo demos demo-table test bench docs clean
+.PHONY: demo demos demo-table test quick bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -33,10 +33,21 @@ $(VENV)/.chromium: .ci/chromium.sh | $(STAMP)
 	-sh .ci/chromium.sh
 	touch $@
 
-# mypy first (configuration in pyproject.toml; ~20 s cold, ~1 s with its cache), then the suite
+# ruff and mypy first (configuration in pyproject.toml; mypy ~20 s cold, ~1 s with its cache),
+# then the whole suite: what CI runs
 test: $(STAMP) $(VENV)/.chromium
+	$(PY) -m ruff check
 	$(PY) -m mypy
 	$(PY) -m pytest
+
+# the inner loop (under a minute): ruff, then the tests of the graph, layers, attention,
+# streaming, saving, errors, the MATLAB reader and training; `make test` runs them all
+QUICK := network functional_attention attention_layers attention_stack layer_contract combinators \
+	codegen arguments sequences stream error_catalogue layer_habits io persistence_habits \
+	matlab matlab_limits train
+quick: $(STAMP)
+	$(PY) -m ruff check
+	$(PY) -m pytest -x -q $(patsubst %,tests/test_%.py,$(QUICK))
 
 # The documentation site (Sphinx, see docs/conf.py), strict: any warning fails the build.
 # Offline: the docs extra comes from the package index once, the build itself fetches nothing.

@@ -9,7 +9,7 @@ from .network import Connection, Network
 from .sequences import Padded, pad_sequences
 from .spec import Spec
 
-from ._version import __version__
+from ._version import __version__ as __version__
 
 # The rest of the flat namespace, imported on first use (keeps `import attnlab` light).
 _LAZY = {

@@ -352,7 +352,7 @@ def _computed_ids(net, name, port, in_specs) -> Issue:
         return Issue("error", "ids", msg + "received values computed outside this network (it is "
                      "used as a layer there): values a layer computes are not ids, and the lookup "
                      "would fail at the first fractional one. Feed the ids from an input layer of the "
-                     f"outer network, directly or through layers that keep ids (Index1d, Concatenation)."
+                     "outer network, directly or through layers that keep ids (Index1d, Concatenation)."
                      + fix, name, port, FormatError)
     feeder = src[0]
     received = f"the output of '{feeder}' ({layers[feeder].type_name})"

@@ -11,7 +11,6 @@ an empty list would train nothing).
 """
 from __future__ import annotations
 
-import copy
 import os
 import sys
 import warnings

@@ -688,7 +688,7 @@ def _probe_layer(layer, mod, specs, masks, dynamic_lengths, opset, atol, rtol):
                             f" (ONNX {'×'.join(map(str, g.shape))}, PyTorch {'×'.join(map(str, r.shape))})"
                         return (f"its ONNX form differs from PyTorch at other sizes{shape_note}: "
                                 f"{_FIXED}")
-        except Exception as e:  # noqa: BLE001
+        except Exception:  # noqa: BLE001
             return f"its ONNX form fails at other sizes than the example's: {_FIXED}"
     return None
 

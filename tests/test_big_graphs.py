@@ -1,7 +1,6 @@
 """Big and strange graphs: long chains, deep nesting, any cycle; and generated code that
 holds nothing a user or a file supplied."""
 import os
-import time
 import pytest
 
 import torch

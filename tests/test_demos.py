@@ -676,7 +676,7 @@ def test_vowels_cross_validation_of_members_with_two_views_saves_their_probabili
     assert r["errors_by_members"][-1] == int(np.sum(p.mean(0).argmax(-1) != y))
     line = vowels_cv.combine([f"{path}:1", str(path)])      # member 0 twice, then member 1
     errors = int(np.sum(p[[0, 0, 1]].mean(0).argmax(-1) != y))
-    assert f"split=0" in line and f"({errors} errors" in line
+    assert "split=0" in line and f"({errors} errors" in line
 
 
 def test_vowels_cross_validation_with_test_time_augmentation_saves_both_scores(tmp_path, capsys):

@@ -1,6 +1,5 @@
 """The MATLAB calls users write, each compared with the same thing in Python."""
 import copy
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -9,8 +8,7 @@ import torch
 from torch.nn import functional as F
 
 import attnlab as al
-from attnlab import layers as L
-from attnlab.errors import ArgumentError, DataError, NetworkError
+from attnlab.errors import ArgumentError, NetworkError
 import attnlab.matlab as M
 from attnlab.matlab import run_code, run_file
 from attnlab.matlab.training import WeightedCrossEntropy

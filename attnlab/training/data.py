@@ -15,7 +15,7 @@ import torch
 
 from .. import batching as B
 from ..errors import DataError, close_matches
-from ..sequences import Padded, as_tensor
+from ..sequences import Padded
 from ..spec import Spec
 from .sampler import shard, usable
 
