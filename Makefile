@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,data,onnx,matlab,docs]"
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,data,onnx,matlab,docs,hf]"
 	touch $(STAMP)
 
 demo: $(STAMP)
