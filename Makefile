@@ -42,12 +42,13 @@ test: $(STAMP) $(VENV)/.chromium
 
 # the inner loop (under a minute): ruff, then the tests of the graph, layers, attention,
 # streaming, saving, errors, the MATLAB reader and training; `make test` runs them all
-QUICK := network functional_attention attention_layers attention_stack layer_contract combinators \
-	codegen arguments sequences stream error_catalogue layer_habits io persistence_habits \
-	matlab matlab_limits train
+QUICK := core/network attention/functional_attention attention/attention_layers \
+	attention/attention_stack core/layer_contract core/combinators core/codegen core/arguments \
+	core/sequences stream/stream cli/error_catalogue core/layer_habits io/io io/persistence_habits \
+	matlab/matlab matlab/matlab_limits training/train
 quick: $(STAMP)
 	$(PY) -m ruff check
-	$(PY) -m pytest -x -q $(patsubst %,tests/test_%.py,$(QUICK))
+	$(PY) -m pytest -x -q $(foreach t,$(QUICK),tests/$(dir $(t))test_$(notdir $(t)).py)
 
 # The documentation site (Sphinx, see docs/conf.py), strict: any warning fails the build.
 # Offline: the docs extra comes from the package index once, the build itself fetches nothing.

@@ -2,7 +2,7 @@
 
 Chromium is started with `--remote-debugging-pipe`: it reads protocol messages (JSON, each
 ended by a NUL byte) on file descriptor 3 and writes replies and events on descriptor 4, so no
-port is opened and no websocket library is needed. Used by tests/test_view.py and by
+port is opened and no websocket library is needed. Used by tests/viz/test_view.py and by
 benchmarks/view_pages.py (the acceptance runs and the screenshots in docs/).
 
     with Browser() as b:

@@ -1,9 +1,14 @@
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 from hypothesis import settings
 
+# the test folders mirror the package; their shared helpers (helpers, doc_blocks, train_worker,
+# chromium) live here, beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("MPLBACKEND", "Agg")
 torch.set_num_threads(2)
 

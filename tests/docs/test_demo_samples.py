@@ -1,7 +1,7 @@
 """A demo's output folder holds the sample `attnlab view DIR` needs: the page of a demo folder
 shows the attention of its model on one test item. Each demo's own sample writer runs on its
 own data with an untrained network of the demo's architecture (training is not what is tested
-here; tests/test_demos.py runs the demos end to end)."""
+here; tests/docs/test_demos.py runs the demos end to end)."""
 import importlib.util
 import json
 import re

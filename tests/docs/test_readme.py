@@ -12,11 +12,11 @@ import pytest
 
 from doc_blocks import fences, lines, run_shell_line, shell_commands, unexplained_text_blocks, words
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
 # shell lines of the README that the tests do not run, and why
-NOT_RUN = {"make demo": "trains the digits demo for about a minute (tests/test_demos.py runs "
+NOT_RUN = {"make demo": "trains the digits demo for about a minute (tests/docs/test_demos.py runs "
                         "every demo for one epoch)",
            "make test": "runs this suite"}
 
@@ -52,7 +52,7 @@ QUOTED = {"error: cycle:": _cycle_message, "error: layer 'self_attention' port '
 
 def test_the_readme_has_its_python_blocks():
     # the encoder–decoder, forecasting, AttentionQKV and MATLAB blocks; the images and
-    # sequence → label training examples live in docs/tutorials (run by tests/test_docs.py)
+    # sequence → label training examples live in docs/tutorials (run by tests/docs/test_docs.py)
     assert len(blocks()) >= 4
 
 

@@ -24,7 +24,7 @@ import pytest
 
 import attnlab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("build") is None
                                 or importlib.util.find_spec("twine") is None,
                                 reason="needs the dev extra (build, twine)")

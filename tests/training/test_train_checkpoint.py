@@ -16,8 +16,8 @@ import attnlab as al
 from attnlab.training import checkpoint as ck
 from train_worker import ddp_case, ddp_dataset_case, lstm_classifier, resume_case, separable
 
-ROOT = Path(__file__).resolve().parents[1]
-WORKER = Path(__file__).with_name("train_worker.py")
+ROOT = Path(__file__).resolve().parents[2]
+WORKER = Path(__file__).resolve().parents[1] / "train_worker.py"
 
 
 @pytest.fixture

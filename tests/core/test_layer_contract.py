@@ -82,7 +82,7 @@ CASES = {
     "Port": [(lambda: Port(), {"in": seq(3)}, 0)],
     "Pick": [(lambda: Pick([1, 0, 0], n_in=2), {"in1": seq(4), "in2": feat(3)}, 0)],
     "SequenceInput": [], "ImageInput": [], "FeatureInput": [],   # exercised by every case above
-    "Network": [],                                               # tests/test_network.py
+    "Network": [],                                               # tests/core/test_network.py
     "InputNormalization": [(lambda: L.InputNormalization("zscore"), {"in": seq(3)}, 0),
                            (lambda: L.InputNormalization("rescale-zero-one", min=0, max=[1, 2]),
                             {"in": img(2, 3, 3)}, 0)],
@@ -102,7 +102,7 @@ CASES = {
     "FrameFlatten": [(lambda: ML.FrameFlatten((2, 2, 1)), {"in": seq(4)}, 0)],
     # folding puts the time steps into the batch (B·T images from a B-batch), which this
     # contract's batch-B shapes cannot express: the pair runs the same checks together in
-    # tests/test_matlab_folding.py::test_unfold_is_contract_clean_with_its_fold
+    # tests/matlab/test_matlab_folding.py::test_unfold_is_contract_clean_with_its_fold
     "SequenceFolding": [],
     "SequenceUnfolding": [],
 }

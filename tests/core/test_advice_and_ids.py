@@ -10,7 +10,7 @@ import attnlab as al
 from attnlab import layers as L
 from attnlab.demos.seed1 import question_network
 
-HERE = Path(__file__).parent / "matlab"
+HERE = Path(__file__).resolve().parents[1] / "matlab"
 SEED1_VARS = {"InputChannels": 1, "hidden_num_lstm1": 64, "hidden_num_lstm2": 64,
               "AttentionChannels": 256, "NumHeads": 8, "OutputChannels": 1}
 

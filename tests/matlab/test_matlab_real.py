@@ -17,7 +17,7 @@ from attnlab.matlab import run_code, run_file, ScriptError
 from attnlab.matlab.interpreter import Interpreter, _run
 
 pytest.importorskip("tree_sitter_matlab")
-HERE = Path(__file__).parent / "matlab"
+HERE = Path(__file__).parent
 
 
 def _analyze(capsys, name, *sets):

@@ -10,7 +10,7 @@ from attnlab import layers as L
 from attnlab.matlab import run_file
 
 pytest.importorskip("tree_sitter_matlab")
-HERE = Path(__file__).parent / "matlab"
+HERE = Path(__file__).parent
 
 
 def _net(*chains, connect=()):

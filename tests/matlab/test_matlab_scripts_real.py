@@ -17,7 +17,7 @@ from attnlab.matlab import run_code, run_file, ScriptError
 import attnlab.matlab as M
 
 pytest.importorskip("tree_sitter_matlab")
-REAL = Path(__file__).parent / "matlab" / "real"
+REAL = Path(__file__).parent / "real"
 
 
 def _analyze(capsys, name, *sets):

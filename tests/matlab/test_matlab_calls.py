@@ -13,7 +13,7 @@ import attnlab.matlab as M
 from attnlab.matlab import run_code, run_file
 from attnlab.matlab.training import WeightedCrossEntropy
 
-HERE = Path(__file__).parent / "matlab"
+HERE = Path(__file__).parent
 pytestmark = pytest.mark.filterwarnings("ignore::attnlab.matlab.MatlabNote")
 
 

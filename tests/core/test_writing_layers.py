@@ -16,7 +16,7 @@ from attnlab import layers as L
 from attnlab.layers.base import LAYER_TYPES
 from doc_blocks import fences
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "writing-layers.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "writing-layers.md"
 
 
 @pytest.fixture(scope="module")

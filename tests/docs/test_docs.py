@@ -23,24 +23,24 @@ import attnlab as al
 from doc_blocks import fences, lines, matlab_file, run_shell_line, ship, shell_commands, \
     unexplained_text_blocks
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 PAGES = sorted(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)
 
 # shell lines that do not run in the tests, and why
 NOT_RUN = {
-    "make demo": "trains the digits demo for about a minute (tests/test_demos.py runs every demo "
+    "make demo": "trains the digits demo for about a minute (tests/docs/test_demos.py runs every demo "
                  "for one epoch)",
     "make test": "runs this suite",
-    "attnlab view model.attnlab --serve": "serves the page until Ctrl-C (tests/test_view.py "
+    "attnlab view model.attnlab --serve": "serves the page until Ctrl-C (tests/viz/test_view.py "
                                           "serves one with a timeout)",
 }
 
 # text blocks that are no code's output: (page, first words) → what they are
 ILLUSTRATIONS = {
     ("attention.md", "E = mha.embed_dim"): "the assignments to and from nn.MultiheadAttention "
-                                           "(tests/test_functional_attention.py does them)",
+                                           "(tests/attention/test_functional_attention.py does them)",
     ("attention.md", "top-left"): "the two causal masks for Tq=2, Tk=4 "
-                                  "(tests/test_functional_attention.py checks both alignments)",
+                                  "(tests/attention/test_functional_attention.py checks both alignments)",
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 from attnlab.errors import ArgumentError, TrainingError
 from attnlab.training.distributed import launch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import json, os, sys

@@ -15,7 +15,7 @@ import attnlab
 import attnlab.layers
 import attnlab.matlab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Public parameters and returns still without an annotation, per namespace, when this was
 # written. The count may only go down: annotate, then lower the number.

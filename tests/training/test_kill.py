@@ -103,7 +103,7 @@ def test_a_live_writers_temporary_is_never_removed(tmp_path):
 # ----------------------------------------------------------------------- training ---
 
 def _env():
-    return dict(os.environ, PYTHONPATH=str(HERE.parents[1]), OMP_NUM_THREADS="1",
+    return dict(os.environ, PYTHONPATH=str(HERE.parents[2]), OMP_NUM_THREADS="1",
                 MKL_NUM_THREADS="1")
 
 
@@ -145,7 +145,7 @@ def test_sigkill_during_checkpointed_training_resumes_bit_equal(tmp_path):
 
 
 def _train_main(mode, out, epochs):
-    sys.path.insert(0, str(HERE.parent))
+    sys.path.insert(0, str(HERE.parents[1]))
     from safetensors.torch import save_file
     from train_worker import resume_case
     print("STARTED", flush=True)

@@ -14,7 +14,7 @@ from attnlab.functional import (AttentionPoolModule, MultiHeadAttentionModule,
                                 SelfAttentionModule, attention, naive_attention)
 
 ATOL = 1e-5
-DOC = pathlib.Path(__file__).resolve().parents[1] / "docs" / "attention.md"
+DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "attention.md"
 
 
 def close(a, b, atol=ATOL):

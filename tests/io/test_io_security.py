@@ -358,7 +358,7 @@ def craft(tmp: Path) -> dict[str, str]:
 # -------------------------------------------------------------------------- tests ---
 
 def _run_worker(paths, timeout=600):
-    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1]), OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+    env = dict(os.environ, PYTHONPATH=str(HERE.parents[2]), OMP_NUM_THREADS="1", MPLBACKEND="Agg")
     proc = subprocess.run([sys.executable, str(HERE), "worker", *map(str, paths)], env=env,
                           capture_output=True, text=True, timeout=timeout)
     reports = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("REPORT ")]

@@ -12,7 +12,7 @@ from attnlab.demos.seed1 import answer_network, question_network
 from attnlab.viz.graph import (_CYCLE, _crossings, _links, compute_layout, network_png,
                                network_svg, plot_network)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))   # the repository's tools
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))   # the repository's tools
 from gallery import attention_example, transformer_network  # noqa: E402
 
 matplotlib.use("Agg")

@@ -9,7 +9,7 @@ from attnlab.cli import main
 from attnlab.matlab import ScriptError, run_code, run_file
 
 pytest.importorskip("tree_sitter_matlab")
-HERE = Path(__file__).parent / "matlab"
+HERE = Path(__file__).parent
 SEED1_SETS = ["InputChannels=1", "hidden_num_lstm1=64", "hidden_num_lstm2=64",
               "AttentionChannels=256", "NumHeads=8", "OutputChannels=1"]
 

@@ -12,7 +12,7 @@ import torch
 
 import attnlab as al
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
 from _compare import assert_same_graph, graph_signature  # noqa: E402
