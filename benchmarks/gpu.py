@@ -325,6 +325,8 @@ def main(argv=None) -> str:
     ap.add_argument("--device", default=None, help="default: cuda when there is one, else cpu")
     ap.add_argument("--compile-backend", default=None, help="torch.compile backend (default inductor)")
     ap.add_argument("--out", default=None, help="write the report here instead of RESULTS.md")
+    ap.add_argument("--budget", type=float, default=BUDGET_S,
+                    help="seconds; sections left when it runs out are reported as skipped")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -349,7 +351,7 @@ def main(argv=None) -> str:
     skipped, att, train, dec, mem = [], None, None, None, None
 
     def left() -> bool:
-        return time.perf_counter() - t0 < BUDGET_S
+        return time.perf_counter() - t0 < args.budget
 
     att = bench_attention(device, sizes, precisions, reps)
     if left():

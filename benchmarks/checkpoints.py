@@ -1,0 +1,179 @@
+"""Loaded checkpoints against `transformers` on the same random weights.
+
+Two models as people run them today: a GPT-2-small-sized one (12 layers, 768 channels, 12 heads,
+learned positions) and a Llama-style one (grouped heads, rotary, SwiGLU, RMSNorm). Each is
+built by `transformers` from its config with random weights, saved in the Hugging Face layout
+and read back with `al.from_pretrained`; then, in one run:
+
+- the forward pass at B1×T512 (`model(input_ids).logits` against `net(input_ids)`);
+- greedy decoding of 128 tokens after a 16-token prompt (`model.generate` with its cache
+  against `al.generate`, which streams with the key/value cache), and attnlab recomputing the
+  whole prefix for every token, the cost the cache saves;
+- peak memory of each (CUDA only: `torch.cuda.max_memory_allocated` above the weights).
+
+Outputs are checked first (logits within 1e-4 of their largest magnitude, the same tokens).
+`--smoke` runs every path at tiny sizes on the CPU and writes nothing (the suite runs it).
+Needs the `hf` extra (transformers).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import attnlab as al                                  # noqa: E402
+from _common import machine, write_section           # noqa: E402
+
+
+def configs(smoke: bool) -> dict:
+    import transformers as hf
+    if smoke:
+        return {
+            "GPT-2 (tiny)": hf.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=97,
+                                          n_positions=64),
+            "Llama-style (tiny)": hf.LlamaConfig(num_hidden_layers=2, hidden_size=32,
+                                                 num_attention_heads=4, num_key_value_heads=2,
+                                                 intermediate_size=64, vocab_size=97,
+                                                 max_position_embeddings=64),
+        }
+    return {
+        "GPT-2 small (12×768, 12 heads)": hf.GPT2Config(n_layer=12, n_embd=768, n_head=12,
+                                                        vocab_size=50257, n_positions=1024),
+        "Llama-style (12×768, 12 heads, 4 kv heads, SwiGLU 2048)": hf.LlamaConfig(
+            num_hidden_layers=12, hidden_size=768, num_attention_heads=12,
+            num_key_value_heads=4, intermediate_size=2048, vocab_size=32000,
+            max_position_embeddings=2048),
+    }
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _time(fn, device, repeats: int) -> float:
+    fn()                                       # warm-up (allocator, kernels, caches)
+    samples = []
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def _peak(fn, device) -> float | None:
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
+
+
+def recompute(net, prompt, n):
+    """Greedy decoding without a cache: the whole prefix through the network for each token."""
+    ids = prompt
+    for _ in range(n):
+        nxt = net(ids)[:, -1].argmax(-1, keepdim=True)
+        ids = torch.cat([ids, nxt], 1)
+    return ids[:, prompt.shape[1]:]
+
+
+def measure(name, config, device, T, n_new, repeats):
+    import transformers as hf
+    torch.manual_seed(0)
+    model = hf.AutoModelForCausalLM.from_config(config).eval()
+    with tempfile.TemporaryDirectory() as d:
+        model.save_pretrained(d)
+        net = al.from_pretrained(d)
+    model, net = model.to(device), net.to(device).eval()
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, config.vocab_size, (1, T), generator=g).to(device)
+    prompt = ids[:, :16]
+
+    with torch.inference_mode():
+        ref = model(ids).logits
+        got = net(ids)
+        diff = (got - ref).abs().max().item() / ref.abs().max().item()
+        if diff > 1e-4:
+            raise SystemExit(f"{name}: logits differ by {diff:.2e} of their largest magnitude")
+        hf_tokens = model.generate(prompt, max_new_tokens=n_new, min_new_tokens=n_new,
+                                   do_sample=False, pad_token_id=0)[:, 16:]
+        al_tokens = al.generate(net, start=prompt, max_length=n_new).tokens
+        same = int((hf_tokens.cpu() == al_tokens.cpu()[:, :n_new]).all())
+
+        fwd = {"transformers": lambda: model(ids).logits, "attnlab": lambda: net(ids)}
+        dec = {"transformers": lambda: model.generate(prompt, max_new_tokens=n_new,
+                                                      min_new_tokens=n_new, do_sample=False,
+                                                      pad_token_id=0),
+               "attnlab": lambda: al.generate(net, start=prompt, max_length=n_new)}
+        t_fwd = {k: _time(f, device, repeats) for k, f in fwd.items()}
+        t_dec = {k: _time(f, device, repeats) for k, f in dec.items()}
+        t_re = _time(lambda: recompute(net, prompt, n_new), device, max(1, repeats // 3))
+        m_fwd = {k: _peak(f, device) for k, f in fwd.items()}
+        m_dec = {k: _peak(f, device) for k, f in dec.items()}
+    return dict(name=name, diff=diff, same=same, fwd=t_fwd, dec=t_dec, recompute=t_re,
+                m_fwd=m_fwd, m_dec=m_dec)
+
+
+def _mib(x):
+    return "–" if x is None else f"{x:.0f} MiB"
+
+
+def report(rows, device, T, n_new) -> str:
+    dev = torch.cuda.get_device_name() if device.type == "cuda" else machine()
+    lines = [f"## Checkpoints against transformers (`benchmarks/checkpoints.py`)", "",
+             f"{time.strftime('%Y-%m-%d')} · {dev} · torch {torch.__version__} · transformers "
+             f"{__import__('transformers').__version__} · float32 · random weights, the same "
+             "in both · medians after a warm-up. Ratio = transformers' time / attnlab's "
+             "(above 1: attnlab faster).", "",
+             f"| model | forward B1×T{T}: transformers | attnlab | ratio | greedy {n_new} "
+             "tokens: transformers | attnlab | ratio | attnlab recomputing the prefix | "
+             "cache speed-up | peak memory fwd (hf / attnlab) | decode (hf / attnlab) | "
+             "logits diff | same tokens |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        f, d = r["fwd"], r["dec"]
+        lines.append(
+            f"| {r['name']} | {f['transformers'] * 1e3:.1f} ms | {f['attnlab'] * 1e3:.1f} ms | "
+            f"{f['transformers'] / f['attnlab']:.2f}× | {d['transformers'] * 1e3:.0f} ms | "
+            f"{d['attnlab'] * 1e3:.0f} ms | {d['transformers'] / d['attnlab']:.2f}× | "
+            f"{r['recompute'] * 1e3:.0f} ms | {r['recompute'] / d['attnlab']:.1f}× | "
+            f"{_mib(r['m_fwd']['transformers'])} / {_mib(r['m_fwd']['attnlab'])} | "
+            f"{_mib(r['m_dec']['transformers'])} / {_mib(r['m_dec']['attnlab'])} | "
+            f"{r['diff']:.1e} | {'yes' if r['same'] else 'no'} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU; writes nothing")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args(argv)
+    device = torch.device("cpu" if args.smoke else args.device)
+    T, n_new = (24, 6) if args.smoke else (512, 128)
+    rows = [measure(name, cfg, device, T, n_new, 1 if args.smoke else args.repeats)
+            for name, cfg in configs(args.smoke).items()]
+    text = report(rows, device, T, n_new)
+    print(text)
+    if not args.smoke:
+        write_section("checkpoints", text)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
