@@ -1,7 +1,7 @@
 """attnlab's layers: small descriptions with ports, a size rule and a module factory."""
 from .attention import (Attention, AttentionPool1d, ImageToSequence, MultiHeadAttention,
                         SelfAttention)
-from .activations import Swish, TanhGELU
+from .activations import SiLU, Swish, TanhGELU
 from .base import LAYER_TYPES, Layer
 from .combine import Addition, Concatenation, Multiplication
 from .conv import Conv1d, Conv2d, GroupedConv2d
@@ -20,7 +20,7 @@ from .vision import EmbeddingConcatenation, PatchEmbedding
 __all__ = [
     "Layer", "LAYER_TYPES",
     "SequenceInput", "ImageInput", "FeatureInput",
-    "Dense", "ReLU", "LeakyReLU", "GELU", "TanhGELU", "Swish", "Tanh", "Sigmoid", "Softmax",
+    "Dense", "ReLU", "LeakyReLU", "GELU", "TanhGELU", "SiLU", "Swish", "Tanh", "Sigmoid", "Softmax",
     "Dropout", "SpatialDropout", "Scaling", "Identity",
     "Conv1d", "Conv2d", "GroupedConv2d", "LSTM", "GRU", "LayerNorm", "BatchNorm",
     "InputNormalization", "Pool1d", "MaxPool2d", "AvgPool2d", "GlobalAvgPool1d", "GlobalMaxPool1d", "GlobalAvgPool2d",

@@ -1,4 +1,4 @@
-"""Activations beyond those of `dense.py`: swish and the tanh-approximated GELU."""
+"""Activations beyond those of `dense.py`: SiLU (swish) and the tanh-approximated GELU."""
 from __future__ import annotations
 
 from torch import nn
@@ -7,8 +7,32 @@ from ..spec import Spec
 from .dense import GELU, _Elementwise
 
 
+class SiLU(_Elementwise):
+    """Sigmoid linear unit x·sigmoid(x), elementwise, as `torch.nn.SiLU` (Llama's and
+    Mistral's "silu"). No learnables.
+
+    Shape
+    -----
+    - `in`: any spec (B×T×C, B×C, B×C×H×W)
+    - `out`: the same spec
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab import layers as L
+    >>> L.SiLU()(torch.tensor([[0.0, 1.0]]))
+    tensor([[0.0000, 0.7311]])
+    """
+
+    stem = "silu"
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return nn.SiLU()
+
+
 class Swish(_Elementwise):
-    """Swish, x·sigmoid(x), elementwise [swishLayer]. No learnables.
+    """Swish, x·sigmoid(x), elementwise [swishLayer]: the same function as `SiLU`, under
+    MATLAB's name. No learnables.
 
     Shape
     -----
@@ -23,8 +47,8 @@ class Swish(_Elementwise):
 
 
 class TanhGELU(GELU):
-    """GELU with the tanh approximation, elementwise [geluLayer(Approximation="tanh")].
-    No learnables.
+    """GELU with the tanh approximation, elementwise [geluLayer(Approximation="tanh")]: the
+    same as ``GELU(approximate="tanh")``. No learnables.
 
     Shape
     -----
@@ -34,5 +58,5 @@ class TanhGELU(GELU):
 
     stem = "gelu"
 
-    def build(self, specs: dict[str, Spec]) -> nn.Module:
-        return nn.GELU(approximate="tanh")
+    def __init__(self, name: str | None = None):
+        super().__init__("tanh", name)

@@ -114,16 +114,35 @@ class LeakyReLU(_Elementwise):
 
 
 class GELU(_Elementwise):
-    """Gaussian error linear unit, elementwise [geluLayer]. No learnables.
+    """Gaussian error linear unit x·Φ(x), elementwise [geluLayer]. No learnables.
+
+    Parameters
+    ----------
+    approximate : str
+        "none" (the default): the exact x·Φ(x) with the Gaussian's distribution function, as
+        `torch.nn.GELU()` and BERT's "gelu"; "tanh": the tanh approximation
+        0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), as `torch.nn.GELU(approximate="tanh")` and
+        GPT-2's "gelu_new".
 
     Shape
     -----
     - `in`: any spec (B×T×C, B×C, B×C×H×W)
     - `out`: the same spec
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab import layers as L
+    >>> L.GELU(approximate="tanh")(torch.tensor([[0.0, 1.0]]))
+    tensor([[0.0000, 0.8412]])
     """
 
+    def __init__(self, approximate: str = "none", name: str | None = None):
+        super().__init__(name)
+        self.approximate = check.choice(self, "approximate", approximate, ("none", "tanh"))
+
     def build(self, specs: dict[str, Spec]) -> nn.Module:
-        return nn.GELU()
+        return nn.GELU(approximate=self.approximate)
 
 
 class Tanh(_Elementwise):

@@ -29,12 +29,16 @@ class LayerNorm(_Norm):
 
     Sequences and features are normalised over the channels (`torch.nn.LayerNorm`); images over
     channels and space together with a per-channel scale and shift (`torch.nn.GroupNorm` with one
-    group), as MATLAB normalises images. Learnables `weight`, `bias` (C each).
+    group), as MATLAB normalises images. Learnables `weight` and `bias` (C each; no `bias` with
+    ``bias=False``).
 
     Parameters
     ----------
     eps : float
-        Added to the variance, for stability.
+        Added to the variance, for stability (1e-5, torch's default; GPT-2 and BERT's
+        checkpoints say 1e-5 and 1e-12 in their configs).
+    bias : bool
+        Whether to learn the shift (`bias`); False as in `torch.nn.LayerNorm(bias=False)`.
 
     Shape
     -----
@@ -42,9 +46,10 @@ class LayerNorm(_Norm):
     - `out`: the same spec
     """
 
-    def __init__(self, eps: float = 1e-5, name: str | None = None):
+    def __init__(self, eps: float = 1e-5, bias: bool = True, name: str | None = None):
         super().__init__(name)
         self.eps = check.positive(self, "eps", eps)
+        self.bias = check.flag(self, "bias", bias)
 
     def analysis_warnings(self, specs: dict[str, Spec]) -> list[tuple[str, str]]:
         """(port, message) for inputs that fit but make the layer useless: one channel."""
@@ -61,8 +66,11 @@ class LayerNorm(_Norm):
         s = specs["in"]
         c = check.known(self, "in", s.channels)
         if s.is_image:
-            return nn.GroupNorm(1, c, eps=self.eps)
-        return nn.LayerNorm(c, eps=self.eps)
+            norm = nn.GroupNorm(1, c, eps=self.eps)
+            if not self.bias:
+                norm.register_parameter("bias", None)      # F.group_norm takes bias=None
+            return norm
+        return nn.LayerNorm(c, eps=self.eps, bias=self.bias)
 
 
 class BatchNorm(_Norm):

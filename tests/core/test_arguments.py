@@ -85,6 +85,7 @@ SETUPS = {
     "SinusoidalPositionEncoding": (dict(dim=4), chain(seq)),
     "Module": (dict(module=nn.Linear(4, 4)), chain(seq)),
     "Swish": ({}, chain(seq)),
+    "SiLU": ({}, chain(seq)),
     "TanhGELU": ({}, chain(seq)),
     "SpatialDropout": ({}, chain(seq)),
     "Scaling": ({}, chain(seq)),
