@@ -23,7 +23,7 @@ _LAZY = {
     "plot_attention": "attnlab.viz.attention",
     "generate": "attnlab.stream", "forecast": "attnlab.stream",
 }
-_SUBMODULES = {"datasets", "matlab", "functional", "viz"}
+_SUBMODULES = {"blocks", "datasets", "matlab", "functional", "viz"}
 
 
 def __getattr__(name):
