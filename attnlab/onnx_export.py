@@ -21,9 +21,6 @@ export is only right at the example's sizes, is named in a `NetworkError`.
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
-import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,9 +31,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .convention import call
 from .errors import ArgumentError, AttnlabError, DataError, NetworkError
 from .graph import Graph
+from .onnx_culprits import example_shape, unexportable
+from .onnx_model import finish_model, first_line, have, require, run_exporter, session
 from ._files import output_path
 from .batching import as_batch
 from .sequences import Padded, pad_sequences
@@ -106,7 +104,7 @@ def export_onnx(net, path, example_inputs=None, *, masks=True, opset: int = DEFA
     if not (isinstance(net, Graph) and isinstance(net, torch.nn.Module)):
         raise NetworkError(f"export_onnx() takes an attnlab Network, got {type(net).__name__}")
     opset = check_opset(opset)
-    _require("onnx")
+    require("onnx")
     if not isinstance(path, (str, Path)) or not str(path):
         raise ArgumentError(f"export_onnx(path=...): expected a file path such as 'net.onnx', "
                             f"received {path!r} ({type(path).__name__}).")
@@ -115,20 +113,20 @@ def export_onnx(net, path, example_inputs=None, *, masks=True, opset: int = DEFA
     dyn = _dynamic_axes(net, ex, dynamic_lengths)
     with _export_mode(net):
         try:
-            _torch_export(_Flat(net, ex).eval(), ex.flat(), path, ex.onnx_inputs, ex.out_names, dyn, opset,
+            run_exporter(_Flat(net, ex).eval(), ex.flat(), path, ex.onnx_inputs, ex.out_names, dyn, opset,
                           fold=not _has_shared_parameters(net))
         except AttnlabError:
             raise
         except Exception as e:  # noqa: BLE001 - any exporter failure: find the layers that cause it
-            raise _unexportable(net, ex, dynamic_lengths, opset, atol, rtol, e) from e
-        _finish_model(path, ex, dyn)
+            raise unexportable(net, ex, dynamic_lengths, opset, atol, rtol, e) from e
+        finish_model(path, ex, dyn)
         result = OnnxExport(path, list(ex.onnx_inputs), list(ex.out_names), dyn, _example=ex)
         if check:
-            if _have("onnxruntime"):
+            if have("onnxruntime"):
                 try:
                     result.max_error = _check(net, ex, path, dynamic_lengths, atol, rtol)
                 except _Mismatch as e:
-                    raise _unexportable(net, ex, dynamic_lengths, opset, atol, rtol, e) from None
+                    raise unexportable(net, ex, dynamic_lengths, opset, atol, rtol, e) from None
             else:
                 warnings.warn("onnxruntime is not installed, so the exported model was not "
                               "checked: pip install onnxruntime (or attnlab[onnx]).", stacklevel=3)
@@ -227,7 +225,7 @@ class _Example:
         dtype = _dtype(self.net)
         data = {}
         for n, spec, m, t in zip(self.names, self.specs, self.with_mask, lengths):
-            shape = _concrete(spec, batch, t)
+            shape = example_shape(spec, batch, t)
             vocab = self.vocab[n]
             if vocab:
                 x = torch.randint(0, vocab, shape, generator=g).to(dtype)
@@ -297,11 +295,6 @@ def _example_length(spec, default):
     return spec.time if spec.time is not None else default
 
 
-def _concrete(spec: Spec, batch, time):
-    fill = {"B": batch, "T": time, "Q": time, "K": time, "S": 8, "C": 4, "H": 2}
-    return tuple(s if s is not None else fill.get(l, 4) for l, s in zip(spec.labels, spec.sizes))
-
-
 def _device(net):
     p = next(iter(net.parameters()), None)
     return p.device if p is not None else torch.device("cpu")
@@ -354,12 +347,6 @@ class _Flat(nn.Module):
         return tuple(outs[o] for o in self._outs)
 
 
-def _torch_export(module, args, path, input_names, output_names, dyn, opset, fold=True):
-    with _quiet():
-        torch.onnx.export(module, args, str(path), dynamo=False, opset_version=opset,
-                          input_names=list(input_names), output_names=list(output_names),
-                          dynamic_axes=dyn, do_constant_folding=fold)
-
 
 def _has_shared_parameters(net) -> bool:
     """Whether a Parameter serves under two names (tied weights). The exporter writes such a
@@ -401,93 +388,6 @@ def _sdpa_for_onnx():
         F.scaled_dot_product_attention = original
 
 
-@contextlib.contextmanager
-def _quiet():
-    """Silences the exporter: its Python warnings, the graph dump it prints when it fails, and
-    the C++ shape-inference notes it writes to the process's stderr."""
-    with warnings.catch_warnings(), contextlib.ExitStack() as stack:
-        warnings.simplefilter("ignore")
-        sink = stack.enter_context(tempfile.TemporaryFile())
-        for stream, fd in ((sys.stdout, 1), (sys.stderr, 2)):   # the process's own descriptors
-            _flush(stream)
-            try:
-                saved = os.dup(fd)
-            except OSError:
-                continue
-            os.dup2(sink.fileno(), fd)
-            stack.callback(_restore_fd, stream, fd, saved)
-        devnull = stack.enter_context(open(os.devnull, "w"))
-        stack.enter_context(contextlib.redirect_stdout(devnull))
-        stack.enter_context(contextlib.redirect_stderr(devnull))
-        yield
-
-
-def _flush(stream):
-    try:
-        stream.flush()
-    except (AttributeError, OSError, ValueError):
-        pass
-
-
-def _restore_fd(stream, fd, saved):
-    _flush(stream)
-    os.dup2(saved, fd)
-    os.close(saved)
-
-
-def _session(path):
-    import onnxruntime as ort
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 4            # failures come back as exceptions, not as log lines
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-
-
-def _finish_model(path, ex, dyn):
-    """The exporter drops inputs nothing reads (e.g. the mask of an input no masked layer
-    sees); put them back so that every model has the documented inputs, in order."""
-    import onnx
-    from onnx import TensorProto, helper
-
-    model = onnx.load(str(path))
-    graph = model.graph
-    present = {i.name: i for i in graph.input}
-    flat = dict(zip(ex.onnx_inputs, ex.flat()))
-    ordered = []
-    for name in ex.onnx_inputs:
-        if name in present:
-            ordered.append(present[name])
-            continue
-        t = flat[name]
-        elem = TensorProto.BOOL if t.dtype == torch.bool else \
-            TensorProto.DOUBLE if t.dtype == torch.float64 else TensorProto.FLOAT
-        dims = [dyn.get(name, {}).get(i, int(s)) for i, s in enumerate(t.shape)]
-        ordered.append(helper.make_tensor_value_info(name, elem, dims))
-    rest = [i for i in graph.input if i.name not in set(ex.onnx_inputs)]    # initializers, if any
-    del graph.input[:]
-    graph.input.extend(ordered + rest)
-    for out in graph.output:
-        spec = ex.out_specs.get(out.name)
-        dims = out.type.tensor_type.shape.dim
-        if spec is None or len(dims) != len(spec.sizes):
-            continue
-        for i, size in enumerate(spec.sizes):
-            if size is not None:
-                dims[i].Clear()
-                dims[i].dim_value = size
-            elif i in dyn.get(out.name, {}):
-                dims[i].Clear()
-                dims[i].dim_param = dyn[out.name][i]
-    model.doc_string = ("attnlab network. Inputs: " + ", ".join(ex.onnx_inputs) + ". A '<input>_mask' "
-                        "input is the padding mask of a sequence input: bool B×T, True = real step.")
-    onnx.helper.set_model_props(model, {"attnlab.inputs": ",".join(ex.names),
-                                        "attnlab.masks": ",".join(n for n, m in zip(ex.names, ex.with_mask) if m),
-                                        "attnlab.mask_convention": "True = real time step"})
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-
-
-# ------------------------------------------------------------------------------- checking ---
-
 class _Mismatch(Exception):
     pass
 
@@ -505,9 +405,9 @@ def _check_sizes(ex, dynamic_lengths):
 
 def _check(net, ex, path, dynamic_lengths, atol, rtol) -> float:
     try:
-        sess = _session(path)
+        sess = session(path)
     except Exception as e:  # noqa: BLE001
-        raise _Mismatch(f"onnxruntime cannot open the exported model: {_first_line(e)}") from None
+        raise _Mismatch(f"onnxruntime cannot open the exported model: {first_line(e)}") from None
     worst = 0.0
     batch, lengths = _check_sizes(ex, dynamic_lengths)
     trials = [ex.data, ex.random(batch, lengths, seed=1)]
@@ -520,7 +420,7 @@ def _check(net, ex, path, dynamic_lengths, atol, rtol) -> float:
         try:
             got = sess.run(list(ex.out_names), feeds)
         except Exception as e:  # noqa: BLE001
-            raise _Mismatch(f"onnxruntime fails at {_sizes_text(data)}: {_first_line(e)}") from None
+            raise _Mismatch(f"onnxruntime fails at {_sizes_text(data)}: {first_line(e)}") from None
         for name, g in zip(ex.out_names, got):
             r = ref[name].detach().cpu().numpy()
             if r.shape != g.shape:
@@ -541,171 +441,3 @@ def _sizes_text(data):
     return ", ".join(parts)
 
 
-# ------------------------------------------------------------------ finding the culprits ---
-
-def _unexportable(net, ex, dynamic_lengths, opset, atol, rtol, cause) -> NetworkError:
-    culprits = _probe_network(net, net.analyze(), "", ex.with_mask and any(ex.with_mask),
-                              dynamic_lengths, opset, atol, rtol)
-    reason = _first_line(cause)
-    if not culprits:
-        return NetworkError(f"cannot export the network to ONNX: {reason}. Each layer exports on "
-                            "its own, so it is the combination that fails: try "
-                            "dynamic_lengths=False (every length fixed to the example's), another "
-                            f"opset than {opset}, or export the parts of the network separately.")
-    lines = "\n".join(f"  - '{name}' ({kind}): {why}" for name, kind, why in culprits)
-    sizes_only = dynamic_lengths and all(why.endswith(_FIXED) for _, _, why in culprits)
-    fix = " Replace them, or leave them out of the exported network."
-    if sizes_only:
-        fix = (" They export only at fixed sequence lengths: export with dynamic_lengths=False "
-               "to fix every length to the example's, or replace them.")
-    elif any(why.endswith(_FIXED) for _, _, why in culprits):
-        fix += " (Layers that only fix a size export with dynamic_lengths=False.)"
-    return NetworkError(f"cannot export the network to ONNX: {len(culprits)} layer(s) cannot be "
-                        f"exported{' with dynamic sequence lengths' if sizes_only else ''}:\n"
-                        f"{lines}\n{fix.strip()}")
-
-
-def _probe_network(net, analysis, prefix, masks, dynamic_lengths, opset, atol, rtol):
-    """Exports every layer alone (with its weights, at its input sizes) to name those that fail."""
-    culprits: list = []
-    for name in analysis.order:
-        layer = net._layers[name]
-        if layer.is_input or name not in net.layer_modules or analysis.out_specs.get(name) is None:
-            continue
-        specs = analysis.in_specs[name]
-        why = _probe_layer(layer, net.layer_modules[name], specs, masks, dynamic_lengths, opset,
-                           atol, rtol)
-        if why is None:
-            continue
-        if isinstance(layer, Graph):
-            nested: Any = layer                   # a Network (this module sits below network.py)
-            try:
-                inner = nested.analyze_as_layer(specs)
-            except AttnlabError:
-                inner = None
-            found = [] if inner is None else _probe_network(
-                layer, inner, f"{prefix}{name}/", masks, dynamic_lengths, opset, atol, rtol)
-            if found:
-                culprits += found
-                continue
-        culprits.append((prefix + name, layer.type_name, why))
-    return culprits
-
-
-_FIXED = "the export fixed a size that should stay dynamic"
-
-
-class _OneLayer(nn.Module):
-    """One layer's module alone, called by the module calling convention: the flat inputs are
-    each port's tensor, followed by its mask for the ports in `mask_ports`; the outputs are
-    the module's, as a tuple."""
-
-    def __init__(self, layer, mod, ports, mask_ports):
-        super().__init__()
-        self.mod = mod
-        self._layer = (layer,)
-        self._ports, self._mask_ports = ports, mask_ports
-
-    def forward(self, *flat):
-        layer = self._layer[0]
-        it = iter(flat)
-        xs, ms = [], []
-        for p in self._ports:
-            xs.append(next(it))
-            ms.append(next(it) if p in self._mask_ports else None)
-        outs, _ = call(layer, self.mod, xs, ms)
-        return outs
-
-
-def _probe_layer(layer, mod, specs, masks, dynamic_lengths, opset, atol, rtol):
-    """None when the layer exports and matches PyTorch at other sizes, else the reason."""
-    ports = list(layer.input_ports)
-    mask_ports = {p for p in ports if masks and specs[p].is_sequence}
-    vocab = getattr(layer, "vocab", None) if isinstance(getattr(layer, "vocab", None), int) else None
-    p = next(iter(mod.parameters()), None) if isinstance(mod, nn.Module) else None
-    device = p.device if p is not None else torch.device("cpu")
-    dtype = p.dtype if p is not None and p.is_floating_point() else torch.get_default_dtype()
-
-    def data(batch, time, seed):
-        g = torch.Generator().manual_seed(seed)
-        flat = []
-        for i, p in enumerate(ports):
-            t = specs[p].time if specs[p].time is not None else time + (2 * i if dynamic_lengths else 0)
-            shape = _concrete(specs[p], batch, t)
-            x = torch.randint(0, vocab, shape, generator=g).float() if vocab else torch.randn(shape, generator=g)
-            flat.append(x.to(device, dtype))
-            if p in mask_ports:
-                m = torch.ones(batch, shape[1], dtype=torch.bool)
-                if batch > 1 and shape[1] > 1:
-                    m[-1, shape[1] // 2 + 1:] = False
-                flat.append(m.to(device))
-        return tuple(flat)
-
-    wrapper = _OneLayer(layer, mod, ports, mask_ports).eval()
-    names, dyn = [], {}
-    for p in ports:
-        names.append(p)
-        axes = {0: "batch"}
-        if specs[p].is_sequence and dynamic_lengths and specs[p].time is None:
-            axes[1] = f"{p}_time"
-        dyn[p] = axes
-        if p in mask_ports:
-            names.append(f"{p}_mask")
-            dyn[f"{p}_mask"] = dict(axes)
-    example = data(2, 4, 0)
-    try:
-        with torch.no_grad():
-            n_out = len(wrapper(*example))
-    except Exception:  # noqa: BLE001 - cannot even run alone at these sizes: no verdict
-        return None
-    outs = [f"out{i}" for i in range(n_out)]
-    for o in outs:
-        dyn[o] = {0: "batch"}
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "layer.onnx"
-        try:
-            _torch_export(wrapper, example, path, names, outs, dyn, opset)
-        except Exception as e:  # noqa: BLE001
-            return f"the exporter fails: {_first_line(e)[:300]}"
-        if not _have("onnxruntime"):
-            return None
-        try:
-            sess = _session(path)
-            present = {i.name for i in sess.get_inputs()}
-            for batch, time, seed in ((2, 4, 0), (3, 9, 1)):
-                flat = data(batch, time, seed)
-                with torch.no_grad():
-                    try:
-                        ref = wrapper(*flat)
-                    except Exception:  # noqa: BLE001
-                        continue
-                feeds = {n: x.cpu().numpy() for n, x in zip(names, flat) if n in present}
-                got = sess.run(outs, feeds)
-                for r, g in zip(ref, got):
-                    r = r.detach().cpu().numpy()
-                    if r.shape != g.shape or not np.allclose(g, r, atol=atol, rtol=rtol):
-                        shape_note = "" if r.shape == g.shape else \
-                            f" (ONNX {'×'.join(map(str, g.shape))}, PyTorch {'×'.join(map(str, r.shape))})"
-                        return (f"its ONNX form differs from PyTorch at other sizes{shape_note}: "
-                                f"{_FIXED}")
-        except Exception:  # noqa: BLE001
-            return f"its ONNX form fails at other sizes than the example's: {_FIXED}"
-    return None
-
-
-# -------------------------------------------------------------------------------- helpers ---
-
-def _have(module: str) -> bool:
-    import importlib.util
-    return importlib.util.find_spec(module) is not None
-
-
-def _require(module: str):
-    if not _have(module):
-        raise ImportError(f"ONNX export needs the '{module}' package: pip install onnx "
-                          "onnxruntime (or pip install 'attnlab[onnx]').")
-
-
-def _first_line(e) -> str:
-    s = str(e).strip()
-    return s.splitlines()[0] if s else type(e).__name__
