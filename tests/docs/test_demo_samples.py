@@ -35,9 +35,8 @@ def _demo_folder(name, folder):
     elif name == "vowels":
         from attnlab.demos import vowels as D
         data = al.datasets.japanese_vowels()
-        net = D.build_network(**D._net_kw(D.TUNED))
-        test_view = D.member_view(D.member_configs(1)[0], data.X_train, data.X_test)[1]
-        written = D.save_sample(folder, data, test_view)
+        net = D.build_network()
+        written = D.save_sample(folder, data, D.standardizer(data.X_train)(data.X_test))
         layer = "self-attention"
     elif name == "forecast":
         from attnlab.demos import forecast as D

@@ -1,8 +1,8 @@
 """Cross-validation of the vowels demo's choices on the 270 TRAINING utterances only.
 
-    python -m attnlab.demos.vowels_cv '{"lr": 3e-3, "dropout": 0.3}' [--folds 5] [--members 3]
+    python tools/vowels_cv.py '{"lr": 3e-3, "dropout": 0.3}' [--folds 5] [--members 3]
         [--split-seed S | --split-seed blocked] [--first-seed K] [--tta K] [--save FILE.npz]
-    python -m attnlab.demos.vowels_cv --combine A.npz[:N] B.npz[:N] …
+    python tools/vowels_cv.py --combine A.npz[:N] B.npz[:N] …
 
 Each fold standardises with its own training utterances, trains `members` networks (seeds
 0, 1, …) with the given `train_network` keywords and scores, on the held-out utterances, the
@@ -18,9 +18,10 @@ import numpy as np
 
 import attnlab as al
 
-from . import _common as C
-from .baselines import logistic_sequences
-from . import vowels as V
+from attnlab.demos import _common as C
+from attnlab.demos.baselines import logistic_sequences
+
+import vowels_search as V
 
 
 def cross_validate(config: dict | list, folds: int = 5, members: int = 3, epochs: int = V.EPOCHS,
