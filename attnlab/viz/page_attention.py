@@ -1,0 +1,165 @@
+"""The attention maps a page shows: every attention layer's weights for one sample, asked of
+its module per call (`need_weights=True`), with token labels traced back to the inputs."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..analysis import analyze
+from ..errors import DataError
+
+MAX_STEPS = 256                   # attention maps are cut to this many queries and keys
+
+
+def _attention_modules(net, prefix=""):
+    """(display name, module) of every attention layer that can return its weights, nested
+    networks included ('outer/inner')."""
+    from ..functional import AttentionModule    # torch, only when a page shows attention
+
+    found = []
+    for name, layer in net._layers.items():
+        if hasattr(layer, "_layers") and name in net.layer_modules:     # a nested Network
+            found += _attention_modules(net.layer_modules[name], f"{prefix}{name}/")
+            continue
+        mod = net.layer_modules[name] if name in net.layer_modules else None
+        # attnlab's attention modules take need_weights=True per call
+        if isinstance(mod, AttentionModule) and getattr(layer, "num_heads", None):
+            found.append((prefix + name, name, net, mod))
+    return found
+
+
+def attention_maps(net, sample, labels=None, item: int = 0) -> list[dict]:
+    """The attention weights of every attention layer for `sample`, item `item` of its batch:
+    `[{"layer", "heads", "tq", "tk", "weights": heads×Tq×Tk nested lists, "query_labels",
+    "key_labels"}]`. `sample`: one array (a network with one input) or a dict by input name;
+    an array without its batch dimension gets one. `labels`: a dict input name → one label
+    per position (tokens), used on the axes of attention whose queries or keys come from
+    that input; positions otherwise."""
+    import torch
+
+    inputs = _sample_inputs(net, sample)
+    if not net.initialized:       # build the modules first: the hooks go on them
+        if any(l.is_input for l in net._layers.values()):
+            net.initialize()
+        else:
+            net.initialize(inputs)
+    mods = _attention_modules(net)
+    if not mods:
+        return []
+    captured: dict[str, torch.Tensor] = {}
+    handles = []
+
+    def ask_weights(module, args, kwargs):
+        return args, {**kwargs, "need_weights": True}          # a supported per-call option
+
+    def hook_for(display, wanted_already):
+        def hook(module, args, output):
+            captured[display] = output[1].detach()
+            return output if wanted_already else output[0]     # the plan expects one output
+        return hook
+
+    try:
+        for display, _name, _owner, mod in mods:
+            handles.append(mod.register_forward_pre_hook(ask_weights, with_kwargs=True))
+            handles.append(mod.register_forward_hook(hook_for(display, mod.scores)))
+        was_training = net.training
+        net.eval()
+        try:
+            with torch.no_grad():
+                net(inputs)
+        finally:
+            net.train(was_training)
+    finally:
+        for h in handles:
+            h.remove()
+    out = []
+    for display, name, owner, _mod in mods:
+        scores = captured.get(display)
+        if scores is None:
+            continue
+        w = scores[item].float().cpu().numpy()               # heads×Tq×Tk
+        if w.ndim != 3:
+            continue
+        w = w[:, :MAX_STEPS, :MAX_STEPS]
+        heads, tq, tk = w.shape
+        qlab, klab = _axis_labels(owner, name, labels, tq, tk)
+        out.append({"layer": display, "type": owner._layers[name].type_name, "heads": heads,
+                    "tq": tq, "tk": tk, "weights": np.round(w, 4).tolist(),
+                    "query_labels": qlab, "key_labels": klab})
+    return out
+
+
+def _sample_inputs(net, sample) -> dict:
+    import torch
+
+    names = list(net.input_names)
+    if not names:
+        raise DataError("the network has no inputs to give the sample to")
+    if not isinstance(sample, dict):
+        if len(names) != 1:
+            raise DataError(f"the sample is one array, but the network has {len(names)} inputs "
+                            f"({', '.join(names)}). Give an .npz file with one array per input, "
+                            f"named {', '.join(repr(n) for n in names)}.")
+        sample = {names[0]: sample}
+    missing = [n for n in names if n not in sample]
+    if missing:
+        raise DataError(f"the sample has no array for input(s) {', '.join(repr(n) for n in missing)} "
+                        f"(it has {', '.join(repr(k) for k in sample) or 'none'}). Name the arrays "
+                        "of the .npz file after the network's inputs.")
+    a = analyze(net, net._data_specs)
+    out = {}
+    for n in names:
+        x = np.asarray(sample[n])
+        if x.dtype == object or not (np.issubdtype(x.dtype, np.number) or x.dtype == bool):
+            raise DataError(f"input '{n}': the sample must be numbers, received {x.dtype}")
+        spec = _input_spec(net, a, n)
+        if spec is not None and x.ndim == len(spec.sizes) - 1:
+            x = x[None]                                          # one item: add the batch axis
+        if spec is not None and x.ndim != len(spec.sizes):
+            raise DataError(f"input '{n}': expected {spec} ({len(spec.sizes)} dimensions, or "
+                            f"{len(spec.sizes) - 1} for one item), received "
+                            f"{'×'.join(map(str, x.shape))}.")
+        out[n] = torch.as_tensor(x, dtype=torch.float32)
+    return out
+
+
+def _input_spec(net, a, name):
+    layer_name, _, port = name.partition("/")
+    layer = net._layers.get(layer_name)
+    if layer is None:
+        return None
+    if layer.is_input:
+        return next(iter((a.out_specs.get(layer_name) or {}).values()), None)
+    return (net._data_specs or {}).get(name)
+
+
+def _axis_labels(net, name, labels, tq, tk):
+    """Token labels for the queries and keys of attention layer `name` in `net`: those of the
+    input that its query (key) port traces back to through first inputs, when they fit."""
+    if not labels:
+        return None, None
+    layer = net._layers[name]
+    ports = layer.input_ports
+    qport = "query" if "query" in ports else ports[0]
+    kport = "key" if "key" in ports else ports[0]
+
+    def trace(port):
+        seen = set()
+        cur, p = name, port
+        while (cur, p) in net._conns and cur not in seen:
+            seen.add(cur)
+            cur, _ = net._conns[(cur, p)]
+            if net._layers[cur].is_input:
+                return cur
+            ins = net._layers[cur].input_ports
+            if not ins:
+                return None
+            p = ins[0]
+        return None
+
+    def fit(src, n):
+        lab = labels.get(src) if src else None
+        return [str(s) for s in lab] if lab is not None and len(lab) >= n else None
+
+    q, k = fit(trace(qport), tq), fit(trace(kport), tk)
+    return (q[:tq] if q else None), (k[:tk] if k else None)
+
