@@ -22,8 +22,9 @@ _LAZY = {
     "load": "attnlab.io", "register_module": "attnlab.io",
     "plot_attention": "attnlab.viz.attention",
     "generate": "attnlab.stream", "forecast": "attnlab.stream",
+    "from_pretrained": "attnlab.pretrained",
 }
-_SUBMODULES = {"blocks", "datasets", "matlab", "functional", "viz"}
+_SUBMODULES = {"blocks", "datasets", "matlab", "functional", "pretrained", "viz"}
 
 
 def __getattr__(name):

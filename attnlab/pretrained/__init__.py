@@ -1,0 +1,198 @@
+"""Hugging Face checkpoints as attnlab networks: `from_pretrained` and `save_pretrained`.
+
+`from_pretrained(folder)` reads a model folder as `transformers` writes it (`config.json` and
+`model.safetensors`, or the shards `model.safetensors.index.json` lists), builds the model its
+config describes as an `al.Network` of attnlab layers, and copies the weights in. Nothing is
+downloaded and nothing is unpickled; the loader needs safetensors and json only.
+`save_pretrained(net, folder)` writes the same layout back, tensor for tensor.
+
+One family, one module
+----------------------
+`FAMILIES` maps a config's `model_type` to the module of this package that builds it. Adding a
+family is one file and one line here. The module defines:
+
+- ``KEYS``: a `config.Keys` saying what it does with each key of its transformers config class
+  (reads it, builds it at one value only — any other is refused —, or knows it leaves the model
+  unchanged);
+- ``ARCHITECTURES``: the model classes it builds (`architectures[0]` of the config), the base
+  model last; a config without `architectures` gets the first whose tensors the file holds;
+- ``IGNORED_TENSORS``: name endings of tensors older files hold that are not weights (buffers
+  such as GPT-2's causal mask ``.attn.bias``), or ``()``;
+- ``network(cfg, architecture) -> Network``: the graph, layers named after the checkpoint's
+  modules (``h.0.attn``), inputs named like the model's forward arguments;
+- ``weights(cfg, architecture) -> list[Weight]``: the table of the checkpoint's tensors and the
+  learnables each fills (`weights.W`).
+
+The loader does the rest for every family: it checks the config's keys, that the table fills
+each learnable exactly once, every tensor's name and shape (before reading any), the dtype, and
+keeps what `save_pretrained` needs in ``net.metadata["huggingface"]`` (so it survives
+`net.save` / `al.load`).
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import types
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..errors import ArgumentError
+from .config import CONFIG_FILE, Config, CheckpointError, Keys, keys
+from .weights import INDEX, SAFETENSORS, Checkpoint, W, Weight, collect, load, no_random_init
+
+# model_type → the module of this package that builds it
+FAMILIES = {
+    "vit": "vit",
+}
+
+META_KEY = "huggingface"
+
+__all__ = ["from_pretrained", "save_pretrained", "FAMILIES", "Config", "CheckpointError", "Keys",
+           "keys", "W", "Weight", "Checkpoint"]
+
+
+def family(model_type: Any, where: str = CONFIG_FILE) -> types.ModuleType:
+    """The module that builds `model_type` (a key of `FAMILIES`)."""
+    if not isinstance(model_type, str) or model_type not in FAMILIES:
+        shown = json.dumps(model_type) if model_type is not None else "missing"
+        raise CheckpointError(f"'{where}' key \"model_type\" is {shown}: attnlab builds "
+                              f"{', '.join(sorted(FAMILIES))}. Nothing was loaded.")
+    return importlib.import_module(f"{__name__}.{FAMILIES[model_type]}")
+
+
+def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | None = None) -> Any:
+    """A Hugging Face model folder as an `al.Network` of attnlab layers.
+
+    Parameters
+    ----------
+    path : str or path
+        The folder `model.save_pretrained(path)` wrote: `config.json` and `model.safetensors`
+        (or the shards `model.safetensors.index.json` lists). Nothing is downloaded.
+    dtype : torch.dtype, optional
+        The learnables' dtype (e.g. ``torch.bfloat16``); None: the checkpoint's own (its
+        config's `dtype` / `torch_dtype`, else its tensors'). Token ids stay integers.
+
+    Returns
+    -------
+    Network
+        In evaluation mode. Inputs named like the model's forward arguments (`input_ids`,
+        `token_type_ids`, `pixel_values`), outputs `logits` (or, for a base model,
+        `last_hidden_state` and `pooler_output`).
+
+    Raises
+    ------
+    CheckpointError
+        A folder without config.json or safetensors (a pickle checkpoint is refused), a
+        `model_type`, architecture or config option attnlab does not build (named, with what is
+        supported), a missing or mismatched weight (its name and both shapes).
+    """
+    folder = _folder(path)
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
+        raise ArgumentError(f"from_pretrained dtype: expected a floating torch dtype such as "
+                            f"torch.float32 or torch.bfloat16, received {dtype!r}.")
+    cfg = Config.from_folder(folder)
+    fam = family(cfg.model_type, cfg.where)
+    with Checkpoint(folder) as ckpt:
+        arch = _architecture(cfg, fam, ckpt)
+        cfg.check_keys(fam.KEYS)
+        net = fam.network(cfg, arch)
+        table = fam.weights(cfg, arch)
+        with no_random_init(), torch.random.fork_rng(devices=[]):
+            net.initialize()
+        net.to(dtype or cfg.dtype or _file_dtype(ckpt))
+        record = load(net, table, ckpt, str(cfg.model_type), tuple(fam.IGNORED_TENSORS))
+    net.eval()
+    net.metadata[META_KEY] = {"config": cfg.data, "architecture": arch, "tensors": record}
+    return net
+
+
+def save_pretrained(net: Any, path: str | os.PathLike, dtype: torch.dtype | None = None) -> None:
+    """Writes a network that came from `from_pretrained` back in the Hugging Face layout:
+    `config.json` and `model.safetensors` in `path` (the folder is created), with the tensor
+    names, dtypes and shapes of the original file, so that `transformers` loads it.
+
+    Parameters
+    ----------
+    net : Network
+        From `from_pretrained` (also after `net.save` / `al.load`), trained or edited as long
+        as the layers the checkpoint's tensors come from keep their names and sizes.
+    path : str or path
+        The folder to write.
+    dtype : torch.dtype, optional
+        The tensors' dtype in the file; None: the original file's.
+    """
+    meta = getattr(net, "metadata", {}).get(META_KEY)
+    if not isinstance(meta, dict) or not {"config", "architecture", "tensors"} <= set(meta):
+        raise ArgumentError("save_pretrained: this network did not come from al.from_pretrained, "
+                            "so there is no Hugging Face layout to write it in. Use "
+                            "net.save(path) for attnlab's own file.")
+    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
+        raise ArgumentError(f"save_pretrained dtype: expected a floating torch dtype such as "
+                            f"torch.float32, received {dtype!r}.")
+    from safetensors.torch import save_file
+    cfg = Config(dict(meta["config"]), "the saved config")
+    fam = family(cfg.model_type)
+    table = fam.weights(cfg, meta["architecture"])
+    tensors = collect(net, table, meta["tensors"], str(cfg.model_type), dtype)
+    folder = Path(path)
+    if folder.exists() and not folder.is_dir():
+        raise ArgumentError(f"save_pretrained: '{folder}' is a file; give a folder to write "
+                            f"{CONFIG_FILE} and {SAFETENSORS} in.")
+    folder.mkdir(parents=True, exist_ok=True)
+    config = dict(cfg.data)
+    if dtype is not None:
+        key = "torch_dtype" if "torch_dtype" in config and "dtype" not in config else "dtype"
+        config[key] = str(dtype).removeprefix("torch.")
+    tmp = folder / (SAFETENSORS + ".partial")
+    save_file(tensors, str(tmp), metadata={"format": "pt"})
+    os.replace(tmp, folder / SAFETENSORS)
+    text = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    tmp = folder / (CONFIG_FILE + ".partial")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, folder / CONFIG_FILE)
+    if (folder / INDEX).exists():
+        import warnings
+        warnings.warn(f"save_pretrained: '{folder}' also holds {INDEX} and its shards, from "
+                      f"before; {SAFETENSORS} is what transformers and attnlab read first.",
+                      stacklevel=2)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def _folder(path) -> Path:
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise ArgumentError(f"from_pretrained(path): expected a model folder (str or "
+                            f"pathlib.Path), received {type(path).__name__} {repr(path)[:60]}.")
+    p = Path(path)
+    if not p.is_dir():
+        what = "is a file" if p.exists() else "does not exist"
+        raise ArgumentError(f"from_pretrained(path): '{p}' {what}: give the folder that "
+                            "model.save_pretrained(folder) wrote (config.json and "
+                            "model.safetensors). attnlab downloads nothing: fetch a model "
+                            "with huggingface_hub.snapshot_download first.")
+    return p
+
+
+def _architecture(cfg: Config, fam: types.ModuleType, ckpt: Checkpoint) -> str:
+    supported = tuple(fam.ARCHITECTURES)
+    arch = cfg.architecture
+    if arch is not None:
+        if arch not in supported:
+            raise CheckpointError(f"'{cfg.where}' key \"architectures\" is [\"{arch}\"]: attnlab "
+                                  f"builds the {cfg.model_type} models {', '.join(supported)}. "
+                                  "Nothing was loaded.")
+        return arch
+    for arch in supported:             # no "architectures": the first whose tensors are there
+        table = fam.weights(cfg, arch)
+        if all(w.name in ckpt.header for w in table if not w.tied):
+            return arch
+    return supported[-1]                # the loader then names the missing tensors
+
+
+def _file_dtype(ckpt: Checkpoint) -> torch.dtype:
+    return next((d for _, d in ckpt.header.values() if d.is_floating_point), torch.float32)

@@ -1,0 +1,58 @@
+"""Pieces the family builders share: activations by their transformers names, table rows under
+a prefix, and the output layers named like a model's output fields."""
+from __future__ import annotations
+
+from .. import layers as L
+from ..layers.base import Layer
+from .config import Config
+from .weights import Weight
+
+# transformers' activation names (ACT2FN) → the attnlab layer that computes the same function
+ACTIVATIONS = {
+    "gelu": lambda name: L.GELU(name=name),
+    "gelu_new": lambda name: L.GELU(approximate="tanh", name=name),
+    "gelu_pytorch_tanh": lambda name: L.GELU(approximate="tanh", name=name),
+    "gelu_fast": lambda name: L.GELU(approximate="tanh", name=name),
+    "relu": lambda name: L.ReLU(name=name),
+    "silu": lambda name: L.SiLU(name=name),
+    "swish": lambda name: L.SiLU(name=name),
+    "tanh": lambda name: L.Tanh(name=name),
+    "sigmoid": lambda name: L.Sigmoid(name=name),
+}
+
+
+def activation(cfg: Config, key: str, name: str, default: str | None = None) -> Layer:
+    """The activation layer the config's `key` names (refused, naming it, when attnlab has
+    none that computes it)."""
+    make = cfg.choice(key, ACTIVATIONS, default) if default is not None else \
+        cfg.choice(key, ACTIVATIONS)
+    return make(name)
+
+
+def under(rows: list[Weight], tensors: str, layers: str) -> list[Weight]:
+    """`rows` with `tensors` put before each tensor name and `layers` before each learnable
+    (a block's table, written once, for block i: ``under(BLOCK, f"h.{i}.", f"h.{i}.")``)."""
+    return [Weight(tensors + w.name, tuple(layers + n for n in w.learnables), w.transpose,
+                   w.reshape, w.tied) for w in rows]
+
+
+def output(name: str) -> Layer:
+    """The layer that names an output of the network like the model's output field
+    (`logits`, `last_hidden_state`): it passes its input through."""
+    return L.Identity(name=name)
+
+
+def dropout(net, x: str, p: float, name: str) -> str:
+    """Adds `Dropout(p)` after `x` (nothing when p is 0); returns the layer now at the end."""
+    if p == 0:
+        return x
+    net.add(L.Dropout(p, name=name))
+    net.connect(x, name)
+    return name
+
+
+def add(net, a: str, b: str, name: str) -> str:
+    """Adds `Addition` of `a` and `b` (a residual connection); returns its name."""
+    net.add(L.Addition(2, name=name))
+    net.connect(a, f"{name}/in1").connect(b, f"{name}/in2")
+    return name

@@ -1,0 +1,45 @@
+"""Shared by the tests of `al.from_pretrained`: small random checkpoints written by
+transformers itself (offline, nothing downloaded) and the comparisons the families share."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+def quiet_transformers():
+    """transformers without its progress bars and advice (the tests read their own output)."""
+    import transformers
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    return transformers
+
+
+def save_checkpoint(model, folder: Path, **kw) -> Path:
+    """`model` (a transformers model) saved with `save_pretrained` into `folder`."""
+    model.eval()
+    model.save_pretrained(folder, **kw)
+    return folder
+
+
+def relative_difference(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+    """max |ours − theirs| / max |theirs|, in float64."""
+    a, b = ours.detach().double(), theirs.detach().double()
+    assert a.shape == b.shape, (a.shape, b.shape)
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+def layout(folder: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """name → (dtype, shape) of the tensors of a folder's model.safetensors."""
+    from safetensors import safe_open
+    with safe_open(str(Path(folder) / "model.safetensors"), framework="pt") as f:
+        return {k: (f.get_slice(k).get_dtype(), tuple(f.get_slice(k).get_shape())) for k in f.keys()}
+
+
+def valid_steps(x: torch.Tensor, lengths) -> torch.Tensor:
+    """The valid steps of a padded B×T×… batch, concatenated (padded steps are not compared)."""
+    return torch.cat([x[i, :n] for i, n in enumerate(lengths)])
