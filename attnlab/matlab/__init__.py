@@ -32,8 +32,10 @@ Where attnlab differs from MATLAB
 - Input layers do not normalise: `Normalization="none"` only (MATLAB's image default is
   "zerocenter"); normalise the data before training. `MinLength` is accepted and not needed.
 - Indices are converted: `indexing1dLayer(k)` (1-based) is `Index1d(k - 1)`;
-  `embeddingLayer(d, maxIndex)` and `wordEmbeddingLayer(d, numWords)` get `maxIndex + 1` rows, so
-  MATLAB's 1-based token indices work unchanged (row 0 is never used by them).
+  `embeddingLayer(d, maxIndex)` gets `maxIndex + 1` rows, so MATLAB's 1-based token indices work
+  unchanged (row 0 is never used by them); `wordEmbeddingLayer(d, numWords)` is a `WordEmbedding`
+  with MATLAB's numWords rows: word id k reads row k − 1, id 0 (doc2sequence's padding) a zero
+  vector.
 - Pooling: MATLAB's default `Stride` is 1 (attnlab's default is the pool size); the mapping
   passes MATLAB's value explicitly. Convolutions: MATLAB's default `Padding` is 0 ("valid").
 - `concatenationLayer(dim, n)`: dim 1 is the channel dimension of MATLAB's "CB"/"CBT" data and
@@ -74,7 +76,7 @@ from .data import *  # noqa: F401,F403
 from .data import __all__ as _data_names
 from .factors import *  # noqa: F401,F403
 from .factors import __all__ as _factor_names
-from .mlayers import FrameFlatten, SequenceFolding, SequenceUnfolding
+from .mlayers import FrameFlatten, SequenceFolding, SequenceUnfolding, WordEmbedding
 # generic layer types the MATLAB functions make, defined in attnlab.layers
 from ..layers import (EmbeddingConcatenation, GroupedConv2d, Identity, InputNormalization,
                       PatchEmbedding, Pool1d, Scaling, SpatialDropout, Swish, TanhGELU)
@@ -84,5 +86,5 @@ from .reader import LimitError, Limits
 __all__ = [*_layer_names, *_utility_names, *_data_names, *_factor_names, *_extra_names, *_network_names, *_training_names, "MatlabNote", "ScriptError",
            "InputNormalization", "Pool1d", "Scaling", "Identity", "GroupedConv2d",
            "SpatialDropout", "PatchEmbedding", "EmbeddingConcatenation", "Swish", "TanhGELU",
-           "FrameFlatten", "SequenceFolding", "SequenceUnfolding",
+           "FrameFlatten", "SequenceFolding", "SequenceUnfolding", "WordEmbedding",
            "run_code", "run_file", "Limits", "LimitError"]

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from . import numeric as N
 from .values import Cell, MatlabError, String, Struct
 
 
@@ -79,7 +80,7 @@ OUTSIDE = {
     "table", "height", "width", "head", "tail", "rmmissing", "fillmissing", "ismissing",
     "standardizeMissing", "movmean", "smoothdata", "interp1", "detrend", "resample", "filter",
     "buffer", "cat", "horzcat", "vertcat", "squeeze", "permute", "circshift", "flip", "fliplr",
-    "flipud", "sort", "sortrows", "find", "cumsum", "cumprod", "diff", "std", "var",
+    "flipud", "sortrows", "find", "cumsum", "cumprod", "diff",
     "median", "mode", "corrcoef", "cov", "histcounts", "discretize", "isnan", "isinf", "nnz",
     "grp2idx", "onehotencode", "onehotdecode", "dummyvar", "bayesopt",
     "optimizableVariable", "bestPoint", "perfcurve", "rocmetrics", "confusionmat", "rmse",
@@ -397,17 +398,6 @@ def _elementwise(fn):
     return f
 
 
-def _reduce(fn):
-    def f(ctx, x, *args):
-        x = _num(x)
-        if isinstance(x, np.ndarray) and x.size == 0 and fn in (np.max, np.min):
-            return np.zeros(0)                       # max([]) is [] in MATLAB
-        if isinstance(x, np.ndarray) and x.ndim == 2 and 1 not in x.shape:
-            return fn(x, axis=0)
-        return _scalar(fn(np.ravel(x)))
-    return f
-
-
 def strcmp(ctx, a, b):
     return isinstance(a, str) and isinstance(b, str) and a == b
 
@@ -621,8 +611,9 @@ BASE = {
     "sqrt": _elementwise(np.sqrt), "exp": _elementwise(np.exp), "log": _elementwise(np.log),
     "abs": _elementwise(np.abs), "mod": _elementwise(np.mod), "double": _elementwise(np.float64),
     "single": _elementwise(np.float32),
-    "sum": _reduce(np.sum), "mean": _reduce(np.mean), "max": _reduce(np.max),
-    "min": _reduce(np.min), "prod": _reduce(np.prod),
+    "sum": N.reduction(np.sum), "mean": N.reduction(np.mean), "prod": N.reduction(np.prod),
+    "max": N.extreme(np.maximum), "min": N.extreme(np.minimum), "std": N.spread(np.std),
+    "var": N.spread(np.var), "sort": N.sort,
     "strcmp": strcmp, "strcmpi": strcmpi, "strcat": strcat, "string": string, "char": char,
     "struct": struct, "cell": cell, "isfield": isfield, "fullfile": fullfile,
     "dlarray": dlarray, "extractdata": extractdata, "randperm": randperm, "reshape": reshape,

@@ -16,7 +16,7 @@ from .values import Categorical, Cell
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["arrayDatastore", "combine", "categorical", "categories", "countcats", "unique",
+__all__ = ["ImageDatastore", "arrayDatastore", "combine", "categorical", "categories", "countcats", "unique",
            "isequal", "scores2label"]
 
 
@@ -43,6 +43,27 @@ class CombinedDatastore:
 
     def __repr__(self):
         return f"combine({', '.join(map(repr, self.parts))})"
+
+
+class ImageDatastore:
+    """An in-memory stand-in for MATLAB's `imageDatastore` (the reader never reads files), to
+    give a script in its workspace: `images` B×C×H×W (attnlab's layout), `labels` a categorical
+    (one per image), `files` the names `ds.Files` reads (default image1.png, …). Training and
+    classify read it as (images, labels); `ds.Labels` and `ds.Files` read as in MATLAB."""
+
+    def __init__(self, images, labels: Categorical, files=None):
+        self.images, self.labels = images, labels
+        n = len(images)
+        if len(labels) != n:
+            raise ArgumentError(f"ImageDatastore: expected one label per image ({n}), received "
+                                f"{len(labels)}.")
+        self.files = Cell(files if files is not None else [f"image{i + 1}.png" for i in range(n)])
+
+    def __len__(self):
+        return len(self.images)
+
+    def __repr__(self):
+        return f"imageDatastore({len(self)} images in memory)"
 
 
 def arrayDatastore(X: ArrayLike | torch.Tensor | Categorical, *args: Any, **kwargs: Any) -> ArrayDatastore:
@@ -98,6 +119,8 @@ def as_training_data(X, T, fn):
             raise ArgumentError(f"{fn}: expected combine(predictors, targets) — two datastores — "
                                 f"received {len(X.parts)}.")
         return X.parts[0].data, X.parts[1].data
+    if isinstance(X, ImageDatastore):
+        return X.images, X.labels if T is None else T
     if isinstance(X, ArrayDatastore):
         raise ArgumentError(f"{fn}: expected predictors and targets, received an arrayDatastore "
                             "of predictors only. Combine them: ds = combine(dsX, dsT).")

@@ -435,9 +435,21 @@ class Interpreter:
         right = node.child_by_field_name("right") or node.named_children[-1]
         targets = self._targets(node)
         call = right.named_children[0] if right.type == "function_call" else right
-        return (call.type == "identifier"        # [XTrain, YTrain] = japaneseVowelsTrainData;
-                and _text(call, self.src) in B.FILES and bool(targets)
-                and all(t in self.given for t in targets))
+        if not targets or not all(t in self.given for t in targets):
+            return False
+        key = ("reads", node.id)                 # [XTrain, YTrain] = japaneseVowelsTrainData;
+        if key not in self._walks:               # a call that reads files, one the reader does
+            names = {_text(n, self.src) for n in [call, *_descendants(right)]  # not run, or a
+                     if n.type == "identifier"}                    # helper in another file
+            self._walks[key] = any(n in B.FILES or n in B.OUTSIDE or
+                                   n not in self.ws and self._unknown(n) for n in names)
+        return self._walks[key]
+
+    def _unknown(self, name) -> bool:
+        """A name that is neither a function the reader knows nor one the script defines."""
+        return not (name in self.functions or name in self.toolbox or name in B.BASE or
+                    name in B.DATA or name in B.OUTSIDE or name in _CUSTOM_LOOP or
+                    name in B.CONSTANTS or name in B.NAMESPACES or name in _DISPLAY)
 
     def _note(self, node, text):
         line = node.start_point.row + 1
@@ -723,6 +735,10 @@ class Interpreter:
         try:
             if isinstance(value, np.ndarray) and value.size == 0 and len(idx) == 1:
                 return np.delete(arr.ravel(order="F"), idx[0])  # x(i) = []
+            if isinstance(value, np.ndarray) and value.size == 0 and len(idx) == 2 and \
+                    arr.ndim == 2 and any(isinstance(i, slice) for i in idx):   # x(rows, :) = []
+                axis = 0 if isinstance(idx[1], slice) else 1
+                return np.delete(arr, idx[axis], axis=axis)
             if len(idx) == 1 and arr.ndim > 1 and arr.size not in arr.shape:
                 flat = arr.ravel(order="F")                      # x(k) of a matrix: column-major
                 flat[idx[0]] = value
@@ -925,8 +941,16 @@ class Interpreter:
                    f"run_file(path, workspace={{'{name}': …}})".replace(". .", "."))
 
     def _row(self, row, scope):
-        return [self._value(c, scope) for c in row.named_children
-                if c.type not in ("comment", "line_continuation")]
+        out: list = []
+        for c in row.named_children:
+            if c.type in ("comment", "line_continuation"):
+                continue
+            v = self._value(c, scope)
+            if isinstance(v, Cell) and c.type == "function_call" and _child(c, "{") is not None:
+                out.extend(v)                    # [c{:}]: the cells' contents, side by side
+            else:
+                out.append(v)
+        return out
 
     def _matrix(self, node, scope):
         rows = [self._row(r, scope) for r in node.named_children if r.type == "row"]

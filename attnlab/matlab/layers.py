@@ -410,17 +410,16 @@ def embeddingLayer(outputSize: int, maxIndex: int, *args: Any, **kwargs: Any) ->
     return layer
 
 
-def wordEmbeddingLayer(dimension: int, numWords: int, *args: Any, **kwargs: Any) -> L.Embedding:
-    """`wordEmbeddingLayer(dimension, numWords)` → `L.Embedding(numWords + 1, dimension)`: word
-    indices 1…numWords work unchanged."""
+def wordEmbeddingLayer(dimension: int, numWords: int, *args: Any, **kwargs: Any) -> Layer:
+    """`wordEmbeddingLayer(dimension, numWords)` → `WordEmbedding(numWords, dimension)`:
+    MATLAB's learnable count (numWords × dimension); word ids 1…numWords as doc2sequence
+    gives them, 0 (its padding) a zero vector, others per `OOVMode` ("error", "map-to-last")."""
     fn = "wordEmbeddingLayer"
     _, o = _parse(fn, args, kwargs, {"Name": None, "OOVMode": "error"})
-    _word(fn, "OOVMode", o["OOVMode"], ("error",))
-    layer = L.Embedding(_int(fn, "numWords", numWords) + 1, _int(fn, "dimension", dimension),
-                        name=o["Name"])
-    layer.__dict__["_matlab_unused_row"] = True      # row 0: MATLAB counts numWords rows
-    layer.__dict__["_matlab_type"] = "wordEmbeddingLayer"
-    return layer
+    oov = _word(fn, "OOVMode", o["OOVMode"], ("error", "map-to-last"))
+    from .mlayers import WordEmbedding
+    return WordEmbedding(_int(fn, "numWords", numWords), _int(fn, "dimension", dimension),
+                         oov=oov, name=o["Name"])
 
 
 # ====================================================== normalisation and activations ===

@@ -1,5 +1,6 @@
-"""Layer types of MATLAB's image-sequence forms: `FrameFlatten` (flattenLayer on the flattened
-frames of an image sequence), `SequenceFolding` and `SequenceUnfolding`.
+"""Layer types of MATLAB's own forms: `FrameFlatten` (flattenLayer on the flattened frames of an
+image sequence), `SequenceFolding`, `SequenceUnfolding`, and `WordEmbedding`
+(wordEmbeddingLayer: MATLAB's 1-based word ids, numWords rows).
 
 They are ordinary `Layer` subclasses: they register themselves as layer types when
 `attnlab.matlab` is imported, which `al.load` does when a file names one of them. The generic
@@ -12,18 +13,20 @@ from collections.abc import Sequence
 from typing import cast
 
 import numpy as np
+import torch
 from torch import nn
 
 from ..errors import ArgumentError, DataError, SizeError
 from ..layers.base import Layer
 from ..layers.conv import GroupedConv2d
 from ..layers.dense import SpatialDropout
+from ..layers.embedding import Embedding
 from ..layers.normalization import NORMALIZATIONS, InputNormalization
 from ..layers.pooling import Pool1d
 from ..layers.scaling import Identity, Scaling
 from ..spec import Spec
 
-__all__ = ["FrameFlatten", "SequenceFolding", "SequenceUnfolding", "NORMALIZATIONS",
+__all__ = ["FrameFlatten", "SequenceFolding", "SequenceUnfolding", "WordEmbedding", "NORMALIZATIONS",
            "InputNormalization", "Pool1d", "Scaling", "Identity", "GroupedConv2d",
            "SpatialDropout"]
 
@@ -165,3 +168,64 @@ class _Unfold(nn.Module):
         out = flat.new_zeros(b, t, flat.shape[1])
         out[mask] = flat
         return out, mask
+
+
+class WordEmbedding(Embedding):
+    """MATLAB's word embedding [wordEmbeddingLayer]: word ids 1…vocab (doc2sequence's) → the
+    vectors of a learnable `weight` vocab×dim (MATLAB's Weights dim×vocab transposed: the same
+    numbers and count). Id 0, doc2sequence's padding value, gives a zero vector. Other ids (past
+    vocab, negative, fractional, NaN) are out of the vocabulary: a DataError naming the id with
+    `oov="error"` (MATLAB's OOVMode default), the last vector with `oov="map-to-last"`.
+
+    Shape: `in` B×T×1 or B×T word ids → `out` B×T×dim."""
+
+    stem = "embedding"
+
+    def __init__(self, vocab: int, dim: int, oov: str = "error", name: str | None = None):
+        super().__init__(vocab, dim, name)
+        if oov not in ("error", "map-to-last"):
+            raise self.error(ArgumentError, "oov", f"expected \"error\" or \"map-to-last\", "
+                             f"received {oov!r}.")
+        self.oov = oov
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _WordLookup(self.vocab, self.dim, specs["in"].labels == "BTC", self.oov, self.name)
+
+
+class _WordLookup(nn.Module):
+    """Ids 1…vocab → rows 0…vocab−1 of `weight`; 0 → zeros; others as `oov` says."""
+
+    def __init__(self, vocab: int, dim: int, squeeze: bool, oov: str, layer: str | None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(vocab, dim))
+        nn.init.normal_(self.weight)                 # torch.nn.Embedding's initialisation
+        self.squeeze, self.oov, self.layer = squeeze, oov, layer
+
+    def forward(self, x):
+        if self.squeeze:
+            x = x.squeeze(-1)                        # B×T×1 → B×T
+        vocab = self.weight.shape[0]
+        ids = x.long() if x.is_floating_point() or x.dtype is torch.bool else x
+        whole = ids == x                             # fractional and NaN ids are not words
+        pad = whole & (ids == 0)                     # B×T: doc2sequence's padding
+        oov = ~whole | (ids < 0) | (ids > vocab)
+        if self.oov == "error" and ids.device.type == "cpu" and bool(oov.any()):
+            raise _oov_error(x, oov, vocab, self.layer)
+        rows = torch.where(oov, vocab - 1, (ids - 1).clamp(0, vocab - 1))      # B×T
+        y = torch.embedding(self.weight, rows)                                 # B×T×dim
+        if self.oov == "error" and ids.device.type != "cpu":
+            y = y.masked_fill(oov.unsqueeze(-1), float("nan"))   # no host read off the CPU
+        return y.masked_fill(pad.unsqueeze(-1), 0.0)
+
+
+def _oov_error(x, oov, vocab: int, layer: str | None) -> DataError:
+    pos = [int(i) for i in oov.nonzero()[0]]
+    at = ", ".join(f"{n} {i + 1}" for n, i in zip(("observation", "step"), pos))
+    value = float(x.detach().to("cpu", torch.float64)[tuple(pos)])
+    count = int(oov.sum())
+    shown = int(value) if value == value and value == round(value) else value
+    return DataError(f"layer '{layer}': word id {shown} at {at} is out of the vocabulary of "
+                     f"{vocab} words (ids 1…{vocab}, 0 for padding)"
+                     + (f" ({count} such ids in all)" if count > 1 else "") +
+                     ". Give ids from the same wordEncoding, or OOVMode=\"map-to-last\" to map "
+                     "unknown words to the last vector.")

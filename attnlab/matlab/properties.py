@@ -42,6 +42,8 @@ def get_property(obj, name: str):
                  "OutputNetworkIteration": lambda: getattr(obj, "best_iteration") or
                  len(it.get("loss", [])),
                  "StopReason": lambda: getattr(obj, "stop_reason")}
+    elif type(obj).__name__ == "ImageDatastore":            # imds.Labels, imds.Files
+        props = {"Labels": lambda: obj.labels, "Files": lambda: obj.files}
     else:
         raise ArgumentError(f"expected a struct, network or layer before '.{name}', received "
                             f"{type(obj).__name__}")

@@ -33,7 +33,7 @@ _FN = {"connect": "connectLayers", "disconnect": "disconnectLayers"}
 # the layer type column of the analysis table
 TYPES = {"Dropout": "dropoutLayer", "SpatialDropout": "spatialDropoutLayer", "Module": "functionLayer", "FrameFlatten": "flattenLayer", "SequenceFolding": "sequenceFoldingLayer", "SequenceUnfolding": "sequenceUnfoldingLayer", "ReLU": "reluLayer", "Softmax": "softmaxLayer",
          "GELU": "geluLayer", "Tanh": "tanhLayer", "Sigmoid": "sigmoidLayer",
-         "LeakyReLU": "leakyReluLayer", "Embedding": "embeddingLayer",
+         "LeakyReLU": "leakyReluLayer", "Embedding": "embeddingLayer", "WordEmbedding": "wordEmbeddingLayer",
          "PositionEmbedding": "positionEmbeddingLayer",
          "SinusoidalPositionEncoding": "sinusoidalPositionEncodingLayer",
          "Multiplication": "multiplicationLayer", "ImageToSequence": "imageToSequenceLayer",
@@ -146,8 +146,8 @@ def matlab_analysis(analysis, net=None):
 
 
 def unused_embedding_rows(net) -> int:
-    """The values of the row 0 that embeddingLayer and wordEmbeddingLayer keep so that
-    MATLAB's 1-based indices work unchanged (MATLAB's Weights have maxIndex/numWords rows)."""
+    """The values of the row 0 that embeddingLayer keeps so that MATLAB's 1-based indices work
+    unchanged (MATLAB's Weights have maxIndex rows; wordEmbeddingLayer keeps numWords rows)."""
     return sum(int(getattr(l, "dim", 0)) for l in net.layers
                if l.__dict__.get("_matlab_unused_row"))
 
@@ -162,9 +162,9 @@ def matlab_count_note(net, analysis) -> str:
         why.append(f"PyTorch's LSTM/GRU keep a second bias vector per gate ({biases:,} values) "
                    "that MATLAB does not have (MATLAB's Bias reads as the sum of the two)")
     if rows:
-        why.append(f"attnlab's embeddings keep a row 0 that MATLAB's 1-based indices never use "
-                   f"({rows:,} values; MATLAB's Weights are dimension × numWords, the same rows "
-                   "1…numWords)")
+        why.append(f"attnlab's embeddingLayer keeps a row 0 that MATLAB's 1-based indices never "
+                   f"use ({rows:,} values; MATLAB's Weights are outputSize × maxIndex, the same "
+                   "rows 1…maxIndex)")
     return (f"MATLAB counts {analysis.total_learnables - biases - rows:,} learnables: "
             + "; ".join(why) + ".")
 

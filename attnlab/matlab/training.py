@@ -25,6 +25,7 @@ from ..training.losses import Loss
 from ._options import MatlabNote, _flag, _inf_none, _int, _parse, _word
 from .losses import WeightedCrossEntropy  # noqa: F401  (re-exported for callers)
 from .networks import _check_net, dlnetwork, layerGraph, output_layers
+from .layouts import arrange, parse_formats
 from .values import Categorical, Cell
 
 if TYPE_CHECKING:
@@ -146,6 +147,8 @@ def trainingOptions(solverName: str, *args: Any, **kwargs: Any) -> TrainingOptio
     for matlab, value in o.items():
         if value is None:
             continue
+        if matlab in ("InputDataFormats", "TargetDataFormats"):
+            continue                                # read below: trainnet permutes the data
         if matlab in _TRAINING_NOOP:
             _training_noop(fn, matlab, value)
             continue
@@ -185,6 +188,11 @@ def trainingOptions(solverName: str, *args: Any, **kwargs: Any) -> TrainingOptio
     # MATLAB's ResetInputNormalization, read by trainnet (not a TrainingOptions field)
     opts.__dict__["_matlab_reset_normalization"] = \
         True if reset is None else _flag(fn, "ResetInputNormalization", reset)
+    # the data's layouts, read by trainnet/trainNetwork (layouts.py); None is "auto"
+    for option, key in (("InputDataFormats", "_matlab_input_formats"),
+                        ("TargetDataFormats", "_matlab_target_formats")):
+        opts.__dict__[key] = None if o.get(option) is None else \
+            parse_formats(fn, option, o[option])
     env = o.get("ExecutionEnvironment")
     # read by trainnet/trainNetwork, which run data-parallel through attnlab's launcher
     opts.__dict__["_matlab_parallel"] = (str(env).lower() if isinstance(env, str) and
@@ -218,6 +226,10 @@ def _training_value(fn, matlab, value):
         word = _word(fn, matlab, value, ("auto", "cpu", "gpu", "multi-gpu", "parallel"))
         return {"auto": None, "cpu": "cpu", "gpu": "cuda", "multi-gpu": "cuda",
                 "parallel": None}[word]
+    if matlab == "ValidationData" and type(value).__name__ in ("ImageDatastore",
+                                                               "CombinedDatastore"):
+        from .data import as_training_data
+        return tuple(as_training_data(value, None, fn))    # ValidationData=imdsValidation
     if matlab == "ValidationData" and isinstance(value, list) and len(value) == 2:
         return tuple(value)                               # MATLAB's {X, Y}
     if matlab == "Metrics":
@@ -231,23 +243,8 @@ def _training_value(fn, matlab, value):
     return value
 
 
-def _data_formats(fn, matlab, value) -> None:
-    """InputDataFormats/TargetDataFormats: "auto" or MATLAB format words, one per input
-    ("CTB", "SSCB", "CB", …): checked, and the data are read as attnlab reads them (cell arrays
-    of sequences, batch-first arrays)."""
-    values = [value] if isinstance(value, str) else list(value) if isinstance(value, (list, tuple)) \
-        else None
-    if not values or not all(isinstance(v, str) and v and (v.lower() == "auto" or
-                                                          set(v.upper()) <= set("SCBTU"))
-                             for v in values):
-        raise ArgumentError(f"{fn}: expected {matlab} \"auto\" or MATLAB data formats such as "
-                            f"\"CTB\", \"SSCB\" or \"CB\", received {value!r}.")
-
-
 def _training_noop(fn, matlab, value):
     allowed = _TRAINING_NOOP[matlab]
-    if matlab in ("InputDataFormats", "TargetDataFormats"):
-        return _data_formats(fn, matlab, value)
     v = value.lower() if isinstance(value, str) else value
     if v not in allowed:
         raise ArgumentError(
@@ -358,6 +355,7 @@ def _train(fn, X, T, net, loss, options, classes=None):
     # a GPU that is not there: the core's device error names ExecutionEnvironment
     from .data import as_training_data
     X, T = as_training_data(X, T, fn)
+    X, T = arrange(fn, net, X, T, options)        # MATLAB data formats → attnlab's layouts
     if T is not None:
         T = _labels(net, T, classes)
     vd = options.validation_data
@@ -511,6 +509,7 @@ def classify(net: Network, *X: Any, **kwargs: Any) -> Categorical | Cell:
     options = {"MiniBatchSize": 128, "ExecutionEnvironment": "auto", "Acceleration": "auto",
                **_SEQUENCE_OPTIONS}
     X, pairs = split_pairs(X, options)      # classify(net, X, 'SequenceLength', 'longest')
+    X = tuple(x.images if type(x).__name__ == "ImageDatastore" else x for x in X)
     _sequence_options("classify", _parse("classify", pairs, kwargs, options)[1])
     from ..training import classify as _classify
     labels = _classify(net, *X)

@@ -186,6 +186,9 @@ def _table(layer) -> dict:
         return _norm()
     if kind == "Embedding":
         return _embedding()
+    if kind == "WordEmbedding":                  # weight row k-1 is the vector of word id k
+        return {"Weights": (("weight",), "Dimension×NumWords", lambda w: w.t(),
+                            lambda v, s: (v.t(),))}
     if kind == "PatchEmbedding":
         return _conv2d()
     if kind == "GroupedConv2d":

@@ -64,7 +64,7 @@ CASES = [
     (lambda: M.positionEmbeddingLayer(16, 100), L.PositionEmbedding(100, 16)),
     (lambda: M.sinusoidalPositionEncodingLayer(16), L.SinusoidalPositionEncoding(16)),
     (lambda: M.embeddingLayer(16, 100), L.Embedding(101, 16)),
-    (lambda: M.wordEmbeddingLayer(16, 50), L.Embedding(51, 16)),
+    (lambda: M.wordEmbeddingLayer(16, 50), M.WordEmbedding(50, 16)),
     (lambda: M.layerNormalizationLayer(Name="ln"), L.LayerNorm(name="ln")),
     (lambda: M.layerNormalizationLayer(Epsilon=1e-6), L.LayerNorm(eps=1e-6)),
     (lambda: M.batchNormalizationLayer("Name", "bn1"), L.BatchNorm(name="bn1")),

@@ -259,6 +259,67 @@ def test_training_options_as_matlab_matches_them():
         run_code("o = trainingOptions('adam', InputDataFormats='XYZ');")
 
 
+def _train_with_formats(X, T, formats, target="auto", layers=None):
+    torch.manual_seed(0)
+    layers = layers or ("[sequenceInputLayer(3) lstmLayer(4, OutputMode='last') "
+                        "fullyConnectedLayer(2)]")
+    ws = run_code(f"layers = {layers};\n"
+                  f"o = trainingOptions('adam', MaxEpochs=2, MiniBatchSize=3, Shuffle='never', "
+                  f"Verbose=false, InputDataFormats='{formats}', TargetDataFormats='{target}');\n"
+                  "net = trainnet(X, T, layers, 'mse', o);", {"X": X, "T": T})
+    return ws["net"].learnables
+
+
+@pytest.mark.parametrize("formats,layout", [("CTB", (2, 1, 0)), ("TCB", (1, 2, 0)),
+                                            ("BTC", (0, 1, 2)), ("CBT", (2, 0, 1))])
+def test_input_data_formats_permute_the_data_to_attnlabs_layout(formats, layout):
+    g = torch.Generator().manual_seed(0)
+    X, T = torch.randn(6, 5, 3, generator=g), torch.randn(6, 2, generator=g)     # B×T×C
+    default = _train_with_formats(X, T, "auto")
+    given = _train_with_formats(X.permute(*layout), T.T, formats, target="CB")
+    for name, value in default.items():
+        torch.testing.assert_close(given[name], value)
+
+
+def test_data_formats_of_cells_images_and_features_train_as_the_default_layout():
+    g = torch.Generator().manual_seed(1)
+    seqs = [torch.randn(n, 3, generator=g) for n in (4, 2, 5)]                  # T×C each
+    T = torch.randn(3, 2, generator=g)
+    default = _train_with_formats(seqs, T, "auto")
+    given = _train_with_formats([x.T for x in seqs], T, "CTB")                  # C×T each
+    for name, value in default.items():
+        torch.testing.assert_close(given[name], value)
+    images, Ti = torch.randn(4, 2, 5, 6, generator=g), torch.randn(4, 3, generator=g)
+    cnn = "[imageInputLayer([5 6 2]) convolution2dLayer(3, 2) flattenLayer fullyConnectedLayer(3)]"
+    default = _train_with_formats(images, Ti, "auto", layers=cnn)
+    given = _train_with_formats(images.permute(2, 3, 1, 0), Ti, "SSCB", layers=cnn)   # h×w×c×B
+    for name, value in default.items():
+        torch.testing.assert_close(given[name], value)
+    feats, Tf = torch.randn(5, 3, generator=g), torch.randn(5, 2, generator=g)
+    mlp = "[featureInputLayer(3) fullyConnectedLayer(2)]"
+    default = _train_with_formats(feats, Tf, "auto", layers=mlp)
+    given = _train_with_formats(feats.T.numpy(), Tf.T, "CB", target="CB", layers=mlp)
+    for name, value in default.items():
+        torch.testing.assert_close(given[name], value)
+
+
+def test_unknown_or_mismatched_data_formats_name_the_problem():
+    X, T = torch.randn(6, 5, 3), torch.randn(6, 2)
+    with pytest.raises(ScriptError, match="InputDataFormats \"SSCB\" gives images "
+                                          r"\(B×C×H×W\), and input 'sequenceinput' reads "
+                                          r"sequences \(B×T×C\)"):
+        _train_with_formats(X, T, "SSCB")
+    with pytest.raises(ScriptError, match="InputDataFormats \"CTBT\".*T 2 times"):
+        _train_with_formats(X, T, "CTBT")
+    with pytest.raises(ScriptError, match="InputDataFormats \"CB\" gives features"):
+        _train_with_formats(X, T, "CB")
+    with pytest.raises(ScriptError, match="InputDataFormats \"CT\".*one C and one B"):
+        _train_with_formats(X, T, "CT")
+    with pytest.raises(ScriptError, match="InputDataFormats \"CTB\" names 3 dimensions, and "
+                                          r"the predictors have 4 \(size 1×3×5×6\)"):
+        _train_with_formats(X.permute(2, 1, 0)[None], T.T, "CTB", target="CB")
+
+
 def test_left_padding_gives_the_results_of_right_padding():
     g = torch.Generator().manual_seed(1)
     seqs = [torch.randn(n, 3, generator=g) for n in (2, 5, 4, 3)]
@@ -323,6 +384,56 @@ def test_the_digits_example_analyses_its_cnn_without_the_image_files(capsys):
     assert out.count("r18_digits_cnn_trainnetwork.m:12: skipped") == 1        # once, not 20 times
 
 
+def _digits(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    names = np.array([str(d) for d in range(10)])
+    labels = M.categorical(names[(torch.arange(n) % 10).numpy()], names)
+    return M.ImageDatastore(torch.randn(n, 1, 28, 28, generator=g), labels)
+
+
+def test_the_digits_example_trains_on_tiny_images_with_run_file():
+    from attnlab.matlab.values import Cell, Struct
+    ws = run_file(REAL / "r18_digits_cnn_trainnetwork.m",
+                  {"digitDatasetPath": "DigitDataset", "labelCount": 0,
+                   "imds": Struct(Files=Cell(["digit.png"] * 10000)),     # what imshow shows
+                   "imdsTrain": _digits(20, 0), "imdsValidation": _digits(10, 1)}, out=_quiet)
+    net = ws["net"]
+    assert _types(net)[0] == "ImageInput" and len(net.layers) == 14
+    assert net.training_info.stop_reason == "max-epochs"
+    assert len(ws["YPred"]) == 10 and 0.0 <= float(ws["accuracy"]) <= 1.0
+
+
+def test_the_turbofan_example_reads_matlabs_feature_by_time_cells():
+    from attnlab.matlab.values import Cell
+    g = np.random.default_rng(0)
+    lengths = (7, 4, 6)
+    X = Cell([np.vstack([g.standard_normal((4, n)), np.ones((1, n))]) for n in lengths])
+    Y = Cell([g.uniform(0, 200, (1, n)) for n in lengths])        # C×T, as MATLAB holds them
+    ws = run_file(REAL / "r19_seq2seq_regression.m",
+                  {"dataFolder": "data", "XTrain": X, "YTrain": Y}, out=_quiet)
+    net = ws["net"]
+    assert ws["numFeatures"] == 4                        # the constant row removed
+    assert [x.shape for x in ws["XTrain"]] == [(4, 7), (4, 6), (4, 4)]     # sorted, descending
+    assert np.allclose(np.hstack(list(ws["XTrain"])).mean(axis=1), 0, atol=1e-12)
+    assert max(float(np.max(y)) for y in ws["YTrain"]) <= 150            # clipped at thr
+    assert net.training_info.stop_reason == "max-epochs"
+    assert tuple(net.predict(torch.randn(2, 5, 4)).shape) == (2, 5, 1)
+
+
+def test_the_text_example_trains_on_word_ids_with_run_file():
+    from attnlab.matlab.values import Cell, Struct
+    g = np.random.default_rng(0)
+    X = Cell([np.concatenate([np.zeros(3), g.integers(1, 21, 7)]).reshape(1, 10)
+              for _ in range(8)])                          # doc2sequence: 1×10, padded with 0
+    T = M.categorical(np.array(["a", "b", "c", "a", "b", "c", "a", "b"]))
+    ws = run_file(REAL / "r20_text_classification.m",
+                  {"textDataTrain": "text", "documentsTrain": "documents",
+                   "enc": Struct(NumWords=20), "XTrain": X, "TTrain": T}, out=_quiet)
+    net = ws["net"]
+    assert tuple(net.learnables["embedding/weight"].shape) == (20, 50)
+    assert net.training_info.stop_reason == "max-epochs"
+
+
 @pytest.mark.parametrize("name,sets,line,var,layers", [
     ("r19_seq2seq_regression.m", ("numFeatures=17", "numResponses=1"), 33, "numFeatures", 5),
     ("r20_text_classification.m", ("numWords=100", "numClasses=3"), 13, "numWords", 5)])
@@ -346,11 +457,30 @@ def test_a_residual_layer_graph_and_a_small_transformer_build_and_run(capsys):
     assert net.initialized and tuple(net.predict(torch.randn(2, 5, 4)).shape) == (2, 3)
 
 
-def test_word_embeddings_count_as_matlab_counts_them(capsys):
+def test_word_embeddings_count_as_matlab_counts_them(capsys, tmp_path):
     code, out, _ = _analyze(capsys, "r20_text_classification.m", "numWords=100", "numClasses=3")
-    assert code == 0 and "embedding wordEmbeddingLayer B×T×50 weight 101×50" in out
+    assert code == 0 and "embedding wordEmbeddingLayer B×T×50 weight 100×50" in out
     # 50 × 100 + LSTM 4·80·(50 + 80) + 4·80 + fc 3·80 + 3, as MATLAB counts
-    assert "MATLAB counts 47,163 learnables" in out and "row 0" in out and "(50 values" in out
+    assert "MATLAB counts 47,163 learnables" in out and "row 0" not in out
+    net = M.dlnetwork([M.sequenceInputLayer(1), M.wordEmbeddingLayer(3, 4, Name="emb")])
+    W = net.learnables["emb/weight"]
+    assert tuple(W.shape) == (4, 3)                               # numWords rows, as MATLAB
+    ids = torch.tensor([[[0.0], [1.0], [4.0]]])                   # doc2sequence pads with 0
+    y = net(ids)[0].detach()
+    assert torch.equal(y[0], torch.zeros(3))                      # padding: a zero vector
+    assert torch.equal(y[1], W[0].detach()) and torch.equal(y[2], W[3].detach())
+    weights = run_code("w = net.Layers(2).Weights;", {"net": net})["w"]
+    assert weights.shape == (3, 4) and np.allclose(weights[:, 0], W[0].detach().numpy())
+    with pytest.raises(al.DataError, match="layer 'emb': word id 5 at observation 1, step 2 is "
+                                           r"out of the vocabulary of 4 words \(ids 1…4"):
+        net(torch.tensor([[[1.0], [5.0]]]))
+    last = M.dlnetwork([M.sequenceInputLayer(1), M.wordEmbeddingLayer(3, 4, OOVMode="map-to-last")])
+    z = last(torch.tensor([[[9.0], [4.0]]]))[0]
+    assert torch.equal(z[0], z[1])                                # unknown → the last vector
+    net.save(tmp_path / "emb.attnlab")
+    back = al.load(tmp_path / "emb.attnlab")
+    assert type(back.layers[1]).__name__ == "WordEmbedding"
+    assert torch.equal(back(ids), net(ids))
 
 
 def test_unnamed_layers_get_matlabs_default_names(capsys):
