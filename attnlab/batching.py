@@ -172,20 +172,28 @@ def _return_device(given: dict, on: torch.device) -> torch.device:
     return torch.device("cpu")
 
 
-def as_batch(x, spec: Spec, name: str, dtype):
+def as_batch(x, spec: Spec, name: str, dtype, ids: bool = False):
     """One input value → (tensor, mask or None), checked against the input's spec.
 
+    Values become `dtype` (the network's float dtype), except token ids: those of a B×T
+    `TokenInput` become int64 (`token_ids`), and with `ids` (an input read only as ids, see
+    `id_inputs`) integers become int64 and floats stay as given, so that no id is rounded.
     The forward pass calls this only off its hot path (anything but a tensor of the right shape
     and dtype), so the checks here cost nothing to a right call."""
     mask = None
+    tokens = spec.labels == "BT"
     if isinstance(x, Padded):
         x, mask = _padded(x, name)
     elif isinstance(x, (list, tuple)):
-        x, mask = _from_list(x, spec, name, dtype)
+        x, mask = _from_list(x, spec, name, None if tokens or ids else dtype)
     elif not isinstance(x, torch.Tensor):
         x = array_tensor(x, spec, name)
     check_values(x, spec, name)
-    if x.dtype != dtype and x.dtype != torch.bool:
+    if tokens:
+        x = token_ids(x, name)
+    elif ids and not x.is_floating_point():
+        x = x.long()
+    elif x.dtype != dtype and x.dtype != torch.bool and not ids:
         x = x.to(dtype)
     if x.dim() != len(spec.labels) or any(
             s is not None and i > 0 and s != n for i, (s, n) in enumerate(zip(spec.sizes, x.shape))):
@@ -194,11 +202,68 @@ def as_batch(x, spec: Spec, name: str, dtype):
     return x, mask
 
 
+def token_ids(x: torch.Tensor, name: str, what: str = "input") -> torch.Tensor:
+    """A B×T (or B×T×1) tensor of token ids → B×T int64. Whole-number floats are read as ids
+    (a host read, off the hot path); fractional or non-finite ones are a DataError."""
+    if x.dim() == 3 and x.shape[-1] == 1:
+        x = x.squeeze(-1)                                   # B×T×1 (al.pad_sequences) → B×T
+    if x.dtype is torch.int64:
+        return x
+    if not x.is_floating_point():
+        return x.long()
+    v = x.detach()
+    bad = ~torch.isfinite(v) | (v != v.round())
+    if bool(bad.any()):
+        pos = tuple(int(i) for i in bad.nonzero()[0])
+        at = ", ".join(f"{n} {i}" for n, i in zip(("observation", "step"), pos))
+        raise DataError(f"{what} '{name}': token id {float(v[pos])} at {at} is not a whole number: "
+                        "token ids are integers, each token's index in the vocabulary. Give an "
+                        "integer tensor (e.g. ids.long()).")
+    return x.long()
+
+
+def id_inputs(net) -> list[bool]:
+    """Per input of `net` (in `input_names` order): True when its values are token ids, kept
+    integers and never cast to the network's float dtype — a `TokenInput` (B×T), or an input
+    whose every consumer reads ids (an `Embedding`), directly or through layers that pass ids
+    on unchanged (`keeps_ids`) and nested networks."""
+    out = []
+    for name in net.input_names:
+        layer_name, _, port = name.partition("/")
+        layer = net._layers[layer_name]
+        if layer.is_input:
+            out.append(layer.spec.labels == "BT" or
+                       _read_as_ids(net, {(layer_name, p) for p in layer.output_ports}))
+        else:
+            out.append(_port_reads_ids(net, layer_name, port or layer.input_ports[0]))
+    return out
+
+
+def _read_as_ids(net, sources: set) -> bool:
+    """True when the outputs `sources` ((layer, port) pairs) feed only ports that read ids."""
+    readers = [dst for dst, src in net._conns.items() if src in sources]
+    return bool(readers) and all(_port_reads_ids(net, n, p) for n, p in readers)
+
+
+def _port_reads_ids(net, name: str, port: str) -> bool:
+    layer = net._layers[name]
+    if port in getattr(layer, "reads_ids", ()):
+        return True
+    if getattr(layer, "keeps_ids", False):
+        return _read_as_ids(net, {(name, p) for p in layer.output_ports})
+    if hasattr(layer, "_conns") and hasattr(layer, "input_names"):     # a nested network
+        names = list(layer.input_names)
+        return port in names and id_inputs(layer)[names.index(port)]
+    return False
+
+
 def expected(spec: Spec | None) -> str:
     """What an input takes, in words: 'numbers B×T×3 (a tensor, an array or a list of T_i×3
     sequences)'."""
     if spec is None:
         return "numbers (a tensor, an array or a list of sequences)"
+    if spec.labels == "BT":
+        return f"token ids {spec} (an integer tensor or array, or a list of 1-D id sequences)"
     if spec.is_sequence:
         per_step = "T_i" if spec.channels is None else f"T_i×{spec.channels}"
         return f"numbers {spec} (a tensor, an array or a list of {per_step} sequences)"
@@ -277,6 +342,8 @@ def _from_list(seqs, spec: Spec, name: str, dtype, what: str = "input"):
         raise DataError(f"{what} '{name}': received an empty list; expected at least one "
                         f"observation: {expected(spec)}.")
     items = [observation(s, i, spec, name, what) for i, s in enumerate(seqs)]
+    if spec.labels == "BT":
+        return _token_list(items, name, what)
     if spec.is_sequence and all(t.dim() in (1, 2) for t in items):
         if len({t.dim() for t in items}) > 1:
             dims = sorted({t.dim() for t in items})
@@ -307,6 +374,25 @@ def _from_list(seqs, spec: Spec, name: str, dtype, what: str = "input"):
                         f"is {show(shapes[0])}; every observation needs the same size (expected "
                         f"{expected(spec)}).")
     return torch.stack(items), None
+
+
+def _token_list(items: list, name: str, what: str = "input"):
+    """1-D id sequences (or T_i×1) → (B×T ids padded with 0, mask or None)."""
+    items = [t.squeeze(-1) if t.dim() == 2 and t.shape[-1] == 1 else t for t in items]
+    bad = next((i for i, t in enumerate(items) if t.dim() != 1), None)
+    if bad is not None:
+        raise DataError(f"{what} '{name}': observation {bad} is "
+                        f"{'×'.join(map(str, items[bad].shape)) or 'a scalar'}; token ids come as "
+                        "one 1-D sequence of ids per observation.")
+    empty = next((i for i, t in enumerate(items) if t.shape[0] == 0), None)
+    if empty is not None:
+        raise DataError(f"{what} '{name}': sequence {empty} has 0 tokens; every sequence needs at "
+                        "least one. Drop the empty sequences (and their targets).")
+    items = [token_ids(t.unsqueeze(0), name, what)[0] for t in items]
+    x = torch.nn.utils.rnn.pad_sequence(items, batch_first=True)                    # B×T
+    lengths = torch.tensor([t.shape[0] for t in items], device=x.device)
+    mask = torch.arange(x.shape[1], device=x.device).unsqueeze(0) < lengths.unsqueeze(1)
+    return x, (None if bool(mask.all()) else mask)
 
 
 def _padded(p: Padded, name: str):
@@ -354,6 +440,9 @@ def check_batch_size(batch_size, where: str = "predict") -> int:
 
 
 def _shape_fix(x, spec: Spec) -> str:
+    if spec.labels == "BT":
+        return ("A single sequence needs a batch dimension: ids.unsqueeze(0)." if x.dim() == 1
+                else "Token ids are B×T: one row of ids per observation.")
     if spec.is_sequence and x.dim() == 2:
         if spec.channels == 1:
             return "Add the channel dimension: x.unsqueeze(-1) (B×T → B×T×1)."

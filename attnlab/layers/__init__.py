@@ -7,7 +7,7 @@ from .combine import Addition, Concatenation, Multiplication
 from .conv import Conv1d, Conv2d, GroupedConv2d
 from .dense import GELU, Dense, Dropout, LeakyReLU, ReLU, Sigmoid, Softmax, SpatialDropout, Tanh
 from .embedding import Embedding
-from .inputs import FeatureInput, ImageInput, SequenceInput
+from .inputs import FeatureInput, ImageInput, SequenceInput, TokenInput
 from .module import Module
 from .normalization import BatchNorm, InputNormalization, LayerNorm
 from .position import PositionEmbedding, SinusoidalPositionEncoding
@@ -19,7 +19,7 @@ from .vision import EmbeddingConcatenation, PatchEmbedding
 
 __all__ = [
     "Layer", "LAYER_TYPES",
-    "SequenceInput", "ImageInput", "FeatureInput",
+    "SequenceInput", "ImageInput", "FeatureInput", "TokenInput",
     "Dense", "ReLU", "LeakyReLU", "GELU", "TanhGELU", "SiLU", "Swish", "Tanh", "Sigmoid", "Softmax",
     "Dropout", "SpatialDropout", "Scaling", "Identity",
     "Conv1d", "Conv2d", "GroupedConv2d", "LSTM", "GRU", "LayerNorm", "BatchNorm",

@@ -126,3 +126,47 @@ class FeatureInput(_Input):
         """The spec of the data this input accepts."""
         return Spec.features(self.channels)
 
+
+
+class TokenInput(_Input):
+    """Where token ids enter the network: B×T integers, as Hugging Face's `input_ids`.
+
+    The ids stay int64 whatever the network's dtype (a network moved to bfloat16 still looks up
+    id 50001, not the 49920 that bfloat16 would round it to). The data is a B×T integer tensor
+    or array, `al.Padded(ids, mask)` (B×T or B×T×1 ids, the mask B×T), or a list of 1-D id
+    sequences of different lengths (padded, with a padding mask that travels with the
+    activations, e.g. to attention's keys). Whole-number floats are read as ids; fractional
+    ones are a DataError. `Embedding` reads it; streaming (`net.stream().step(ids)`, B×t ids
+    per step) and `al.generate` feed it ids.
+
+    Parameters
+    ----------
+    length : int, optional
+        T, when every sequence has this known length; None (the default) leaves T symbolic.
+
+    Shape
+    -----
+    - `out`: B×T token ids, int64 (no input port)
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.TokenInput(name="input_ids"), L.Embedding(100, 4)])
+    >>> net(torch.tensor([[5, 7, 99]])).shape
+    torch.Size([1, 3, 4])
+    """
+
+    stem = "tokens"
+
+    def __init__(self, length: int | None = None, name: str | None = None):
+        super().__init__(name)
+        if isinstance(length, str):
+            raise check.fail(self, "length", "an int ≥ 1 or None (the default)", length,
+                             f"The name is given by keyword: TokenInput(name={length!r}).")
+        self.length = check.integer(self, "length", length, none_ok=True, example=128)
+
+    @property
+    def spec(self) -> Spec:
+        """The spec of the data this input accepts: B×T token ids."""
+        return Spec("BT", (None, self.length))

@@ -76,10 +76,11 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
     run_on = ref.device if ref is not None else torch.device("cpu")
     half = P.autocast_dtype(precision, run_on, "stream precision")
     specs = dict(zip(net._in_names, net._input_specs))
+    ids = dict(zip(net._in_names, net._input_ids))      # token ids: kept integers
     static, batch = {}, None
     for name, x in static_inputs.items():
         from ..batching import as_batch   # the forward pass's own input conversion and checks
-        value, mask = as_batch(x, specs[name], name, dtype)
+        value, mask = as_batch(x, specs[name], name, dtype, ids[name])
         value, mask = value.to(run_on), None if mask is None else mask.to(run_on)
         if batch is not None and value.shape[0] != batch:
             raise DataError(f"static_inputs differ in batch size: '{name}' has {value.shape[0]}, "
@@ -92,9 +93,10 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
                            "leave the input that arrives step by step (e.g. the decoder's) out "
                            "of static_inputs, or run net(...) for a whole-sequence pass.")
     for n in streamed:
-        if specs[n].labels != "BTC":
+        if specs[n].labels not in ("BTC", "BT"):
             raise NetworkError(f"input '{n}' is {specs[n]} ({specs[n].kind}): only sequences "
-                               "(B×T×C) can be streamed. Pass it in static_inputs.")
+                               "(B×T×C, or B×T token ids) can be streamed. Pass it in "
+                               "static_inputs.")
     static_shapes = compile is not False and compile is not None
     with P.autocast(run_on, half):       # static layers (encoders) in the step's precision
         program = build_program(net, static, capacity, static_shapes=static_shapes,
@@ -126,9 +128,10 @@ class Stream:
         self._fn = maybe_compile(fn, compile, self._device, "decoding")
         self._names = list(program.streamed_inputs)
         self._channels = [s.channels for s in specs]
+        self._tokens = [s.labels == "BT" for s in specs]        # B×t token ids (TokenInput)
         # per input, the dtypes a step takes without a conversion
-        self._dtypes = [(dtype,) + (_IDS if n in program.ids_inputs else ())
-                        for n in self._names]
+        self._dtypes = [_IDS if tok else (dtype,) + (_IDS if n in program.ids_inputs else ())
+                        for n, tok in zip(self._names, self._tokens)]
         self._out_names = [o for o, _ in program.outputs]
         self._single_in = len(self._names) == 1
         self._single_out = len(self._out_names) == 1
@@ -230,10 +233,10 @@ class Stream:
 
     # -- input checks -----------------------------------------------------------------------
     def _check(self, x, i):
-        if type(x) is Tensor and x.dim() == 3:
-            b, t, c = x.shape
-            if b == self._batch and c == self._channels[i] and t and \
-                    x.dtype in self._dtypes[i] and \
+        if type(x) is Tensor and x.dim() == (2 if self._tokens[i] else 3):
+            b, t = x.shape[0], x.shape[1]
+            if b == self._batch and (self._tokens[i] or x.shape[2] == self._channels[i]) and t \
+                    and x.dtype in self._dtypes[i] and \
                     (x.is_cpu if self._on_cpu else x.device == self._device):
                 return x                                   # the hot path: a right tensor
         return self._convert(x, i)
@@ -248,6 +251,8 @@ class Stream:
                                 f"{type(x).__name__} ({e}).") from None
         if x.is_complex() or x.is_meta or (x.dim() and not x.numel()):
             check_values(x, None, name)          # metadata only: the step stays sync-free
+        if self._tokens[i]:
+            return self._convert_ids(x, name)
         shape = "×".join(map(str, x.shape))
         if x.dim() != 3:
             fix = ("Add the channel dimension: x.unsqueeze(-1) (B×t → B×t×1)." if x.dim() == 2
@@ -271,6 +276,30 @@ class Stream:
         if x.dtype != dtype or x.device != self._device:
             x = x.to(self._device, dtype, non_blocking=True)
         return x
+
+    def _convert_ids(self, x, name):
+        """B×t token ids (B×t×1 too) for a TokenInput: int64, on the stream's device."""
+        from ..batching import token_ids
+        shape = "×".join(map(str, x.shape))
+        if x.dim() == 3 and x.shape[2] == 1:
+            x = x.squeeze(2)
+        if x.dim() != 2 or x.shape[1] == 0:
+            fix = ("One sequence needs a batch dimension: ids.unsqueeze(0)." if x.dim() == 1 else
+                   "Give t ≥ 1 steps." if x.dim() == 2 else "Give B×t ids: batch, new steps.")
+            raise DataError(f"input '{name}': expected B×t token ids, received {shape}. {fix}")
+        self._check_batch(x.shape[0], name, shape)
+        if x.dtype not in _IDS:
+            x = token_ids(x, name)
+        return x if x.device == self._device else x.to(self._device, non_blocking=True)
+
+    def _check_batch(self, b, name, shape):
+        if self._batch is None:
+            self._batch = b
+        elif b != self._batch:
+            raise DataError(f"input '{name}': expected batch size {self._batch} (as "
+                            f"{'the static inputs' if self._static_batch else 'the first step'}), "
+                            f"received {shape}. A stream keeps one batch; reset() (or a new "
+                            "stream) for another.")
 
     def _by_name(self, given):
         if not isinstance(given, dict):
@@ -307,6 +336,8 @@ def _canonical(x: Tensor) -> Tensor:
     argmax, though both are contiguous."""
     if not x.is_contiguous():
         return x.contiguous()
+    if x.dim() == 2:                                       # B×t token ids
+        return x if x.stride() == (x.shape[1], 1) else x.as_strided(x.shape, (x.shape[1], 1))
     b, t, c = x.shape
     stride = (t * c, c, 1)
     return x if x.stride() == stride else x.as_strided(x.shape, stride)

@@ -65,7 +65,8 @@ def generate(net: Any, static_inputs: dict | None = None,
         The inputs given whole (e.g. ``{"encoder-input": x}``), as for `Network.stream`.
     start
         The first decoder input: a start token id (int, or a B tensor of ids), or a
-        prompt: B×t ids or B×t×C inputs, consumed in one multi-step prefill.
+        prompt: B×t ids or B×t×C inputs, consumed in one multi-step prefill (the key/value
+        caches then hold it: the prefix is never recomputed).
     stop
         A token id that ends a sequence (it is included in the output); sequences stop
         one by one while the batch goes on, and decoding ends when all have stopped.
@@ -74,8 +75,9 @@ def generate(net: Any, static_inputs: dict | None = None,
     feedback
         ``feedback(tokens, scores) → next decoder input``, with tokens the B int64 ids
         just chosen and scores their B×V scores; it returns B×1×C. The default feeds the id
-        itself, ``tokens.view(B, 1, 1)`` as a float: for a decoder that starts with
-        SequenceInput(1) → Embedding. For one-hot inputs:
+        itself: ``tokens.view(B, 1)`` (int64) into a decoder that starts with `TokenInput`,
+        ``tokens.view(B, 1, 1)`` into one that starts with SequenceInput(1) → Embedding.
+        For one-hot inputs:
         ``feedback=lambda tok, _: torch.nn.functional.one_hot(tok, V).float().unsqueeze(1)``.
     strategy
         "greedy" (the highest score) or "top-k" (sample among the k highest scores,
@@ -86,7 +88,24 @@ def generate(net: Any, static_inputs: dict | None = None,
     Returns
     -------
     Generated
-        ``Generated(tokens B×L, lengths B)``.
+        ``Generated(tokens B×L, lengths B)``: the generated tokens, after the prompt.
+
+    Raises
+    ------
+    DataError
+        When the prompt and the tokens fed back would reach past the positions a learned
+        `PositionEmbedding` holds (its `max_length`), before any step runs.
+
+    Examples
+    --------
+    Greedy decoding of a `TokenInput` network, a B×t prompt of ids:
+
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.TokenInput(name="ids"), L.Embedding(50, 8),
+    ...                   L.SelfAttention(2, 8, attention_mask="causal"), L.Dense(50)])
+    >>> al.generate(net, start=torch.tensor([[3, 1, 4]]), max_length=5).tokens.shape
+    torch.Size([1, 5])
     """
     if strategy not in ("greedy", "top-k"):
         raise ArgumentError(f"generate strategy must be 'greedy' or 'top-k', got {strategy!r}")
@@ -102,6 +121,7 @@ def generate(net: Any, static_inputs: dict | None = None,
                    device=device, precision=precision, compile=compile)
         _one_streamed_input(s, "generate")
         x = _expand_start(x, s).to(s.device)
+        _check_positions(s, x.shape[1], max_length)
         pick = _output_picker(s, output)
         if feedback is None:
             feedback = _token_feedback(s)
@@ -153,7 +173,9 @@ def _start_input(start) -> Tensor:
 
 
 def _expand_start(x, s) -> Tensor:
-    """The first decoder input, B×t×C."""
+    """The first decoder input, B×t×C (B×t int64 ids for a TokenInput)."""
+    if s._tokens[0]:
+        return _start_ids(x, s)
     if x.dim() == 0:                                   # one start id for the whole batch
         x = x.reshape(1, 1, 1).expand(s.batch_size or 1, 1, 1)
     elif x.dim() == 1:                                 # one start id per sequence
@@ -164,6 +186,46 @@ def _expand_start(x, s) -> Tensor:
         raise DataError(f"generate: start has batch size {x.shape[0]} but static_inputs have "
                         f"{s.batch_size}. Give one start per sequence, or a single id.")
     return x
+
+
+def _start_ids(x, s) -> Tensor:
+    """The first input of a TokenInput decoder: B×t int64 ids."""
+    if x.dim() == 0:                                   # one start id for the whole batch
+        x = x.reshape(1, 1).expand(s.batch_size or 1, 1)
+    elif x.dim() == 1:                                 # one start id per sequence
+        x = x.reshape(-1, 1)
+    elif x.dim() == 3 and x.shape[2] == 1:
+        x = x.squeeze(2)
+    if x.dim() != 2 or x.shape[1] == 0:
+        raise DataError(f"generate: start must be a token id, B ids or a B×t prompt of ids, "
+                        f"received {'×'.join(map(str, x.shape))}.")
+    if x.is_floating_point() or x.dtype == torch.bool:
+        from ..batching import token_ids
+        x = token_ids(x, "start", "generate")
+    if s.batch_size is not None and x.shape[0] != s.batch_size:
+        raise DataError(f"generate: start has batch size {x.shape[0]} but static_inputs have "
+                        f"{s.batch_size}. Give one start per sequence, or a single id.")
+    return x.long()
+
+
+def _check_positions(s, prompt: int, max_length: int) -> None:
+    """DataError before decoding when the prompt and the tokens fed back after it (positions
+    0…prompt + max_length − 2) reach past a learned PositionEmbedding's positions."""
+    from .steppers import PositionEmbeddingStepper
+    last = prompt + max_length - 2                     # the last token generated is not fed
+    for name, st in s.steppers.items():
+        if not isinstance(st, PositionEmbeddingStepper):
+            continue
+        held = st.module.weight.shape[0]
+        if prompt > held:
+            raise DataError(f"generate: the prompt has {prompt} tokens, more than the {held} "
+                            f"positions that layer '{name}' (PositionEmbedding max_length "
+                            f"{held}) has learned. Shorten the prompt to at most {held} tokens.")
+        if last >= held:
+            raise DataError(f"generate: a prompt of {prompt} tokens and max_length {max_length} "
+                            f"reach position {last}, past the {held} positions that layer "
+                            f"'{name}' (PositionEmbedding max_length {held}) has learned. Use "
+                            f"max_length ≤ {held - prompt + 1}, or a shorter prompt.")
 
 
 def _output_picker(s, output):
@@ -191,6 +253,10 @@ def _one_streamed_input(s, what):
 
 
 def _token_feedback(s):
+    if s._tokens[0]:
+        def feed_token_ids(tokens, scores):
+            return tokens.view(-1, 1)                        # B → B×1 int64 ids
+        return feed_token_ids
     c = s._channels[0]
     if c != 1:
         raise ArgumentError("generate feeds token ids back by default, into a one-channel "

@@ -102,6 +102,9 @@ def input_spec(net, name: str) -> Spec | None:
 def to_field(name: str, x, spec: Spec | None, dtype, what: str = "input") -> Field:
     """Converts one input's data (tensor, array, list of sequences, Padded) into a Field,
     checking it against the input's spec."""
+    if spec is not None and spec.labels == "BT":       # token ids: B×T int64, never cast
+        x, mask = B.as_batch(x, spec, name, None)
+        return Field(name, x, None if mask is None else mask.sum(1).cpu().numpy().astype(np.int64))
     lengths = None
     if isinstance(x, Padded):
         lengths = x.mask.sum(1).cpu().numpy().astype(np.int64)

@@ -50,6 +50,7 @@ SETUPS = {
     "SequenceInput": (dict(channels=4), alone),
     "ImageInput": (dict(size=(2, T, T)), alone),
     "FeatureInput": (dict(channels=4), alone),
+    "TokenInput": ({}, lambda layer: al.Network([layer, L.Embedding(10, 4, name="after")])),
     "Dense": (dict(out=3), chain(seq)),
     "ReLU": ({}, chain(seq)),
     "LeakyReLU": ({}, chain(seq)),

@@ -86,6 +86,7 @@ CASES = {
     "Port": [(lambda: Port(), {"in": seq(3)}, 0)],
     "Pick": [(lambda: Pick([1, 0, 0], n_in=2), {"in1": seq(4), "in2": feat(3)}, 0)],
     "SequenceInput": [], "ImageInput": [], "FeatureInput": [],   # exercised by every case above
+    "TokenInput": [],            # B×T ids: tests/core/test_transformer_layers.py
     "Network": [],                                               # tests/core/test_network.py
     "InputNormalization": [(lambda: L.InputNormalization("zscore"), {"in": seq(3)}, 0),
                            (lambda: L.InputNormalization("rescale-zero-one", min=0, max=[1, 2]),

@@ -133,3 +133,141 @@ def test_silu_equals_torch_and_a_naive_reference():
     assert net.layers["silu"].time_local
     _same_with_grads(net, F.silu, x)
     _same_with_grads(net, lambda v: v * torch.sigmoid(v), x)
+
+
+# ------------------------------------------------------------------------------ TokenInput
+
+def _token_net(vocab=60000, dim=4):
+    return al.Network([L.TokenInput(name="ids"), L.Embedding(vocab, dim, name="emb")])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_token_ids_are_never_cast_to_the_float_dtype(dtype):
+    net = _token_net().to(dtype)
+    w = net.learnables["emb/weight"]
+    ids = torch.tensor([[50001, 3], [59999, 0]])
+    y = net(ids)
+    assert y.dtype == dtype
+    torch.testing.assert_close(y, w[ids], rtol=0, atol=0)
+    # int32 ids, whole-number floats and numpy arrays give the same rows
+    for given in (ids.int(), ids.double(), ids.numpy()):
+        torch.testing.assert_close(net(given), w[ids], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("given", ["int", "float"])
+def test_sequence_input_feeding_an_embedding_keeps_ids_exact_in_bfloat16(given):
+    # the values of an input that only an Embedding reads are ids: not rounded to bfloat16
+    net = al.Network([L.SequenceInput(1, name="x"), L.Embedding(60000, 4, name="emb")])
+    net = net.to(torch.bfloat16)
+    ids = torch.tensor([[[50001], [7]]])
+    x = ids if given == "int" else ids.float()
+    row = net(x)[0, 0]
+    torch.testing.assert_close(row, net.learnables["emb/weight"][50001], rtol=0, atol=0)
+
+
+def test_an_input_read_by_other_layers_too_is_cast_as_before():
+    net = al.Network([L.SequenceInput(1, name="x"), L.Embedding(10, 4, name="emb")])
+    net.add(L.Dense(4, name="fc"))
+    net.connect("x", "fc")
+    net.add(L.Addition(2, name="add"))
+    net.connect("emb", "add/in1")
+    net.connect("fc", "add/in2")
+    assert net(torch.tensor([[[1], [2]]])).shape == (1, 2, 4)
+    assert net._input_ids == [False]          # the Dense needs floats: cast, as before
+
+
+def test_token_input_takes_padded_batches_and_lists_of_id_sequences():
+    torch.manual_seed(0)
+    net = al.Network([L.TokenInput(name="ids"), L.Embedding(10, 4, name="emb"),
+                      L.GlobalAvgPool1d(name="pool")])
+    seqs = [torch.tensor([1, 2, 3]), torch.tensor([4]), torch.tensor([5, 6])]
+    w = net.learnables["emb/weight"]
+    want = torch.stack([w[s].mean(0) for s in seqs])
+    torch.testing.assert_close(net(seqs), want)
+    torch.testing.assert_close(net([s.tolist() for s in seqs]), want)
+    padded = al.pad_sequences(seqs)                       # B×T×1 data, B×T mask
+    torch.testing.assert_close(net(padded), want)
+    torch.testing.assert_close(net(al.Padded(padded.data[..., 0], padded.mask)), want)
+
+
+def test_token_ids_outside_the_vocabulary_name_the_layer_the_id_and_the_size():
+    net = _token_net(vocab=10)
+    with pytest.raises(al.DataError) as e:
+        net(torch.tensor([[1, 12, 3]]))
+    msg = str(e.value)
+    assert "layer 'emb'" in msg and "token id 12" in msg and "vocabulary of 10" in msg
+    with pytest.raises(al.DataError, match="token id -1 at observation 0, step 0"):
+        net(torch.tensor([[-1, 2]]))
+
+
+def test_token_input_refuses_fractional_ids_and_missing_batch_dimensions():
+    net = _token_net(vocab=10)
+    with pytest.raises(al.DataError) as e:
+        net(torch.tensor([[1.0, 2.5]]))
+    assert "input 'ids'" in str(e.value) and "2.5" in str(e.value) and "whole number" in str(e.value)
+    with pytest.raises(al.DataError, match=r"unsqueeze\(0\)"):
+        net(torch.tensor([1, 2]))
+    with pytest.raises(al.DataError, match="token ids B×T"):
+        net("some text")
+
+
+def test_token_input_feeds_only_layers_that_take_token_sequences():
+    net = al.Network([L.TokenInput(name="ids"), L.Dense(4, name="fc")])
+    analysis = net.analyze()
+    assert not analysis.ok
+    assert any("layer 'fc' port 'in'" in i.message and "B×T" in i.message for i in analysis.issues)
+
+
+@pytest.mark.parametrize("kw,parts", [
+    (dict(length=0), ["TokenInput", "'length'", "0"]),
+    (dict(length=2.5), ["TokenInput", "'length'", "2.5"]),
+])
+def test_token_input_refuses_bad_lengths(kw, parts):
+    with pytest.raises(al.ArgumentError) as e:
+        L.TokenInput(**kw)
+    assert all(p in str(e.value) for p in parts)
+
+
+def test_token_input_given_a_name_positionally_says_to_use_the_keyword():
+    with pytest.raises(al.ArgumentError, match=r"TokenInput\(name='input_ids'\)"):
+        L.TokenInput("input_ids")
+
+
+def test_token_input_with_a_known_length_checks_it():
+    net = al.Network([L.TokenInput(length=3, name="ids"), L.Embedding(10, 4)])
+    assert str(net.layers["ids"].spec) == "B×3"
+    with pytest.raises(al.DataError, match="expected B×3"):
+        net(torch.tensor([[1, 2]]))
+
+
+def _lm(vocab=12, d=8):
+    return al.Network([L.TokenInput(name="ids"), L.Embedding(vocab, d, name="wte"),
+                       L.SelfAttention(2, d, attention_mask="causal", name="att"),
+                       L.Dense(vocab, name="head")])
+
+
+def test_token_input_network_saves_and_loads(tmp_path):
+    torch.manual_seed(0)
+    net = _lm().eval()
+    net.save(tmp_path / "lm.attnlab")
+    back = al.load(tmp_path / "lm.attnlab").eval()
+    assert type(back.layers["ids"]) is L.TokenInput
+    ids = torch.randint(0, 12, (2, 5))
+    torch.testing.assert_close(back(ids), net(ids))
+
+
+def test_training_a_token_input_network_on_integer_ids():
+    torch.manual_seed(0)
+    net = _lm()
+    X = torch.randint(0, 12, (32, 6))
+    Y = (X + 1) % 12
+    opts = al.TrainingOptions(max_epochs=40, batch_size=8, learning_rate=1e-2, plots=None,
+                              verbose=False)
+    info = al.train(net, X, Y, loss="crossentropy", options=opts)
+    assert info is not None
+    acc = (net.predict(X).argmax(-1) == Y).float().mean()
+    assert acc > 0.6
+    # lists of id sequences of different lengths (padded, masked) train too
+    seqs = [torch.randint(0, 12, (n,)) for n in (3, 5, 4, 2)]
+    al.train(net, seqs, [(s + 1) % 12 for s in seqs], loss="crossentropy",
+             options=al.TrainingOptions(max_epochs=1, batch_size=2, plots=None, verbose=False))
