@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from .analysis import Analysis, analyze as _analyze
-from .batching import as_batch, input_problem
+from .batching import as_batch, id_inputs, input_problem
 from .codegen import layer_at
 from .errors import AttnlabError, DataError, NetworkError, SizeError, close_matches
 from .graph import Connection, Graph, LayerList
@@ -202,6 +202,7 @@ class Network(ModuleHost):
         # (labels, [(dim, size) to check]) per input: every known size but the batch
         self._input_checks = [(s.labels, [(i, n) for i, n in enumerate(s.sizes) if i and n is not None])
                               for s in self._input_specs]
+        self._input_ids = id_inputs(self)     # per input: token ids, never cast to the float dtype
 
     def _input_spec(self, name, analysis):
         layer_name, _, port = name.partition("/")
@@ -311,12 +312,14 @@ class Network(ModuleHost):
             args = [given[k] for k in names]
         dtype = self._dtype or self._float_dtype()
         flat = []
-        for x, name, spec, checks in zip(args, names, self._input_specs, self._input_checks):
-            if type(x) is torch.Tensor and x.dtype is dtype and x.dim() == len(checks[0]) and \
+        for x, name, spec, checks, ids in zip(args, names, self._input_specs, self._input_checks,
+                                              self._input_ids):
+            want = torch.int64 if ids else dtype
+            if type(x) is torch.Tensor and x.dtype is want and x.dim() == len(checks[0]) and \
                     x.numel() and all(x.shape[i] == n for i, n in checks[1]):   # the hot path
                 flat += [x, None]
             else:
-                flat += as_batch(x, spec, name, dtype)
+                flat += as_batch(x, spec, name, dtype, ids)
         return flat
 
     def _float_dtype(self) -> torch.dtype:
