@@ -18,13 +18,15 @@ import math
 
 from torch import Tensor
 
-from .errors import ArgumentError, AttnlabError
+from .errors import ArgumentError, AttnlabError, SizeError
 from .layers import _checks as check
 
 __all__ = ["ALIGNMENTS", "num_heads", "num_kv_heads", "scale", "attention_mask",
-           "scale_value", "causal_alignment", "dropout", "flag", "divisors_near", "divisor_hint"]
+           "scale_value", "causal_alignment", "dropout", "flag", "divisors_near", "divisor_hint",
+           "rotary", "rotary_dims", "window", "ROTARY_DEFAULTS"]
 
 ALIGNMENTS = ("top-left", "bottom-right")
+ROTARY_DEFAULTS = {"base": 10000.0, "fraction": 1.0, "interleaved": False}
 
 
 def _fail(owner, arg: str, expected: str, value, fix: str,
@@ -99,3 +101,54 @@ def dropout(owner, value) -> float:
 
 def flag(owner, arg: str, value) -> bool:
     return check.flag(owner, arg, value)
+
+
+def rotary(owner, value):
+    """False (no rotary embedding; None reads as False) or the settings as a dict with every
+    key: True takes `ROTARY_DEFAULTS`; a dict may give `base` (a number > 0), `fraction` (in
+    (0, 1]) and `interleaved` (True or False)."""
+    if value is None or value is False:
+        return False
+    if value is True:
+        return dict(ROTARY_DEFAULTS)
+    if not isinstance(value, dict):
+        raise _fail(owner, "rotary", "False, True or a dict with keys 'base', 'fraction', "
+                    "'interleaved'", value, 'Use rotary=True, or e.g. rotary={"base": 10000.0, '
+                    '"fraction": 0.25, "interleaved": False}.')
+    unknown = sorted(map(str, set(value) - set(ROTARY_DEFAULTS)))
+    if unknown:
+        raise _fail(owner, "rotary", "a dict with keys 'base', 'fraction', 'interleaved'", value,
+                    f"Remove the key{'s' if len(unknown) > 1 else ''} "
+                    f"{', '.join(map(repr, unknown))}.")
+    out = dict(ROTARY_DEFAULTS, **value)
+    out["base"] = check.real(owner, "rotary['base']", out["base"], 0, None, low_open=True,
+                             what="a finite number > 0", fix="Use e.g. 10000.0 (Llama's).")
+    out["fraction"] = check.real(owner, "rotary['fraction']", out["fraction"], 0, 1,
+                                 low_open=True, what="a fraction in (0, 1]",
+                                 fix="Use 1.0 to rotate every channel of a head, or e.g. 0.25.")
+    out["interleaved"] = check.flag(owner, "rotary['interleaved']", out["interleaved"])
+    return out
+
+
+def rotary_dims(owner, settings, head_size: int, cls: type[AttnlabError] = SizeError,
+                heads: int | None = None) -> int:
+    """The channels of a head that rotate: fraction × head size, which must be a positive even
+    whole number (channels turn in pairs). `heads`: the layer's num_heads, for the fix."""
+    r = settings["fraction"] * head_size
+    if abs(r - round(r)) < 1e-9 and round(r) > 0 and round(r) % 2 == 0:
+        return int(round(r))
+    evens = [f for f in (1.0, 0.5, 0.25) if (f * head_size) % 2 == 0 and f * head_size > 0]
+    if head_size % 2:
+        example = f", e.g. key channels {heads * (head_size + 1)}" if heads else ""
+        fix = f"Use an even head size (key channels / num_heads){example}"
+    else:
+        fix = "Use a fraction that gives an even number of channels"
+    fix += f", or fraction {' or '.join(map(str, evens))}." if evens else "."
+    raise _fail(owner, "rotary", f"fraction × head size to be an even number of channels "
+                f"(rotary turns channel pairs): head size {head_size} × fraction "
+                f"{settings['fraction']} = {r:g}", settings, fix, cls)
+
+
+def window(owner, value) -> int | None:
+    """None (no window) or the number of keys a query sees, a positive int."""
+    return check.integer(owner, "window", value, none_ok=True, example=4096)

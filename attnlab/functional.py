@@ -1,10 +1,12 @@
-"""Attention math and the torch modules that the attention layers build.
+"""Attention math, and (from `attnlab.attention_modules`) the torch modules that the attention
+layers build.
 
 `attention` is the one place where attnlab computes multi-head attention:
 
-    out_h = softmax(Q_h K_hᵀ · scale + mask) V_h,   head h = channels h*dk:(h+1)*dk
+    out_h = softmax(Q_h K_hᵀ · scale + bias + mask) V_h,   head h = channels h*dk:(h+1)*dk
 
-with boolean masks where **True = attend**. When weights are not requested it hands the work
+with boolean masks where **True = attend** and optional additive score terms (a float `bias`,
+ALiBi's distance bias, a sliding `window`). When weights are not requested it hands the work
 to `torch.nn.functional.scaled_dot_product_attention` (flash kernels on CPU and GPU: memory
 linear in T); otherwise it computes the same thing explicitly and returns the weights too.
 A query whose every key is masked gets output 0 and weights 0, never NaN, on both paths and
@@ -14,16 +16,17 @@ in the gradients, and without synchronising with the device.
 """
 from __future__ import annotations
 
-import inspect
 import math
-from typing import Any, Callable, Optional, Tuple, Union, cast
+from typing import TYPE_CHECKING, Any, Optional, Tuple, Union, cast
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from . import attention_rules as rules
 from ._calls import checked_as
+from .attention_bias import (aligned_relative_positions, alibi_bias, alibi_slopes_tensor,
+                             window_mask)
 from .errors import FormatError, SizeError
 
 __all__ = [
@@ -76,8 +79,29 @@ def _check_mask_tensor(name: str, mask: Tensor, ref: Tensor, expected: list, wan
             f"Give one entry per (query,) key as described; True = attend.")
 
 
+def _check_bias(bias: Tensor, ref: Tensor, B: int, H: int, Tq: int, Tk: int) -> None:
+    wanted = f"B×H×Tq×Tk = {B}×{H}×{Tq}×{Tk}"
+    if not isinstance(bias, Tensor) or not bias.is_floating_point():
+        raise FormatError(
+            f"attention: bias must be a floating-point tensor broadcastable to {wanted} (added "
+            f"to the scores before the softmax), received "
+            f"{bias.dtype if isinstance(bias, Tensor) else type(bias).__name__}. "
+            f"Give a float tensor; a boolean mask goes to attention_mask instead.")
+    if bias.device != ref.device:
+        raise FormatError(
+            f"attention: bias is on {bias.device} but the queries are on {ref.device}. "
+            f"Move it with bias.to(q.device).")
+    shape = list(bias.shape)
+    full = [B, H, Tq, Tk]
+    if len(shape) > 4 or any(s not in (1, f) for s, f in zip(shape[::-1], full[::-1])):
+        raise SizeError(
+            f"attention: bias must be broadcastable to {wanted}, received {_size(bias)}. "
+            f"Give it sizes 1 or B, 1 or H, Tq and Tk, e.g. 1×{H}×{Tq}×{Tk}.")
+
+
 def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
-              causal_alignment, dropout, need_weights=False, training=False):
+              causal_alignment, dropout, need_weights=False, training=False, bias=None,
+              window=None, alibi=False):
     """Check every argument; return (B, Tq, Tk, dk, dv, num_kv_heads, scale as float)."""
     for name, t in (("query", q), ("key", k), ("value", v)):
         if not isinstance(t, Tensor):
@@ -153,6 +177,11 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
     if isinstance(attention_mask, Tensor):
         _check_mask_tensor("attention_mask", attention_mask, q, [[Tq, Tk], [B, Tq, Tk]],
                            f"Tq×Tk = {Tq}×{Tk} or B×Tq×Tk = {B}×{Tq}×{Tk}")
+    if bias is not None:
+        _check_bias(bias, q, B, num_heads, Tq, Tk)
+    if window is not None:
+        rules.window(_FN, window)
+    rules.flag(_FN, "alibi", alibi)
     return B, Tq, Tk, dk, dv, kv_heads, scale_f
 
 
@@ -168,15 +197,42 @@ def _causal(Tq: int, Tk: int, alignment: str, device) -> Tensor:
     return j <= i + offset  # Tq×Tk
 
 
+def _position_terms(Tq, Tk, attention_mask, offset, window, alibi, num_heads, device):
+    """The terms that read relative positions (query i at position i + offset, key j at j):
+    (bool mask 1×1×Tq×Tk or None: causal AND window, whether a row may be empty, float32
+    ALiBi bias 1×H×Tq×Tk or None)."""
+    rel = aligned_relative_positions(Tq, Tk, offset, device)            # Tq×Tk
+    causal = isinstance(attention_mask, str)
+    mask = rel <= 0 if causal else None
+    if window is not None:
+        w = window_mask(rel, window, causal)
+        mask = w if mask is None else mask & w
+    add = alibi_bias(rel, alibi_slopes_tensor(num_heads, device))[None] if alibi else None
+    # a query may see no key when it sits before the first key or, windowed, past the last
+    may_empty = mask is not None and (offset < 0 or (window is not None and offset + Tq > Tk))
+    return (None if mask is None else mask[None, None]), may_empty, add
+
+
 def _combined_mask(Tq, Tk, key_padding_mask, attention_mask, causal_alignment, device,
-                   allow_is_causal):
+                   allow_is_causal, window=None, offset=None):
     """The AND of all masks, broadcastable to B×H×Tq×Tk, and whether it may mask a full row.
 
     Returns (mask or None, is_causal, may_empty_rows). The mask keeps the smallest broadcast
     shape (e.g. B×1×1×Tk for key padding alone) so that nothing O(B·Tq·Tk) is built when it
-    is not needed.
+    is not needed. `offset`: query i sits at key position i + offset (overrides the
+    alignment); `window`: the sliding window on top of the causal rule.
     """
-    if isinstance(attention_mask, str):  # "causal"
+    if window is not None or offset is not None:
+        if offset is None:
+            offset = Tk - Tq if causal_alignment == "bottom-right" else 0
+        am = attention_mask if isinstance(attention_mask, str) else None
+        mask, may_empty, _ = _position_terms(Tq, Tk, am, offset, window, False, 1, device)
+        if isinstance(attention_mask, Tensor):
+            user = attention_mask.unsqueeze(-3)
+            user = user.unsqueeze(0) if user.dim() == 3 else user
+            mask = user if mask is None else mask & user
+            may_empty = True
+    elif isinstance(attention_mask, str):  # "causal"
         offset = Tk - Tq if causal_alignment == "bottom-right" else 0
         if key_padding_mask is None and offset == 0:
             if allow_is_causal:
@@ -209,11 +265,14 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
               key_padding_mask: Optional[Tensor] = None, attention_mask: MaskArg = None,
               causal_alignment: str = "top-left", dropout: float = 0.0,
               need_weights: bool = False, training: bool = False,
-              num_kv_heads: Optional[int] = None) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+              num_kv_heads: Optional[int] = None, bias: Optional[Tensor] = None,
+              window: Optional[int] = None,
+              alibi: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     """Multi-head scaled dot-product attention, `B×Tq×Ck, B×Tk×Ck, B×Tk×Cv → B×Tq×Cv`.
 
     Channels split into `num_heads` contiguous blocks (head h uses channels h*dk:(h+1)*dk,
-    dk = Ck/num_heads); per head `A = softmax(Q_h K_hᵀ · scale)` over the keys, `out_h = A V_h`;
+    dk = Ck/num_heads); per head `A = softmax(Q_h K_hᵀ · scale + bias)` over the keys,
+    `out_h = A V_h`;
     the heads are concatenated. Masks are boolean, **True = attend**, and combine by AND. A query
     with no visible key gets output 0 (and weights 0); gradients stay finite.
 
@@ -243,6 +302,16 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
         Grouped-query attention: k is B×Tk×(num_kv_heads·dk) and v B×Tk×(num_kv_heads·dv); kv head
         g serves query heads g·r … g·r + r − 1, r = num_heads/num_kv_heads (as torch's
         `enable_gqa`); the output is B×Tq×(num_heads·dv).
+    bias : Tensor, optional
+        A float tensor broadcastable to B×heads×Tq×Tk added to the scaled scores before the
+        softmax (T5's relative position bias, any additive mask).
+    window : int, optional
+        Sliding window: with attention_mask="causal" query i sees keys i − window + 1 … i
+        (Mistral's `sliding_window`); without, the keys less than `window` steps away on either
+        side. Positions follow `causal_alignment`.
+    alibi : bool
+        ALiBi: adds −slope_h · |i − j| to the scores of head h, BLOOM's slopes for any head
+        count (for a causal query, BLOOM's bias up to a constant per query).
 
     Returns
     -------
@@ -251,16 +320,38 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
     """
     B, Tq, Tk, dk, dv, kv_heads, scale_f = _validate(
         q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
-        causal_alignment, dropout, need_weights, training)
+        causal_alignment, dropout, need_weights, training, bias, window, alibi)
+    return _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask,
+                   causal_alignment, dropout, need_weights, training, kv_heads, bias, window,
+                   alibi, None, (B, Tq, Tk, dk, dv))
+
+
+def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causal_alignment,
+            dropout, need_weights, training, kv_heads, bias=None, window=None, alibi=False,
+            offset=None, sizes=None):
+    """`attention` on checked arguments (`sizes`: B, Tq, Tk, dk, dv). `offset`: query i sits
+    at key position i + offset, for the causal rule, the window and ALiBi (a stream's query
+    positions against its cache); None follows `causal_alignment`."""
+    B, Tq, Tk, dk, dv = sizes
     p = float(dropout) if training else 0.0
     H = num_heads
     fused = not need_weights and Tk > 0  # softmax over zero keys is the explicit path's job
     # torch's is_causal kernels mask before they scale (-inf · 0 is NaN on the CPU), so scale 0
     # takes the causal rule as an explicit mask; a negative scale reaches the kernel as
     # |scale| on -Q (the same scores, exactly), for kernels that assume a positive one
+    extra = bias is not None or alibi
     mask, is_causal, may_empty = _combined_mask(
         Tq, Tk, key_padding_mask, attention_mask, causal_alignment, q.device,
-        allow_is_causal=fused and scale_f != 0)
+        allow_is_causal=fused and scale_f != 0 and not extra, window=window, offset=offset)
+    add = bias
+    if alibi:
+        off = offset if offset is not None else \
+            (Tk - Tq if causal_alignment == "bottom-right" else 0)
+        ali = alibi_bias(aligned_relative_positions(Tq, Tk, off, q.device),
+                         alibi_slopes_tensor(num_heads, q.device))[None]    # 1×H×Tq×Tk
+        add = ali if add is None else add + ali
+    if add is not None:
+        add = add.to(q.dtype)   # the kernel takes a float mask of the query's type
     if may_empty:
         # A row without any visible key would be softmax(all -inf) = NaN. Open such rows to
         # every key (finite math, no host sync) and zero their output afterwards.
@@ -277,13 +368,18 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
         vh = vh.repeat_interleave(H // kv_heads, dim=1)  # B×H×Tk×dv
         gqa = False
     if fused:
-        extra = {"enable_gqa": True} if gqa else {}
+        gqa_kw = {"enable_gqa": True} if gqa else {}
+        attn_mask = mask
+        if add is not None:     # the additive terms, -inf where the masks say no
+            attn_mask = add if mask is None else torch.where(mask, add, float("-inf"))
         y = F.scaled_dot_product_attention(
-            -qh if scale_f < 0 else qh, kh, vh, attn_mask=mask, dropout_p=p,
-            is_causal=is_causal, scale=abs(scale_f), **extra)  # B×H×Tq×dv
+            -qh if scale_f < 0 else qh, kh, vh, attn_mask=attn_mask, dropout_p=p,
+            is_causal=is_causal, scale=abs(scale_f), **gqa_kw)  # B×H×Tq×dv
         weights = None
     else:
         scores = torch.matmul(qh, kh.transpose(-2, -1)) * scale_f  # B×H×Tq×Tk
+        if add is not None:
+            scores = scores + add
         if mask is not None:
             scores = scores.masked_fill(~mask, float("-inf"))
         if scores.dtype in (torch.float16, torch.bfloat16):
@@ -302,14 +398,23 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
     return (out, cast(Tensor, weights)) if need_weights else out
 
 
-# the modules call the function itself: no wrapper frame on the hot path
-_attention: Callable[..., Any] = inspect.unwrap(attention)
+def _attention(q, k, v, num_heads, scale="auto", key_padding_mask=None, attention_mask=None,
+               causal_alignment="top-left", dropout=0.0, need_weights=False, training=False,
+               num_kv_heads=None, bias=None, window=None, alibi=False, offset=None):
+    """`attention` without the wrapper frame, as the modules call it (`offset` as `_attend`)."""
+    B, Tq, Tk, dk, dv, kv_heads, scale_f = _validate(
+        q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
+        causal_alignment, dropout, need_weights, training, bias, window, alibi)
+    return _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask,
+                   causal_alignment, dropout, need_weights, training, kv_heads, bias, window,
+                   alibi, offset, (B, Tq, Tk, dk, dv))
 
 
 def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",
                     key_padding_mask: Optional[Tensor] = None, attention_mask: MaskArg = None,
                     causal_alignment: str = "top-left", need_weights: bool = False,
-                    num_kv_heads: Optional[int] = None):
+                    num_kv_heads: Optional[int] = None, bias: Optional[Tensor] = None,
+                    window: Optional[int] = None, alibi: bool = False):
     """The textbook formula, written independently of `attention`, as the tests' reference.
 
     Same contract as `attention` (without dropout). It builds the full B×Tq×Tk mask and
@@ -317,15 +422,20 @@ def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto
     """
     B, Tq, Tk, dk, dv, kv_heads, scale_f = _validate(
         q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
-        causal_alignment, 0.0, need_weights)
+        causal_alignment, 0.0, need_weights, False, bias, window, alibi)
     H, r = num_heads, num_heads // kv_heads
     allowed = torch.ones(B, Tq, Tk, dtype=torch.bool, device=q.device)
+    shift = Tk - Tq if causal_alignment == "bottom-right" else 0
+    query_pos = torch.arange(Tq, device=q.device).view(1, Tq, 1) + shift
+    key_pos = torch.arange(Tk, device=q.device).view(1, 1, Tk)
+    distance = query_pos - key_pos                                       # 1×Tq×Tk: i − j
     if isinstance(attention_mask, str):
-        shift = Tk - Tq if causal_alignment == "bottom-right" else 0
-        query_pos = torch.arange(Tq, device=q.device).view(1, Tq, 1)
-        key_pos = torch.arange(Tk, device=q.device).view(1, 1, Tk)
-        allowed = allowed & (key_pos <= query_pos + shift)
-    elif attention_mask is not None:
+        allowed = allowed & (distance >= 0)
+        if window is not None:
+            allowed = allowed & (distance < window)
+    elif window is not None:
+        allowed = allowed & (distance.abs() < window)
+    if isinstance(attention_mask, Tensor):
         allowed = allowed & attention_mask.expand(B, Tq, Tk)
     if key_padding_mask is not None:
         allowed = allowed & key_padding_mask.view(B, 1, Tk)
@@ -335,6 +445,16 @@ def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto
     K = k.view(B, Tk, kv_heads, 1, dk).expand(B, Tk, kv_heads, r, dk).reshape(B, Tk, H, dk)
     V = v.view(B, Tk, kv_heads, 1, dv).expand(B, Tk, kv_heads, r, dv).reshape(B, Tk, H, dv)
     s = torch.einsum("bqhd,bkhd->bhqk", Q, K) * scale_f  # B×H×Tq×Tk
+    if alibi:
+        # the ALiBi paper's slopes: 2^(-8h/n) for n a power of two, else those of the nearest
+        # power below and every other one of twice that
+        n = 2 ** int(math.log2(H))
+        slopes = [2 ** (-8 * (h + 1) / n) for h in range(n)]
+        slopes += [2 ** (-8 * (h + 1) / (2 * n)) for h in range(0, 2 * (H - n), 2)]
+        m = torch.tensor(slopes, dtype=s.dtype, device=s.device).view(1, H, 1, 1)
+        s = s - m * distance.abs().to(s.dtype).unsqueeze(1)
+    if bias is not None:
+        s = s + bias.to(s.dtype)
     # softmax by hand: the max is a constant shift, so it is taken without gradient
     m = s.masked_fill(~allowed, float("-inf")).amax(-1, keepdim=True).detach()
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
@@ -345,263 +465,17 @@ def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto
     return (out, w) if need_weights else out
 
 
-# --------------------------------------------------------------------------------------------
-# modules
-# --------------------------------------------------------------------------------------------
-
-def _check_module_heads(cls: str, num_heads, num_kv_heads, key_channels, value_channels):
-    num_heads = rules.num_heads(cls, num_heads)
-    kv = rules.num_kv_heads(cls, num_kv_heads, num_heads, SizeError) or num_heads
-    for what, c in (("key", key_channels), ("value", value_channels)):
-        if c % num_heads:
-            raise SizeError(
-                f"{cls}: num_heads {num_heads} does not divide {what} channels {c}. Use a "
-                f"num_heads that divides {c}{_divisor_hint(c, num_heads)}, or {what} "
-                f"channels that are a multiple of {num_heads}.")
-    return kv
+# The modules live in `attnlab.attention_modules` (they call the function above); they stay
+# importable from here, loaded on first use (no import cycle).
+if TYPE_CHECKING:
+    from .attention_modules import (AttentionModule, AttentionPoolModule,  # noqa: F401
+                                    MultiHeadAttentionModule, SelfAttentionModule)
+_MODULES = ("AttentionModule", "MultiHeadAttentionModule", "SelfAttentionModule",
+            "AttentionPoolModule")
 
 
-def _init_linear(lin: nn.Linear) -> None:
-    # Glorot weights and zero biases: MATLAB's and Keras' defaults for attention projections
-    nn.init.xavier_uniform_(lin.weight)
-    if lin.bias is not None:
-        nn.init.zeros_(lin.bias)
-
-
-_UNSET: Any = object()   # "the module's own setting" for a keyword left out
-
-
-def _key_mask(key_padding_mask, port_mask, mask_port):
-    """The key padding mask (B×Tk, True = attend): the explicit one AND the key sequence's
-    padding (`masks=`) AND the optional `mask` port (B×Tk or B×Tk×C, nonzero = attend)."""
-    key_mask = key_padding_mask
-    if port_mask is not None:
-        key_mask = port_mask if key_mask is None else key_mask & port_mask
-    if mask_port:
-        m = mask_port[0]
-        m = (m[..., 0] if m.dim() == 3 else m) != 0                          # B×Tk×C → B×Tk
-        key_mask = m if key_mask is None else key_mask & m
-    return key_mask
-
-
-class AttentionModule(nn.Module):
-    """Attention without learnables, as the `Attention` layer builds it:
-    `B×Tq×Ck, B×Tk×Ck, B×Tk×Cv (, mask B×Tk) → B×Tq×Cv` (plus `B×H×Tq×Tk` weights when
-    `need_weights`).
-
-    The stages every attention module shares, which streaming reuses one by one:
-    `project_q(x)`, `project_kv(key, value)`, `transform_qk(q, k, q_pos, k_pos)` (identity here:
-    the place for a position-dependent map of queries and keys such as a rotary embedding) and
-    `attend(q, k, v, …)` (the attention and the output map). `forward(query, key, value,
-    *mask_port, masks=…)` follows the plan's calling convention: ports positional, the input
-    sequences' padding masks by keyword; `key_padding_mask`, `attention_mask`,
-    `causal_alignment` and `need_weights` override the module's settings for one call.
-    """
-
-    def __init__(self, num_heads: int, scale="auto", dropout: float = 0.0,
-                 attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
-                 need_weights: bool = False, num_kv_heads: Optional[int] = None):
-        super().__init__()
-        name = type(self).__name__
-        self.num_heads = rules.num_heads(name, num_heads)
-        self.num_kv_heads = rules.num_kv_heads(name, num_kv_heads, self.num_heads, SizeError) \
-            or self.num_heads
-        self.scale = rules.scale(name, scale)
-        self.dropout = rules.dropout(name, dropout)
-        self.attention_mask = rules.attention_mask(name, attention_mask)
-        self.causal_alignment = rules.causal_alignment(name, causal_alignment)
-        self.scores = rules.flag(name, "need_weights", need_weights)   # weights by default
-
-    def _gqa(self) -> Optional[int]:
-        return None if self.num_kv_heads == self.num_heads else self.num_kv_heads
-
-    def project_q(self, x: Tensor) -> Tensor:
-        return x
-
-    def project_kv(self, key: Tensor, value: Tensor) -> Tuple[Tensor, Tensor]:
-        return key, value
-
-    def transform_qk(self, q: Tensor, k: Tensor, q_pos: Union[int, Tensor],
-                     k_pos: Union[int, Tensor]) -> Tuple[Tensor, Tensor]:
-        """Queries B×Tq×Ck and keys B×Tk×Ckv after projection, before attention. `q_pos` and
-        `k_pos` are the absolute positions of their steps: an int (the first step's position,
-        the others follow one by one) or a 1-D tensor with one position per step. Identity
-        here; override it for position-dependent maps (a rotary embedding). The full forward
-        passes 0, 0; a stream passes the steps' positions in the stream."""
-        return q, k
-
-    def output_map(self, y: Tensor) -> Tensor:
-        return y
-
-    def attend(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Optional[Tensor] = None,
-               attention_mask: MaskArg = None, causal_alignment: str = "top-left",
-               need_weights: bool = False):
-        """Attention of projected (and transformed) q, k, v, then the output map."""
-        r = _attention(q, k, v, self.num_heads, self.scale, key_padding_mask, attention_mask,
-                       causal_alignment, self.dropout, need_weights, self.training, self._gqa())
-        if need_weights:
-            return self.output_map(r[0]), r[1]
-        return self.output_map(r)
-
-    def _settings(self, attention_mask, causal_alignment, need_weights):
-        return (self.attention_mask if attention_mask is _UNSET else attention_mask,
-                self.causal_alignment if causal_alignment is None else causal_alignment,
-                self.scores if need_weights is None else need_weights)
-
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, *mask_port: Tensor,
-                masks=None, key_padding_mask: Optional[Tensor] = None,
-                attention_mask: MaskArg = _UNSET, causal_alignment: Optional[str] = None,
-                need_weights: Optional[bool] = None):
-        kpm = _key_mask(key_padding_mask, masks[1] if masks else None, mask_port)
-        am, align, nw = self._settings(attention_mask, causal_alignment, need_weights)
-        k, v = self.project_kv(key, value)
-        q, k = self.transform_qk(self.project_q(query), k, 0, 0)
-        return self.attend(q, k, v, kpm, am, align, nw)
-
-
-class MultiHeadAttentionModule(AttentionModule):
-    """Multi-head (cross-)attention with learned projections.
-
-    `B×Tq×Cq, B×Tk×Ck_in, B×Tk×Cv_in → B×Tq×Cout` (plus `B×H×Tq×Tk` weights on request).
-
-    Learnables: four `nn.Linear` named `query` (Cq→key_channels), `key` (Ck_in→key_channels,
-    or num_kv_heads·dk with grouped-query attention), `value` (Cv_in→value_channels, or
-    num_kv_heads·dv) and `output` (value_channels→Cout); weights are out×in, so they copy
-    to and from `torch.nn.MultiheadAttention` and MATLAB's QueryWeights… directly
-    (docs/attention.md). `value_channels` defaults to `key_channels`, Cout to Cq.
-    The stages and the calling convention are those of `AttentionModule`.
-    """
-
-    def __init__(self, query_channels: int, key_channels_in: int, value_channels_in: int,
-                 num_heads: int, key_channels: int, value_channels: Optional[int] = None,
-                 output_channels: Optional[int] = None, num_kv_heads: Optional[int] = None,
-                 scale="auto", dropout: float = 0.0, bias: bool = True,
-                 attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
-                 need_weights: bool = False):
-        value_channels = key_channels if value_channels is None else value_channels
-        output_channels = query_channels if output_channels is None else output_channels
-        kv = _check_module_heads(type(self).__name__, num_heads, num_kv_heads, key_channels,
-                                 value_channels)
-        super().__init__(num_heads, scale, dropout, attention_mask, causal_alignment,
-                         need_weights, kv)
-        kv_key = key_channels // num_heads * kv
-        kv_value = value_channels // num_heads * kv
-        self.query = nn.Linear(query_channels, key_channels, bias=bias)
-        self.key = nn.Linear(key_channels_in, kv_key, bias=bias)
-        self.value = nn.Linear(value_channels_in, kv_value, bias=bias)
-        self.output = nn.Linear(value_channels, output_channels, bias=bias)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        for lin in (self.query, self.key, self.value, self.output):
-            _init_linear(lin)
-
-    def project_q(self, x: Tensor) -> Tensor:
-        return self.query(x)
-
-    def project_kv(self, key: Tensor, value: Tensor) -> Tuple[Tensor, Tensor]:
-        return self.key(key), self.value(value)
-
-    def output_map(self, y: Tensor) -> Tensor:
-        return self.output(y)
-
-
-class SelfAttentionModule(MultiHeadAttentionModule):
-    """Multi-head self-attention: `B×T×C → B×T×Cout` (plus `B×H×T×T` weights on request).
-
-    The learnables are those of `MultiHeadAttentionModule` with query = key = value input:
-    four `nn.Linear` named `query`, `key`, `value`, `output`. The three input projections run
-    as one matmul against their concatenated weights (`project_qkv`; the parameters stay
-    separate). `forward(x, *mask_port, masks=…)`: the plan's calling convention.
-    """
-
-    def __init__(self, channels: int, num_heads: int, key_channels: int,
-                 value_channels: Optional[int] = None, output_channels: Optional[int] = None,
-                 num_kv_heads: Optional[int] = None, scale="auto", dropout: float = 0.0,
-                 bias: bool = True, attention_mask: Optional[str] = None,
-                 need_weights: bool = False):
-        super().__init__(channels, channels, channels, num_heads, key_channels, value_channels,
-                         output_channels, num_kv_heads, scale, dropout, bias, attention_mask,
-                         "top-left", need_weights)
-
-    def fused_qkv(self) -> Tuple[Tensor, Optional[Tensor]]:
-        """The q, k, v weights (and biases) concatenated: one matmul projects all three."""
-        w = torch.cat((self.query.weight, self.key.weight, self.value.weight))
-        b = None if self.query.bias is None else torch.cat(
-            (self.query.bias, self.key.bias, self.value.bias))
-        return w, b
-
-    def qkv(self, x: Tensor, fused: Optional[Tuple[Tensor, Optional[Tensor]]] = None) -> Tensor:
-        """q, k, v of x side by side, B×T×(Ck + Ck_kv + Cv_kv), in one matmul; `fused`: weights
-        from `fused_qkv` made beforehand (a stream makes them once)."""
-        w, b = self.fused_qkv() if fused is None else fused
-        return F.linear(x, w, b)
-
-    def project_qkv(self, x: Tensor, fused: Optional[Tuple[Tensor, Optional[Tensor]]] = None):
-        """q, k, v of x in one pass: views of `qkv(x, fused)`, no copies."""
-        qkv = self.qkv(x, fused)
-        return qkv.split((self.query.out_features, self.key.out_features,
-                          self.value.out_features), dim=-1)
-
-    # one input instead of three: a narrower signature than the parent's, by design
-    def forward(self, x: Tensor, *mask_port: Tensor, masks=None,  # type: ignore[override]
-                key_padding_mask: Optional[Tensor] = None, attention_mask: MaskArg = _UNSET,
-                need_weights: Optional[bool] = None):
-        if not isinstance(x, Tensor) or x.dim() != 3:
-            raise FormatError(
-                f"{type(self).__name__}: input must be B×T×C (3 dimensions), received "
-                f"{_size(x) if isinstance(x, Tensor) else type(x).__name__}. "
-                f"Add a batch dimension with x.unsqueeze(0) or reshape it to B×T×C.")
-        if x.shape[-1] != self.query.in_features:
-            raise SizeError(
-                f"{type(self).__name__}: input has {x.shape[-1]} channels, expected "
-                f"{self.query.in_features}. Give it {self.query.in_features} channels or "
-                f"build the module for {x.shape[-1]}.")
-        kpm = _key_mask(key_padding_mask, masks[0] if masks else None, mask_port)
-        am, _, nw = self._settings(attention_mask, None, need_weights)
-        q, k, v = self.project_qkv(x)
-        q, k = self.transform_qk(q, k, 0, 0)
-        return self.attend(q, k, v, kpm, am, "top-left", nw)
-
-
-class AttentionPoolModule(nn.Module):
-    """Attention pooling over time: `B×T×C (+ key_padding_mask B×T) → B×C`.
-
-    A learned query (`query_vector`, 1×1×C) attends over the sequence with `num_heads` heads.
-    Learnables: `query_vector`, and `nn.Linear`s `key`, `value`, `output` (C→C each). There is
-    no `query` projection: a linear map of a learned constant is just another learned
-    constant. `query_vector` starts at zero, so the layer starts as masked mean pooling
-    (then `output`). A sequence with every step padded pools to 0 before `output`.
-    """
-
-    def __init__(self, channels: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
-        super().__init__()
-        _check_module_heads(type(self).__name__, num_heads, None, channels, channels)
-        self.num_heads, self.dropout = num_heads, dropout
-        self.query_vector = nn.Parameter(torch.zeros(1, 1, channels))
-        self.key = nn.Linear(channels, channels, bias=bias)
-        self.value = nn.Linear(channels, channels, bias=bias)
-        self.output = nn.Linear(channels, channels, bias=bias)
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        nn.init.zeros_(self.query_vector)
-        for lin in (self.key, self.value, self.output):
-            _init_linear(lin)
-
-    def forward(self, x: Tensor, *, masks=None, key_padding_mask: Optional[Tensor] = None,
-                need_weights: bool = False):
-        """`masks=(mask,)`: the input's padding (the plan's calling convention), ANDed with
-        `key_padding_mask`."""
-        key_padding_mask = _key_mask(key_padding_mask, masks[0] if masks else None, ())
-        if not isinstance(x, Tensor) or x.dim() != 3:
-            raise FormatError(
-                f"{type(self).__name__}: input must be B×T×C (3 dimensions), received "
-                f"{_size(x) if isinstance(x, Tensor) else type(x).__name__}. "
-                f"Add a batch dimension with x.unsqueeze(0).")
-        q = self.query_vector.expand(x.shape[0], 1, -1)  # B×1×C
-        r = _attention(q, self.key(x), self.value(x), self.num_heads, "auto", key_padding_mask,
-                      None, "top-left", self.dropout, need_weights, self.training)
-        y = r[0] if isinstance(r, tuple) else r
-        out = self.output(y.squeeze(1))  # B×C
-        return (out, r[1]) if need_weights else out
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        from . import attention_modules
+        return getattr(attention_modules, name)
+    raise AttributeError(f"module 'attnlab.functional' has no attribute '{name}'")

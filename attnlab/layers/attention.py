@@ -4,8 +4,8 @@ from __future__ import annotations
 from torch import nn
 
 from ..errors import FormatError, SizeError
-from ..functional import (AttentionModule, AttentionPoolModule, MultiHeadAttentionModule,
-                          SelfAttentionModule)
+from ..attention_modules import (AttentionModule, AttentionPoolModule,
+                                 MultiHeadAttentionModule, SelfAttentionModule)
 from ..spec import Spec
 from .. import attention_rules as rules
 from . import _checks as check
@@ -30,6 +30,10 @@ class _Heads(Layer):
     has_padding_mask_input: bool
     has_scores_output: bool
     num_kv_heads: int | None
+    rotary: bool | dict
+    window: int | None
+    alibi: bool
+    has_bias_input: bool
 
 
 class _Projected(_Heads):
@@ -37,6 +41,7 @@ class _Projected(_Heads):
     key_channels: int
     value_channels: int | None
     output_channels: int | None
+    projection_bias: bool
 
 
 class Attention(_Heads):
@@ -64,14 +69,32 @@ class Attention(_Heads):
         Adds the `mask` input port.
     has_scores_output : bool
         Adds the `scores` output port (the attention weights).
+    num_kv_heads : int, optional
+        Grouped-query attention: keys and values carry `num_kv_heads` heads (a divisor of
+        `num_heads`), so Ck_kv = num_kv_heads·Ck/num_heads and the output has
+        Cv·num_heads/num_kv_heads channels.
+    rotary : bool or dict
+        Rotary position embedding of queries and keys per head: True for Llama's half-split
+        layout with base 10000, or a dict with `base`, `fraction` (the share of each head that
+        rotates, GPT-NeoX's `rotary_pct`) and `interleaved` (GPT-J's layout).
+    window : int, optional
+        Sliding window: with `attention_mask="causal"` a query sees itself and the
+        `window − 1` keys before it (Mistral's `sliding_window`); without, the keys less than
+        `window` steps away.
+    alibi : bool
+        ALiBi: −slope_h·|i − j| added to the scores of head h, BLOOM's slopes.
+    has_bias_input : bool
+        Adds the `bias` input port: a float tensor broadcastable to B×heads×Tq×Tk added to the
+        scores before the softmax (`RelativePositionBias`, or a network input).
 
     Shape
     -----
     - `query`: B×Tq×Ck
-    - `key`: B×Tk×Ck
+    - `key`: B×Tk×Ck_kv
     - `value`: B×Tk×Cv
     - `mask`: B×Tk (optional; True or nonzero = attend)
-    - `out`: B×Tq×Cv
+    - `bias`: B×heads×Tq×Tk, any of them 1 (optional)
+    - `out`: B×Tq×Cv (×num_heads/num_kv_heads)
     - `scores`: B×heads×Tq×Tk (optional)
 
     Examples
@@ -93,14 +116,18 @@ class Attention(_Heads):
     def __init__(self, num_heads: int = 1, scale: str | float = "auto", attention_mask: str | None = None,
                  causal_alignment: str = "top-left", dropout: float = 0.0,
                  has_padding_mask_input: bool = False, has_scores_output: bool = False,
+                 num_kv_heads: int | None = None, rotary: bool | dict = False,
+                 window: int | None = None, alibi: bool = False, has_bias_input: bool = False,
                  name: str | None = None):
         super().__init__(name)
         _options(self, num_heads, scale, attention_mask, causal_alignment, dropout,
-                 has_padding_mask_input, has_scores_output, None)
+                 has_padding_mask_input, has_scores_output, num_kv_heads, rotary, window,
+                 alibi, has_bias_input)
 
     @property
     def input_ports(self) -> tuple[str, ...]:
-        return ("query", "key", "value") + (("mask",) if self.has_padding_mask_input else ())
+        return ("query", "key", "value") + (("mask",) if self.has_padding_mask_input else ()) \
+            + (("bias",) if self.has_bias_input else ())
 
     @property
     def output_ports(self) -> tuple[str, ...]:
@@ -111,32 +138,47 @@ class Attention(_Heads):
         fix = "Attention attends over a time axis: give it sequences B×T×C."
         for port, s in (("query", q), ("key", k), ("value", v)):
             self.require(s, port, ("BTC",), fix)
-        if None not in (q.channels, k.channels) and q.channels != k.channels:
-            raise self.error(SizeError, "key", f"expected {k.with_channels(q.channels)}, received {k}. "
-                             f"Keys need the query's channels: project the key with Dense({q.channels}), "
-                             "or use MultiHeadAttention, which projects both.")
+        heads, kv = self.num_heads, self.num_kv_heads or self.num_heads
+        _check_heads(self, "query", q.channels, heads, "query/key")
+        want = None if q.channels is None else q.channels // heads * kv
+        if None not in (want, k.channels) and want != k.channels:
+            fix = (f"Keys need the query's channels: project the key with Dense({want}), or use "
+                   "MultiHeadAttention, which projects both." if kv == heads else
+                   f"With num_kv_heads {kv} the keys have num_kv_heads × query channels / "
+                   f"num_heads = {want} channels: project them with Dense({want}).")
+            raise self.error(SizeError, "key", f"expected {k.with_channels(want)}, received {k}. "
+                             + fix)
         if None not in (k.time, v.time) and k.time != v.time:
             raise self.error(SizeError, "value", f"expected {k.time} time steps (as 'key'), "
                              f"received {v}. Keys and values come from the same sequence.")
-        _check_heads(self, "query", q.channels, self.num_heads, "query/key")
-        _check_heads(self, "value", v.channels, self.num_heads, "value")
+        _check_heads(self, "value", v.channels, kv, "value")
+        if self.rotary and q.channels is not None:
+            rules.rotary_dims(self, self.rotary, q.channels // heads, heads=heads)
         if self.has_padding_mask_input:
             self.require(specs["mask"], "mask", ("BTC", "BT"),
                          "The padding mask has one entry per key step: B×Tk or B×Tk×C.")
-        out = {"out": Spec.sequence(v.channels, q.time)}
+        _bias_port(self, specs, q.time, k.time)
+        cv = None if v.channels is None else v.channels // kv * heads
+        out = {"out": Spec.sequence(cv, q.time)}
         if self.has_scores_output:
             out["scores"] = Spec("BHQK", (None, self.num_heads, q.time, k.time))
         return out
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
+        cq = specs["query"].channels
         return AttentionModule(self.num_heads, self.scale, self.dropout, self.attention_mask,
-                               self.causal_alignment, self.has_scores_output)
+                               self.causal_alignment, self.has_scores_output, self.num_kv_heads,
+                               rotary=self.rotary,
+                               head_size=None if cq is None else cq // self.num_heads,
+                               window=self.window, alibi=self.alibi,
+                               bias_input=self.has_bias_input)
 
 
 # -- shared pieces of the learned attention layers ------------------------------------------
 
 def _options(layer, num_heads, scale, attention_mask, causal_alignment, dropout,
-             has_padding_mask_input, has_scores_output, num_kv_heads):
+             has_padding_mask_input, has_scores_output, num_kv_heads, rotary=False, window=None,
+             alibi=False, has_bias_input=False):
     layer.num_heads = rules.num_heads(layer, num_heads)
     layer.scale = rules.scale(layer, scale)
     layer.attention_mask = rules.attention_mask(layer, attention_mask)
@@ -145,9 +187,37 @@ def _options(layer, num_heads, scale, attention_mask, causal_alignment, dropout,
     layer.has_padding_mask_input = rules.flag(layer, "has_padding_mask_input", has_padding_mask_input)
     layer.has_scores_output = rules.flag(layer, "has_scores_output", has_scores_output)
     layer.num_kv_heads = rules.num_kv_heads(layer, num_kv_heads, layer.num_heads)
+    layer.rotary = rules.rotary(layer, rotary)
+    layer.window = rules.window(layer, window)
+    layer.alibi = rules.flag(layer, "alibi", alibi)
+    layer.has_bias_input = rules.flag(layer, "has_bias_input", has_bias_input)
 
 
-def _projection_sizes(layer, key_channels, value_channels, output_channels):
+def _bias_port(layer, specs, tq, tk):
+    """The `bias` port: a float B×H×Tq×Tk tensor whose sizes may be 1 (broadcast)."""
+    if not layer.has_bias_input:
+        return
+    s = specs["bias"]
+    fix = (f"The bias is added to the scores: give it B×{layer.num_heads}×Tq×Tk (sizes of 1 "
+           "broadcast), e.g. from RelativePositionBias or "
+           f"ImageInput(({layer.num_heads}, Tq, Tk)).")
+    if len(s.sizes) != 4:
+        raise layer.error(SizeError, "bias", f"expected B×{layer.num_heads}×Tq×Tk, received {s}. "
+                          + fix)
+    for what, got, full in (("heads", s.sizes[1], layer.num_heads), ("Tq", s.sizes[2], tq),
+                            ("Tk", s.sizes[3], tk)):
+        if None not in (got, full) and got not in (1, full):
+            raise layer.error(SizeError, "bias", f"expected {full} (or 1) along {what}, "
+                              f"received {s}. " + fix)
+
+
+def _bias_ports(layer) -> tuple[str, ...]:
+    return (("mask",) if layer.has_padding_mask_input else ()) + \
+        (("bias",) if layer.has_bias_input else ())
+
+
+def _projection_sizes(layer, key_channels, value_channels, output_channels, projection_bias=True):
+    layer.projection_bias = rules.flag(layer, "projection_bias", projection_bias)
     layer.key_channels = check.integer(layer, "key_channels", key_channels, example=64)
     layer.value_channels = check.integer(layer, "value_channels", value_channels, none_ok=True)
     layer.output_channels = check.integer(layer, "output_channels", output_channels, none_ok=True)
@@ -160,6 +230,8 @@ def _projection_sizes(layer, key_channels, value_channels, output_channels):
                              f"gets {arg} / num_heads channels", heads,
                              f"Use num_heads one of {' or '.join(map(str, fits))}, or make {arg} "
                              f"a multiple of {heads}.")
+    if layer.rotary:
+        rules.rotary_dims(layer, layer.rotary, layer.key_channels // heads, heads=heads)
 
 
 def _projections_fit(layer, port, query_channels, kv_channels):
@@ -169,6 +241,11 @@ def _projections_fit(layer, port, query_channels, kv_channels):
                             "key weight": (layer.key_channels, kv_channels),
                             "value weight": (value, kv_channels),
                             "output weight": (layer.output_channels or query_channels, value)})
+
+
+def _module_options(layer) -> dict:
+    return {"rotary": layer.rotary, "window": layer.window, "alibi": layer.alibi,
+            "bias_input": layer.has_bias_input}
 
 
 def _sequence_only(layer, spec, port):
@@ -188,8 +265,9 @@ def _sequence_only(layer, spec, port):
 class SelfAttention(_Projected):
     """Multi-head self-attention with learned projections [selfAttentionLayer].
 
-    Learnables `query`, `key`, `value`, `output`: each a `weight` (out×in) and a `bias`, laid
-    out as `torch.nn.Linear`. Padded steps are ignored as keys.
+    Learnables `query`, `key`, `value`, `output`: each a `weight` (out×in) and a `bias` (none
+    with `projection_bias=False`), laid out as `torch.nn.Linear`. Padded steps are ignored as
+    keys.
 
     Parameters
     ----------
@@ -204,12 +282,18 @@ class SelfAttention(_Projected):
     scale, attention_mask, dropout, has_padding_mask_input, has_scores_output
         As for `Attention` (`attention_mask="causal"` for a decoder).
     num_kv_heads : int, optional
-        Grouped-query attention: fewer key/value heads than query heads.
+        Grouped-query attention: fewer key/value heads than query heads (1: multi-query).
+    rotary, window, alibi, has_bias_input
+        As for `Attention` (Llama: `rotary=True`; Mistral adds `window`; BLOOM `alibi=True`;
+        T5 `has_bias_input=True` fed by `RelativePositionBias`, with `scale=1.0`).
+    projection_bias : bool
+        False: the four projections have no `bias` (Llama, Mistral, T5).
 
     Shape
     -----
     - `in`: B×T×C
     - `mask`: B×T (optional)
+    - `bias`: B×heads×T×T, any of them 1 (optional)
     - `out`: B×T×output_channels
     - `scores`: B×heads×T×T (optional)
 
@@ -232,15 +316,18 @@ class SelfAttention(_Projected):
                  output_channels: int | None = None, scale: str | float = "auto", attention_mask: str | None = None,
                  dropout: float = 0.0, has_padding_mask_input: bool = False,
                  has_scores_output: bool = False, num_kv_heads: int | None = None,
+                 rotary: bool | dict = False, window: int | None = None, alibi: bool = False,
+                 has_bias_input: bool = False, projection_bias: bool = True,
                  name: str | None = None):
         super().__init__(name)
         _options(self, num_heads, scale, attention_mask, "top-left", dropout,
-                 has_padding_mask_input, has_scores_output, num_kv_heads)
-        _projection_sizes(self, key_channels, value_channels, output_channels)
+                 has_padding_mask_input, has_scores_output, num_kv_heads, rotary, window,
+                 alibi, has_bias_input)
+        _projection_sizes(self, key_channels, value_channels, output_channels, projection_bias)
 
     @property
     def input_ports(self) -> tuple[str, ...]:
-        return ("in",) + (("mask",) if self.has_padding_mask_input else ())
+        return ("in",) + _bias_ports(self)
 
     @property
     def output_ports(self) -> tuple[str, ...]:
@@ -254,6 +341,7 @@ class SelfAttention(_Projected):
         _check_heads(self, "in", self.value_channels or self.key_channels, self.num_heads, "value")
         if self.has_padding_mask_input:
             self.require(specs["mask"], "mask", ("BTC", "BT"))
+        _bias_port(self, specs, s.time, s.time)
         out = {"out": Spec.sequence(self.output_channels or s.channels, s.time)}
         if self.has_scores_output:
             out["scores"] = Spec("BHQK", (None, self.num_heads, s.time, s.time))
@@ -263,21 +351,25 @@ class SelfAttention(_Projected):
         return SelfAttentionModule(check.known(self, "in", specs["in"].channels), self.num_heads,
                                    self.key_channels, self.value_channels, self.output_channels,
                                    self.num_kv_heads, self.scale, self.dropout,
+                                   bias=self.projection_bias,
                                    attention_mask=self.attention_mask,
-                                   need_weights=self.has_scores_output)
+                                   need_weights=self.has_scores_output, **_module_options(self))
 
 
 class MultiHeadAttention(_Projected):
     """Multi-head attention with learned projections and separate inputs: cross-attention
     (Trax `AttentionQKV`, Keras/PyTorch `MultiHeadAttention`).
 
-    Learnables `query`, `key`, `value`, `output` (`weight` out×in, `bias`). Keys and values may
-    have another width and length than the query.
+    Learnables `query`, `key`, `value`, `output` (`weight` out×in, `bias` unless
+    `projection_bias=False`). Keys and values may have another width and length than the query.
 
     Parameters
     ----------
-    num_heads, key_channels, value_channels, num_kv_heads
+    num_heads, key_channels, value_channels, num_kv_heads, projection_bias
         As for `SelfAttention`.
+    rotary, window, alibi, has_bias_input
+        As for `Attention`; in cross-attention the query's positions count from the start of
+        the query sequence, the keys' from the start of the key sequence.
     output_channels : int, optional
         Channels out; defaults to the query's Cq.
     scale, attention_mask, causal_alignment, dropout, has_padding_mask_input, has_scores_output
@@ -289,6 +381,7 @@ class MultiHeadAttention(_Projected):
     - `key`: B×Tk×Ck
     - `value`: B×Tk×Cv
     - `mask`: B×Tk (optional)
+    - `bias`: B×heads×Tq×Tk, any of them 1 (optional)
     - `out`: B×Tq×output_channels
     - `scores`: B×heads×Tq×Tk (optional)
     """
@@ -300,11 +393,14 @@ class MultiHeadAttention(_Projected):
                  output_channels: int | None = None, scale: str | float = "auto", attention_mask: str | None = None,
                  causal_alignment: str = "top-left", dropout: float = 0.0,
                  has_padding_mask_input: bool = False, has_scores_output: bool = False,
-                 num_kv_heads: int | None = None, name: str | None = None):
+                 num_kv_heads: int | None = None, rotary: bool | dict = False,
+                 window: int | None = None, alibi: bool = False, has_bias_input: bool = False,
+                 projection_bias: bool = True, name: str | None = None):
         super().__init__(name)
         _options(self, num_heads, scale, attention_mask, causal_alignment, dropout,
-                 has_padding_mask_input, has_scores_output, num_kv_heads)
-        _projection_sizes(self, key_channels, value_channels, output_channels)
+                 has_padding_mask_input, has_scores_output, num_kv_heads, rotary, window,
+                 alibi, has_bias_input)
+        _projection_sizes(self, key_channels, value_channels, output_channels, projection_bias)
 
     input_ports = Attention.input_ports
     output_ports = Attention.output_ports
@@ -321,6 +417,7 @@ class MultiHeadAttention(_Projected):
         _check_heads(self, "value", self.value_channels or self.key_channels, self.num_heads, "value")
         if self.has_padding_mask_input:
             self.require(specs["mask"], "mask", ("BTC", "BT"))
+        _bias_port(self, specs, q.time, k.time)
         out = {"out": Spec.sequence(self.output_channels or q.channels, q.time)}
         if self.has_scores_output:
             out["scores"] = Spec("BHQK", (None, self.num_heads, q.time, k.time))
@@ -331,9 +428,11 @@ class MultiHeadAttention(_Projected):
         return MultiHeadAttentionModule(cq, ck, cv, self.num_heads, self.key_channels,
                                         self.value_channels, self.output_channels,
                                         self.num_kv_heads, self.scale, self.dropout,
+                                        bias=self.projection_bias,
                                         attention_mask=self.attention_mask,
                                         causal_alignment=self.causal_alignment,
-                                        need_weights=self.has_scores_output)
+                                        need_weights=self.has_scores_output,
+                                        **_module_options(self))
 
 
 class AttentionPool1d(_Heads):

@@ -1,5 +1,10 @@
 """Attention layers: causal self-attention (and attention whose query, key and value are all
-streamed) with a key/value cache; cross-attention over static keys/values projected once."""
+streamed) with a key/value cache; cross-attention over static keys/values projected once.
+
+Positions follow the stream: rotary embeddings turn each new step by its position in the
+stream, a sliding window keeps only the keys a later query can see, ALiBi and a `bias` input
+(from `RelativePositionBias`'s stepper, or a static tensor read at the new queries' rows and
+the cached keys' columns) add their terms for the new queries against the cached keys."""
 from __future__ import annotations
 
 import torch
@@ -7,6 +12,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ... import functional as AF
+from ...attention_bias import alibi_bias, alibi_slopes_tensor, relative_positions
+from ...attention_modules import AttentionModule
 from ...attention_rules import scale_value
 from ...layers import Attention, MultiHeadAttention, SelfAttention
 from .cache import KVCache
@@ -29,7 +36,7 @@ class CachedAttentionStepper(Stepper):
     stream (the fused one-step path is taken only while the hook is the identity)."""
 
     def __init__(self, module, project, out, num_heads, num_kv_heads, key_channels,
-                 value_channels, scale, capacity, refresh=None) -> None:
+                 value_channels, scale, capacity, refresh=None, bias=None) -> None:
         # key_channels: the query's (num_heads·dk); value_channels: the cached values'
         # (num_kv_heads·dv, fewer than the output's num_heads·dv with grouped-query attention)
         self.module, self.project, self.out = module, project, out
@@ -40,8 +47,14 @@ class CachedAttentionStepper(Stepper):
         self.gqa = num_kv_heads != num_heads
         self.sdpa_kw = {"enable_gqa": True} if self.gqa else {}
         self.fast = not self.gqa or AF._SDPA_GQA
-        self.cache = KVCache(capacity, num_kv_heads)
+        self.window = getattr(module, "window", None)
+        self.cache = KVCache(capacity, num_kv_heads, self.window)
         self.refresh = refresh
+        # the bias port: "streamed" (the last streamed input, columns for every key since the
+        # stream began), a static tensor (rows: query positions, columns: key positions), None
+        self.bias = bias
+        # ALiBi or a bias: every step goes through `attend`, with its additive terms
+        self.additive = bias is not None or getattr(module, "alibi", False)
         # set by self-attention: its fused q/k/v weights {"w", "b"}; with equal head counts and
         # sizes one step's q, k, v are then views of one B×3×H×d tensor (no split, no views)
         self.fused: dict | None = None
@@ -57,18 +70,25 @@ class CachedAttentionStepper(Stepper):
 
     def step(self, *xs):
         m = self.module
-        decoding = xs[0].shape[1] == 1 and self.fast and not (m.training and m.dropout)
+        bias = None
+        if self.bias is not None:
+            if isinstance(self.bias, str):                  # streamed: the last input
+                xs, bias = xs[:-1], xs[-1]
+            else:
+                bias = self.bias
+        decoding = xs[0].shape[1] == 1 and self.fast and not (m.training and m.dropout) \
+            and not self.additive
         f = self.fused
         if decoding and f is not None and self.same_heads and not self.hooked \
-                and not _compiling():
+                and self.window is None and not _compiling():
             return self._step_fused(xs[0], f)
         q, k, v = self.project(*xs)
+        pos = self.cache.pos                                # the new steps' first position
         if self.hooked:
-            n = self.cache.n                                # the new steps' first position
-            q, k = m.transform_qk(q, k, n, n)
+            q, k = m.transform_qk(q, k, pos, pos)
         if decoding:
             return self._step_one(q, k, v)
-        return self._step_many(q, k, v)
+        return self._step_many(q, k, v, bias, pos)
 
     def _step_fused(self, x, f):
         """One step of self-attention with equal q/k/v heads: as `_step_one`, in fewer calls
@@ -91,6 +111,7 @@ class CachedAttentionStepper(Stepper):
         """One new step: its key and value copied into their slot of the head-major buffers,
         SDPA on views of them, no mask (the newest query sees every cached key)."""
         c, b = self.cache, q.shape[0]
+        c.compact(1)                                       # a window drops unseen steps
         n = c.n
         traced = _compiling()
         if traced:
@@ -99,13 +120,17 @@ class CachedAttentionStepper(Stepper):
         elif n >= c.ready:
             c.make_ready(k, v, n + 1)
         k, v = k.view(b, self.hkv, self.dk), v.view(b, self.hkv, self.dv)
+        # a window: the newest query sees the last `window` steps only
+        lo = 0 if self.window is None else max(0, n + 1 - self.window)
         if traced:           # plain indexing (inductor fails on the slot views)
             c.k[:, :, n], c.v[:, :, n] = k, v
-            keys, values = c.k[:, :, :n + 1], c.v[:, :, :n + 1]
+            keys, values = c.k[:, :, lo:n + 1], c.v[:, :, lo:n + 1]
         else:
             c.k_slots[n].copy_(k)                                           # B×Hkv×dk slot
             c.v_slots[n].copy_(v)
             keys, values = c.k_prefix[n], c.v_prefix[n]                     # B×Hkv×(n+1)×d
+            if lo:
+                keys, values = keys[:, :, lo:], values[:, :, lo:]
         c.n = n + 1
         y = F.scaled_dot_product_attention(q.view(b, self.h, 1, self.dk), keys, values,
                                            scale=self.scale, **self.sdpa_kw)   # B×H×1×dv
@@ -127,9 +152,16 @@ class CachedAttentionStepper(Stepper):
 
     def static_step(self, positions, *xs):
         """The t new steps written at `positions` of the full-capacity buffers, the queries
-        attending over all of them with a mask (key position ≤ query position): the same
-        shapes at every step, so one traced graph serves the whole decode."""
+        attending over all of them with a mask (key position ≤ query position, and within the
+        window): the same shapes at every step, so one traced graph serves the whole decode.
+        (A window masks here; the buffers hold every step.)"""
         m, c = self.module, self.cache
+        bias = None
+        if self.bias is not None:
+            if isinstance(self.bias, str):
+                xs, bias = xs[:-1], xs[-1]
+            else:
+                bias = _rows(self.bias, positions)
         q, k, v = self.project(*xs)                                          # B×t×C each
         if self.hooked:
             q, k = m.transform_qk(q, k, positions, positions)
@@ -139,26 +171,37 @@ class CachedAttentionStepper(Stepper):
         kc.index_copy_(2, positions, k.view(b, t, self.hkv, self.dk).transpose(1, 2).to(kc.dtype))
         vc.index_copy_(2, positions, v.view(b, t, self.hkv, self.dv).transpose(1, 2).to(vc.dtype))
         assert self.key_positions is not None
-        mask = self.key_positions <= positions.unsqueeze(1)                  # t×capacity
+        rel = relative_positions(positions, self.key_positions)              # t×capacity
+        mask = rel <= 0
+        if self.window is not None:
+            mask = mask & (rel > -self.window)
+        attn_mask = _additive(m, rel, bias, mask, kc.dtype, kc.shape[2])
         keys, values = kc, vc
         if self.gqa and not AF._SDPA_GQA:
             keys = kc.repeat_interleave(self.h // self.hkv, 1)
             values = vc.repeat_interleave(self.h // self.hkv, 1)
         y = F.scaled_dot_product_attention(
             q.view(b, t, self.h, self.dk).transpose(1, 2).to(kc.dtype), keys, values,
-            attn_mask=mask, dropout_p=m.dropout if m.training else 0.0, scale=self.scale,
+            attn_mask=attn_mask, dropout_p=m.dropout if m.training else 0.0, scale=self.scale,
             **(self.sdpa_kw if AF._SDPA_GQA else {}))                        # B×H×t×dv
         return self.out(y.transpose(1, 2).reshape(b, t, self.h * self.dv))   # B×t×H·dv
 
-    def _step_many(self, q, k, v):
-        """Several new steps (a prefill), or dropout in training: through the module's
-        `attend` (attention and output map), bottom-right causal over the cache."""
-        m, c, b = self.module, self.cache, q.shape[0]
+    def _step_many(self, q, k, v, bias=None, pos=0):
+        """Several new steps (a prefill), dropout in training, or additive terms: through the
+        module's `attend` (attention and output map), bottom-right causal over the cache (it
+        holds the steps start…pos+t−1, so bottom-right alignment is the stream's positions)."""
+        m, c, b, t = self.module, self.cache, q.shape[0], q.shape[1]
         keys, values = c.append(k, v)                        # B×Hkv×n×dk, B×Hkv×n×dv
         end = keys.shape[2]
         keys = keys.transpose(1, 2).reshape(b, end, self.hkv * self.dk)    # B×n×Ckv
         values = values.transpose(1, 2).reshape(b, end, self.hkv * self.dv)
-        return m.attend(q, keys, values, None, "causal", "bottom-right")      # B×t×Cout
+        if bias is not None:
+            if not isinstance(self.bias, str):              # static: the new queries' rows
+                bias = _rows(bias, pos, t)
+            if bias.shape[-1] > 1:                          # the cached keys' columns
+                bias = bias[..., c.start:c.start + end]
+        return m.attend(q, keys, values, None, "causal", "bottom-right",
+                        bias=bias)                                          # B×t×Cout
 
 
 class CrossAttentionStepper(Stepper):
@@ -167,37 +210,70 @@ class CrossAttentionStepper(Stepper):
     (top-left) the query at absolute position p sees keys 0…p. `step(xq)` (or `step(pos, xq)`
     when causal): B×t×Cq → B×t×Cout (and scores B×heads×t×Tk when the layer outputs them)."""
 
-    def __init__(self, module, keys, values, key_mask, causal, need_weights):
+    def __init__(self, module, keys, values, key_mask, causal, need_weights, bias=None):
         self.module = module
         self.keys, self.values, self.key_mask = keys, values, key_mask
         self.causal = causal
         self.hooked = _hooked(module)
-        # the queries' positions: for the causal rule, and for a transform_qk hook
-        self.needs_pos = causal or self.hooked
-        self.key_pos = torch.arange(keys.shape[1], device=keys.device) if causal else None
+        self.bias = bias             # "streamed", a static tensor (rows read at pos) or None
+        # the queries' positions: for the causal rule, windows, ALiBi, rows of a static bias
+        # and a transform_qk hook
+        self.offset = causal or getattr(module, "positional", False)
+        self.needs_pos = self.offset or self.hooked or isinstance(bias, Tensor)
         self.need_weights = need_weights
 
     def step(self, *args):
-        mask = None
         if self.needs_pos:
-            pos, xq = args
-            if self.causal:
-                t = xq.shape[1]
-                query_pos = torch.arange(pos, pos + t, device=xq.device).unsqueeze(1)  # t×1
-                mask = self.key_pos <= query_pos                                       # t×Tk
+            pos, *xs = args
         else:
-            (xq,), pos = args, 0
+            pos, xs = 0, list(args)
+        bias = None
+        if isinstance(self.bias, str):
+            xs, bias = xs[:-1], xs[-1]
+        (xq,) = xs
+        if isinstance(self.bias, Tensor):
+            bias = _rows(self.bias, pos, xq.shape[1])
         m = self.module
         q, keys = m.project_q(xq), self.keys
         if self.hooked:
             q, keys = m.transform_qk(q, keys, pos, 0)
-        return m.attend(q, keys, self.values, self.key_mask, mask, "top-left", self.need_weights)
+        return m.attend(q, keys, self.values, self.key_mask, "causal" if self.causal else None,
+                        "top-left", self.need_weights, bias=bias,
+                        offset=pos if self.offset else None)
 
 
 def _hooked(module) -> bool:
-    """Whether the module's transform_qk does something (is not the base identity)."""
+    """Whether the module's transform_qk does something: overridden, or a rotary embedding."""
     hook = getattr(type(module), "transform_qk", None)
-    return hook is not None and hook is not AF.AttentionModule.transform_qk
+    return hook is not None and (hook is not AttentionModule.transform_qk or
+                                 getattr(module, "rotary", None) is not None)
+
+
+def _rows(bias: Tensor, pos, t: int | None = None) -> Tensor:
+    """A static bias (…×Tq×Tk) at the query rows pos…pos+t−1 (or the rows of a positions
+    tensor); a bias of one row serves every query."""
+    if bias.shape[-2] == 1:
+        return bias
+    if isinstance(pos, Tensor):
+        return bias.index_select(-2, pos)
+    return bias[..., pos:pos + t, :]
+
+
+def _additive(m, rel, bias, mask, dtype, capacity):
+    """The static-shape step's attention mask: the boolean `mask`, or, with ALiBi or a bias,
+    their sum as a float mask that is −inf where `mask` is False."""
+    add = None
+    if getattr(m, "alibi", False):
+        add = alibi_bias(rel, alibi_slopes_tensor(m.num_heads, rel.device))[None]  # 1×H×t×cap
+    if bias is not None:
+        width = bias.shape[-1]
+        if width not in (1, capacity):                    # columns for the keys 0…capacity−1
+            bias = bias[..., :capacity] if width > capacity else \
+                F.pad(bias, (0, capacity - width))
+        add = bias if add is None else add + bias
+    if add is None:
+        return mask
+    return torch.where(mask, add.to(dtype), float("-inf"))
 
 
 def _qkv(ctx):
@@ -207,7 +283,7 @@ def _qkv(ctx):
     if isinstance(ctx.layer, Attention):
         ck = ctx.in_specs["query"].channels
         cv = ctx.in_specs["value"].channels
-        return m.num_heads, m.num_heads, ck, cv, m.scale, m.output_map
+        return m.num_heads, m.num_kv_heads, ck, cv, m.scale, m.output_map
     return (m.num_heads, m.num_kv_heads, m.query.out_features, m.value.out_features, m.scale,
             linear_of(m.output))
 
@@ -246,9 +322,19 @@ def _self_attention(ctx):
 
     refresh()
     stepper = CachedAttentionStepper(m, project, linear_of(m.output), m.num_heads,
-                                     m.num_kv_heads, ck, cv, m.scale, ctx.capacity, refresh)
+                                     m.num_kv_heads, ck, cv, m.scale, ctx.capacity, refresh,
+                                     _bias_of(ctx))
     stepper.fused = fused if ck == ckv == cv else None
     return stepper
+
+
+def _bias_of(ctx):
+    """The bias port as a stepper takes it: "streamed", the static tensor, or None."""
+    if not getattr(ctx.layer, "has_bias_input", False):
+        return None
+    if "bias" in ctx.streamed:
+        return "streamed"
+    return ctx.static["bias"][0]
 
 
 def _no_scores_or_mask(layer):
@@ -287,7 +373,7 @@ def _multi_head_attention(ctx):
             return (m.project_q(xq), *m.project_kv(xk, xv))
 
         return CachedAttentionStepper(m, project, out, heads, kv_heads, ck, cv, scale,
-                                      ctx.capacity)
+                                      ctx.capacity, bias=_bias_of(ctx))
     # cross-attention: keys and values given whole, projected once
     if layer.attention_mask == "causal" and layer.causal_alignment == "bottom-right":
         raise NotStreamable("bottom-right causal alignment lines queries up with keys from the "
@@ -296,4 +382,5 @@ def _multi_head_attention(ctx):
     with torch.no_grad():
         keys, values = m.project_kv(ctx.static["key"][0], ctx.static["value"][0])  # B×Tk×C
     return CrossAttentionStepper(m, keys, values, _static_key_mask(ctx),
-                                 layer.attention_mask == "causal", layer.has_scores_output)
+                                 layer.attention_mask == "causal", layer.has_scores_output,
+                                 _bias_of(ctx))

@@ -1,5 +1,5 @@
 """The key/value cache of streamed causal attention: preallocated head-major buffers that
-double when full."""
+double when full, and, for a sliding window, drop the steps no later query can see."""
 from __future__ import annotations
 
 import torch
@@ -14,11 +14,20 @@ class KVCache:
 
     `heads` is the number of key/value heads (fewer than the query's with grouped-query
     attention); `k`/`v` are None until the first append, `n` the steps held, `capacity` the
-    steps the buffers hold."""
+    steps the buffers hold, `start` the stream position of the first step held (`pos`, the
+    position of the next step, is `start + n`).
 
-    def __init__(self, capacity: int = 64, heads: int = 1):
+    With a sliding `window` (a query sees itself and the `window − 1` steps before it) only the
+    last `window − 1` steps matter to later queries: when the buffers are full and those steps
+    fit in half of them, `compact` moves them to the front instead of growing, so the memory
+    stays below about 2·(window + t) steps however long the stream runs (each move copies
+    `window − 1` steps and frees at least half the buffer: O(1) amortised per step)."""
+
+    def __init__(self, capacity: int = 64, heads: int = 1, window: int | None = None):
         self.capacity0 = max(1, int(capacity))
         self.heads = int(heads)
+        self.window = window
+        self.start = 0
         self.k: Tensor | None = None
         self.v: Tensor | None = None
         # views made once per buffer (in chunks, as decoding reaches them), so that a decoding
@@ -38,8 +47,30 @@ class KVCache:
     def capacity(self) -> int:
         return 0 if self.k is None else self.k.shape[2]
 
+    @property
+    def pos(self) -> int:
+        """The stream position of the next step."""
+        return self.start + self.n
+
     def reset(self) -> None:
-        self.n = self.ready = 0
+        self.n = self.ready = self.start = 0
+
+    def compact(self, t: int) -> None:
+        """Room for t more steps of a windowed cache without growing: when the buffers are
+        full, the last `window − 1` steps move to the front (the others no later query sees),
+        if they and the t new ones fit in half the buffers; otherwise the next append grows."""
+        if self.window is None or self.k is None or self.v is None or \
+                self.n + t <= self.capacity:
+            return
+        keep = min(self.n, self.window - 1)
+        drop = self.n - keep
+        if drop <= 0 or keep + t > self.capacity // 2:
+            return
+        n = self.n
+        self.k[:, :, :keep] = self.k[:, :, drop:n].clone()      # the ranges may overlap
+        self.v[:, :, :keep] = self.v[:, :, drop:n].clone()
+        self.start += drop
+        self.n = keep
 
     def make_ready(self, k: Tensor, v: Tensor, end: int) -> None:
         """Buffers that take keys like k, v up to step `end`, with the views of at least those
@@ -71,6 +102,7 @@ class KVCache:
         """k B×t×(heads·dk), v B×t×(heads·dv) → every key and value so far, views
         B×heads×n×dk and B×heads×n×dv."""
         b, t, h = k.shape[0], k.shape[1], self.heads
+        self.compact(t)
         n, end = self.n, self.n + t
         if not self.fits(k, end):
             self.grow(k, v, end)
@@ -95,7 +127,7 @@ class KVCache:
             self.k[:, :, :n] = old_k[:, :, :n]
             self.v[:, :, :n] = old_v[:, :, :n]
         else:
-            self.n = 0
+            self.n = self.start = 0
         self.k_slots, self.v_slots, self.k_prefix, self.v_prefix = [], [], [], []
         self.ready = 0
 

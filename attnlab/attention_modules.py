@@ -1,0 +1,325 @@
+"""The torch modules that the attention layers build (also importable from
+`attnlab.functional`): `AttentionModule` (no learnables), `MultiHeadAttentionModule`,
+`SelfAttentionModule` and `AttentionPoolModule`. Each computes through
+`attnlab.functional.attention`; their stages (`project_q`, `project_kv`, `transform_qk`,
+`attend`, `output_map`) are what streaming reuses one by one.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple, Union
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from . import attention_rules as rules
+from .errors import FormatError, SizeError
+from .functional import MaskArg, _attention, _divisor_hint, _size
+from .rotary import Rotary
+
+__all__ = ["AttentionModule", "MultiHeadAttentionModule", "SelfAttentionModule",
+           "AttentionPoolModule"]
+
+
+def _check_module_heads(cls: str, num_heads, num_kv_heads, key_channels, value_channels):
+    num_heads = rules.num_heads(cls, num_heads)
+    kv = rules.num_kv_heads(cls, num_kv_heads, num_heads, SizeError) or num_heads
+    for what, c in (("key", key_channels), ("value", value_channels)):
+        if c % num_heads:
+            raise SizeError(
+                f"{cls}: num_heads {num_heads} does not divide {what} channels {c}. Use a "
+                f"num_heads that divides {c}{_divisor_hint(c, num_heads)}, or {what} "
+                f"channels that are a multiple of {num_heads}.")
+    return kv
+
+
+def _init_linear(lin: nn.Linear) -> None:
+    # Glorot weights and zero biases: MATLAB's and Keras' defaults for attention projections
+    nn.init.xavier_uniform_(lin.weight)
+    if lin.bias is not None:
+        nn.init.zeros_(lin.bias)
+
+
+_UNSET: Any = object()   # "the module's own setting" for a keyword left out
+
+
+def _key_mask(key_padding_mask, port_mask, mask_port):
+    """The key padding mask (B×Tk, True = attend): the explicit one AND the key sequence's
+    padding (`masks=`) AND the optional `mask` port (B×Tk or B×Tk×C, nonzero = attend)."""
+    key_mask = key_padding_mask
+    if port_mask is not None:
+        key_mask = port_mask if key_mask is None else key_mask & port_mask
+    if mask_port:
+        m = mask_port[0]
+        m = (m[..., 0] if m.dim() == 3 else m) != 0                          # B×Tk×C → B×Tk
+        key_mask = m if key_mask is None else key_mask & m
+    return key_mask
+
+
+class AttentionModule(nn.Module):
+    """Attention without learnables, as the `Attention` layer builds it:
+    `B×Tq×Ck, B×Tk×Ck, B×Tk×Cv (, mask B×Tk) → B×Tq×Cv` (plus `B×H×Tq×Tk` weights when
+    `need_weights`).
+
+    The stages every attention module shares, which streaming reuses one by one:
+    `project_q(x)`, `project_kv(key, value)`, `transform_qk(q, k, q_pos, k_pos)` (the rotary
+    embedding when `rotary` is set, else the identity: the place for a position-dependent map
+    of queries and keys) and `attend(q, k, v, …)` (the attention and the output map).
+    `forward(query, key, value, *ports, masks=…)` follows the plan's calling convention: ports
+    positional (the `mask` port, then the `bias` port when `bias_input`), the input sequences'
+    padding masks by keyword; `key_padding_mask`, `attention_mask`, `causal_alignment`,
+    `need_weights` and `bias` override the module's settings for one call.
+
+    Options for today's transformers: `rotary` (False or the settings dict of
+    `attention_rules.rotary`; `head_size` is the channels per head), `window` (sliding window,
+    keys a query sees), `alibi` (ALiBi distance bias), `bias_input` (the last positional port
+    is a float bias added to the scores).
+    """
+
+    def __init__(self, num_heads: int, scale="auto", dropout: float = 0.0,
+                 attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
+                 need_weights: bool = False, num_kv_heads: Optional[int] = None, *,
+                 rotary: Any = False, head_size: Optional[int] = None,
+                 window: Optional[int] = None, alibi: bool = False, bias_input: bool = False):
+        super().__init__()
+        name = type(self).__name__
+        self.num_heads = rules.num_heads(name, num_heads)
+        self.num_kv_heads = rules.num_kv_heads(name, num_kv_heads, self.num_heads, SizeError) \
+            or self.num_heads
+        self.scale = rules.scale(name, scale)
+        self.dropout = rules.dropout(name, dropout)
+        self.attention_mask = rules.attention_mask(name, attention_mask)
+        self.causal_alignment = rules.causal_alignment(name, causal_alignment)
+        self.scores = rules.flag(name, "need_weights", need_weights)   # weights by default
+        self.window = rules.window(name, window)
+        self.alibi = rules.flag(name, "alibi", alibi)
+        self.bias_input = rules.flag(name, "bias_input", bias_input)
+        settings = rules.rotary(name, rotary)
+        self.rotary: Optional[Rotary] = None
+        if settings:
+            if head_size is None:
+                raise rules._fail(name, "head_size", "the channels per head (an int) with "
+                                  "rotary", head_size, "Pass head_size=key channels / num_heads.")
+            rules.rotary_dims(name, settings, head_size, SizeError)
+            self.rotary = Rotary(head_size, settings["base"], settings["fraction"],
+                                 settings["interleaved"])
+
+    @property
+    def positional(self) -> bool:
+        """Whether the output depends on absolute or relative positions beyond the causal rule
+        (rotary, a window, ALiBi): what a stream must pass positions for."""
+        return self.rotary is not None or self.window is not None or self.alibi
+
+    def _gqa(self) -> Optional[int]:
+        return None if self.num_kv_heads == self.num_heads else self.num_kv_heads
+
+    def project_q(self, x: Tensor) -> Tensor:
+        return x
+
+    def project_kv(self, key: Tensor, value: Tensor) -> Tuple[Tensor, Tensor]:
+        return key, value
+
+    def transform_qk(self, q: Tensor, k: Tensor, q_pos: Union[int, Tensor],
+                     k_pos: Union[int, Tensor]) -> Tuple[Tensor, Tensor]:
+        """Queries B×Tq×Ck and keys B×Tk×Ckv after projection, before attention. `q_pos` and
+        `k_pos` are the absolute positions of their steps: an int (the first step's position,
+        the others follow one by one) or a 1-D tensor with one position per step. Identity
+        here; override it for position-dependent maps (a rotary embedding). The full forward
+        passes 0, 0; a stream passes the steps' positions in the stream. With `rotary` set this
+        is the rotary embedding of both."""
+        if self.rotary is not None:
+            return self.rotary(q, q_pos), self.rotary(k, k_pos)
+        return q, k
+
+    def output_map(self, y: Tensor) -> Tensor:
+        return y
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Optional[Tensor] = None,
+               attention_mask: MaskArg = None, causal_alignment: str = "top-left",
+               need_weights: bool = False, bias: Optional[Tensor] = None,
+               offset: Optional[int] = None):
+        """Attention of projected (and transformed) q, k, v, then the output map. `bias`: the
+        additive score term (B×H×Tq×Tk broadcastable); `offset`: query i sits at key position
+        i + offset (a stream's queries against its cache), else `causal_alignment` decides."""
+        r = _attention(q, k, v, self.num_heads, self.scale, key_padding_mask, attention_mask,
+                       causal_alignment, self.dropout, need_weights, self.training, self._gqa(),
+                       bias, self.window, self.alibi, offset)
+        if need_weights:
+            return self.output_map(r[0]), r[1]
+        return self.output_map(r)
+
+    def _settings(self, attention_mask, causal_alignment, need_weights):
+        return (self.attention_mask if attention_mask is _UNSET else attention_mask,
+                self.causal_alignment if causal_alignment is None else causal_alignment,
+                self.scores if need_weights is None else need_weights)
+
+    def _ports(self, ports: tuple, bias: Optional[Tensor]):
+        """(the mask port as a 0- or 1-tuple, the bias): the bias port comes last."""
+        if self.bias_input and ports:
+            return ports[:-1], ports[-1] if bias is None else bias
+        return ports, bias
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, *ports: Tensor,
+                masks=None, key_padding_mask: Optional[Tensor] = None,
+                attention_mask: MaskArg = _UNSET, causal_alignment: Optional[str] = None,
+                need_weights: Optional[bool] = None, bias: Optional[Tensor] = None):
+        mask_port, bias = self._ports(ports, bias)
+        kpm = _key_mask(key_padding_mask, masks[1] if masks else None, mask_port)
+        am, align, nw = self._settings(attention_mask, causal_alignment, need_weights)
+        k, v = self.project_kv(key, value)
+        q, k = self.transform_qk(self.project_q(query), k, 0, 0)
+        return self.attend(q, k, v, kpm, am, align, nw, bias)
+
+
+class MultiHeadAttentionModule(AttentionModule):
+    """Multi-head (cross-)attention with learned projections.
+
+    `B×Tq×Cq, B×Tk×Ck_in, B×Tk×Cv_in → B×Tq×Cout` (plus `B×H×Tq×Tk` weights on request).
+
+    Learnables: four `nn.Linear` named `query` (Cq→key_channels), `key` (Ck_in→key_channels,
+    or num_kv_heads·dk with grouped-query attention), `value` (Cv_in→value_channels, or
+    num_kv_heads·dv) and `output` (value_channels→Cout), with biases unless `bias=False`;
+    weights are out×in, so they copy
+    to and from `torch.nn.MultiheadAttention` and MATLAB's QueryWeights… directly
+    (docs/attention.md). `value_channels` defaults to `key_channels`, Cout to Cq.
+    The stages and the calling convention are those of `AttentionModule`.
+    """
+
+    def __init__(self, query_channels: int, key_channels_in: int, value_channels_in: int,
+                 num_heads: int, key_channels: int, value_channels: Optional[int] = None,
+                 output_channels: Optional[int] = None, num_kv_heads: Optional[int] = None,
+                 scale="auto", dropout: float = 0.0, bias: bool = True,
+                 attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
+                 need_weights: bool = False, *, rotary: Any = False,
+                 window: Optional[int] = None, alibi: bool = False, bias_input: bool = False):
+        value_channels = key_channels if value_channels is None else value_channels
+        output_channels = query_channels if output_channels is None else output_channels
+        kv = _check_module_heads(type(self).__name__, num_heads, num_kv_heads, key_channels,
+                                 value_channels)
+        super().__init__(num_heads, scale, dropout, attention_mask, causal_alignment,
+                         need_weights, kv, rotary=rotary, head_size=key_channels // num_heads,
+                         window=window, alibi=alibi, bias_input=bias_input)
+        kv_key = key_channels // num_heads * kv
+        kv_value = value_channels // num_heads * kv
+        self.query = nn.Linear(query_channels, key_channels, bias=bias)
+        self.key = nn.Linear(key_channels_in, kv_key, bias=bias)
+        self.value = nn.Linear(value_channels_in, kv_value, bias=bias)
+        self.output = nn.Linear(value_channels, output_channels, bias=bias)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        for lin in (self.query, self.key, self.value, self.output):
+            _init_linear(lin)
+
+    def project_q(self, x: Tensor) -> Tensor:
+        return self.query(x)
+
+    def project_kv(self, key: Tensor, value: Tensor) -> Tuple[Tensor, Tensor]:
+        return self.key(key), self.value(value)
+
+    def output_map(self, y: Tensor) -> Tensor:
+        return self.output(y)
+
+
+class SelfAttentionModule(MultiHeadAttentionModule):
+    """Multi-head self-attention: `B×T×C → B×T×Cout` (plus `B×H×T×T` weights on request).
+
+    The learnables are those of `MultiHeadAttentionModule` with query = key = value input:
+    four `nn.Linear` named `query`, `key`, `value`, `output`. The three input projections run
+    as one matmul against their concatenated weights (`project_qkv`; the parameters stay
+    separate). `forward(x, *mask_port, masks=…)`: the plan's calling convention.
+    """
+
+    def __init__(self, channels: int, num_heads: int, key_channels: int,
+                 value_channels: Optional[int] = None, output_channels: Optional[int] = None,
+                 num_kv_heads: Optional[int] = None, scale="auto", dropout: float = 0.0,
+                 bias: bool = True, attention_mask: Optional[str] = None,
+                 need_weights: bool = False, *, rotary: Any = False,
+                 window: Optional[int] = None, alibi: bool = False, bias_input: bool = False):
+        super().__init__(channels, channels, channels, num_heads, key_channels, value_channels,
+                         output_channels, num_kv_heads, scale, dropout, bias, attention_mask,
+                         "top-left", need_weights, rotary=rotary, window=window, alibi=alibi,
+                         bias_input=bias_input)
+
+    def fused_qkv(self) -> Tuple[Tensor, Optional[Tensor]]:
+        """The q, k, v weights (and biases) concatenated: one matmul projects all three."""
+        w = torch.cat((self.query.weight, self.key.weight, self.value.weight))
+        b = None if self.query.bias is None else torch.cat(
+            (self.query.bias, self.key.bias, self.value.bias))
+        return w, b
+
+    def qkv(self, x: Tensor, fused: Optional[Tuple[Tensor, Optional[Tensor]]] = None) -> Tensor:
+        """q, k, v of x side by side, B×T×(Ck + Ck_kv + Cv_kv), in one matmul; `fused`: weights
+        from `fused_qkv` made beforehand (a stream makes them once)."""
+        w, b = self.fused_qkv() if fused is None else fused
+        return F.linear(x, w, b)
+
+    def project_qkv(self, x: Tensor, fused: Optional[Tuple[Tensor, Optional[Tensor]]] = None):
+        """q, k, v of x in one pass: views of `qkv(x, fused)`, no copies."""
+        qkv = self.qkv(x, fused)
+        return qkv.split((self.query.out_features, self.key.out_features,
+                          self.value.out_features), dim=-1)
+
+    # one input instead of three: a narrower signature than the parent's, by design
+    def forward(self, x: Tensor, *ports: Tensor, masks=None,  # type: ignore[override]
+                key_padding_mask: Optional[Tensor] = None, attention_mask: MaskArg = _UNSET,
+                need_weights: Optional[bool] = None, bias: Optional[Tensor] = None):
+        if not isinstance(x, Tensor) or x.dim() != 3:
+            raise FormatError(
+                f"{type(self).__name__}: input must be B×T×C (3 dimensions), received "
+                f"{_size(x) if isinstance(x, Tensor) else type(x).__name__}. "
+                f"Add a batch dimension with x.unsqueeze(0) or reshape it to B×T×C.")
+        if x.shape[-1] != self.query.in_features:
+            raise SizeError(
+                f"{type(self).__name__}: input has {x.shape[-1]} channels, expected "
+                f"{self.query.in_features}. Give it {self.query.in_features} channels or "
+                f"build the module for {x.shape[-1]}.")
+        mask_port, bias = self._ports(ports, bias)
+        kpm = _key_mask(key_padding_mask, masks[0] if masks else None, mask_port)
+        am, _, nw = self._settings(attention_mask, None, need_weights)
+        q, k, v = self.project_qkv(x)
+        q, k = self.transform_qk(q, k, 0, 0)
+        return self.attend(q, k, v, kpm, am, "top-left", nw, bias)
+
+
+class AttentionPoolModule(nn.Module):
+    """Attention pooling over time: `B×T×C (+ key_padding_mask B×T) → B×C`.
+
+    A learned query (`query_vector`, 1×1×C) attends over the sequence with `num_heads` heads.
+    Learnables: `query_vector`, and `nn.Linear`s `key`, `value`, `output` (C→C each). There is
+    no `query` projection: a linear map of a learned constant is just another learned
+    constant. `query_vector` starts at zero, so the layer starts as masked mean pooling
+    (then `output`). A sequence with every step padded pools to 0 before `output`.
+    """
+
+    def __init__(self, channels: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        _check_module_heads(type(self).__name__, num_heads, None, channels, channels)
+        self.num_heads, self.dropout = num_heads, dropout
+        self.query_vector = nn.Parameter(torch.zeros(1, 1, channels))
+        self.key = nn.Linear(channels, channels, bias=bias)
+        self.value = nn.Linear(channels, channels, bias=bias)
+        self.output = nn.Linear(channels, channels, bias=bias)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.zeros_(self.query_vector)
+        for lin in (self.key, self.value, self.output):
+            _init_linear(lin)
+
+    def forward(self, x: Tensor, *, masks=None, key_padding_mask: Optional[Tensor] = None,
+                need_weights: bool = False):
+        """`masks=(mask,)`: the input's padding (the plan's calling convention), ANDed with
+        `key_padding_mask`."""
+        key_padding_mask = _key_mask(key_padding_mask, masks[0] if masks else None, ())
+        if not isinstance(x, Tensor) or x.dim() != 3:
+            raise FormatError(
+                f"{type(self).__name__}: input must be B×T×C (3 dimensions), received "
+                f"{_size(x) if isinstance(x, Tensor) else type(x).__name__}. "
+                f"Add a batch dimension with x.unsqueeze(0).")
+        q = self.query_vector.expand(x.shape[0], 1, -1)  # B×1×C
+        r = _attention(q, self.key(x), self.value(x), self.num_heads, "auto", key_padding_mask,
+                      None, "top-left", self.dropout, need_weights, self.training)
+        y = r[0] if isinstance(r, tuple) else r
+        out = self.output(y.squeeze(1))  # B×C
+        return (out, r[1]) if need_weights else out
