@@ -307,7 +307,7 @@ class Interpreter:
         if self._given_data(node):
             self._note(node, "skipped: its result was given in the workspace")
             return
-        if self.analyze and kind in ("for_statement", "while_statement") and \
+        if kind in ("for_statement", "while_statement") and \
                 self._custom_training_loop(node, scope):
             return
         try:
@@ -325,8 +325,8 @@ class Interpreter:
                 e.node = node
             raise
         except NeedsData as e:
-            if not self.analyze:
-                raise
+            if not self.analyze:                 # a value run_file left unset (a skipped loop)
+                raise MatlabError(e.why, node=e.node or node) from None
             self._skipped(node, e, scope)
 
     def _skipped(self, node, e, scope):
@@ -402,10 +402,26 @@ class Interpreter:
             old = scope.get(name)
             if not (isinstance(old, Network) or _is_layerish(old)):
                 scope[name] = Missing(first, why, name)
-        self._note(node, f"skipped: a custom training loop (lines {first}-{last}: "
-                   f"{', '.join(calls)}); analyze does not train, and the network it trains "
-                   "is analysed as built")
+        if self.analyze:
+            self._note(node, f"skipped: a custom training loop (lines {first}-{last}: "
+                       f"{', '.join(calls)}); analyze does not train, and the network it trains "
+                       "is analysed as built")
+        else:
+            nets = [n for n in dict.fromkeys(targets) if isinstance(scope.get(n), Network)]
+            self._run_note(node, f"skipped: a custom training loop (lines {first}-{last}: "
+                           f"{', '.join(calls)}), which run_file does not run"
+                           + (f"; {', '.join(repr(n) for n in nets)} keep"
+                              f"{'s' if len(nets) == 1 else ''} the network as built, untrained"
+                              if nets else "")
+                           + ". To train it, use trainnet(X, T, net, lossFcn, options)")
         return True
+
+    def _run_note(self, node, text):
+        """A note of run_file's: kept with the others, and printed once."""
+        before = len(self.notes)
+        self._note(node, text)
+        if len(self.notes) > before:
+            self.print(f"note: {self.notes[-1]}")
 
     def _builds_network(self, node) -> bool:
         """Whether a statement calls a layer or network-building function (for a compound
@@ -1277,6 +1293,10 @@ class Interpreter:
             # pictures: `attnlab plot FILE.m` draws the networks; f = figure is a handle
             return Handle(name) if nargout >= 1 else None
         if name in _CUSTOM_LOOP and name not in self.toolbox:
+            if not self.analyze and name in ("minibatchqueue", "trainingProgressMonitor"):
+                self._run_note(node, f"skipped: {name} belongs to a custom training loop, "
+                               "which run_file does not run")
+                return Handle(name)              # its properties and methods: no-ops
             if self.analyze:
                 raise NeedsData(f"{name} belongs to a custom training loop, which analyze "
                                 "does not run")

@@ -99,9 +99,22 @@ def test_custom_training_loop_is_one_note_and_the_network_it_trains_is_analysed(
     assert "network 'net': 5 layers" in out and "no issues" in out
     assert out.count("custom training loop (lines 20-33") == 1
     assert "trainingProgressMonitor belongs to a custom training loop" in out
-    with pytest.raises(ScriptError, match=r"r05_custom_loop.m:14:\d+: minibatchqueue "
-                                          r"belongs to a custom training loop.*trainnet"):
-        run_file(REAL / "r05_custom_loop.m", {"ds": M.arrayDatastore(np.zeros((4, 8)))},
+    printed: list = []
+    ws = run_file(REAL / "r05_custom_loop.m", {"ds": M.arrayDatastore(np.zeros((4, 8)))},
+                  out=printed.append)
+    net = ws["net"]                              # the network as built, never lost
+    assert isinstance(net, al.Network) and net.initialized and len(net.layers) == 5
+    assert getattr(net, "training_info", None) is None
+    assert type(ws["epoch"]).__name__ == "Missing"          # set in the loop: not computed
+    loop = [p for p in printed if "custom training loop (lines 20-33" in p]
+    assert len(loop) == 1 and "which run_file does not run; 'net' keeps the network as " \
+        "built, untrained" in loop[0] and "trainnet(X, T, net, lossFcn, options)" in loop[0]
+    assert any("r05_custom_loop.m:14: skipped: minibatchqueue belongs to a custom training "
+               "loop" in p for p in printed)
+    with pytest.raises(ScriptError, match=r"<script>:5:\d+: uses 'loss' from line 2, which "
+                                          "was skipped"):
+        run_code("net = dlnetwork([featureInputLayer(2) fullyConnectedLayer(1)]);\n"
+                 "for k = 1:3\n  [loss, g] = dlfeval(@f, net);\nend\ndisp(loss)\n",
                  out=_quiet)
 
 
