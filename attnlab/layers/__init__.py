@@ -5,11 +5,12 @@ from .activations import SiLU, Swish, TanhGELU
 from .base import LAYER_TYPES, Layer
 from .combine import Addition, Concatenation, Multiplication
 from .conv import Conv1d, Conv2d, GroupedConv2d
-from .dense import GELU, Dense, Dropout, LeakyReLU, ReLU, Sigmoid, Softmax, SpatialDropout, Tanh
+from .dense import (GELU, GLU, Dense, Dropout, LeakyReLU, ReLU, Sigmoid, Softmax, SpatialDropout,
+                    Tanh)
 from .embedding import Embedding
 from .inputs import FeatureInput, ImageInput, SequenceInput, TokenInput
 from .module import Module
-from .normalization import BatchNorm, InputNormalization, LayerNorm
+from .normalization import BatchNorm, InputNormalization, LayerNorm, RMSNorm
 from .position import PositionEmbedding, SinusoidalPositionEncoding
 from .pooling import (AvgPool2d, Flatten, GlobalAvgPool1d, GlobalAvgPool2d, GlobalMaxPool1d,
                       GlobalMaxPool2d, Index1d, MaxPool2d, Pool1d)
@@ -21,8 +22,8 @@ __all__ = [
     "Layer", "LAYER_TYPES",
     "SequenceInput", "ImageInput", "FeatureInput", "TokenInput",
     "Dense", "ReLU", "LeakyReLU", "GELU", "TanhGELU", "SiLU", "Swish", "Tanh", "Sigmoid", "Softmax",
-    "Dropout", "SpatialDropout", "Scaling", "Identity",
-    "Conv1d", "Conv2d", "GroupedConv2d", "LSTM", "GRU", "LayerNorm", "BatchNorm",
+    "GLU", "Dropout", "SpatialDropout", "Scaling", "Identity",
+    "Conv1d", "Conv2d", "GroupedConv2d", "LSTM", "GRU", "LayerNorm", "RMSNorm", "BatchNorm",
     "InputNormalization", "Pool1d", "MaxPool2d", "AvgPool2d", "GlobalAvgPool1d", "GlobalMaxPool1d", "GlobalAvgPool2d",
     "GlobalMaxPool2d", "Flatten", "Index1d",
     "Addition", "Concatenation", "Multiplication", "Embedding",

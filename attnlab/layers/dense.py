@@ -254,3 +254,81 @@ class _SpatialDropout(nn.Module):
         shape[0], shape[self.cdim] = x.shape[0], x.shape[self.cdim]
         keep = (torch.rand(shape, device=x.device) >= self.p).to(x.dtype)
         return x * keep / (1.0 - self.p)
+
+
+# GLU's activations: name → the function of the gate (aliases as configs spell them)
+_GATES = {"silu": F.silu, "gelu": F.gelu,
+          "gelu-tanh": lambda x: F.gelu(x, approximate="tanh"),
+          "relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
+_GATE_ALIASES = {"swish": "silu", "gelu_tanh": "gelu-tanh", "gelu_new": "gelu-tanh",
+                 "gelu_pytorch_tanh": "gelu-tanh"}
+
+
+class GLU(Layer):
+    """Gated linear unit, the feed-forward of Llama, Mistral and T5 v1.1:
+    ``activation(gate(x)) * up(x)`` (SwiGLU with "silu", GeGLU with "gelu"), applied to each
+    time step. A `Dense` after it is the down projection.
+
+    Learnables `gate.weight` and `up.weight` (units×C each, out×in as `torch.nn.Linear`), and
+    `gate.bias`, `up.bias` with ``bias=True``.
+
+    Parameters
+    ----------
+    units : int
+        Channels out (the feed-forward's inner size, `intermediate_size`, `d_ff`).
+    activation : str
+        The gate's activation: "silu" (also spelt "swish"), "gelu", "gelu-tanh" (also
+        "gelu_tanh", "gelu_new", "gelu_pytorch_tanh"), "relu", "sigmoid" or "tanh".
+    bias : bool
+        Whether `gate` and `up` learn biases (Llama, Mistral and T5 have none).
+
+    Shape
+    -----
+    - `in`: B×T×C or B×C
+    - `out`: B×T×units or B×units
+
+    Examples
+    --------
+    >>> import attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(8), L.GLU(16, name="mlp"), L.Dense(8)])
+    >>> [(k, tuple(v.shape)) for k, v in net.learnables.items()][:2]
+    [('mlp/gate.weight', (16, 8)), ('mlp/up.weight', (16, 8))]
+    """
+
+    time_local = True
+
+    def __init__(self, units: int, activation: str = "silu", bias: bool = False,
+                 name: str | None = None):
+        super().__init__(name)
+        self.units = check.integer(self, "units", units, example=256)
+        if isinstance(activation, str) and activation in _GATE_ALIASES:
+            activation = _GATE_ALIASES[activation]
+        self.activation = check.choice(self, "activation", activation, tuple(_GATES))
+        self.bias = check.flag(self, "bias", bias)
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        self.require(s, "in", ("BTC", "BC"), "GLU maps each step's channels; flatten images "
+                     "first (Flatten) or make them sequences (ImageToSequence).")
+        check.learnables_fit(self, "in", "Use fewer units.", weight=(2 * self.units, s.channels))
+        return s.with_channels(self.units)
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _GLU(check.known(self, "in", specs["in"].channels), self.units, self.activation,
+                    self.bias)
+
+
+class _GLU(nn.Module):
+    def __init__(self, cin: int, units: int, activation: str, bias: bool):
+        super().__init__()
+        self.gate = nn.Linear(cin, units, bias=bias)
+        self.up = nn.Linear(cin, units, bias=bias)
+        self.activation = activation
+        self.act = _GATES[activation]
+
+    def forward(self, x):
+        return self.act(self.gate(x)) * self.up(x)          # B×T×C → B×T×units
+
+    def extra_repr(self) -> str:
+        return f"activation={self.activation!r}"

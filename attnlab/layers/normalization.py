@@ -73,6 +73,64 @@ class LayerNorm(_Norm):
         return nn.LayerNorm(c, eps=self.eps, bias=self.bias)
 
 
+class RMSNorm(Layer):
+    """Root-mean-square layer normalisation (Llama's, Mistral's and T5's layer norm):
+    x / sqrt(mean(x²) + eps) · weight over the channels, without subtracting the mean and
+    without a shift, as `torch.nn.RMSNorm`.
+
+    Computed in float32 whatever the input's dtype and cast back before the scale, as Llama's
+    and T5's reference code do, so a bfloat16 network normalises as its checkpoint did.
+    Learnable `weight` (C), initialised to ones.
+
+    Parameters
+    ----------
+    eps : float
+        Added to the mean square, for stability (Llama's `rms_norm_eps`, T5's
+        `layer_norm_epsilon`).
+
+    Shape
+    -----
+    - `in`: B×T×C or B×C
+    - `out`: the same spec
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab import layers as L
+    >>> L.RMSNorm()(torch.tensor([[3.0, 4.0]]))
+    tensor([[0.8485, 1.1314]], grad_fn=<MulBackward0>)
+    """
+
+    time_local = True
+
+    def __init__(self, eps: float = 1e-6, name: str | None = None):
+        super().__init__(name)
+        self.eps = check.positive(self, "eps", eps, example="1e-6")
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        self.require(s, "in", ("BTC", "BC"), "RMSNorm normalises each step over its channels.")
+        return s
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _RMSNorm(check.known(self, "in", specs["in"].channels), self.eps)
+
+
+class _RMSNorm(nn.Module):
+    def __init__(self, channels: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.eps = eps
+
+    def forward(self, x):
+        h = x.float()                                                  # B×T×C in float32
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)                             # B×T×C
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}"
+
+
 class BatchNorm(_Norm):
     """Batch normalisation over the channels [batchNormalizationLayer].
 

@@ -64,6 +64,8 @@ SETUPS = {
     "LSTM": (dict(hidden=4), chain(seq)),
     "GRU": (dict(hidden=4), chain(seq)),
     "LayerNorm": ({}, chain(seq)),
+    "RMSNorm": ({}, chain(seq)),
+    "GLU": (dict(units=3), chain(seq)),
     "BatchNorm": ({}, chain(seq)),
     "MaxPool2d": (dict(pool_size=2), chain(img)),
     "AvgPool2d": (dict(pool_size=2), chain(img)),

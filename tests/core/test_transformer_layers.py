@@ -271,3 +271,165 @@ def test_training_a_token_input_network_on_integer_ids():
     seqs = [torch.randint(0, 12, (n,)) for n in (3, 5, 4, 2)]
     al.train(net, seqs, [(s + 1) % 12 for s in seqs], loss="crossentropy",
              options=al.TrainingOptions(max_epochs=1, batch_size=2, plots=None, verbose=False))
+
+
+# ------------------------------------------------------------------------------ RMSNorm
+
+def _naive_rms(x, w, eps):
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+@pytest.mark.parametrize("channels_in", ["sequence", "features"])
+def test_rms_norm_equals_torch_and_a_naive_reference(channels_in):
+    torch.manual_seed(0)
+    inp = L.SequenceInput(6, name="x") if channels_in == "sequence" else L.FeatureInput(6, name="x")
+    net = al.Network([inp, L.RMSNorm(eps=1e-5, name="norm")])
+    assert list(net.learnables) == ["norm/weight"]
+    assert torch.equal(net.learnables["norm/weight"], torch.ones(6))
+    with torch.no_grad():
+        net.learnables["norm/weight"].copy_(torch.randn(6))
+    ref = nn.RMSNorm(6, eps=1e-5)
+    ref.load_state_dict({"weight": net.learnables["norm/weight"].detach()})
+    x = torch.randn(2, 5, 6) if channels_in == "sequence" else torch.randn(3, 6)
+    _same_with_grads(net, ref, x, atol=1e-5)
+    _same_with_grads(net, lambda v: _naive_rms(v, net.learnables["norm/weight"], 1e-5), x, atol=1e-5)
+    # the learnable's gradient too
+    net.zero_grad()
+    net(x).pow(2).sum().backward()
+    w = net.learnables["norm/weight"].detach().clone().requires_grad_(True)
+    _naive_rms(x, w, 1e-5).pow(2).sum().backward()
+    torch.testing.assert_close(net.learnables["norm/weight"].grad, w.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_rms_norm_default_eps_and_float32_computation_in_bfloat16():
+    assert L.RMSNorm().eps == 1e-6
+    torch.manual_seed(0)
+    net = al.Network([L.SequenceInput(64, name="x"), L.RMSNorm(name="norm")]).to(torch.bfloat16)
+    x = (torch.randn(2, 3, 64) * 50).to(torch.bfloat16)
+    # Llama's reference: the statistics in float32, cast back, then the scale
+    h = x.float()
+    want = net.learnables["norm/weight"] * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+                                            ).to(torch.bfloat16)
+    got = net(x)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_rms_norm_streams_and_survives_save_and_load(tmp_path):
+    torch.manual_seed(0)
+    net = al.Network([L.SequenceInput(6, name="x"), L.RMSNorm(eps=1e-5, name="norm"),
+                      L.Dense(3, name="fc")]).eval()
+    with torch.no_grad():
+        net.learnables["norm/weight"].copy_(torch.randn(6))
+    assert L.RMSNorm.time_local
+    x = torch.randn(2, 4, 6)
+    s = net.stream()
+    torch.testing.assert_close(torch.cat([s.step(x[:, :3]), s.step(x[:, 3:])], 1), net(x))
+    net.save(tmp_path / "n.attnlab")
+    back = al.load(tmp_path / "n.attnlab")
+    assert back.layers["norm"].eps == 1e-5
+    torch.testing.assert_close(back(x), net(x))
+
+
+@pytest.mark.parametrize("kw,parts", [
+    (dict(eps=0), ["RMSNorm", "'eps'", "> 0"]),
+    (dict(eps=float("inf")), ["RMSNorm", "'eps'", "inf"]),
+])
+def test_rms_norm_refuses_bad_arguments(kw, parts):
+    with pytest.raises(al.ArgumentError) as e:
+        L.RMSNorm(**kw)
+    assert all(p in str(e.value) for p in parts)
+
+
+def test_rms_norm_refuses_images_with_a_fix():
+    net = al.Network([L.ImageInput((3, 4, 4), name="x"), L.RMSNorm(name="norm")])
+    analysis = net.analyze()
+    assert not analysis.ok
+    assert any("layer 'norm' port 'in'" in i.message and "B×3×4×4" in i.message
+               for i in analysis.issues)
+
+
+# ------------------------------------------------------------------------------ GLU
+
+def _swiglu_by_hand(x, gate, up, act):
+    return act(x @ gate.T) * (x @ up.T)
+
+
+@pytest.mark.parametrize("activation,act", [
+    ("silu", F.silu), ("gelu", F.gelu), ("gelu_tanh", lambda v: F.gelu(v, approximate="tanh")),
+    ("relu", F.relu)])
+def test_glu_equals_a_gated_feed_forward_written_by_hand(activation, act):
+    torch.manual_seed(0)
+    net = al.Network([L.SequenceInput(6, name="x"), L.GLU(10, activation=activation, name="mlp")])
+    assert list(net.learnables) == ["mlp/gate.weight", "mlp/up.weight"]
+    gate, up = net.learnables["mlp/gate.weight"], net.learnables["mlp/up.weight"]
+    assert gate.shape == (10, 6) and up.shape == (10, 6)
+    x = torch.randn(2, 5, 6)
+    _same_with_grads(net, lambda v: _swiglu_by_hand(v, gate, up, act), x, atol=1e-5)
+    # the learnables' gradients
+    net.zero_grad()
+    net(x).pow(2).sum().backward()
+    g2, u2 = gate.detach().clone().requires_grad_(True), up.detach().clone().requires_grad_(True)
+    _swiglu_by_hand(x, g2, u2, act).pow(2).sum().backward()
+    torch.testing.assert_close(gate.grad, g2.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(up.grad, u2.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_glu_then_dense_is_llamas_mlp():
+    # transformers' LlamaMLP: down_proj(act_fn(gate_proj(x)) * up_proj(x))
+    torch.manual_seed(0)
+    net = al.Network([L.SequenceInput(6, name="x"), L.GLU(12, name="mlp"),
+                      L.Dense(6, bias=False, name="down")])
+    gate, up, down = (nn.Linear(6, 12, bias=False), nn.Linear(6, 12, bias=False),
+                      nn.Linear(12, 6, bias=False))
+    with torch.no_grad():
+        net.learnables["mlp/gate.weight"].copy_(gate.weight)
+        net.learnables["mlp/up.weight"].copy_(up.weight)
+        net.learnables["down/weight"].copy_(down.weight)
+    x = torch.randn(2, 4, 6)
+    torch.testing.assert_close(net(x), down(F.silu(gate(x)) * up(x)), atol=1e-6, rtol=1e-5)
+
+
+def test_glu_with_biases_has_four_learnables():
+    torch.manual_seed(0)
+    net = al.Network([L.FeatureInput(6, name="x"), L.GLU(4, activation="gelu", bias=True,
+                                                          name="mlp")])
+    assert list(net.learnables) == ["mlp/gate.weight", "mlp/gate.bias", "mlp/up.weight",
+                                    "mlp/up.bias"]
+    p = net.learnables
+    x = torch.randn(3, 6)
+    want = F.gelu(x @ p["mlp/gate.weight"].T + p["mlp/gate.bias"]) * \
+        (x @ p["mlp/up.weight"].T + p["mlp/up.bias"])
+    torch.testing.assert_close(net(x), want)
+    assert net.analyze().total_learnables == 4 * 6 * 2 + 4 * 2
+
+
+def test_glu_streams_and_survives_save_and_load(tmp_path):
+    torch.manual_seed(0)
+    net = al.Network([L.SequenceInput(6, name="x"), L.GLU(8, activation="gelu-tanh", name="mlp"),
+                      L.Dense(6, name="down")]).eval()
+    assert L.GLU.time_local
+    x = torch.randn(2, 5, 6)
+    s = net.stream()
+    torch.testing.assert_close(torch.cat([s.step(x[:, :2]), s.step(x[:, 2:])], 1), net(x))
+    net.save(tmp_path / "n.attnlab")
+    back = al.load(tmp_path / "n.attnlab")
+    assert back.layers["mlp"].activation == "gelu-tanh" and back.layers["mlp"].bias is False
+    torch.testing.assert_close(back(x), net(x))
+
+
+def test_glu_accepts_the_spellings_of_checkpoint_configs():
+    assert L.GLU(4, activation="swish").activation == "silu"
+    for name in ("gelu_tanh", "gelu_new", "gelu_pytorch_tanh"):
+        assert L.GLU(4, activation=name).activation == "gelu-tanh"
+
+
+@pytest.mark.parametrize("kw,parts", [
+    (dict(units=0), ["GLU", "'units'", "positive int"]),
+    (dict(units=4, activation="sliu"), ["GLU", "'activation'", "'silu'", "'sliu'"]),
+    (dict(units=4, bias=1), ["GLU", "'bias'", "True or False"]),
+])
+def test_glu_refuses_bad_arguments(kw, parts):
+    with pytest.raises(al.ArgumentError) as e:
+        L.GLU(**kw)
+    assert all(p in str(e.value) for p in parts), str(e.value)
