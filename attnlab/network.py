@@ -384,6 +384,13 @@ class Network(ModuleHost):
         from .io import save
         save(self, path)
 
+    def save_pretrained(self, path: str | os.PathLike, dtype: torch.dtype | None = None) -> None:
+        """For a network from `al.from_pretrained`: its Hugging Face folder (config.json and
+        model.safetensors, the original tensor names, dtypes and shapes); see
+        `attnlab.pretrained.save_pretrained`."""
+        from .pretrained import save_pretrained
+        save_pretrained(self, path, dtype)
+
     def export_onnx(self, path: str | os.PathLike, example_inputs: Any = None, **kw: Any) -> OnnxExport:
         """An ONNX file with dynamic batch and sequence lengths and, per sequence input, a bool
         `<input>_mask` input (True = real step), checked with onnxruntime; returns an

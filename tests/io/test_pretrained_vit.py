@@ -4,7 +4,6 @@ import torch
 
 import attnlab as al
 from attnlab.cli import main
-from attnlab.pretrained import save_pretrained
 from pretrained_helpers import layout, quiet_transformers, relative_difference, save_checkpoint
 
 transformers = pytest.importorskip("transformers")
@@ -58,16 +57,16 @@ def test_base_model_gives_hidden_states_and_pooler(tmp_path):
 def test_save_and_load_round_trip(loaded, tmp_path):
     path = tmp_path / "vit.attnlab"
     loaded.save(path)
-    back = al.load(path)
+    back = al.load(path).eval()         # a loaded file starts in training mode, as torch modules do
     x = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
         assert torch.equal(back(x), loaded(x))
-    save_pretrained(back, tmp_path / "again")            # the layout survives attnlab's file
+    back.save_pretrained(tmp_path / "again")            # the layout survives attnlab's file
 
 
 def test_save_pretrained_writes_the_original_layout(classifier, loaded, tmp_path):
     folder, hf = classifier
-    save_pretrained(loaded, tmp_path / "out")
+    loaded.save_pretrained(tmp_path / "out")
     assert layout(tmp_path / "out") == layout(folder)
     again = transformers.ViTForImageClassification.from_pretrained(tmp_path / "out").eval()
     x = torch.randn(2, 3, 16, 16)
