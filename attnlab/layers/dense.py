@@ -1,6 +1,8 @@
 """Dense layers, activations and dropout."""
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -257,7 +259,7 @@ class _SpatialDropout(nn.Module):
 
 
 # GLU's activations: name → the function of the gate (aliases as configs spell them)
-_GATES = {"silu": F.silu, "gelu": F.gelu,
+_GATES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"silu": F.silu, "gelu": F.gelu,
           "gelu-tanh": lambda x: F.gelu(x, approximate="tanh"),
           "relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
 _GATE_ALIASES = {"swish": "silu", "gelu_tanh": "gelu-tanh", "gelu_new": "gelu-tanh",
