@@ -107,7 +107,7 @@ def _all_undefined(path: Path, sets: list[str], interp, most: int = 30) -> list[
     found: list[str] = []
     while interp.blocked and len(found) < most:
         e = interp.blocked[0][1]
-        if e.node is None or not e.var or e.var in found:
+        if not e.var or e.var in found:
             break
         found.append(e.var)
         ws = {**parse_sets(sets), **{name: 1.0 for name in found}}
@@ -136,7 +136,10 @@ def _blocked_error(interp, undefined: list[str] | None = None,
                            + ", or run_file(path, workspace={"
                            + ", ".join(f"'{n}': …" for n in names) + "})", interp.file,
                            e.node.start_point.row + 1, e.node.start_point.column + 1)
-    fix = f" Give it with --set {e.var}=VALUE." if e.var and "--set" not in e.why else ""
+    names = undefined if undefined and len(undefined) > 1 else [e.var] if e.var else []
+    fix = (f" Give {'it' if len(names) == 1 else 'them'} with "
+           + " ".join(f"--set {n}=VALUE" for n in names) + "."
+           if names and "--set" not in e.why else "")
     what = "the network could not be built whole" if built_some else "no network could be built"
     return ScriptError(f"{what}: this statement was skipped ({e.why}).{fix}",
                        interp.file,

@@ -454,7 +454,11 @@ def test_sizes_read_from_data_are_asked_for_then_the_network_is_analysed(capsys,
                                                                         var, layers):
     code, out, err = _analyze(capsys, name)
     assert code == 2 and f"{name}:{line}:1: no network could be built" in err
-    assert f"--set {var}=VALUE" in err
+    assert f"uses '{var}' from line" in err                  # the size the network waits for
+    # every size the network needs, in one message
+    assert "Give them with " + " ".join(f"--set {s.split('=')[0]}=VALUE" for s in sets) in err
+    code, out, err = _analyze(capsys, name, sets[0])
+    assert code == 2 and f"--set {sets[1].split('=')[0]}=VALUE" in err
     code, out, _ = _analyze(capsys, name, *sets)
     assert code == 0, out
     assert f"network 'net': {layers} layers" in out and "no issues" in out
