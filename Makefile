@@ -15,18 +15,18 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/attnlab demo digits --out demo-out
 	@echo "Open demo-out/digits/report.html. The other demos:"
-	@echo "  $(VENV)/bin/attnlab demo vowels|forecast|roman|seed1 --out demo-out [--epochs N]"
+	@echo "  $(VENV)/bin/attnlab demo vowels|forecast|roman|seed1|seed2-images|seed2-sequences|seed3-qkv --out demo-out [--epochs N]"
 
 # every trained demo over three seeds (a few minutes each), then the README's tables from them
 demos: $(STAMP)
 	for d in digits vowels forecast roman; do \
 		$(VENV)/bin/attnlab demo $$d --seeds 3 --out demo-out || exit 1; done
-	$(PY) -m attnlab.demos.table --runs demo-out
+	$(PY) tools/demo_table.py --runs demo-out
 
 # the README's demo table (from docs/demo-results.json, first updated with the seed summaries
 # found in demo-out/) and its benchmark table (from benchmarks/RESULTS.md)
 demo-table: $(STAMP)
-	$(PY) -m attnlab.demos.table --runs demo-out
+	$(PY) tools/demo_table.py --runs demo-out
 
 # the browser tests need Chromium: tried once per .venv (never fatal; they skip without it)
 $(VENV)/.chromium: .ci/chromium.sh | $(STAMP)
@@ -68,7 +68,7 @@ $(VENV)/.bench: pyproject.toml | $(STAMP)
 
 bench: $(STAMP) $(VENV)/.bench
 	$(PY) benchmarks/run_all.py
-	$(PY) -m attnlab.demos.table
+	$(PY) tools/demo_table.py
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache docs/_build

@@ -33,7 +33,8 @@ from ._version import __version__
 
 DEMOS = {"seed1": "attnlab.demos.seed1", "digits": "attnlab.demos.digits",
          "vowels": "attnlab.demos.vowels", "forecast": "attnlab.demos.forecast",
-         "roman": "attnlab.demos.roman"}
+         "roman": "attnlab.demos.roman", "seed2-images": "attnlab.demos.seed2_images",
+         "seed2-sequences": "attnlab.demos.seed2_sequences", "seed3-qkv": "attnlab.demos.seed3_qkv"}
 
 
 def main(argv=None) -> int:

@@ -1,34 +1,19 @@
-"""Every example runs at a small size; its MATLAB-style and idiomatic versions build the same
-graph; AttentionQKV as combinators equals MultiHeadAttention."""
-import importlib.util
+"""Every seed answer in attnlab/demos runs at a small size; its MATLAB-style and idiomatic
+versions build the same graph; AttentionQKV as combinators equals MultiHeadAttention."""
 import math
-import runpy
+import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 
 import attnlab as al
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-sys.path.insert(0, str(EXAMPLES))
-
-from _compare import assert_same_graph, graph_signature  # noqa: E402
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-seed1 = load("seed1_cross_attention")
-seed2 = load("seed2_digits")
-follow = load("seed2_sequence_attention")
-seed3 = load("seed3_attention_qkv")
+from attnlab.cli import DEMOS, main
+from attnlab.demos import seed1, seed3_qkv as seed3
+from attnlab.demos import seed2_images as seed2
+from attnlab.demos import seed2_sequences as follow
+from attnlab.demos._compare import assert_same_graph, graph_signature
 
 
 def _quiet(build):
@@ -40,8 +25,8 @@ def _quiet(build):
 
 
 PAIRS = {
-    "seed1 question": (seed1.question_matlab, seed1.question_attnlab),
-    "seed1 answer": (seed1.answer_matlab, seed1.answer_attnlab),
+    "seed1 question": (seed1.question_matlab, seed1.question_network),
+    "seed1 answer": (seed1.answer_matlab, lambda: seed1.answer_network(decoder_norm="layernorm_decoder")),
     "seed2 flatten": (_quiet(lambda: al.matlab.layerGraph(seed2.flatten_layers_matlab())),
                       seed2.flatten_network_attnlab),
     "seed2 image-to-sequence": (_quiet(lambda: al.matlab.dlnetwork(seed2.sequence_layers_matlab(8, 8)[:-1])),
@@ -68,8 +53,8 @@ def test_matlab_and_idiomatic_versions_build_identical_graphs(name):
 
 
 def test_graph_comparison_notices_a_difference():
-    a = seed1.answer_attnlab(16, 2)
-    b = seed1.answer_attnlab(16, 4)
+    a = seed1.answer_network(16, 2)
+    b = seed1.answer_network(16, 4)
     with pytest.raises(AssertionError, match="cross-attention"):
         assert_same_graph(a, b)
     assert graph_signature(a) != graph_signature(b)
@@ -115,7 +100,21 @@ def test_seed3_weights_matter_before_copying():
     torch.testing.assert_close(trax(x, x, x), mha(x, x, x), atol=1e-5, rtol=0)
 
 
-def test_examples_run_as_scripts(monkeypatch, capsys):
-    monkeypatch.setattr(sys, "argv", ["seed3_attention_qkv.py", "--small"])
-    runpy.run_path(str(EXAMPLES / "seed3_attention_qkv.py"), run_name="__main__")
-    assert "MultiHeadAttention" in capsys.readouterr().out
+def test_seed_answers_run_as_scripts():
+    done = subprocess.run([sys.executable, "-m", "attnlab.demos.seed3_qkv", "--small"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "MultiHeadAttention" in done.stdout
+
+
+def test_seed_answers_run_as_demos(tmp_path, capsys):
+    assert {"seed1", "seed2-images", "seed2-sequences", "seed3-qkv"} <= set(DEMOS)
+    assert main(["demo", "seed3-qkv", "--out", str(tmp_path)]) == 0
+    assert "max |Serial(Parallel(Dense×3), Attention, Dense) − MultiHeadAttention|" in \
+        capsys.readouterr().out
+
+
+def test_the_fix_is_written_once():
+    # the CLI demo's fixed network is the MATLAB port's after the same fix
+    port = seed1.apply_the_fix(_quiet(seed1.question_matlab)())
+    assert_same_graph(port, seed1.fixed_network(), "the fix")

@@ -2,9 +2,9 @@
 by ATTNLAB_EPOCHS, which the training blocks read, printing exactly the text block that follows
 it; the messages it quotes are the ones attnlab gives; its shell lines run or say why not; and
 its tables are what `make demo-table` writes from the recorded measurements."""
-import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -14,6 +14,7 @@ from doc_blocks import fences, lines, run_shell_line, shell_commands, unexplaine
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+sys.path.insert(0, str(ROOT / "tools"))            # the repository's tools (demo_table.py)
 
 # shell lines of the README that the tests do not run, and why
 NOT_RUN = {"make demo": "trains the digits demo for about a minute (tests/docs/test_demos.py runs "
@@ -39,11 +40,9 @@ def _cycle_message() -> str:
 
 
 def _flatten_message() -> str:
-    # the seed's network, flattenLayer before selfAttentionLayer (examples/seed2_digits.py)
-    spec = importlib.util.spec_from_file_location("seed2_digits", ROOT / "examples" / "seed2_digits.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return str(module.flatten_network_attnlab().analyze().issues[0])
+    # the seed's network, flattenLayer before selfAttentionLayer
+    from attnlab.demos.seed2_images import flatten_network_attnlab
+    return str(flatten_network_attnlab().analyze().issues[0])
 
 
 # text blocks that are no code's output: the messages the README quotes, each from attnlab itself
@@ -116,7 +115,7 @@ def test_readme_shell_lines_run_or_say_why_not(tmp_path, monkeypatch):
 
 
 def test_readme_tables_are_what_make_demo_table_writes():
-    from attnlab.demos import table
+    import demo_table as table
     results = json.loads(table.RESULTS.read_text(encoding="utf-8"))
     text = README.read_text(encoding="utf-8")
     assert table.render(text, results, table.BENCH.read_text(encoding="utf-8")) == text
@@ -125,7 +124,7 @@ def test_readme_tables_are_what_make_demo_table_writes():
 
 
 def test_benchmark_table_follows_results_md():
-    from attnlab.demos import table
+    import demo_table as table
     row = table.bench_table(table.BENCH.read_text(encoding="utf-8")).splitlines()[2]
     assert row.startswith("| graph overhead, 24 tiny layers")
     changed = table.BENCH.read_text(encoding="utf-8").replace("| 264 µs | 270 µs | 0.978 |",
@@ -134,7 +133,7 @@ def test_benchmark_table_follows_results_md():
 
 
 def test_benchmark_table_keeps_working_without_the_optional_keras_row():
-    from attnlab.demos import table
+    import demo_table as table
     text = table.BENCH.read_text(encoding="utf-8")
     without = "".join(l for l in text.splitlines(keepends=True) if not l.startswith("| keras fit"))
     row = next(l for l in table.bench_table(without).splitlines() if "`al.train`" in l)
@@ -146,7 +145,7 @@ def test_benchmark_table_keeps_working_without_the_optional_keras_row():
 
 
 def test_demo_table_needs_its_markers():
-    from attnlab.demos import table
+    import demo_table as table
     from attnlab.errors import FormatError
     with pytest.raises(FormatError, match="demo-table"):
         table.replace_block("no markers here", "demo-table", "| x |")
@@ -154,7 +153,7 @@ def test_demo_table_needs_its_markers():
 
 def test_demo_table_says_which_members_train_in_parallel_and_when_others_shared_the_machine():
     import copy
-    from attnlab.demos import table
+    import demo_table as table
     results = json.loads(table.RESULTS.read_text(encoding="utf-8"))
     quiet = copy.deepcopy(results)
     for x in quiet.values():
@@ -176,7 +175,7 @@ def test_demo_table_says_which_members_train_in_parallel_and_when_others_shared_
 
 
 def test_demo_table_calls_a_tie_level_and_a_margin_better_or_worse():
-    from attnlab.demos.table import versus
+    from demo_table import versus
 
     def run(ours, base, sd=0.0):
         return {"mean": {"test_accuracy": ours, "baseline_accuracy": base},
@@ -188,14 +187,14 @@ def test_demo_table_calls_a_tie_level_and_a_margin_better_or_worse():
 
 def test_demo_table_gives_seed_0_beside_the_mean_and_says_which_meets_the_aim():
     # `make demo` trains seed 0 alone: the table must say what that run gives, not only the mean
-    from attnlab.demos import table
+    import demo_table as table
     results = json.loads(table.RESULTS.read_text(encoding="utf-8"))
     lines = table.demo_table(results).splitlines()
     assert "seed 0 alone" in lines[0] and "mean ± sd over the seeds" in lines[0]
     digits = next(l for l in lines if l.startswith("| digits"))
     one = table.first_run(results["digits"])
     assert one["seed"] == 0
-    assert f"| {100 * one['test_accuracy']:.2f} % ({one['test_errors']} errors) |" in digits
+    assert f"| {100 * one['test_accuracy']:.2f} % ({table.errors(one['test_errors'])}) |" in digits
     mean_met = round(100 * results["digits"]["mean"]["test_accuracy"], 2) >= 99.4
     seed_met = round(100 * one["test_accuracy"], 2) >= 99.4
     word = {True: "met", False: "not met"}
@@ -205,7 +204,7 @@ def test_demo_table_gives_seed_0_beside_the_mean_and_says_which_meets_the_aim():
 
 
 def test_a_single_run_is_compared_with_its_own_baselines():
-    from attnlab.demos.table import versus_run
+    from demo_table import versus_run
     run = {"test_rmse": 0.44, "holt_winters_rmse": 0.52, "seasonal_naive_drift_rmse": 0.60,
            "seasonal_naive_rmse": 1.57}
     assert versus_run("forecast", run) == "better by 0.080 ppm"

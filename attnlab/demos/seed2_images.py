@@ -11,12 +11,11 @@ Data: scikit-learn's 8×8 digits (1,797 images, shipped with the package) instea
 DigitDataset; `small=True` keeps 8×8 and a few hundred images, else they are resized to 16×16.
 Without scikit-learn, synthetic digits-like data of the same shape are used.
 
-    python examples/seed2_digits.py [--small] [--out DIR]
+    python -m attnlab.demos.seed2_images [--small] [--out DIR]
 """
 from __future__ import annotations
 
 import argparse
-import sys
 import warnings
 from pathlib import Path
 
@@ -30,8 +29,7 @@ from attnlab.matlab import (MatlabNote, analyzeNetwork, batchNormalizationLayer,
                             layerGraph, maxPooling2dLayer, reluLayer, selfAttentionLayer,
                             softmaxLayer, trainingOptions, trainNetwork)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _compare import assert_same_graph  # noqa: E402
+from ._compare import assert_same_graph
 
 
 # ---------------------------------------------------------------------------- data ----
@@ -225,6 +223,12 @@ def main(small: bool = False, out: Path | None = None) -> dict:
 def _final_loss(info) -> float:
     loss = getattr(info, "final_loss", None)      # TrainingInfo: the last iteration's loss
     return float("nan") if loss is None else float(loss)
+
+
+def run(out: Path, epochs: int | None = None, seed: int = 0) -> dict:
+    """`attnlab demo seed2-images`: `main` at full size, its training picture in `out`
+    (`epochs` and `seed` are unused: the script trains 5 epochs from seed 0)."""
+    return main(out=Path(out))
 
 
 if __name__ == "__main__":

@@ -21,12 +21,11 @@ Three spellings of the same computation:
 - `attention_qkv_attnlab`: the same explicit graph in idiomatic attnlab (and `multi_head`, the
   one-layer form you would normally write).
 
-    python examples/seed3_attention_qkv.py [--small]
+    python -m attnlab.demos.seed3_qkv [--small]
 """
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import torch
@@ -36,8 +35,7 @@ from attnlab import layers as L
 from attnlab.matlab import (addLayers, attentionLayer, connectLayers, dlnetwork,
                             fullyConnectedLayer)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _compare import assert_same_graph  # noqa: E402
+from ._compare import assert_same_graph
 
 
 def attention_qkv_trax(d_feature: int, n_heads: int = 1) -> al.Network:
@@ -147,6 +145,12 @@ def main(small: bool = False) -> dict:
     for form, diff in diffs.items():
         print(f"max |{names[form]}|: {diff:.1e}")
     return diffs
+
+
+def run(out: Path, epochs: int | None = None, seed: int = 0) -> dict:
+    """`attnlab demo seed3-qkv`: `main` at full size (nothing is trained and no file is
+    written; `epochs` and `seed` are unused)."""
+    return main()
 
 
 if __name__ == "__main__":

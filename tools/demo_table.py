@@ -1,6 +1,6 @@
 """`make demo-table`: the README's demo table and benchmark table, written from measurements.
 
-    python -m attnlab.demos.table [--runs demo-out] [--readme README.md]
+    python tools/demo_table.py [--runs demo-out] [--readme README.md]
 
 With `--runs DIR`, the summaries that `attnlab demo NAME --seeds 3 --out DIR` wrote
 (`DIR/NAME/metrics.json`) are copied into `docs/demo-results.json` (the record the README's
@@ -15,9 +15,9 @@ import json
 import re
 from pathlib import Path
 
-from ..errors import DataError, FormatError
+from attnlab.errors import DataError, FormatError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "demo-results.json"
 BENCH = ROOT / "benchmarks" / "RESULTS.md"
 README = ROOT / "README.md"
@@ -90,13 +90,18 @@ def first_run(r: dict) -> dict:
     return next(x for x in r["runs"] if x.get("seed") == first)
 
 
+def errors(n: float) -> str:
+    """A count of wrong answers in words: "1 error", "3 errors", "0 errors"."""
+    return f"{n:g} error" + ("" if n == 1 else "s")
+
+
 def _figure(name: str, m: dict) -> str:
     """A run's (or the mean's) test figure in the table's words."""
     if name in ("digits", "vowels"):
-        return f"{100 * m['test_accuracy']:.2f} % ({m['test_errors']:g} errors)"
+        return f"{100 * m['test_accuracy']:.2f} % ({errors(m['test_errors'])})"
     if name == "forecast":
         return f"RMSE {m['test_rmse']:.3f} ppm"
-    return f"{100 * m['test_exact_match']:.2f} % exact ({m['test_errors']:g} errors)"
+    return f"{100 * m['test_exact_match']:.2f} % exact ({errors(m['test_errors'])})"
 
 
 def _meets(name: str, value: float) -> bool:
@@ -125,7 +130,7 @@ def demo_table(results: dict) -> str:
         if name in ("digits", "vowels"):
             ours = f"{_pm(r, 'test_accuracy')} ({r['mean']['test_errors']:.1f} errors; {n} seeds)"
             base = (f"{r['baseline']} {100 * r['mean']['baseline_accuracy']:.2f} % "
-                    f"({r['mean']['baseline_errors']:.0f} errors)")
+                    f"({errors(round(r['mean']['baseline_errors']))})")
         elif name == "forecast":
             ours = f"RMSE {_pm(r, 'test_rmse', 1.0, 3, ' ppm')} ({n} seeds)"
             base = (f"Holt–Winters {r['mean']['holt_winters_rmse']:.3f}, seasonal naive + drift "
@@ -286,7 +291,7 @@ def render(readme: str, results: dict, bench: str) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m attnlab.demos.table", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python tools/demo_table.py", description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=Path, default=None,
                     help="folder of 'attnlab demo NAME --seeds 3 --out DIR' runs to record first")
     ap.add_argument("--readme", type=Path, default=README)

@@ -14,14 +14,15 @@ head; `check_formula()` recomputes a layer's output by hand.
 Each network is written with `attnlab.matlab` and idiomatically; the two build the same graph.
 Data: synthetic 1-channel signals of 12–32 steps whose class is their frequency.
 
-    python examples/seed2_sequence_attention.py [--small]
+    python -m attnlab.demos.seed2_sequences [--small]
 """
 from __future__ import annotations
 
 import argparse
-import math
-import sys
+import functools
 from pathlib import Path
+from typing import Any, Callable, cast
+import math
 
 import numpy as np
 import torch
@@ -34,8 +35,7 @@ from attnlab.matlab import (additionLayer, connectLayers, dlnetwork, fullyConnec
                             sequenceInputLayer, sinusoidalPositionEncodingLayer, softmaxLayer,
                             trainingOptions, trainnet)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _compare import assert_same_graph  # noqa: E402
+from ._compare import assert_same_graph
 
 POOLS = ("gap", "last", "attnpool")
 
@@ -176,7 +176,8 @@ def fit(net, X, T, epochs, lr=0.01):
 
 
 def accuracy(net, X, T) -> float:
-    return float((predict(net, X).argmax(1).numpy() == T).mean())
+    scores = cast(torch.Tensor, predict(net, X))         # one output: a tensor
+    return float((scores.argmax(1).numpy() == T).mean())
 
 
 def main(small: bool = False) -> dict:
@@ -184,12 +185,13 @@ def main(small: bool = False) -> dict:
     X, T = signals(n)
     Xv, Tv = signals(n // 3, seed=1)
     torch.manual_seed(0)
-    result = {"formula_error": check_formula()}
+    result: dict[str, Any] = {"formula_error": check_formula()}
     print(f"selfAttentionLayer = softmax(QKᵀ/√dk)·V per head, then the output projection: "
           f"largest difference to the layer {result['formula_error']:.1e}\n")
 
-    builds = {f"attention+{p}": (lambda p=p: attention_classifier_matlab(p, d),
-                                 lambda p=p: attention_classifier_attnlab(p, d)) for p in POOLS}
+    builds: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {
+        f"attention+{p}": (functools.partial(attention_classifier_matlab, p, d),
+                           functools.partial(attention_classifier_attnlab, p, d)) for p in POOLS}
     builds["lstm+attention"] = (lambda: lstm_attention_matlab(d), lambda: lstm_attention_attnlab(d))
     builds["no pooling"] = (lambda: without_pooling_matlab(d), lambda: without_pooling_attnlab(d))
     nets = {}
@@ -215,6 +217,12 @@ def main(small: bool = False) -> dict:
         result[name] = (before, accuracy(net, Xv, Tv))
         print(f"{name:>20}: validation accuracy {before:.2f} → {result[name][1]:.2f}")
     return result
+
+
+def run(out: Path, epochs: int | None = None, seed: int = 0) -> dict:
+    """`attnlab demo seed2-sequences`: `main` at full size (it writes no files; `epochs` and
+    `seed` are unused: the script trains 30 epochs from seed 0)."""
+    return main()
 
 
 if __name__ == "__main__":
