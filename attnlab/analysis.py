@@ -14,7 +14,8 @@ from typing import Any, cast
 import torch
 
 from .errors import AttnlabError, FormatError, NetworkError, SizeError
-from .graph import Graph
+from .graph import Graph, format_port
+from .layers.tying import declared_ties
 from .spec import Spec
 
 
@@ -182,8 +183,8 @@ def network_error_class(classes) -> type:
 # -- the walk -------------------------------------------------------------------------------
 
 def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
-    layers = net._layers
-    conns = net._conns                                # (dst, dst_port) → (src, src_port)
+    layers = net.layer_map
+    conns = net.sources                               # (dst, dst_port) → (src, src_port)
     issues: list[Issue] = []
     input_specs = dict(input_specs or {})
     has_input_layers = any(l.is_input for l in layers.values())
@@ -275,8 +276,18 @@ def analyze(net: Graph, input_specs: dict[str, Spec] | None = None) -> Analysis:
             issues.append(Issue("error", kind, str(e), n, getattr(e, "port", None), type(e)))
             out_specs[n] = None
 
+    # weights declared shared (tied_to): checked here, and counted once like the Parameters
+    # that built modules share (which `_ties` finds; before modules exist, the declaration)
+    _ties(tensors, shared)
+    ties, problems = declared_ties(layers, learnables)
+    for alias, owner in ties.items():
+        if alias not in shared and owner not in shared:
+            shared[alias] = owner
+    for n, text, cls in problems:
+        issues.append(Issue("error", "tie", text, n, None, cls))
+
     # outputs
-    outputs = net._dangling_outputs()
+    outputs = net.open_outputs()
     if layers and not outputs:
         issues.append(Issue("error", "no-output", "the network has no output: every layer output "
                             "feeds another layer, or there are only input layers. Add a layer "
@@ -333,7 +344,7 @@ def _computed_ids(net, name, port, in_specs) -> Issue:
     """The error of a port that reads token ids but receives computed values: it names the
     layer that feeds it and, through layers that keep ids, the one that computed them, and
     says how to feed the ids from an input layer instead."""
-    layers, conns = net._layers, net._conns
+    layers, conns = net.layer_map, net.sources
     layer = layers[name]
     fix = getattr(layer, "ids_fix", "")
     fix = f" {fix}" if fix else ""
@@ -359,9 +370,9 @@ def _computed_ids(net, name, port, in_specs) -> Issue:
     if at != feeder:
         received += f", computed by '{at}' ({layers[at].type_name})"
     n, q = into
-    dst = n if len(layers[n].input_ports) == 1 else f"{n}/{q}"
+    dst = net.port_name(n, q, "input")
     out = conns[into]
-    origin = out[0] if len(layers[out[0]].output_ports) == 1 else f"{out[0]}/{out[1]}"
+    origin = net.port_name(out[0], out[1], "output")
     tokens, k = "tokens", 0
     while tokens in layers:
         k += 1
@@ -415,7 +426,7 @@ def flat_learnables(analysis) -> dict[str, tuple[int, ...]]:
 
 
 def _port_name(layer, name, port):
-    return name if len(layer.input_ports) == 1 else f"{name}/{port}"
+    return format_port(name, port, layer.input_ports)
 
 
 def _cycles(layers, succ, conns) -> list[list[str]]:
@@ -495,7 +506,7 @@ def _path_back(start, succ, members, position):
 
 
 def _cycle_message(net, cycle):
-    layers, conns = net._layers, net._conns
+    conns = net.sources
     ring = cycle + [cycle[0]]
     chain = " → ".join(ring)
     start = cycle[0]
@@ -506,7 +517,7 @@ def _cycle_message(net, cycle):
         return msg + _decoder_advice(net, cycle)
     a, b = ring[-2], ring[-1]
     port = [p for (d, p), (s, _) in conns.items() if d == b and s == a]
-    dst = b if len(layers[b].input_ports) == 1 else f"{b}/{port[0]}"
+    dst = net.port_name(b, port[0], "input")
     return msg + f" Break it by removing one of its connections, e.g. net.disconnect('{a}', '{dst}')."
 
 
@@ -520,7 +531,7 @@ def _decoder_advice(net, cycle) -> str:
     leave a network without the cycle and without dead ends: the decoder (the cycle's layers from
     the first one that is not a norm or dropout after the attention) reads a new input, and the
     attention's output joins the decoder's output where that leaves the cycle."""
-    layers, conns = net._layers, net._conns
+    layers, conns = net.layer_map, net.sources
     start, members = cycle[0], set(cycle)
     k = 1
     while k < len(cycle) - 1 and layers[cycle[k]].type_name in _AFTER_ATTENTION:
@@ -538,10 +549,10 @@ def _decoder_advice(net, cycle) -> str:
         return name
 
     def src(n, p):
-        return n if len(layers[n].output_ports) == 1 else f"{n}/{p}"
+        return net.port_name(n, p, "output")
 
     def dst(n, p):
-        return n if len(layers[n].input_ports) == 1 else f"{n}/{p}"
+        return net.port_name(n, p, "input")
 
     dec = unique("decoder-input")
     code = [f"net.disconnect('{src(tail, tail_port)}', '{dst(entry, port)}')",

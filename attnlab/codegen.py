@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Collection, Iterator
 
+from .graph import format_port, parse_port
+
 Key = tuple[str, str]          # (layer, port) of a value; ("<in>", input name) for a bare port
 
 _ids = itertools.count()
@@ -31,15 +33,15 @@ _SHARED: dict[tuple, Generated] = {}          # (kind, source, line table) → i
 def input_key(net: Any, name: str) -> Key:
     """The key of network input `name`: an input layer's output, or an unconnected port
     (`layer` or `layer/port`) of another layer."""
-    lname = name.partition("/")[0]
-    layer = net._layers[lname]
+    lname = parse_port(name)[0]
+    layer = net.layer_map[lname]
     return (lname, layer.output_ports[0]) if layer.is_input else ("<in>", name)
 
 
 def walk(net: Any, order: list[str]) -> Iterator[tuple[str, Any, list[Key]]]:
     """(name, layer, the keys of the values at its input ports) for each layer of `order` that
     is not an input layer; an unconnected port is the network input named after it."""
-    layers, conns = net._layers, net._conns
+    layers, conns = net.layer_map, net.sources
     for name in order:
         layer = layers[name]
         if layer.is_input:
@@ -47,14 +49,13 @@ def walk(net: Any, order: list[str]) -> Iterator[tuple[str, Any, list[Key]]]:
         keys = []
         for p in layer.input_ports:
             src = conns.get((name, p))
-            keys.append(src if src is not None else
-                        ("<in>", name if len(layer.input_ports) == 1 else f"{name}/{p}"))
+            keys.append(src if src is not None else ("<in>", format_port(name, p, layer.input_ports)))
         yield name, layer, keys
 
 
 def output_keys(net: Any) -> list[tuple[str, Key]]:
     """(output name, key) for each network output, in output order."""
-    return [(o, (n, p)) for n, p, o in net._dangling_outputs()]
+    return [(o, (n, p)) for n, p, o in net.open_outputs()]
 
 
 # -- names --------------------------------------------------------------------------------

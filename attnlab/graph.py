@@ -7,7 +7,8 @@ layers → graph → analysis/compile/io/viz/stream → network.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from types import MappingProxyType
+from typing import Mapping, NamedTuple, Sequence
 
 from .errors import AttnlabError, NetworkError, close_matches
 from .layers.base import LAYER_TYPES, Layer, check_name
@@ -24,6 +25,20 @@ class Connection(NamedTuple):
         return f"{self.source} → {self.destination}"
 
 
+def parse_port(ref: str) -> tuple[str, str]:
+    """A port's name, "layer/port" or "layer", as (layer, port); port is "" when not named.
+    The one place a port name is read (a layer name never holds '/')."""
+    layer, _, port = ref.partition("/")
+    return layer, port
+
+
+def format_port(layer: str, port: str, ports: Sequence[str] | None = None) -> str:
+    """The name of port `port` of layer `layer`: "layer/port", or "layer" alone when `ports`
+    (the layer's ports on that side) is that one port. `ports=None` always names the port.
+    The one place a port name is written."""
+    return layer if ports is not None and len(ports) == 1 else f"{layer}/{port}"
+
+
 class LayerList(tuple):
     """The network's layers in order; also indexable by name."""
 
@@ -34,6 +49,12 @@ class LayerList(tuple):
                     return layer
             raise KeyError(f"no layer named '{key}'.{close_matches(key, [l.name for l in self])}")
         return tuple.__getitem__(self, key)
+
+
+# What every Layer offers those who write layer kinds (checks, messages, the default name's
+# stem). A graph is a layer and keeps them working, but they are not a network's API, so they
+# stay out of dir() and tab completion.
+LAYER_AUTHOR_HELPERS = frozenset({"error", "require", "require_channels", "infer_all", "stem"})
 
 
 class Graph(Layer):
@@ -130,7 +151,7 @@ class Graph(Layer):
         src, sport = self._resolve(source, "output", "disconnect", "source")
         dst, dport = self._resolve(destination, "input", "disconnect", "destination")
         if self._conns.get((dst, dport)) != (src, sport):
-            have = [str(c) for c in self.connections if c.destination.split("/")[0] == dst]
+            have = [str(c) for c in self.connections if parse_port(c.destination)[0] == dst]
             raise NetworkError(f"no connection {source} → {destination}. Connections into '{dst}': "
                                f"{', '.join(have) or 'none'}.")
         del self._conns[(dst, dport)]
@@ -199,6 +220,54 @@ class Graph(Layer):
         self._changed()
         return self
 
+    def __dir__(self):
+        return sorted(n for n in super().__dir__() if n not in LAYER_AUTHOR_HELPERS)
+
+    # ------------------------------------------------------------------ reading -------
+    # What analysis, code generation, pictures, persistence and streaming read of a graph;
+    # none of them touches the attributes behind these.
+    @property
+    def layer_map(self) -> Mapping[str, Layer]:
+        """The layers by name, in the order they were added (a read-only mapping)."""
+        return MappingProxyType(self._layers)
+
+    @property
+    def sources(self) -> Mapping[tuple[str, str], tuple[str, str]]:
+        """The edges: `(layer, input port) → (layer, output port)` of its source, for every
+        connected input port (a read-only mapping)."""
+        return MappingProxyType(self._conns)
+
+    def source(self, layer: str, port: str) -> tuple[str, str] | None:
+        """`(layer, output port)` feeding input `port` of `layer`, or None when unconnected."""
+        return self._conns.get((layer, port))
+
+    def port_name(self, layer: str, port: str, side: str = "input") -> str:
+        """The public name of a port of one of the graph's layers: "layer" when it is the
+        layer's only port on that `side` ("input" or "output"), else "layer/port"."""
+        l = self._layers[layer]
+        return format_port(layer, port, l.output_ports if side == "output" else l.input_ports)
+
+    def port_of(self, ref: str, side: str = "input") -> tuple[str, str]:
+        """`(layer, port)` of a port name of this graph, "layer" standing for the layer's first
+        port on that `side` ("" for an input layer's input); the layer must exist (names from
+        `input_names`, `output_names`)."""
+        name, port = parse_port(ref)
+        if port:
+            return name, port
+        l = self._layers[name]
+        ports = l.output_ports if side == "output" else l.input_ports
+        return name, ports[0] if ports else ""
+
+    def open_outputs(self) -> list[tuple[str, str, str]]:
+        """`(layer, port, output name)` of each network output, in `output_names` order."""
+        return self._dangling_outputs()
+
+    @property
+    def data_specs(self) -> "dict | None":
+        """The input sizes taken from data, for a graph without input layers that has run or
+        been initialised; None otherwise (a Network keeps them)."""
+        return None
+
     def _reorder(self, order):
         self._layers = {n: self._layers[n] for n in order if n in self._layers}
 
@@ -230,7 +299,7 @@ class Graph(Layer):
             raise NetworkError(f"{what}: expected a string 'layer' or 'layer/port' naming an "
                                f"{side}, received {_what(ref)}. "
                                + _name_fix(self, ref, "'{}'"))
-        name, _, port = ref.partition("/")
+        name, port = parse_port(ref)
         layer = self._layer(name)
         ports = layer.output_ports if side == "output" else layer.input_ports
         if not ports:
@@ -296,7 +365,7 @@ class Graph(Layer):
             if chosen is None:
                 meta.pop("output_names", None)
             else:
-                meta["output_names"] = [f"{n}/{p}" for n, p in chosen]
+                meta["output_names"] = [format_port(n, p) for n, p in chosen]
         self.__dict__["_chosen_outputs"] = chosen
         self._changed()
         return self
@@ -305,7 +374,7 @@ class Graph(Layer):
         if not isinstance(name, str):
             raise NetworkError(f"choose_outputs: expected output names (text), received "
                                f"{type(name).__name__}.")
-        lname, _, port = name.partition("/")
+        lname, port = parse_port(name)
         layer = self._layers.get(lname)
         if layer is None:
             raise NetworkError(f"choose_outputs: the network has no layer '{lname}'."
@@ -327,7 +396,7 @@ class Graph(Layer):
             meta = getattr(self, "metadata", None)
             saved = meta.get("output_names") if isinstance(meta, dict) else None
             if saved:
-                chosen = [tuple(s.partition("/")[::2]) for s in saved]
+                chosen = [parse_port(s) for s in saved]
         if chosen:
             live = [(n, p) for n, p in chosen
                     if n in self._layers and p in self._layers[n].output_ports]
@@ -351,8 +420,7 @@ def module_key(name: str) -> str:
 # ------------------------------------------------------------------------- helpers ---
 
 def _fmt(layer, name, port, side):
-    ports = layer.output_ports if side == "output" else layer.input_ports
-    return name if len(ports) == 1 else f"{name}/{port}"
+    return format_port(name, port, layer.output_ports if side == "output" else layer.input_ports)
 
 
 # Nested networks run, analyse and save recursively (a few Python frames a level), and

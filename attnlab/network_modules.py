@@ -20,7 +20,7 @@ from torch import nn
 
 from .analysis import Analysis, analyze as _analyze
 from .errors import ArgumentError, AttnlabError, NetworkError, SizeError
-from .graph import Graph, module_key
+from .graph import LAYER_AUTHOR_HELPERS, Graph, module_key
 from .layers.base import LAYER_TYPES, Layer
 from .spec import Spec
 
@@ -79,6 +79,17 @@ class ModuleHost(nn.Module, Graph):
         """Builds the modules and compiles the plan (the Network does)."""
         raise NotImplementedError
 
+    @property
+    def data_specs(self) -> dict[str, Spec] | None:
+        """The input sizes taken from data (a network without input layers that has run, been
+        initialised or been loaded), by input name; None for a network with input layers or
+        before its sizes are known."""
+        return self._data_specs
+
+    def __dir__(self):
+        # a network is a layer, but the helpers for writing layer kinds are not its API
+        return sorted(n for n in super().__dir__() if n not in LAYER_AUTHOR_HELPERS)
+
     def _forget(self, name):
         self._built.pop(name, None)
         mods = cast(LayerModules, self._modules["layer_modules"])
@@ -119,9 +130,9 @@ class ModuleHost(nn.Module, Graph):
         nested network (so the sizes are known after all); else None."""
         specs = {}
         for name in self.input_names:
-            lname, _, port = name.partition("/")
+            lname, port = self.port_of(name)
             layer = self._layers[lname]
-            inner: Any = layer._layers.get(port or layer.input_ports[0]) if isinstance(layer, Graph) else None
+            inner: Any = layer.layer_map.get(port) if isinstance(layer, Graph) else None
             if inner is None or not inner.is_input:
                 return None
             specs[name] = inner.spec

@@ -50,7 +50,7 @@ def _probe_network(net, analysis, prefix, masks, dynamic_lengths, opset, atol, r
     """Exports every layer alone (with its weights, at its input sizes) to name those that fail."""
     culprits: list = []
     for name in analysis.order:
-        layer = net._layers[name]
+        layer = net.layer_map[name]
         if layer.is_input or name not in net.layer_modules or analysis.out_specs.get(name) is None:
             continue
         specs = analysis.in_specs[name]

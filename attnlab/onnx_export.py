@@ -32,7 +32,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .errors import ArgumentError, AttnlabError, DataError, NetworkError
-from .graph import Graph
+from .graph import Graph, parse_port
 from .onnx_culprits import example_shape, unexportable
 from .onnx_model import finish_model, first_line, have, require, run_exporter, session
 from ._files import output_path
@@ -150,7 +150,7 @@ class _Example:
         self.vocab = {n: _vocab_of(net, n) for n in names}
         analysis = net.analyze()
         self.out_specs = {o: (analysis.out_specs.get(n) or {}).get(p)
-                          for n, p, o in net._dangling_outputs()}
+                          for n, p, o in net.open_outputs()}
 
     @classmethod
     def make(cls, net, example_inputs, masks):
@@ -273,20 +273,20 @@ def mask_name(input_name: str) -> str:
 
 
 def _input_spec(net, name) -> Spec:
-    layer_name = name.partition("/")[0]
-    layer = net._layers[layer_name]
+    layer = net.layer_map[parse_port(name)[0]]
     if layer.is_input:
         return layer.spec
-    return net._data_specs[name]
+    return net.data_specs[name]
 
 
 def _vocab_of(net, input_name):
     """Token inputs (feeding an Embedding directly) get integer example data below the vocab."""
-    src = input_name.partition("/")[0]
-    if not net._layers[src].is_input:
-        layer = net._layers[src]
+    src = parse_port(input_name)[0]
+    layers = net.layer_map
+    if not layers[src].is_input:
+        layer = layers[src]
         return getattr(layer, "vocab", None) if isinstance(getattr(layer, "vocab", None), int) else None
-    vocabs = [getattr(net._layers[d], "vocab", None) for (d, _), (s, _) in net._conns.items() if s == src]
+    vocabs = [getattr(layers[d], "vocab", None) for (d, _), (s, _) in net.sources.items() if s == src]
     ints: list[int] = [v for v in vocabs if isinstance(v, int)]
     return min(ints) if ints else None
 

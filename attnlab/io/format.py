@@ -39,7 +39,7 @@ import torch
 
 from .._files import atomic_writer, output_path
 from ..errors import ArgumentError, AttnlabError, NetworkError
-from ..graph import Graph
+from ..graph import Graph, format_port
 from ..spec import Spec
 from .messages import _first_line, _show
 from .modules import _MODULE_FACTORIES
@@ -148,7 +148,7 @@ def _graph_to_json(net, top=False) -> dict:
 
     layers = []
     wrapped: dict[int, str] = {}                  # id of a wrapped torch module → its first layer
-    for name, layer in net._layers.items():
+    for name, layer in net.layer_map.items():
         if isinstance(layer, Graph):
             layers.append({"type": "Network", "name": name, "class": type(layer).__name__,
                            "network": _graph_to_json(layer)})
@@ -174,12 +174,12 @@ def _graph_to_json(net, top=False) -> dict:
         cfg = _encode(cfg, f"layer '{name}' ({layer.type_name})")
         _check_round_trip(layer, name, cfg)
         layers.append({"type": layer.type_name, "name": name, "config": cfg})
-    conns = [{"source": f"{s}/{sp}", "destination": f"{d}/{dp}"}
-             for (d, dp), (s, sp) in net._conns.items()]
+    conns = [{"source": format_port(s, sp), "destination": format_port(d, dp)}
+             for (d, dp), (s, sp) in net.sources.items()]
     doc = {"name": net.name, "layers": layers, "connections": conns,
            "metadata": _encode(net.metadata, "network metadata", metadata=True)}
     if top:
-        specs = net._data_specs
+        specs = net.data_specs
         doc["data_specs"] = None if specs is None else {k: s.to_json() for k, s in specs.items()}
     return doc
 

@@ -14,11 +14,12 @@ def _show(text: str, n: int = 60) -> str:
 
 def _friendly(net, key: str) -> str:
     """A state-dict key as the learnables name it: 'layer_modules.fc.weight' → 'fc/weight'."""
-    for name in sorted(net._layers, key=len, reverse=True):
+    layers = net.layer_map
+    for name in sorted(layers, key=len, reverse=True):
         prefix = f"layer_modules.{module_key(name)}."
         if key.startswith(prefix):
             rest = key[len(prefix):]
-            inner = net._layers[name]
+            inner = layers[name]
             return f"{name}/" + (_friendly(inner, rest) if isinstance(inner, Graph) else rest)
     if key.startswith("layer_modules.") and key.count(".") >= 2:        # not a layer of `net`
         name, _, rest = key[len("layer_modules."):].partition(".")

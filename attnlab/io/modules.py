@@ -63,7 +63,7 @@ def _same_module(entry, net, where, at):
         return None
     here = f"{at}.same_module_as"
     first = _string(entry["same_module_as"], where, here, LIMITS["name_chars"])
-    layer = net._layers.get(first) if net is not None else None
+    layer = net.layer_map.get(first) if net is not None else None
     if layer is None or layer.type_name != "Module":
         raise _bad(where, here, f"{_show(repr(first))} is not a Module layer before this one")
     return layer

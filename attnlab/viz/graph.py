@@ -137,7 +137,7 @@ def network_svg(net, **kw) -> str | None:
 
 
 def _render(net, fmt, **kw):
-    if not net._layers:
+    if not net.layer_map:
         return None
     import matplotlib.pyplot as plt
     with plt.rc_context({"svg.fonttype": "none"}):

@@ -93,8 +93,8 @@ def compute_layout(net, sizes: bool = True, measure=None, direction: str = "TB")
     """Ranks, order and positions of every layer (and of the virtual points of long edges).
     `measure(node)` is a box's extent across the ranks, in inches (its width top-down, its
     height left to right), as the renderer's fonts make it; without it, an estimate."""
-    a = analyze(net, net._data_specs)
-    layers = net._layers
+    a = analyze(net, net.data_specs)
+    layers = net.layer_map
     cyc_edges = set()
     for c in a.cycles:
         ring = c + [c[0]]
@@ -116,7 +116,7 @@ def compute_layout(net, sizes: bool = True, measure=None, direction: str = "TB")
     # 2. edges, with virtual nodes on the ranks they cross
     edges: list[Edge] = []
     virtual: dict[str, Node] = {}
-    for (dst, port), (src, sport) in net._conns.items():
+    for (dst, port), (src, sport) in net.sources.items():
         ins = layers[dst].input_ports
         outs = layers[src].output_ports
         e = Edge(src, dst, port if len(ins) > 1 else None, (src, dst) in cyc_edges,
@@ -149,9 +149,9 @@ def _ranks(net) -> tuple[dict[str, int], set[tuple[str, str]]]:
     """Each layer's rank (longest path from a source) with the back edges of a depth-first walk
     left out, so what remains is acyclic and every kept edge goes down by at least one rank.
     Iterative throughout: thousands of layers in a chain must not exhaust Python's stack."""
-    layers = net._layers
+    layers = net.layer_map
     succ: dict[str, list[str]] = {n: [] for n in layers}
-    for (dst, _), (src, _) in net._conns.items():
+    for (dst, _), (src, _) in net.sources.items():
         succ[src].append(dst)
     state: dict[str, int] = {}                  # 1 on the walk's stack, 2 done
     back: set[tuple[str, str]] = set()
@@ -194,7 +194,7 @@ def _ranks(net) -> tuple[dict[str, int], set[tuple[str, str]]]:
 def _type_text(layer) -> str:
     from ..graph import Graph
     if isinstance(layer, Graph):
-        return f"Network · {len(layer._layers)} layers"
+        return f"Network · {len(layer.layer_map)} layers"
     return layer.type_name
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..analysis import analyze
 from ..errors import DataError
+from ..graph import Graph, parse_port
 
 MAX_STEPS = 256                   # attention maps are cut to this many queries and keys
 
@@ -16,8 +17,8 @@ def _attention_modules(net, prefix=""):
     from ..functional import AttentionModule    # torch, only when a page shows attention
 
     found = []
-    for name, layer in net._layers.items():
-        if hasattr(layer, "_layers") and name in net.layer_modules:     # a nested Network
+    for name, layer in net.layer_map.items():
+        if isinstance(layer, Graph) and name in net.layer_modules:      # a nested Network
             found += _attention_modules(net.layer_modules[name], f"{prefix}{name}/")
             continue
         mod = net.layer_modules[name] if name in net.layer_modules else None
@@ -38,7 +39,7 @@ def attention_maps(net, sample, labels=None, item: int = 0) -> list[dict]:
 
     inputs = _sample_inputs(net, sample)
     if not net.initialized:       # build the modules first: the hooks go on them
-        if any(l.is_input for l in net._layers.values()):
+        if any(l.is_input for l in net.layer_map.values()):
             net.initialize()
         else:
             net.initialize(inputs)
@@ -82,7 +83,7 @@ def attention_maps(net, sample, labels=None, item: int = 0) -> list[dict]:
         w = w[:, :MAX_STEPS, :MAX_STEPS]
         heads, tq, tk = w.shape
         qlab, klab = _axis_labels(owner, name, labels, tq, tk)
-        out.append({"layer": display, "type": owner._layers[name].type_name, "heads": heads,
+        out.append({"layer": display, "type": owner.layer_map[name].type_name, "heads": heads,
                     "tq": tq, "tk": tk, "weights": np.round(w, 4).tolist(),
                     "query_labels": qlab, "key_labels": klab})
     return out
@@ -105,7 +106,7 @@ def _sample_inputs(net, sample) -> dict:
         raise DataError(f"the sample has no array for input(s) {', '.join(repr(n) for n in missing)} "
                         f"(it has {', '.join(repr(k) for k in sample) or 'none'}). Name the arrays "
                         "of the .npz file after the network's inputs.")
-    a = analyze(net, net._data_specs)
+    a = analyze(net, net.data_specs)
     out = {}
     for n in names:
         x = np.asarray(sample[n])
@@ -123,13 +124,13 @@ def _sample_inputs(net, sample) -> dict:
 
 
 def _input_spec(net, a, name):
-    layer_name, _, port = name.partition("/")
-    layer = net._layers.get(layer_name)
+    layer_name = parse_port(name)[0]
+    layer = net.layer_map.get(layer_name)
     if layer is None:
         return None
     if layer.is_input:
         return next(iter((a.out_specs.get(layer_name) or {}).values()), None)
-    return (net._data_specs or {}).get(name)
+    return (net.data_specs or {}).get(name)
 
 
 def _axis_labels(net, name, labels, tq, tk):
@@ -137,7 +138,8 @@ def _axis_labels(net, name, labels, tq, tk):
     input that its query (key) port traces back to through first inputs, when they fit."""
     if not labels:
         return None, None
-    layer = net._layers[name]
+    layers = net.layer_map
+    layer = layers[name]
     ports = layer.input_ports
     qport = "query" if "query" in ports else ports[0]
     kport = "key" if "key" in ports else ports[0]
@@ -145,12 +147,12 @@ def _axis_labels(net, name, labels, tq, tk):
     def trace(port):
         seen = set()
         cur, p = name, port
-        while (cur, p) in net._conns and cur not in seen:
+        while net.source(cur, p) is not None and cur not in seen:
             seen.add(cur)
-            cur, _ = net._conns[(cur, p)]
-            if net._layers[cur].is_input:
+            cur, _ = net.source(cur, p)
+            if layers[cur].is_input:
                 return cur
-            ins = net._layers[cur].input_ports
+            ins = layers[cur].input_ports
             if not ins:
                 return None
             p = ins[0]

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from ..analysis import analyze
+from ..graph import Graph
 from . import graph as G
 from .page_attention import attention_maps
 
@@ -23,26 +24,26 @@ def page_data(net, sample=None, labels=None, training=None, metrics=None, title=
     and issues; edges as routed curves; the issues; totals; attention maps for `sample` (a
     dict by input name or one array, see `attention_maps`); `training` curves (a TrainingInfo
     or its dict of tables); a demo's `metrics`; `images` (name → PNG bytes) shown as pictures."""
-    a = analyze(net, net._data_specs)
+    a = analyze(net, net.data_specs)
     geo = _geometry(net)
     issues = [{"severity": i.severity, "kind": i.kind, "message": i.message, "layer": i.layer,
                "port": i.port} for i in a.issues]
     named = _issues_by_layer(net, a)
     order = {n: i for i, n in enumerate(a.order)}
     to: dict[tuple[str, str], list[str]] = {}
-    for (dst, dport), (src, sport) in net._conns.items():
-        to.setdefault((src, sport), []).append(_port_ref(net, dst, dport, "in"))
+    for (dst, dport), (src, sport) in net.sources.items():
+        to.setdefault((src, sport), []).append(net.port_name(dst, dport, "input"))
     layers = []
     for node in geo["nodes"]:
         n = node["name"]
-        layer = net._layers[n]
+        layer = net.layer_map[n]
         ins = []
         for p in layer.input_ports:
-            src = net._conns.get((n, p))
+            src = net.source(n, p)
             s = (a.in_specs.get(n) or {}).get(p)
             ins.append({"port": p, "size": None if s is None else str(s), "labels": _labels(s),
                         "kind": None if s is None else s.kind,
-                        "from": None if src is None else _port_ref(net, src[0], src[1], "out")})
+                        "from": None if src is None else net.port_name(src[0], src[1], "output")})
         outs = []
         out_specs = a.out_specs.get(n) or {}
         for p in layer.output_ports:
@@ -59,7 +60,7 @@ def page_data(net, sample=None, labels=None, training=None, metrics=None, title=
         "layers": layers, "edges": geo["edges"], "size": geo["size"],
         "issues": issues, "cycles": a.cycles,
         "inputs": list(a.input_names), "outputs": list(a.output_names),
-        "totals": {"layers": len(net._layers), "connections": len(net._conns),
+        "totals": {"layers": len(net.layer_map), "connections": len(net.sources),
                    "learnables": a.total_learnables, "errors": len(a.errors),
                    "warnings": len(a.warnings)},
         "colormap": _viridis(),
@@ -146,13 +147,8 @@ def _dst_port(net, e):
     """The destination port of a layout edge (the layout labels it only on multi-input layers)."""
     if e.port is not None:
         return e.port
-    ports = net._layers[e.destination].input_ports
+    ports = net.layer_map[e.destination].input_ports
     return ports[0] if ports else None
-
-
-def _port_ref(net, layer, port, side):
-    ports = net._layers[layer].input_ports if side == "in" else net._layers[layer].output_ports
-    return layer if len(ports) == 1 else f"{layer}/{port}"
 
 
 def _issues_by_layer(net, a) -> dict[str, list[int]]:
@@ -167,9 +163,9 @@ def _issues_by_layer(net, a) -> dict[str, list[int]]:
         if issue.kind == "cycle":
             names.update(next(cycles, []))
         if issue.kind == "after-cycle":          # it lists the layers below the cycle
-            names.update(n for n in net._layers if f"'{n}'" in issue.message)
+            names.update(n for n in net.layer_map if f"'{n}'" in issue.message)
         for n in names:
-            if n in net._layers:
+            if n in net.layer_map:
                 out.setdefault(n, []).append(i)
     return out
 
@@ -188,8 +184,8 @@ def _options(layer) -> dict:
         return {"(options)": f"unavailable: {type(e).__name__}: {e}"}
     out = {}
     for k, v in cfg.items():
-        if hasattr(v, "_layers"):                 # a nested network: its size, not its graph
-            v = f"Network · {len(v._layers)} layers"
+        if isinstance(v, Graph):                  # a nested network: its size, not its graph
+            v = f"Network · {len(v.layer_map)} layers"
         out[str(k)] = v if isinstance(v, (bool, int, float, str, type(None))) else repr(v)
     return out
 
