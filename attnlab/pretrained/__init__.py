@@ -45,6 +45,8 @@ from .weights import INDEX, SAFETENSORS, Checkpoint, W, Weight, collect, load, n
 
 # model_type → the module of this package that builds it
 FAMILIES = {
+    "gpt2": "gpt2",
+    "bert": "bert",
     "vit": "vit",
 }
 

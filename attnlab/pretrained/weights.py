@@ -48,21 +48,23 @@ class Weight:
         The file holds the 2-D tensor transposed (in×out, GPT-2's Conv1D).
     reshape : bool
         The file holds the same values in another shape (ViT's 1×1×D class token for a D).
-    tied : bool
-        The file may leave it out: its learnable is tied to another tensor's (the output
-        projection that shares the input embedding). Read when present, written back when the
-        original file had it.
+    tied : bool or str
+        The file may leave it out: its values are another tensor's. A learnable name ("wte/weight"):
+        the loader makes this row's learnable that very Parameter (an output projection that
+        shares the input embedding; `analyze()` and saved files count it once). True: another
+        row fills the same learnable (BERT's decoder bias). Not read (the tensor it is tied to
+        wins, as in transformers); written back when the original file had it.
     """
 
     name: str
     learnables: tuple[str, ...]
     transpose: bool = False
     reshape: bool = False
-    tied: bool = False
+    tied: bool | str = False
 
 
 def W(name: str, *learnables: str, transpose: bool = False, reshape: bool = False,
-      tied: bool = False) -> Weight:
+      tied: bool | str = False) -> Weight:
     """A table row: ``W("h.0.ln_1.weight", "h.0.ln_1/weight")``."""
     return Weight(name, learnables, transpose, reshape, tied)
 
@@ -195,8 +197,30 @@ def _learnables(net) -> dict[str, nn.Parameter]:
     return dict(net.learnables)
 
 
+def tie(net, table: list[Weight]) -> None:
+    """Makes the learnable of each row tied to another ("wte/weight") that very Parameter."""
+    params = _learnables(net)
+    for w in table:
+        if not isinstance(w.tied, str) or w.tied not in params:
+            continue
+        source = params[w.tied]
+        for name in w.learnables:
+            if params.get(name) is source:
+                continue                                   # tied by the layers themselves
+            layer, _, path = name.partition("/")
+            owner, _, attr = path.rpartition(".")
+            mod = net.layer_modules[layer]
+            mod = mod.get_submodule(owner) if owner else mod
+            old = getattr(mod, attr, None)
+            if not isinstance(old, nn.Parameter) or old.shape != source.shape:
+                raise CheckpointError(f"cannot tie '{name}' to '{w.tied}': their shapes differ. "
+                                      "This is a bug in attnlab's table: please report it.")
+            setattr(mod, attr, source)
+
+
 def check_table(net, table: list[Weight], family: str) -> dict[str, nn.Parameter]:
     """The network's learnables, once the table is known to fill each exactly once."""
+    tie(net, table)
     params = _learnables(net)
     filled = [name for w in table for name in w.learnables]
     unknown = [n for n in filled if n not in params]
