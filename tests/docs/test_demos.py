@@ -316,3 +316,13 @@ def test_a_bad_worker_count_stops_a_demo_before_it_loads_anything(demo, tmp_path
     with pytest.raises(ArgumentError, match="ATTNLAB_DEMO_WORKERS: expected a whole number ≥ 1"):
         module.run(tmp_path / "out", epochs=1)
     assert not (tmp_path / "out").exists()
+
+
+def test_demo_table_counts_one_error_in_the_singular():
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))   # the repository's tools
+    import demo_table
+    assert [demo_table.errors(n) for n in (0, 1, 3)] == ["0 errors", "1 error", "3 errors"]
+    one = {"test_accuracy": 359 / 360, "test_errors": 1}
+    assert demo_table._figure("digits", one) == "99.72 % (1 error)"
