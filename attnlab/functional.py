@@ -363,7 +363,8 @@ def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causa
     vh = v.reshape(B, Tk, kv_heads, dv).transpose(1, 2)  # B×Hkv×Tk×dv
 
     gqa = kv_heads != H
-    if gqa and not (fused and _SDPA_GQA):
+    # torch's ONNX form of enable_gqa mishandles a mask over queries and keys: repeat there
+    if gqa and not (fused and _SDPA_GQA) or gqa and torch.onnx.is_in_onnx_export():
         kh = kh.repeat_interleave(H // kv_heads, dim=1)  # B×H×Tk×dk
         vh = vh.repeat_interleave(H // kv_heads, dim=1)  # B×H×Tk×dv
         gqa = False

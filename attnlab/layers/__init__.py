@@ -11,7 +11,7 @@ from .embedding import Embedding
 from .inputs import FeatureInput, ImageInput, SequenceInput, TokenInput
 from .module import Module
 from .normalization import BatchNorm, InputNormalization, LayerNorm, RMSNorm
-from .position import PositionEmbedding, SinusoidalPositionEncoding
+from .position import PositionEmbedding, RelativePositionBias, SinusoidalPositionEncoding
 from .pooling import (AvgPool2d, Flatten, GlobalAvgPool1d, GlobalAvgPool2d, GlobalMaxPool1d,
                       GlobalMaxPool2d, Index1d, MaxPool2d, Pool1d)
 from .recurrent import GRU, LSTM
@@ -28,7 +28,7 @@ __all__ = [
     "GlobalMaxPool2d", "Flatten", "Index1d",
     "Addition", "Concatenation", "Multiplication", "Embedding",
     "Attention", "SelfAttention", "MultiHeadAttention", "AttentionPool1d", "ImageToSequence",
-    "PositionEmbedding", "SinusoidalPositionEncoding", "PatchEmbedding",
+    "PositionEmbedding", "SinusoidalPositionEncoding", "RelativePositionBias", "PatchEmbedding",
     "EmbeddingConcatenation", "Module",
 ]
 

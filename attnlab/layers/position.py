@@ -1,12 +1,16 @@
-"""Position information for attention, which is otherwise blind to order. Both layers output
-only the position signal (as MATLAB's): add it to the sequence with `Addition`."""
+"""Position information for attention, which is otherwise blind to order. The embedding and
+encoding layers output only the position signal (as MATLAB's): add it to the sequence with
+`Addition`. `RelativePositionBias` gives attention layers T5's additive score bias instead.
+(Rotary embeddings and ALiBi are options of the attention layers themselves.)"""
 from __future__ import annotations
 
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from ..attention_bias import relative_position_bucket, relative_positions
 from ..errors import DataError, SizeError
 from ..spec import Spec
 from . import _checks as check
@@ -117,3 +121,88 @@ class _Sinusoidal(nn.Module):
         angles = pos.unsqueeze(1) * self.freq                                # T×ceil(dim/2)
         pe = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(1)    # T×(2·ceil(dim/2))
         return pe[:, :self.dim].to(x.dtype).unsqueeze(0).expand(b, t, -1)    # B×T×dim
+
+
+class RelativePositionBias(Layer):
+    """T5's relative position bias: a learned score bias per head and relative-position bucket,
+    for the `bias` input of attention layers (`has_bias_input=True`, with `scale=1.0` for T5).
+
+    The bias of query i and key j is `weight[bucket(j − i), h]` for head h, the buckets those of
+    transformers' `T5Attention._relative_position_bucket`: half of them exact for small
+    distances, the rest logarithmic up to `max_distance` (farther keys share the last bucket);
+    `bidirectional` (T5's encoder) gives keys after the query buckets of their own, a decoder
+    (`bidirectional=False`) shares one bucket for them. Only the lengths of the inputs are read:
+    connect the query and key sequences of the attention it feeds (the same sequence twice for
+    self-attention). One layer may feed the `bias` port of many attention layers, as T5 shares
+    the first layer's bias with the others.
+
+    Parameters
+    ----------
+    num_heads : int
+        Heads of the attention layers it feeds.
+    num_buckets : int
+        Relative-position buckets (T5: 32).
+    max_distance : int
+        Distances from here on share the last bucket (T5: 128).
+    bidirectional : bool
+        Separate buckets for keys after the query (an encoder); False for a causal decoder.
+
+    Learnables: `weight`, num_buckets × num_heads (T5's `relative_attention_bias.weight`).
+
+    Shape
+    -----
+    - `query`: B×Tq×C
+    - `key`: B×Tk×C
+    - `out`: B×num_heads×Tq×Tk (one H×Tq×Tk bias, broadcast over the batch)
+    """
+
+    stem = "relbias"
+    input_ports = ("query", "key")
+
+    def __init__(self, num_heads: int, num_buckets: int = 32, max_distance: int = 128,
+                 bidirectional: bool = True, name: str | None = None):
+        super().__init__(name)
+        self.num_heads = check.integer(self, "num_heads", num_heads, example=8)
+        self.bidirectional = check.flag(self, "bidirectional", bidirectional)
+        least = 4 if self.bidirectional else 2
+        self.num_buckets = check.integer(self, "num_buckets", num_buckets, least=least,
+                                         example=32)
+        exact = self.num_buckets // (4 if self.bidirectional else 2)
+        self.max_distance = check.integer(
+            self, "max_distance", max_distance, least=exact + 1, example=128)
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        q, k = specs["query"], specs["key"]
+        for port, s in (("query", q), ("key", k)):
+            self.require(s, port, ("BTC",), "RelativePositionBias reads the lengths of the "
+                         "query and key sequences of the attention it feeds.")
+        check.learnables_fit(self, "query", "Use fewer num_buckets or num_heads.",
+                             weight=(self.num_buckets, self.num_heads))
+        return Spec("BHQK", (None, self.num_heads, q.time, k.time))
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return RelativePositionBiasModule(self.num_heads, self.num_buckets, self.max_distance,
+                                          self.bidirectional)
+
+
+class RelativePositionBiasModule(nn.Module):
+    """`forward(query, key)` → B×H×Tq×Tk (a broadcast view); `bias(q_pos, k_pos)` → 1×H×Tq×Tk
+    for any query and key positions (1-D tensors), which streaming calls."""
+
+    def __init__(self, num_heads, num_buckets, max_distance, bidirectional):
+        super().__init__()
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        self.bidirectional = bidirectional
+        self.weight = nn.Parameter(torch.randn(num_buckets, num_heads) * 0.02)
+
+    def bias(self, q_pos, k_pos):
+        rel = relative_positions(q_pos, k_pos)                                 # Tq×Tk
+        buckets = relative_position_bucket(rel, self.bidirectional, self.num_buckets,
+                                           self.max_distance)
+        return F.embedding(buckets, self.weight).permute(2, 0, 1).unsqueeze(0)  # 1×H×Tq×Tk
+
+    def forward(self, query, key):
+        b, tq, tk = query.shape[0], query.shape[1], key.shape[1]
+        dev = self.weight.device
+        out = self.bias(torch.arange(tq, device=dev), torch.arange(tk, device=dev))
+        return out.expand(b, -1, -1, -1)                                       # B×H×Tq×Tk

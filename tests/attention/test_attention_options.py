@@ -354,3 +354,155 @@ def test_alibi_slopes_are_blooms_for_any_head_count():
         torch.testing.assert_close(ref[:, 0, 1], slopes)            # position 1: the slope
         assert math.isclose(slopes[0].item(), 2 ** (-8 / 2 ** math.floor(math.log2(heads))),
                             rel_tol=1e-6)
+
+
+# ------------------------------------------------------------------ sliding window --------
+
+@pytest.mark.parametrize("window", [1, 3, 4, 20])
+@pytest.mark.parametrize("tq,tk", [(6, 6), (2, 6)])
+def test_window_mask_is_mistrals(window, tq, tk):
+    from transformers.masking_utils import sliding_window_causal_mask_function
+    rule = sliding_window_causal_mask_function(window)
+    off = tk - tq                                      # a cache: the queries are the last tq
+    q_idx = torch.arange(tq)[:, None] + off
+    kv_idx = torch.arange(tk)[None, :]
+    want = rule(torch.tensor(0), torch.tensor(0), q_idx, kv_idx)
+    x = torch.randn(1, tq, 8)
+    k = torch.randn(1, tk, 8)
+    _, w = attention(x, k, k, 2, attention_mask="causal", causal_alignment="bottom-right",
+                     window=window, need_weights=True)
+    assert torch.equal(w[0, 0] > 0, want.expand(tq, tk))
+
+
+@pytest.mark.parametrize("kw", [dict(window=3), dict(window=3, rotary=True, num_kv_heads=2),
+                                dict(window=1), dict(window=4, alibi=True, num_kv_heads=1),
+                                dict(window=2, projection_bias=False)])
+def test_windowed_stream_equals_the_full_pass_past_the_window_with_bounded_memory(kw):
+    torch.manual_seed(9)
+    net = _net(attention_mask="causal", **kw)
+    x = torch.randn(2, 40, 12)
+    full = net(x)
+    s = net.stream(capacity=8)
+    torch.testing.assert_close(_step_by_step(s, x, range(1, 41)), full, atol=1e-5, rtol=1e-5)
+    cache = s.steppers["sa"].cache
+    assert cache.capacity <= 16 and cache.pos == 40            # 40 steps in at most 16 slots
+    s.reset()
+    torch.testing.assert_close(_step_by_step(s, x, [5, 6, 13, 14, 30, 40]), full, atol=1e-5,
+                               rtol=1e-5)
+    assert cache.capacity <= 64
+
+
+def test_window_without_causal_is_a_band_and_cross_attention_windows_by_position():
+    q = torch.randn(1, 6, 4, dtype=torch.float64)
+    _, w = attention(q, q, q, 1, window=2, need_weights=True)
+    i = torch.arange(6)
+    assert torch.equal(w[0, 0] > 0, (i[:, None] - i[None]).abs() < 2)
+    torch.manual_seed(10)
+    net = al.Network([L.SequenceInput(8, name="x"),
+                      L.MultiHeadAttention(2, 8, attention_mask="causal", window=2, alibi=True,
+                                           name="mha")])
+    net.add(L.SequenceInput(8, name="mem")).connect("mem", "mha/key").connect("mem", "mha/value")
+    net.initialize().eval()
+    x, mem = torch.randn(2, 6, 8), torch.randn(2, 7, 8)
+    full = net({"x": x, "mem": mem})
+    s = net.stream({"mem": mem})
+    torch.testing.assert_close(_step_by_step(s, x, [1, 3, 6]), full, atol=1e-5, rtol=1e-5)
+
+
+def test_window_static_shape_stream(monkeypatch):
+    import attnlab.stream.core as core
+    monkeypatch.setattr(core, "maybe_compile", lambda fn, *a, **k: fn)
+    torch.manual_seed(11)
+    net = _net(attention_mask="causal", window=3, alibi=True, rotary=True)
+    x = torch.randn(2, 9, 12)
+    full = net(x)
+    s = net.stream(compile=True, capacity=4)
+    torch.testing.assert_close(_step_by_step(s, x, [2, 3, 4, 9]), full, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [0, -2, 2.5, True, "4"])
+def test_window_must_be_a_positive_int(bad):
+    with pytest.raises(al.ArgumentError) as e:
+        L.SelfAttention(2, 8, window=bad, name="sa")
+    assert "SelfAttention 'sa' argument 'window': expected" in _message(e)
+    with pytest.raises(al.ArgumentError) as e:
+        attention(torch.randn(1, 2, 4), torch.randn(1, 2, 4), torch.randn(1, 2, 4), 1, window=bad)
+    assert "argument 'window'" in _message(e)
+
+
+# ------------------------------------------------------------------ ALiBi ------------------
+
+@pytest.mark.parametrize("heads", [1, 3, 4, 6])
+def test_alibi_weights_equal_blooms_scores(heads):
+    from transformers.models.bloom.modeling_bloom import build_alibi_tensor
+    torch.manual_seed(12)
+    t, d = 7, 4
+    q, k, v = (torch.randn(2, t, heads * d) for _ in range(3))
+    _, w = attention(q, k, v, heads, attention_mask="causal", alibi=True, need_weights=True)
+    # BLOOM: softmax(alibi + q·k/sqrt(d)) under the causal mask, alibi = slope_h · key position
+    alibi = build_alibi_tensor(torch.ones(2, t), heads, torch.float32).view(2, heads, 1, t)
+    qh = q.view(2, t, heads, d).transpose(1, 2)
+    kh = k.view(2, t, heads, d).transpose(1, 2)
+    scores = alibi + qh @ kh.transpose(-1, -2) / math.sqrt(d)
+    scores = scores.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf"))
+    torch.testing.assert_close(w, scores.softmax(-1), atol=1e-6, rtol=1e-5)
+    out = attention(q, k, v, heads, attention_mask="causal", alibi=True)      # fused kernel
+    torch.testing.assert_close(out, (w @ v.view(2, t, heads, d).transpose(1, 2))
+                               .transpose(1, 2).reshape(2, t, -1), atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kw", [dict(alibi=True), dict(alibi=True, num_kv_heads=2),
+                                dict(alibi=True, projection_bias=False)])
+def test_alibi_streams_as_the_full_pass(kw):
+    torch.manual_seed(13)
+    net = _net(attention_mask="causal", **kw)
+    x = torch.randn(2, 8, 12)
+    full = net(x)
+    s = net.stream()
+    torch.testing.assert_close(_step_by_step(s, x, range(1, 9)), full, atol=1e-5, rtol=1e-5)
+    s.reset()
+    torch.testing.assert_close(_step_by_step(s, x, [3, 4, 8]), full, atol=1e-5, rtol=1e-5)
+
+
+def test_alibi_layer_equals_the_naive_formula_with_gradients():
+    torch.manual_seed(14)
+    net = _net(attention_mask="causal", alibi=True, window=3, num_kv_heads=2).double()
+    mod = net.layer_modules["sa"]
+    x = torch.randn(2, 6, 12, dtype=torch.float64, requires_grad=True)
+    got = net(x)
+    want = naive_self_attention(mod, x, 4, 2, alibi=True, window=3)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(torch.autograd.grad(got.sum(), x)[0],
+                               torch.autograd.grad(want.sum(), x)[0])
+
+
+def test_alibi_must_be_a_flag():
+    with pytest.raises(al.ArgumentError) as e:
+        L.MultiHeadAttention(2, 8, alibi="bloom", name="m")
+    assert "'m' argument 'alibi': expected True or False" in _message(e)
+    with pytest.raises(al.ArgumentError) as e:
+        L.SelfAttention(2, 8, has_bias_input=1, name="m")
+    assert "'m' argument 'has_bias_input': expected True or False" in _message(e)
+    with pytest.raises(al.ArgumentError) as e:
+        L.SelfAttention(2, 8, projection_bias=None, name="m")
+    assert "'m' argument 'projection_bias': expected True or False" in _message(e)
+
+
+@pytest.mark.parametrize("kw", [dict(window=3, num_kv_heads=2), dict(alibi=True, rotary=True)])
+def test_onnx_export_of_window_and_alibi_at_two_lengths(tmp_path, kw):
+    torch.manual_seed(15)
+    net = _net(attention_mask="causal", **kw)
+    _onnx_check(net, tmp_path / "options.onnx", lambda b, t: torch.randn(b, t, 12))
+
+
+def test_options_save_and_load(tmp_path):
+    torch.manual_seed(16)
+    net = _net(attention_mask="causal", rotary={"fraction": 0.5, "interleaved": True},
+               window=3, alibi=True, num_kv_heads=2, projection_bias=False)
+    x = torch.randn(1, 5, 12)
+    net.save(tmp_path / "net")
+    back = al.load(tmp_path / "net")
+    layer = back.layers[-1]
+    assert layer.rotary == {"base": 10000.0, "fraction": 0.5, "interleaved": True}
+    assert (layer.window, layer.alibi, layer.projection_bias) == (3, True, False)
+    torch.testing.assert_close(back.eval()(x), net(x))

@@ -15,7 +15,7 @@ from ... import functional as AF
 from ...attention_bias import alibi_bias, alibi_slopes_tensor, relative_positions
 from ...attention_modules import AttentionModule
 from ...attention_rules import scale_value
-from ...layers import Attention, MultiHeadAttention, SelfAttention
+from ...layers import Attention, MultiHeadAttention, RelativePositionBias, SelfAttention
 from .cache import KVCache
 from .registry import NotStreamable, Stepper, linear_of, register_stepper
 
@@ -384,3 +384,45 @@ def _multi_head_attention(ctx):
     return CrossAttentionStepper(m, keys, values, _static_key_mask(ctx),
                                  layer.attention_mask == "causal", layer.has_scores_output,
                                  _bias_of(ctx))
+
+
+class RelativePositionBiasStepper(Stepper):
+    """T5's relative position bias for the new query steps pos…pos+t−1 against every key so
+    far (0…pos+t−1, the cache of the attention it feeds) or against a static key sequence:
+    B×H×t×Tk, what the full pass gives at those rows."""
+
+    needs_pos = True
+
+    def __init__(self, module, key_length=None, capacity=64):
+        self.module = module
+        self.key_length = key_length              # static keys: their length; else streamed
+        self.capacity0 = max(1, int(capacity))
+        self.width = 0                            # static shapes: key columns, as the cache's
+
+    def step(self, pos, *xs):
+        b, t, dev = xs[0].shape[0], xs[0].shape[1], self.module.weight.device
+        keys = self.key_length if self.key_length is not None else pos + t
+        out = self.module.bias(torch.arange(pos, pos + t, device=dev),
+                               torch.arange(keys, device=dev))                   # 1×H×t×Tk
+        return out.expand(b, -1, -1, -1)
+
+    def prepare(self, end, batch, device, dtype):
+        # the key columns of the static-shape cache: its capacity, grown as the cache grows
+        if end > self.width:
+            self.width = max(self.capacity0, end, 2 * self.width)
+
+    def static_step(self, positions, *xs):
+        dev = self.module.weight.device
+        keys = self.key_length if self.key_length is not None else self.width
+        out = self.module.bias(positions, torch.arange(keys, device=dev))
+        return out.expand(xs[0].shape[0], -1, -1, -1)
+
+
+@register_stepper(RelativePositionBias)
+def _relative_position_bias(ctx):
+    if "query" not in ctx.streamed:
+        raise NotStreamable("its keys are streamed but its queries are not, so every bias row "
+                            "would change with each new step", "stream the query too, or give "
+                            "the key input in static_inputs")
+    key_length = None if "key" in ctx.streamed else ctx.static["key"][0].shape[1]
+    return RelativePositionBiasStepper(ctx.module, key_length, ctx.capacity)
