@@ -48,6 +48,9 @@ FAMILIES = {
     "gpt2": "gpt2",
     "bert": "bert",
     "vit": "vit",
+    "llama": "llama",
+    "mistral": "mistral",
+    "t5": "t5",
 }
 
 META_KEY = "huggingface"
