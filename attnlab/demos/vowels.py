@@ -148,13 +148,13 @@ class Augmented(torch.utils.data.Dataset):
         r, c = self.rng, CEPSTRUM
         s = np.asarray(s)[:, :c]
         s = resample(s, max(4, int(round(len(s) * r.uniform(1 - self.warp, 1 + self.warp)))))
-        s[:, :c] *= r.uniform(1 - self.scale, 1 + self.scale, (1, c))
-        s[:, :c] += r.standard_normal(len(self.factor)) @ self.factor       # one offset a step
+        s *= r.uniform(1 - self.scale, 1 + self.scale, (1, c))              # T'×12, float64
+        s += r.standard_normal(len(self.factor)) @ self.factor              # the same at every step
         key = (int(r.integers(len(self.deviations))), len(s))
         if key not in self._transferred:
             self._transferred[key] = self.transfer * resample(self.deviations[key[0]], len(s))
-        s[:, :c] += self._transferred[key]
-        s[:, :c] += r.normal(0.0, self.jitter, (len(s), c))
+        s += self._transferred[key]
+        s += r.normal(0.0, self.jitter, (len(s), c))
         return with_deltas(s)
 
 
