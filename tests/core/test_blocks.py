@@ -302,3 +302,40 @@ def test_gelu_activation_equals_torch():
     close(net(x), ref(x))
     assert al.blocks.transformer_encoder(D, H, F, activation="silu").layers[
         "activation"].type_name == "SiLU"
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_without_biases_equals_torch(norm):
+    torch.manual_seed(0)
+    net = al.Network()
+    net.add(L.SequenceInput(D, name="tgt"))
+    net.add(L.SequenceInput(D, name="mem"))
+    net.add(al.blocks.transformer_decoder(D, H, F, norm=norm, bias=False))
+    net.connect("tgt", "decoder/in")
+    net.connect("mem", "decoder/memory")
+    ref = nn.TransformerDecoderLayer(D, H, F, batch_first=True, norm_first=norm == "pre",
+                                     bias=False)
+    assert not [n for n in net.learnables if n.endswith("bias")]
+    assert net.analyze().total_learnables == sum(p.numel() for p in ref.parameters())
+    dst = net.learnables
+    with torch.no_grad():
+        for att in ("self_attn", "multihead_attn"):
+            mha = getattr(ref, att)
+            for i, part in enumerate(("query", "key", "value")):
+                dst[f"decoder/{att}/{part}.weight"].copy_(mha.in_proj_weight[i * D:(i + 1) * D])
+            dst[f"decoder/{att}/output.weight"].copy_(mha.out_proj.weight)
+        for m in ("linear1", "linear2", "norm1", "norm2", "norm3"):
+            dst[f"decoder/{m}/weight"].copy_(getattr(ref, m).weight)
+    net.eval(), ref.eval()
+    tgt, mem = torch.randn(2, 5, D), torch.randn(2, 3, D)
+    close(net({"tgt": tgt, "mem": mem}), ref(tgt, mem, tgt_mask=causal(5)))
+
+
+def test_grouped_heads_and_rotary_pass_through():
+    blk = al.blocks.transformer_encoder(D, H, F, causal=True, num_kv_heads=2, rotary=True)
+    assert blk.layers["self_attn"].num_kv_heads == 2 and blk.layers["self_attn"].rotary
+    net = al.Network([L.SequenceInput(D), blk]).eval()
+    x = torch.randn(2, 6, D)
+    full = net(x)
+    s = net.stream()
+    close(torch.cat([s.step(x[:, t:t + 1]) for t in range(6)], 1), full)
