@@ -4,6 +4,7 @@ The exported model's inputs are the network's inputs, in `net.input_names` order
 for a sequence input and with `masks=True` (the default) — by its padding mask:
 
     <input>        float  B×T×C (sequences), B×C×H×W (images), B×C (features)
+                   int64  B×T (token ids of a `TokenInput`)
     <input>_mask   bool   B×T, True = a real time step, False = padding
 
 Batch (`batch`) and every sequence input's length (`<input>_time`) are dynamic. The masks play the
@@ -206,15 +207,17 @@ class _Example:
             if n not in given:
                 raise DataError(f"export_onnx: the example lacks input '{n}'.")
             x = given[n]
-            as_batch(x, spec, n, dtype)      # the forward pass's checks, before any tracing
+            checked = as_batch(x, spec, n, dtype)   # the forward pass's checks, before any tracing
             mask = None
-            if isinstance(x, Padded):
+            if spec.labels == "BT":                 # token ids: int64, as the forward takes them
+                x, mask = checked
+            elif isinstance(x, Padded):
                 mask = x.mask
                 x = x.data
             elif isinstance(x, (list, tuple)) and spec.is_sequence:
                 x, mask = pad_sequences(x, dtype=dtype)
             x = torch.as_tensor(np.asarray(x) if not isinstance(x, torch.Tensor) else x)
-            x = x.to(dtype)
+            x = x if spec.labels == "BT" else x.to(dtype)
             if m and mask is None:
                 mask = torch.ones(x.shape[0], x.shape[1], dtype=torch.bool)
             data[n] = (x, mask if m else None)
@@ -228,7 +231,8 @@ class _Example:
             shape = example_shape(spec, batch, t)
             vocab = self.vocab[n]
             if vocab:
-                x = torch.randint(0, vocab, shape, generator=g).to(dtype)
+                x = torch.randint(0, vocab, shape, generator=g)
+                x = x if spec.labels == "BT" else x.to(dtype)       # token ids stay int64
             else:
                 x = torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
             mask = None
