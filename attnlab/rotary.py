@@ -72,23 +72,39 @@ class Rotary:
             emb = torch.cat((freqs, freqs), dim=-1)                         # T×r: θ0 … θ0 …
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
-    def _table(self, end: int, device, dtype) -> tuple[Tensor, Tensor]:
+    def _signed(self, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+        """cos and the sin that multiplies the swapped pairs, T×1×r: −sin where the rotation
+        takes the partner's negative (the first half, or the even channels)."""
+        r = self.dims
+        sign = torch.ones(r, dtype=sin.dtype, device=sin.device)
+        if self.interleaved:
+            sign[0::2] = -1
+        else:
+            sign[:r // 2] = -1
+        return cos.unsqueeze(1), (sin * sign).unsqueeze(1)
+
+    def _table(self, end: int, device, dtype):
         key = (str(device), dtype)
         table = self._tables.get(key)
         if table is None or table[0].shape[0] < end:
             length = max(64, end, 2 * (table[0].shape[0] if table is not None else 0))
-            table = self._tables[key] = self.angles(torch.arange(length, device=device), dtype)
+            cos, sin = self._signed(*self.angles(torch.arange(length, device=device), dtype))
+            # one-step views made once: a decoding step indexes a list
+            table = self._tables[key] = (cos, sin, cos.split(1), sin.split(1))
         return table
 
     def cos_sin(self, pos: Positions, t: int, device, dtype) -> tuple[Tensor, Tensor]:
-        """cos and sin, t×r, for the t steps from `pos` (or at the positions of a tensor)."""
+        """cos and signed sin (see `_signed`), t×1×r, for the t steps from `pos` (or at the
+        positions of a tensor)."""
         if torch.jit.is_tracing() or torch.compiler.is_compiling():
             positions = torch.arange(t, device=device) + pos if isinstance(pos, int) else pos
-            return self.angles(positions, dtype)
+            return self._signed(*self.angles(positions, dtype))
         if isinstance(pos, int):
-            cos, sin = self._table(pos + t, device, dtype)
+            cos, sin, cos_rows, sin_rows = self._table(pos + t, device, dtype)
+            if t == 1:
+                return cos_rows[pos], sin_rows[pos]
             return cos[pos:pos + t], sin[pos:pos + t]
-        cos, sin = self._table(int(pos.max()) + 1 if pos.numel() else 0, device, dtype)
+        cos, sin, _, _ = self._table(int(pos.max()) + 1 if pos.numel() else 0, device, dtype)
         return cos.index_select(0, pos), sin.index_select(0, pos)
 
     # -- the map ---------------------------------------------------------------------------
@@ -96,14 +112,14 @@ class Rotary:
         b, t, c = x.shape
         d, r = self.head_size, self.dims
         xh = x.reshape(b, t, c // d, d)                                     # B×T×H×d
-        cos, sin = self.cos_sin(pos, t, x.device, x.dtype)                  # T×r
-        cos, sin = cos[:, None, :], sin[:, None, :]                         # T×1×r
+        cos, sin = self.cos_sin(pos, t, x.device, x.dtype)                  # T×1×r
         rot = xh[..., :r] if r < d else xh
+        # each channel's partner: the other half (roll), or the other of its pair (flip)
         if self.interleaved:
-            turned = torch.stack((-rot[..., 1::2], rot[..., 0::2]), dim=-1).flatten(-2)
+            partner = rot.unflatten(-1, (r // 2, 2)).flip(-1).flatten(-2)
         else:
-            turned = torch.cat((-rot[..., r // 2:], rot[..., :r // 2]), dim=-1)
-        out = rot * cos + turned * sin                                      # B×T×H×r
+            partner = rot.roll(r // 2, dims=-1)
+        out = rot * cos + partner * sin                                     # B×T×H×r
         if r < d:
             out = torch.cat((out, xh[..., r:]), dim=-1)                     # B×T×H×d
         return out.reshape(b, t, c)                                         # B×T×(H·d)

@@ -80,7 +80,7 @@ class CachedAttentionStepper(Stepper):
             and not self.additive
         f = self.fused
         if decoding and f is not None and self.same_heads and not self.hooked \
-                and self.window is None and not _compiling():
+                and not _compiling():
             return self._step_fused(xs[0], f)
         q, k, v = self.project(*xs)
         pos = self.cache.pos                                # the new steps' first position
@@ -94,6 +94,8 @@ class CachedAttentionStepper(Stepper):
         """One step of self-attention with equal q/k/v heads: as `_step_one`, in fewer calls
         (q, k and v as views of one B×3×H×d tensor: no split, no reshaping views)."""
         c, b = self.cache, x.shape[0]
+        if self.window is not None:
+            c.compact(1)                                   # a window drops unseen steps
         n = c.n
         qkv = self.module.qkv(x, (f["w"], f["b"]))                          # B×1×3·H·d
         q, k, v = qkv.view(b, 3, self.h, self.dk).unbind(1)                 # B×H×d views
@@ -103,7 +105,10 @@ class CachedAttentionStepper(Stepper):
         c.k_slots[n].copy_(k)
         c.v_slots[n].copy_(v)
         c.n = n + 1
-        y = F.scaled_dot_product_attention(q.unsqueeze(2), c.k_prefix[n], c.v_prefix[n],
+        keys, values = c.k_prefix[n], c.v_prefix[n]                         # B×H×(n+1)×d
+        if self.window is not None and n + 1 > self.window:  # the last `window` steps
+            keys, values = keys[:, :, n + 1 - self.window:], values[:, :, n + 1 - self.window:]
+        y = F.scaled_dot_product_attention(q.unsqueeze(2), keys, values,
                                            scale=self.scale)                # B×H×1×d
         return self.out(y.view(b, 1, self.h * self.dv))                     # B×1×H·d: a view
 
