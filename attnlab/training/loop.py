@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from .. import precision as P
-from ..compiled import maybe_compile
+from ..torch_compile import maybe_compile
 from ..errors import ArgumentError, DataError, TrainingError
 from . import checkpoint as ck
 from . import distributed as dd
@@ -36,32 +36,62 @@ from .step import evaluate, train_step
 
 
 @dataclass
-class Run:
-    """What one call of `train` works with (built once, read by the helpers below).
-    `Any` where the type is a duck (data sources, the progress display) or optional."""
-    net: Any
-    o: TrainingOptions
+class Placement:
+    """Where the run computes: the process group (`d`), this process's device and the device
+    collectives run on (`cdev`)."""
     d: dd.Dist
     device: torch.device
     cdev: torch.device
+
+
+@dataclass
+class Feed:
+    """The data: training and validation sources (`Any`: tensors or a Dataset path), the
+    output heads (loss and metrics per output), batches per epoch and the generator that
+    draws each epoch's order."""
     data: Any
     val: Any
     heads: list
+    batches_per_epoch: int
+    generator: torch.Generator
+
+
+@dataclass
+class Optimisation:
+    """What one step runs: the (maybe compiled) forward, the optimizer and its schedule
+    (`sched_unit`: "iteration" or "epoch"), gradient clipping, the activation watch of
+    check_finite, and mixed precision (`amp`: an autocast factory, None for fp32; fp16's
+    GradScaler)."""
     fwd: Any
     opt: torch.optim.Optimizer
     scheduler: Any
     sched_unit: str
     clip: Any
-    generator: torch.Generator
+    watch: ActivationWatch | None
+    amp: Any = None
+    scaler: Any = None
+
+
+@dataclass
+class Reporting:
+    """Progress and logging: the recorder of step records, the TrainingInfo it fills, the
+    progress display (`Any`: a duck), TensorBoard and the training-progress plot."""
     recorder: Recorder
     info: TrainingInfo
     progress: Any
     board: TensorBoard
     plotter: Plotter | None
-    watch: ActivationWatch | None
-    batches_per_epoch: int
-    amp: Any = None             # autocast context factory (mixed precision), None for fp32
-    scaler: Any = None          # fp16's GradScaler
+
+
+@dataclass
+class Run:
+    """What one call of `train` works with (built once, read by the helpers below), in parts."""
+    net: Any
+    o: TrainingOptions
+    place: Placement
+    feed: Feed
+    optim: Optimisation
+    report: Reporting
 
 
 def train(net: Any, X: Any, Y: Any = None, loss: Any = "crossentropy",
@@ -102,20 +132,20 @@ def train(net: Any, X: Any, Y: Any = None, loss: Any = "crossentropy",
 def _train(net, X, Y, loss, o, d) -> TrainingInfo:
     t0 = time.perf_counter()
     run, st = _prepare(net, X, Y, loss, o, d)
-    info = run.info
+    info = run.report.info
     was_training = net.training
     net.train()
     elapsed_before = info.elapsed_s
     try:
-        with trained_from_logits(net, {h.output: h.loss for h in run.heads}):
+        with trained_from_logits(net, {h.output: h.loss for h in run.feed.heads}):
             _loop(run, st)
             _finish(run, st)
     finally:
         net.train(was_training)
-        run.progress.close()
-        run.board.close()
-        if run.watch is not None:
-            run.watch.remove()
+        run.report.progress.close()
+        run.report.board.close()
+        if run.optim.watch is not None:
+            run.optim.watch.remove()
     info.elapsed_s = elapsed_before + time.perf_counter() - t0
     return info
 
@@ -162,11 +192,13 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
     plot_path = _plot_path(o) if o.plots == "training-progress" and d.main else None
     info.plot_file = str(plot_path) if plot_path else None
     fwd = maybe_compile(dd.wrap(net, d, device), o.compile, device, "training")
-    run = Run(net, o, d, device, cdev, data, val, heads, fwd, opt, scheduler,
-              unit, clipper(params, o), generator, recorder, info, make_progress(o.verbose, d.main),
-              TensorBoard(o.log_dir if d.main else None),
-              Plotter(plot_path) if plot_path else None,
-              ActivationWatch(net) if o.check_finite else None, per_epoch, amp, scaler)
+    run = Run(net, o, Placement(d, device, cdev),
+              Feed(data, val, heads, per_epoch, generator),
+              Optimisation(fwd, opt, scheduler, unit, clipper(params, o),
+                           ActivationWatch(net) if o.check_finite else None, amp, scaler),
+              Reporting(recorder, info, make_progress(o.verbose, d.main),
+                        TensorBoard(o.log_dir if d.main else None),
+                        Plotter(plot_path) if plot_path else None))
     return run, st
 
 
@@ -188,24 +220,24 @@ def _data(net, X, Y, loss, o, d, device, cdev):
 # ------------------------------------------------------------------------- the loop ---
 
 def _loop(r: Run, st: State) -> None:
-    o = r.o
-    r.progress.start(o.max_epochs * r.batches_per_epoch, o.max_epochs, st.iteration)
+    o, at, step, rep = r.o, r.place, r.optim, r.report
+    rep.progress.start(o.max_epochs * r.feed.batches_per_epoch, o.max_epochs, st.iteration)
     while st.epoch < o.max_epochs and not st.stop_reason:
-        for k, batch in r.data.batches(st.order, st.batch, r.d.rank, r.d.world, r.device):
-            lr = current_lr(r.opt)
+        for k, batch in r.feed.data.batches(st.order, st.batch, at.d.rank, at.d.world, at.device):
+            lr = current_lr(step.opt)
             try:
-                record, denominators = train_step(r.fwd, batch, r.heads, r.opt, r.clip,
-                                                  r.d.world, r.watch, r.d, r.cdev, r.amp,
-                                                  r.scaler)
+                record, denominators = train_step(step.fwd, batch, r.feed.heads, step.opt, step.clip,
+                                                  at.d.world, step.watch, at.d, at.cdev, step.amp,
+                                                  step.scaler)
             except NonFinite as e:
                 raise diverged(st.iteration + 1, st.epoch + 1, e.loss, lr, e.layer, checked=True) from None
             st.iteration += 1
             st.batch = k + 1
-            if r.scheduler is not None and r.sched_unit == "iteration":
-                r.scheduler.step()
-            r.recorder.add(record, st.iteration, st.epoch + 1, lr, sum(batch.units.values()),
-                           denominators)
-            r.progress.advance(st.iteration, st.epoch)
+            if step.scheduler is not None and step.sched_unit == "iteration":
+                step.scheduler.step()
+            rep.recorder.add(record, st.iteration, st.epoch + 1, lr, sum(batch.units.values()),
+                             denominators)
+            rep.progress.advance(st.iteration, st.epoch)
             _after_iteration(r, st)
             if st.stop_reason:
                 break
@@ -218,11 +250,11 @@ def _after_iteration(r: Run, st: State) -> None:
     o, it = r.o, st.iteration
     if it % o.verbose_frequency == 0:
         _log(r)
-    if r.val is not None and it % o.validation_frequency == 0:
+    if r.feed.val is not None and it % o.validation_frequency == 0:
         _validate(r, st)
     if o.output_fn is not None:
         stop = bool(o.output_fn(_Progress(st, r)))
-        if r.d.any_(stop, r.cdev):
+        if r.place.d.any_(stop, r.place.cdev):
             st.stop_reason = "output-function"
     if o.checkpoint_dir and o.checkpoint_frequency_unit == "iteration" and \
             it % o.checkpoint_frequency == 0:
@@ -231,17 +263,17 @@ def _after_iteration(r: Run, st: State) -> None:
 
 def _end_epoch(r: Run, st: State) -> None:
     o = r.o
-    if r.scheduler is not None and r.sched_unit == "epoch":
-        r.scheduler.step()
+    if r.optim.scheduler is not None and r.optim.sched_unit == "epoch":
+        r.optim.scheduler.step()
     _log(r)
-    r.recorder.end_epoch(st.epoch + 1)
+    r.report.recorder.end_epoch(st.epoch + 1)
     st.epoch += 1
     st.batch = 0
     # the next epoch's order is drawn after the last epoch too: a checkpoint of a finished run
     # then holds the order (and the generator) a longer run has here, so that resuming with a
     # larger max_epochs continues exactly as that run
-    st.order = draw_epoch(len(r.data), o.batch_size, o.shuffle, r.generator, previous=st.order,
-                          lengths=r.data.lengths, sort_by_length=o.sort_by_length)
+    st.order = draw_epoch(len(r.feed.data), o.batch_size, o.shuffle, r.feed.generator, previous=st.order,
+                          lengths=r.feed.data.lengths, sort_by_length=o.sort_by_length)
     if o.checkpoint_dir and o.checkpoint_frequency_unit == "epoch" and \
             st.epoch % o.checkpoint_frequency == 0:
         _checkpoint(r, st)
@@ -258,47 +290,49 @@ def _finish(r: Run, st: State) -> None:
         if not last or not last[-1].name.endswith(f"{st.iteration:09d}.safetensors"):
             _checkpoint(r, st)
         found = ck.checkpoints(o.checkpoint_dir)
-        r.info.checkpoint = str(found[-1]) if found else None
-    if st.stop_reason and st.batch > 0 and r.recorder.epoch_weight:
-        r.recorder.end_epoch(st.epoch + 1)               # the epoch training stopped in
-    if r.val is not None and st.last_validation != st.iteration and st.iteration > 0:
+        r.report.info.checkpoint = str(found[-1]) if found else None
+    if st.stop_reason and st.batch > 0 and r.report.recorder.epoch_weight:
+        r.report.recorder.end_epoch(st.epoch + 1)               # the epoch training stopped in
+    if r.feed.val is not None and st.last_validation != st.iteration and st.iteration > 0:
         _validate(r, st, early_stop=False)
-    r.info.stop_reason = st.stop_reason or "max-epochs"
-    r.info.best_iteration = st.best_iteration
-    r.info.best_validation_loss = None if math.isinf(st.best_loss) else st.best_loss
+    r.report.info.stop_reason = st.stop_reason or "max-epochs"
+    r.report.info.best_iteration = st.best_iteration
+    r.report.info.best_validation_loss = None if math.isinf(st.best_loss) else st.best_loss
     if o.validation_patience is not None and st.best_weights is not None:
         r.net.load_state_dict(st.best_weights)           # the best validation loss's weights
-    if r.plotter is not None:
-        r.plotter.update(r.info, final=True)
-    wrote = f"; training progress plotted in {Path(r.info.plot_file).resolve()}" \
-        if r.info.plot_file else ""
-    r.progress.message(f"done: {r.info.stop_reason}, {st.iteration} iteration(s){wrote}")
+    if r.report.plotter is not None:
+        r.report.plotter.update(r.report.info, final=True)
+    wrote = f"; training progress plotted in {Path(r.report.info.plot_file).resolve()}" \
+        if r.report.info.plot_file else ""
+    r.report.progress.message(f"done: {r.report.info.stop_reason}, {st.iteration} iteration(s){wrote}")
 
 
 # ------------------------------------------------------------------------ helpers ---
 
 def _log(r: Run) -> None:
-    rows = r.recorder.flush()
+    rows = r.report.recorder.flush()
     if not rows:
         return
     bad = first_nonfinite(rows)
     if bad is not None:
         raise diverged(bad["iteration"], bad["epoch"], bad["loss"], bad["learning_rate"])
-    r.progress.log(rows[-1])
-    r.board.log(rows)
-    if r.plotter is not None:
-        r.plotter.update(r.info)
+    r.report.progress.log(rows[-1])
+    r.report.board.log(rows)
+    if r.report.plotter is not None:
+        r.report.plotter.update(r.report.info)
 
 
 def _validate(r: Run, st: State, early_stop: bool = True) -> None:
     _log(r)
-    row = evaluate(r.net, r.val, r.heads, r.o.batch_size, r.d, r.device, r.cdev, r.amp)
+    at = r.place
+    row = evaluate(r.net, r.feed.val, r.feed.heads, r.o.batch_size, at.d, at.device, at.cdev,
+                   r.optim.amp)
     st.last_validation = st.iteration
     epoch = st.epoch + 1 if st.batch > 0 or st.epoch == 0 else st.epoch    # of the last step
     full = {"iteration": st.iteration, "epoch": epoch, **row}
-    r.info.append("validation", full)
-    r.progress.validation(full)
-    r.board.log([full], prefix="validation")
+    r.report.info.append("validation", full)
+    r.report.progress.validation(full)
+    r.report.board.log([full], prefix="validation")
     if r.o.validation_patience is None:
         return
     if row["loss"] < st.best_loss:
@@ -312,10 +346,10 @@ def _validate(r: Run, st: State, early_stop: bool = True) -> None:
 
 def _checkpoint(r: Run, st: State) -> None:
     _log(r)
-    if not r.d.main:
+    if not r.place.d.main:
         return
-    tensors, meta = snapshot(st, r.net, r.opt, r.scheduler, r.generator, r.recorder, r.info,
-                             r.o.to_json(), r.scaler)
+    tensors, meta = snapshot(st, r.net, r.optim.opt, r.optim.scheduler, r.feed.generator,
+                             r.report.recorder, r.report.info, r.o.to_json(), r.optim.scaler)
     ck.save(r.o.checkpoint_dir, st.iteration, tensors, meta, r.o.checkpoint_keep)
 
 
@@ -464,17 +498,17 @@ class _Progress:
 
     def __init__(self, st: State, r: Run):
         self.epoch, self.iteration = st.epoch, st.iteration
-        self.learning_rate = current_lr(r.opt)
+        self.learning_rate = current_lr(r.optim.opt)
         self._r = r
 
     @property
     def loss(self) -> float | None:
         """This iteration's loss (reads it from the device: a sync); None before any."""
-        rec = self._r.recorder.pending[-1] if self._r.recorder.pending else None
+        rec = self._r.report.recorder.pending[-1] if self._r.report.recorder.pending else None
         if rec is None:
-            return self._r.info.final_loss
-        return float(rec[0]) * self._r.d.world
+            return self._r.report.info.final_loss
+        return float(rec[0]) * self._r.place.d.world
 
     @property
     def info(self) -> TrainingInfo:
-        return self._r.info
+        return self._r.report.info

@@ -125,9 +125,3 @@ def test_a_failure_inside_a_nested_network_names_the_nested_layer():
     msg = str(info.value)
     assert msg.startswith("layer 'inner' (Network): running it failed; torch says:")
     assert "print(net.analyze())" in msg
-
-
-def test_the_old_torch_compile_module_name_still_imports():
-    import attnlab.compiled as old
-    import attnlab.torch_compile as new
-    assert old.maybe_compile is new.maybe_compile and old.CompileWarning is new.CompileWarning
