@@ -20,6 +20,7 @@ from .codegen import layer_at
 from .errors import AttnlabError, DataError, NetworkError, SizeError, close_matches
 from .graph import Connection, Graph, LayerList
 from .layers.base import Layer
+from .layers.tying import tie_modules
 from .network_modules import LayerModules, ModuleHost
 from .plan import Plan, build_plan
 from .sequences import Padded, pad_sequences
@@ -185,6 +186,11 @@ class Network(ModuleHost):
         analysis = _analyze(self, specs)
         analysis.raise_if_errors("initialize", f"network '{self.name}'" if self.name else "the network")
         return self._finish(analysis, specs)
+
+    def _build_modules(self, analysis):
+        super()._build_modules(analysis)
+        # layers declared tied_to another hold its weight Parameter (made again after rebuilds)
+        tie_modules(self._layers, cast(LayerModules, self._modules["layer_modules"]))
 
     def _finish(self, analysis, specs) -> Plan:
         self._build_tried = True          # build_plan reads layer_modules: don't build twice

@@ -10,6 +10,7 @@ from torch.nn import functional as F
 from ..spec import Spec
 from . import _checks as check
 from .base import Layer
+from .tying import tied_to_argument
 
 
 class Dense(Layer):
@@ -24,6 +25,12 @@ class Dense(Layer):
         Channels out.
     bias : bool
         Whether to learn a bias.
+    tied_to : str, optional
+        The name of a layer (an `Embedding`) whose `weight` this layer shares: the output
+        projection of a language model tied to its token embedding, e.g.
+        ``Dense(vocab, bias=False, tied_to="wte")`` after channels of the embedding's dim.
+        The weight is one Parameter of both layers: trained once, counted once by
+        `analyze()` (listed as ``= wte/weight``), stored once in saved files.
 
     Shape
     -----
@@ -42,10 +49,18 @@ class Dense(Layer):
     stem = "fc"
     time_local = True
 
-    def __init__(self, out: int, bias: bool = True, name: str | None = None):
+    def __init__(self, out: int, bias: bool = True, name: str | None = None, *,
+                 tied_to: str | None = None):
         super().__init__(name)
         self.out = check.integer(self, "out", out, example=64)
         self.bias = check.flag(self, "bias", bias)
+        self.tied_to = tied_to_argument(self, tied_to)
+
+    def config(self) -> dict:
+        conf = super().config()
+        if conf["tied_to"] is None:            # untied: written as before ties existed
+            del conf["tied_to"]
+        return conf
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]

@@ -8,6 +8,7 @@ from ..errors import DataError
 from ..spec import Spec
 from . import _checks as check
 from .base import Layer
+from .tying import tied_to_argument
 
 
 class Embedding(Layer):
@@ -23,6 +24,12 @@ class Embedding(Layer):
         Number of token ids (the largest id + 1).
     dim : int
         Channels of each vector.
+    tied_to : str, optional
+        The name of another layer (an `Embedding`, or a `Dense` of out=vocab) whose `weight`
+        this one shares, e.g. T5's decoder embedding tied to the encoder's. An output
+        projection tied to this embedding says so itself: ``Dense(vocab, tied_to=<this
+        layer's name>)``. The weight is one Parameter: counted once by `analyze()` and stored
+        once in saved files.
 
     Shape
     -----
@@ -46,10 +53,18 @@ class Embedding(Layer):
     # through layers that keep them (`keeps_ids`)
     reads_ids = ("in",)
 
-    def __init__(self, vocab: int, dim: int, name: str | None = None):
+    def __init__(self, vocab: int, dim: int, name: str | None = None, *,
+                 tied_to: str | None = None):
         super().__init__(name)
         self.vocab = check.integer(self, "vocab", vocab, example=1000)
         self.dim = check.integer(self, "dim", dim, example=64)
+        self.tied_to = tied_to_argument(self, tied_to)
+
+    def config(self) -> dict:
+        conf = super().config()
+        if conf["tied_to"] is None:            # untied: written as before ties existed
+            del conf["tied_to"]
+        return conf
 
     @property
     def ids_fix(self) -> str:

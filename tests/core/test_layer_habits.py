@@ -202,7 +202,7 @@ def test_dir_of_the_layers_is_the_layers():
      ["SelfAttention has no argument 'window'", "received window=8", "SelfAttention(num_heads, "
       "key_channels"]),
     (lambda: L.Dense(4, use_bias=False),
-     ["Dense has no argument 'use_bias'", "Did you mean 'bias'", "Dense(out, bias=True, name=None)"]),
+     ["Dense has no argument 'use_bias'", "Did you mean 'bias'", "Dense(out, bias=True, name=None, tied_to=None)"]),
     (lambda: L.SelfAttention(2, 8, causal_alignment="bottom-right"),
      ["SelfAttention has no argument 'causal_alignment'",
       "'causal_alignment' is an argument of L.Attention, L.MultiHeadAttention and al.attention"]),
@@ -236,7 +236,8 @@ def test_every_layer_type_names_an_unknown_argument():
 
 def test_signatures_and_errors_inside_a_constructor_are_kept():
     import inspect
-    assert list(inspect.signature(L.Dense.__init__).parameters) == ["self", "out", "bias", "name"]
+    assert list(inspect.signature(L.Dense.__init__).parameters) == ["self", "out", "bias", "name",
+                                                                "tied_to"]
     assert repr(L.Dense(4, bias=False)) == "Dense(out=4, bias=False)"
 
     class _Strict(L.ReLU):

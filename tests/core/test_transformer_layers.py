@@ -433,3 +433,126 @@ def test_glu_refuses_bad_arguments(kw, parts):
     with pytest.raises(al.ArgumentError) as e:
         L.GLU(**kw)
     assert all(p in str(e.value) for p in parts), str(e.value)
+
+
+# ------------------------------------------------------------------------------ tied weights
+
+def _tied_lm(vocab=20, d=8, bias=False):
+    return al.Network([L.TokenInput(name="ids"), L.Embedding(vocab, d, name="wte"),
+                       L.LayerNorm(name="ln"),
+                       L.Dense(vocab, bias=bias, tied_to="wte", name="head")])
+
+
+def test_a_dense_tied_to_an_embedding_holds_its_weight_parameter():
+    torch.manual_seed(0)
+    net = _tied_lm()
+    w = net.learnables["wte/weight"]
+    assert net.learnables["head/weight"] is w
+    ids = torch.tensor([[1, 5, 7]])
+    ln = net.layer_modules["ln"]
+    want = ln(w[ids]) @ w.T                       # logits against the embedding rows
+    torch.testing.assert_close(net(ids), want)
+
+
+def test_a_tied_weight_is_counted_once_and_shown_as_shared():
+    net = _tied_lm()
+    # before the modules exist the declaration says so; after, the shared Parameter does
+    for _ in ("declared", "built"):
+        analysis = net.analyze()
+        assert analysis.ok
+        assert analysis.total_learnables == 20 * 8 + 2 * 8
+        assert analysis.shared == {"head/weight": "wte/weight"}
+        assert "(= wte/weight)" in str(analysis)
+        assert analysis.total_learnables == sum(p.numel() for p in net.parameters())
+
+
+def test_training_updates_the_one_tied_tensor():
+    torch.manual_seed(0)
+    net = _tied_lm()
+    X = torch.randint(0, 20, (8, 5))
+    al.train(net, X, X, loss="crossentropy",
+             options=al.TrainingOptions(max_epochs=2, batch_size=4, plots=None, verbose=False))
+    assert net.learnables["head/weight"] is net.learnables["wte/weight"]
+    assert sum(1 for _ in net.parameters()) == 3          # wte (= head), ln weight and bias
+
+
+def test_a_tied_weight_is_stored_once_and_tied_again_by_load(tmp_path):
+    import json
+    import zipfile
+    torch.manual_seed(0)
+    net = _tied_lm(bias=True)
+    path = tmp_path / "lm.attnlab"
+    net.save(path)
+    with zipfile.ZipFile(path) as z:
+        doc = json.loads(z.read("network.json"))
+        from safetensors.torch import load as st_load
+        stored = st_load(z.read("weights.safetensors"))
+    assert list(doc["shared_weights"].values()) == ["layer_modules.wte.weight"]
+    assert "layer_modules.head.weight" not in stored and "layer_modules.head.bias" in stored
+    back = al.load(path)
+    assert back.layers["head"].tied_to == "wte"
+    assert back.learnables["head/weight"] is back.learnables["wte/weight"]
+    ids = torch.randint(0, 20, (2, 4))
+    torch.testing.assert_close(back(ids), net(ids))
+
+
+def test_a_tie_survives_dtype_moves_and_state_dict_loading():
+    torch.manual_seed(0)
+    net = _tied_lm().to(torch.bfloat16)
+    assert net.learnables["head/weight"] is net.learnables["wte/weight"]
+    assert net.learnables["wte/weight"].dtype == torch.bfloat16
+    other = _tied_lm().to(torch.bfloat16)
+    other.load_state_dict(net.state_dict())
+    assert other.learnables["head/weight"] is other.learnables["wte/weight"]
+    torch.testing.assert_close(other.learnables["wte/weight"], net.learnables["wte/weight"])
+
+
+def test_an_embedding_tied_to_an_embedding_shares_its_table():
+    # T5: the decoder's embedding is the encoder's
+    net = al.Network([L.TokenInput(name="enc"), L.Embedding(20, 8, name="shared"),
+                      L.GlobalAvgPool1d(name="p1")])
+    net.add([L.TokenInput(name="dec"), L.Embedding(20, 8, tied_to="shared", name="dec_emb"),
+             L.GlobalAvgPool1d(name="p2")])
+    assert net.learnables["dec_emb/weight"] is net.learnables["shared/weight"]
+    assert net.analyze().total_learnables == 20 * 8
+    assert repr(net.layers["dec_emb"]) == "Embedding(vocab=20, dim=8, tied_to='shared', name='dec_emb')"
+    assert "tied_to" not in net.layers["shared"].config()
+
+
+def test_a_rebuilt_owner_is_tied_again():
+    net = _tied_lm()
+    net.replace("wte", L.Embedding(20, 8, name="wte"))
+    net.initialize()
+    assert net.learnables["head/weight"] is net.learnables["wte/weight"]
+
+
+@pytest.mark.parametrize("make,parts,cls", [
+    (lambda: al.Network([L.TokenInput(name="ids"), L.Embedding(20, 8, name="wte"),
+                         L.Dense(19, tied_to="wte", name="head")]),
+     ["layer 'head' (Dense) argument 'tied_to'", "19×8", "20×8"], al.SizeError),
+    (lambda: al.Network([L.TokenInput(name="ids"), L.Embedding(20, 8, name="wte"),
+                         L.Dense(20, tied_to="wtf", name="head")]),
+     ["argument 'tied_to'", "no layer 'wtf'", "Did you mean 'wte'"], al.NetworkError),
+    (lambda: al.Network([L.TokenInput(name="ids"), L.Embedding(20, 8, name="wte"),
+                         L.LayerNorm(name="ln"), L.Dense(20, tied_to="ln", name="head")]),
+     ["argument 'tied_to'", "8", "20×8"], al.SizeError),
+    (lambda: al.Network([L.TokenInput(name="ids"), L.Embedding(20, 8, tied_to="head", name="wte"),
+                         L.Dense(20, tied_to="wte", name="head")]),
+     ["cycle", "wte → head → wte"], al.NetworkError),
+])
+def test_a_tie_that_cannot_be_made_is_an_analysis_error(make, parts, cls):
+    net = make()
+    analysis = net.analyze()
+    assert not analysis.ok
+    msg = " ".join(i.message for i in analysis.issues)
+    assert all(p in msg for p in parts), msg
+    with pytest.raises(al.AttnlabError) as e:
+        net(torch.tensor([[1, 2]]))
+    assert all(p in str(e.value) for p in parts)
+
+
+@pytest.mark.parametrize("value", [3, "a/b", ""])
+def test_tied_to_must_be_a_layer_name(value):
+    with pytest.raises(al.ArgumentError) as e:
+        L.Dense(4, tied_to=value)
+    assert "Dense" in str(e.value) and "'tied_to'" in str(e.value)
