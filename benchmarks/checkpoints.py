@@ -36,10 +36,12 @@ from _common import machine, write_section           # noqa: E402
 
 def configs(smoke: bool) -> dict:
     import transformers as hf
+    hf.logging.set_verbosity_error()
+    hf.utils.logging.disable_progress_bar()
     if smoke:
         return {
             "GPT-2 (tiny)": hf.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=97,
-                                          n_positions=64),
+                                          n_positions=64, bos_token_id=0, eos_token_id=0),
             "Llama-style (tiny)": hf.LlamaConfig(num_hidden_layers=2, hidden_size=32,
                                                  num_attention_heads=4, num_key_value_heads=2,
                                                  intermediate_size=64, vocab_size=97,
@@ -135,7 +137,7 @@ def _mib(x):
 
 def report(rows, device, T, n_new) -> str:
     dev = torch.cuda.get_device_name() if device.type == "cuda" else machine()
-    lines = [f"## Checkpoints against transformers (`benchmarks/checkpoints.py`)", "",
+    lines = ["## Checkpoints against transformers (`benchmarks/checkpoints.py`)", "",
              f"{time.strftime('%Y-%m-%d')} · {dev} · torch {torch.__version__} · transformers "
              f"{__import__('transformers').__version__} · float32 · random weights, the same "
              "in both · medians after a warm-up. Ratio = transformers' time / attnlab's "
