@@ -186,3 +186,24 @@ def test_bfloat16_keeps_ids_and_follows_transformers(llama):
     out = net(ids)
     assert out.dtype == torch.bfloat16
     assert (out.float() - hf_logits(model, ids)).abs().max() < 0.1 * hf_logits(model, ids).abs().max()
+
+
+def edited_copy(tmp_path, folder, **changes):
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(changes)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
+    return tmp_path
+
+
+@pytest.mark.parametrize("changes,words", [
+    ({"num_key_value_heads": 3}, ["num_key_value_heads", "divisor of num_attention_heads (4)"]),
+    ({"hidden_act": "mish"}, ["hidden_act", "mish", "silu"]),
+    ({"intermediate_size": 40}, ["mlp.gate_proj.weight", "48×32", "40×32"]),
+])
+def test_bad_configs_are_named(tmp_path, llama, changes, words):
+    folder, _ = llama
+    with pytest.raises(al.NetworkError) as e:
+        al.from_pretrained(edited_copy(tmp_path, folder, **changes))
+    for w in words:
+        assert w in str(e.value)

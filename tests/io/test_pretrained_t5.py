@@ -171,3 +171,33 @@ def test_an_unknown_feed_forward_is_named(tmp_path, t5, proj):
     with pytest.raises(al.NetworkError) as e:
         al.from_pretrained(tmp_path)
     assert "feed_forward_proj" in str(e.value) and "gated-gelu" in str(e.value)
+
+
+def test_transformers_4_layout_of_a_tied_t5_loads_the_same(tmp_path, t5):
+    folder, model = t5
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.pop("scale_decoder_outputs")                 # 4.x: the tied head implies the scaling
+    cfg["torch_dtype"] = cfg.pop("dtype")
+    cfg.update(n_positions=512, output_past=True, transformers_version="4.46.0")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
+    net = al.from_pretrained(tmp_path)
+    assert "scale_decoder_outputs" in [l.name for l in net.layers]
+    ids, dec = torch.randint(2, VOCAB, (1, 7)), torch.randint(2, VOCAB, (1, 4))
+    ours = net({"input_ids": ids, "decoder_input_ids": dec})
+    assert relative_difference(ours, hf_logits(model, ids, dec)) <= 1e-4
+
+
+def test_dropout_follows_the_config_in_training(t5):
+    folder, _ = t5
+    net = al.from_pretrained(folder)
+    drops = [l for l in net.layers if l.type_name == "Dropout"]
+    assert drops and all(l.p == 0.1 for l in drops)
+    ids, dec = torch.randint(2, VOCAB, (2, 7)), torch.randint(2, VOCAB, (2, 4))
+    x = {"input_ids": ids, "decoder_input_ids": dec}
+    net.train()
+    torch.manual_seed(0)
+    a = net(x)
+    assert not torch.allclose(a, net(x))            # dropout draws anew
+    a.sum().backward()
+    assert net.learnables["shared/weight"].grad.abs().sum() > 0
