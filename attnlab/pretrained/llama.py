@@ -70,17 +70,18 @@ def _prefix(architecture: str) -> str:
     return "" if architecture.endswith("Model") else "model."
 
 
-def _biases(cfg: Config) -> tuple[bool, bool]:
-    """(attention projections, MLP) biases; Mistral has neither key."""
-    known = cfg.data
-    attention = cfg.flag("attention_bias", False) if "attention_bias" in known else False
-    mlp = cfg.flag("mlp_bias", False) if "mlp_bias" in known else False
-    return attention, mlp
+def _biases(cfg: Config, configurable: bool) -> tuple[bool, bool]:
+    """(attention projections, MLP) biases: Llama's `attention_bias` and `mlp_bias`; a family
+    without those keys (Mistral) has none."""
+    if not configurable:
+        return False, False
+    return cfg.flag("attention_bias", False), cfg.flag("mlp_bias", False)
 
 
-def weights(cfg: Config, architecture: str) -> list[Weight]:
+def weights(cfg: Config, architecture: str, biases: bool = True) -> list[Weight]:
+    """The table; `biases`: whether the config's bias keys are read (Mistral has none)."""
     p = _prefix(architecture)
-    attention_bias, mlp_bias = _biases(cfg)
+    attention_bias, mlp_bias = _biases(cfg, biases)
     block = ATTENTION + (ATTENTION_BIAS if attention_bias else []) + MLP + \
         (MLP_BIAS if mlp_bias else []) + NORMS
     table = [W(p + "embed_tokens.weight", "embed_tokens/weight")]
@@ -104,8 +105,9 @@ def rotary(cfg: Config) -> dict:
     return {"base": float(rope["rope_theta"])}
 
 
-def network(cfg: Config, architecture: str, window: int | None = None) -> Network:
-    """The Llama graph (Mistral's with its `window`)."""
+def network(cfg: Config, architecture: str, window: int | None = None,
+            biases: bool = True) -> Network:
+    """The Llama graph (Mistral's: with its `window`, without the bias keys)."""
     c, heads = cfg.int("hidden_size"), cfg.int("num_attention_heads")
     kv_heads = cfg.int("num_key_value_heads", heads)
     head_dim = cfg.int("head_dim", c // heads)
@@ -113,7 +115,7 @@ def network(cfg: Config, architecture: str, window: int | None = None) -> Networ
     inner = cfg.int("intermediate_size")
     attn_drop = cfg.probability("attention_dropout", 0.0)
     act = cfg.choice("hidden_act", GLU_ACTIVATIONS, "silu")
-    attention_bias, mlp_bias = _biases(cfg)
+    attention_bias, mlp_bias = _biases(cfg, biases)
     rope = rotary(cfg)
     cfg.int("max_position_embeddings", 2048)        # rotary positions have no learned limit
     if heads % kv_heads:

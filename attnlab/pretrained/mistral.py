@@ -25,11 +25,11 @@ IGNORED_TENSORS = llama.IGNORED_TENSORS
 
 
 def weights(cfg: Config, architecture: str) -> list[Weight]:
-    return llama.weights(cfg, architecture)
+    return llama.weights(cfg, architecture, biases=False)
 
 
 def network(cfg: Config, architecture: str) -> Network:
     window = cfg.data.get("sliding_window")
     cfg.read.add("sliding_window")
     return llama.network(cfg, architecture,
-                         None if window is None else cfg.int("sliding_window"))
+                         None if window is None else cfg.int("sliding_window"), biases=False)
