@@ -556,3 +556,52 @@ def test_tied_to_must_be_a_layer_name(value):
     with pytest.raises(al.ArgumentError) as e:
         L.Dense(4, tied_to=value)
     assert "Dense" in str(e.value) and "'tied_to'" in str(e.value)
+
+
+# ------------------------------------------------------------------ against transformers' own
+
+def test_the_blocks_equal_their_transformers_counterparts():
+    pytest.importorskip("transformers")
+    from transformers.activations import NewGELUActivation
+    from transformers.models.llama.modeling_llama import LlamaConfig, LlamaMLP, LlamaRMSNorm
+    from transformers.models.t5.modeling_t5 import T5LayerNorm
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 8) * 3
+    # GPT-2's gelu_new
+    torch.testing.assert_close(_net(L.GELU(approximate="tanh"), 8)(x), NewGELUActivation()(x))
+    # Llama's and T5's RMS norms
+    for ref in (LlamaRMSNorm(8, eps=1e-6), T5LayerNorm(8, eps=1e-6)):
+        with torch.no_grad():
+            ref.weight.copy_(torch.randn(8))
+        net = _net(L.RMSNorm(1e-6, name="norm"), 8)
+        net.layer_modules["norm"].load_state_dict(ref.state_dict())
+        torch.testing.assert_close(net(x), ref(x), atol=1e-5, rtol=1e-5)
+    # Llama's MLP: GLU (gate_proj, up_proj) then Dense (down_proj)
+    mlp = LlamaMLP(LlamaConfig(hidden_size=8, intermediate_size=12, hidden_act="silu",
+                               num_attention_heads=2, num_key_value_heads=2))
+    net = al.Network([L.SequenceInput(8, name="x"), L.GLU(12, name="mlp"),
+                      L.Dense(8, bias=False, name="down")])
+    with torch.no_grad():
+        net.learnables["mlp/gate.weight"].copy_(mlp.gate_proj.weight)
+        net.learnables["mlp/up.weight"].copy_(mlp.up_proj.weight)
+        net.learnables["down/weight"].copy_(mlp.down_proj.weight)
+    torch.testing.assert_close(net(x), mlp(x), atol=1e-5, rtol=1e-5)
+
+
+def test_a_token_input_network_exports_to_onnx_with_int64_ids(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    import numpy as np
+    torch.manual_seed(0)
+    net = _tied_lm().eval()
+    ids = torch.randint(0, 20, (2, 5))
+    net.export_onnx(tmp_path / "lm.onnx", ids)
+    session = ort.InferenceSession(str(tmp_path / "lm.onnx"))
+    first = session.get_inputs()[0]
+    assert first.name == "ids" and first.type == "tensor(int64)"
+    for t in (5, 3):
+        x = torch.randint(0, 20, (2, t))
+        feeds = {"ids": x.numpy()}
+        feeds.update({i.name: np.ones((2, t), dtype=bool) for i in session.get_inputs()[1:]})
+        got = session.run(None, feeds)[0]
+        np.testing.assert_allclose(got, net(x).detach().numpy(), atol=1e-4, rtol=1e-4)
