@@ -229,29 +229,29 @@ def id_inputs(net) -> list[bool]:
     on unchanged (`keeps_ids`) and nested networks."""
     out = []
     for name in net.input_names:
-        layer_name, _, port = name.partition("/")
-        layer = net._layers[layer_name]
+        layer_name, port = net.port_of(name)
+        layer = net.layer_map[layer_name]
         if layer.is_input:
             out.append(layer.spec.labels == "BT" or
                        _read_as_ids(net, {(layer_name, p) for p in layer.output_ports}))
         else:
-            out.append(_port_reads_ids(net, layer_name, port or layer.input_ports[0]))
+            out.append(_port_reads_ids(net, layer_name, port))
     return out
 
 
 def _read_as_ids(net, sources: set) -> bool:
     """True when the outputs `sources` ((layer, port) pairs) feed only ports that read ids."""
-    readers = [dst for dst, src in net._conns.items() if src in sources]
+    readers = [dst for dst, src in net.sources.items() if src in sources]
     return bool(readers) and all(_port_reads_ids(net, n, p) for n, p in readers)
 
 
 def _port_reads_ids(net, name: str, port: str) -> bool:
-    layer = net._layers[name]
+    layer = net.layer_map[name]
     if port in getattr(layer, "reads_ids", ()):
         return True
     if getattr(layer, "keeps_ids", False):
         return _read_as_ids(net, {(name, p) for p in layer.output_ports})
-    if hasattr(layer, "_conns") and hasattr(layer, "input_names"):     # a nested network
+    if hasattr(layer, "layer_map") and hasattr(layer, "input_names"):  # a nested network
         names = list(layer.input_names)
         return port in names and id_inputs(layer)[names.index(port)]
     return False

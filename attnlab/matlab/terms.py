@@ -93,7 +93,7 @@ def time_axis_gone(net, issue) -> str | None:
     layer = layers.get(issue.layer)
     if layer is None or type(layer).__name__ not in _NEEDS_TIME:
         return None
-    src = net._conns.get((issue.layer, issue.port or layer.input_ports[0]))
+    src = net.source(issue.layer, issue.port or layer.input_ports[0])
     if src is None or src[0] not in layers:
         return None
     before = layers[src[0]]
@@ -191,7 +191,7 @@ def mixed_branches(net: Any, issue: Any) -> str | None:
         return None
 
     def source(name, port):
-        src = net._conns.get((name, port))
+        src = net.source(name, port)
         return src[0] if src is not None else None
 
     origin = {p: source(issue.layer, p) for p in specs}

@@ -15,6 +15,7 @@ import torch
 
 from .. import batching as B
 from ..errors import DataError, close_matches
+from ..graph import parse_port
 from ..sequences import Padded
 from ..spec import Spec
 from .sampler import shard, usable
@@ -95,7 +96,7 @@ def by_input_name(net, X) -> dict:
 
 def input_spec(net, name: str) -> Spec | None:
     """The spec an input layer declares (None for a network sized by its data)."""
-    layer = net.layers[name.partition("/")[0]]
+    layer = net.layer_map[parse_port(name)[0]]
     return layer.spec if layer.is_input else None
 
 

@@ -22,6 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..errors import ArgumentError, close_matches
+from ..graph import parse_port
 from ..spec import Spec
 
 NAMES = ("crossentropy", "mse", "mae", "huber", "binary-crossentropy")
@@ -177,7 +178,7 @@ def final_module(net, output: str, kind: type[nn.Module]) -> nn.Module | None:
     it acts on the channel axis; else None."""
     from ..graph import Graph
 
-    layer_name, _, port = output.partition("/")
+    layer_name, port = parse_port(output)
     if layer_name not in net.layer_modules:
         return None
     mod = net.layer_modules[layer_name]

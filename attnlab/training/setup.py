@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import ArgumentError, DataError
+from ..graph import parse_port
 from ..precision import machine_devices  # noqa: F401 (re-exported)
 from ..precision import resolve_device as resolve_device_choice
 from ..spec import Spec
@@ -37,7 +38,7 @@ def output_specs(net) -> dict[str, Spec]:
     analysis.raise_if_errors("train")
     specs = {}
     for name in net.output_names:
-        layer, _, port = name.partition("/")
+        layer, port = parse_port(name)
         ports = analysis.out_specs[layer]
         specs[name] = ports[port] if port in ports else next(iter(ports.values()))
     return specs

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError, FormatError
+from ..graph import parse_port
 from ..sequences import Padded, as_tensor
 from ..spec import Spec
 from . import labels as lab
@@ -194,7 +195,7 @@ def _fix(spec: Spec, loss: Loss) -> str:
 
 def seed2_error(net, output: str, spec: Spec, n: int, labels: bool) -> FormatError:
     """The output keeps its time axis but the targets have one value per observation."""
-    layer = output.partition("/")[0]
+    layer = parse_port(output)[0]
     anchor, follower = _reduce_point(net, layer)
     where = f"after '{anchor}'" + (f" (before '{follower}')" if follower else "")
     code = (f"net.disconnect('{anchor}', '{follower}'); net.add(L.GlobalAvgPool1d(name='pool')); "
@@ -211,7 +212,7 @@ def seed2_error(net, output: str, spec: Spec, n: int, labels: bool) -> FormatErr
 
 
 def time_axis_error(output: str, spec: Spec, raw: RawTarget) -> FormatError:
-    layer = output.partition("/")[0]
+    layer = parse_port(output)[0]
     err = FormatError(
         f"output '{output}' gives one prediction per observation ({spec}) but the targets have a time "
         f"axis ({'×'.join(map(str, raw.shape))}). For one prediction per time step keep the time axis: "
@@ -226,8 +227,8 @@ def _reduce_point(net, layer: str) -> tuple[str, str | None]:
     Dense, activations, normalisation, …) to the first layer that mixes time steps: the time
     reduction goes right after it."""
     sources: dict[str, list[str]] = {}
-    for c in net.connections:
-        sources.setdefault(c.destination.partition("/")[0], []).append(c.source.partition("/")[0])
+    for (dst, _), (src, _) in net.sources.items():
+        sources.setdefault(dst, []).append(src)
     current, follower = layer, None
     for _ in range(len(net.layers)):
         if not getattr(net.layers[current], "time_local", False) or \
@@ -290,12 +291,9 @@ def followed_input(net, output: str) -> str | None:
     output takes that port at every layer. None when the walk ends elsewhere."""
     analysis = net.analyze()
     layers = net.layers
-    sources = {}
-    for c in net.connections:
-        layer, _, port = c.destination.partition("/")
-        sources[(layer, port or layers[layer].input_ports[0])] = c.source.partition("/")[0]
+    sources = {dst: src for dst, (src, _) in net.sources.items()}
     names = set(net.input_names)
-    current = output.partition("/")[0]
+    current = parse_port(output)[0]
     for _ in range(len(layers) + 1):
         layer = layers[current]
         if layer.is_input:
@@ -305,7 +303,7 @@ def followed_input(net, output: str) -> str | None:
         if port is None:
             return None
         if (current, port) not in sources:       # an open port: an input of a layer-less network
-            name = current if len(layer.input_ports) == 1 else f"{current}/{port}"
+            name = net.port_name(current, port, "input")
             return name if name in names else None
         current = sources[(current, port)]
     return None
