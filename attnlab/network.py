@@ -18,7 +18,7 @@ from .analysis import Analysis, analyze as _analyze
 from .batching import as_batch, id_inputs, input_problem
 from .codegen import layer_at
 from .errors import AttnlabError, DataError, NetworkError, SizeError, close_matches
-from .graph import Connection, Graph, LayerList
+from .graph import Connection, Graph, LayerList, parse_port
 from .layers.base import Layer
 from .layers.tying import tie_modules
 from .network_modules import LayerModules, ModuleHost
@@ -211,11 +211,33 @@ class Network(ModuleHost):
         self._input_ids = id_inputs(self)     # per input: token ids, never cast to the float dtype
 
     def _input_spec(self, name, analysis):
-        layer_name, _, port = name.partition("/")
+        layer_name, port = self.port_of(name)
         layer: Any = self._layers[layer_name]      # an input layer has .spec
         if layer.is_input:
             return layer.spec
-        return analysis.in_specs[layer_name][port or layer.input_ports[0]]
+        return analysis.in_specs[layer_name][port]
+
+    # -- what the engines read of the compiled inputs (after initialisation) -----------------
+    @property
+    def input_specs(self) -> dict[str, Spec]:
+        """Each input's spec by input name, as the forward pass checks it (initialises the
+        network first if it is not)."""
+        if self._plan is None:
+            self._prepare()
+        return dict(zip(self._in_names, self._input_specs))
+
+    @property
+    def token_inputs(self) -> tuple[str, ...]:
+        """The inputs whose values are token ids, kept int64 and never cast to `input_dtype`
+        (initialises the network first if it is not)."""
+        if self._plan is None:
+            self._prepare()
+        return tuple(n for n, ids in zip(self._in_names, self._input_ids) if ids)
+
+    @property
+    def input_dtype(self) -> torch.dtype:
+        """The float dtype inputs are cast to: the parameters' (the default dtype before any)."""
+        return self._dtype or self._float_dtype()
 
     # ---------------------------------------------------------------- as a layer -------
     @property
@@ -237,7 +259,7 @@ class Network(ModuleHost):
             return cached
         given = {}
         for name, spec in specs.items():
-            layer: Any = self._layers[name.partition("/")[0]]     # an input layer has .spec
+            layer: Any = self._layers[parse_port(name)[0]]      # an input layer has .spec
             if layer.is_input:
                 if not layer.spec.matches(spec):
                     raise self.error(SizeError, name, f"expected {layer.spec}, received {spec}.")

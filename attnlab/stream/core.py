@@ -71,12 +71,12 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
         hint = "".join(close_matches(k, names) for k in unknown)
         raise DataError(f"static_inputs: unknown input(s) {', '.join(map(repr, unknown))}.{hint} "
                         f"The network's inputs: {', '.join(names)}.")
-    dtype = net._float_dtype()
+    dtype = net.input_dtype
     ref = next(iter(net.parameters()), None)
     run_on = ref.device if ref is not None else torch.device("cpu")
     half = P.autocast_dtype(precision, run_on, "stream precision")
-    specs = dict(zip(net._in_names, net._input_specs))
-    ids = dict(zip(net._in_names, net._input_ids))      # token ids: kept integers
+    specs = net.input_specs
+    ids = {n: n in net.token_inputs for n in specs}      # token ids: kept integers
     static, batch = {}, None
     for name, x in static_inputs.items():
         from ..batching import as_batch   # the forward pass's own input conversion and checks

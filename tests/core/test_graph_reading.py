@@ -77,3 +77,13 @@ def test_layer_author_helpers_leave_dir_but_keep_working():
 
 def _inner():
     return al.Network([L.Dense(3, name="a")])
+
+
+def test_the_network_reads_its_compiled_inputs():
+    import torch
+    net = al.Network([L.TokenInput(name="ids"), L.Embedding(10, 4, name="emb")])
+    net.add(L.SequenceInput(4, name="x"))
+    assert [str(s) for s in net.input_specs.values()] == ["B×T", "B×T×4"]
+    assert net.token_inputs == ("ids",)
+    assert net.input_dtype == torch.float32
+    assert net.double().input_dtype == torch.float64
