@@ -310,7 +310,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
         (Mistral's `sliding_window`); without, the keys less than `window` steps away on either
         side. Positions follow `causal_alignment`.
     alibi : bool
-        ALiBi: adds −slope_h · |i − j| to the scores of head h, BLOOM's slopes for any head
+        ALiBi: adds −slope_h · abs(i − j) to the scores of head h, BLOOM's slopes for any head
         count (for a causal query, BLOOM's bias up to a constant per query).
 
     Returns

@@ -82,7 +82,7 @@ class Attention(_Heads):
         `window − 1` keys before it (Mistral's `sliding_window`); without, the keys less than
         `window` steps away.
     alibi : bool
-        ALiBi: −slope_h·|i − j| added to the scores of head h, BLOOM's slopes.
+        ALiBi: −slope_h · abs(i − j) added to the scores of head h, BLOOM's slopes.
     has_bias_input : bool
         Adds the `bias` input port: a float tensor broadcastable to B×heads×Tq×Tk added to the
         scores before the softmax (`RelativePositionBias`, or a network input).

@@ -506,3 +506,36 @@ def test_options_save_and_load(tmp_path):
     assert layer.rotary == {"base": 10000.0, "fraction": 0.5, "interleaved": True}
     assert (layer.window, layer.alibi, layer.projection_bias) == (3, True, False)
     torch.testing.assert_close(back.eval()(x), net(x))
+
+
+@settings(max_examples=15, deadline=None)
+@given(heads=st.sampled_from([1, 2, 4]), group=st.sampled_from([1, 2, 4]),
+       rotary=st.sampled_from([False, True, {"fraction": 0.5}, {"interleaved": True}]),
+       window=st.one_of(st.none(), st.integers(1, 5)), alibi=st.booleans(),
+       projection_bias=st.booleans(), t=st.integers(1, 12),
+       cuts=st.lists(st.integers(1, 11), max_size=4), seed=st.integers(0, 2 ** 16))
+def test_any_combination_streams_as_the_full_pass(heads, group, rotary, window, alibi,
+                                                  projection_bias, t, cuts, seed):
+    torch.manual_seed(seed)
+    kv = max(1, heads // group)
+    net = al.Network([L.SequenceInput(6, name="x"),
+                      L.SelfAttention(heads, 4 * heads, attention_mask="causal", rotary=rotary,
+                                      num_kv_heads=kv, window=window, alibi=alibi,
+                                      projection_bias=projection_bias, name="sa")])
+    net.initialize().eval()
+    x = torch.randn(2, t, 6)
+    ends = sorted({c for c in cuts if c < t} | {t})
+    torch.testing.assert_close(_step_by_step(net.stream(capacity=2), x, ends), net(x),
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_grouped_attention_without_learnables_streams_over_its_own_sequence():
+    torch.manual_seed(17)
+    net = al.Network([L.SequenceInput(8, name="q"),
+                      L.Attention(4, num_kv_heads=2, attention_mask="causal", rotary=True,
+                                  window=3, name="a")])
+    net.add(L.Dense(4, name="kv")).connect("q", "kv").connect("kv", "a/key")
+    net.connect("kv", "a/value").initialize().eval()
+    x = torch.randn(2, 7, 8)
+    torch.testing.assert_close(_step_by_step(net.stream(), x, [1, 2, 5, 7]), net(x), atol=1e-5,
+                               rtol=1e-5)
