@@ -51,6 +51,7 @@ from typing import Sequence
 from torch import nn
 
 from .errors import ArgumentError, NetworkError
+from .graph import format_port
 from .layers._checks import MAX_PORTS
 from .layers.base import Layer
 from .layers.combine import Addition
@@ -278,8 +279,8 @@ def Select(indices: Sequence[int], n_in: int | None = None, name: str | None = N
     pick = Pick(indices, n_in)
     w.net.add(pick)
     for ref, port in zip(ins, pick.input_ports):
-        w.net.connect(ref, f"{pick.name}/{port}")
-    return w.finish([f"{pick.name}/{p}" for p in pick.output_ports])
+        w.net.connect(ref, format_port(pick.name, port))
+    return w.finish([format_port(pick.name, p) for p in pick.output_ports])
 
 
 # ------------------------------------------------------------------------- wiring ------
@@ -323,8 +324,8 @@ class _Wiring:
             return self.chain(child, sources)
         self.net.add(child)
         for ref, port in zip(sources, child.input_ports):
-            self.net.connect(ref, f"{child.name}/{port}")
-        return [f"{child.name}/{port}" for port in child.output_ports]
+            self.net.connect(ref, format_port(child.name, port))
+        return [format_port(child.name, port) for port in child.output_ports]
 
     def chain(self, children: list, sources: list[str]) -> list[str]:
         """Children in series from `sources`; checks each count against the previous outputs."""
@@ -338,8 +339,8 @@ class _Wiring:
             before = (_describe(child), i, sources)
             if isinstance(child, Layer):
                 for ref, port in zip(sources, child.input_ports):
-                    self.net.connect(ref, f"{child.name}/{port}")
-                sources = [f"{child.name}/{port}" for port in child.output_ports]
+                    self.net.connect(ref, format_port(child.name, port))
+                sources = [format_port(child.name, port) for port in child.output_ports]
             else:
                 sources = self.place(child, sources, i)
         return sources
