@@ -18,6 +18,9 @@ family is one file and one line here. The module defines:
   model last; a config without `architectures` gets the first whose tensors the file holds;
 - ``IGNORED_TENSORS``: name endings of tensors older files hold that are not weights (buffers
   such as GPT-2's causal mask ``.attn.bias``), or ``()``;
+- ``PREFIX`` (optional): where the base model's tensors sit in a head model's file
+  ("transformer." for GPT-2): a file saved from the base model, without it, loads into the head
+  model (and the reverse), as in transformers, and is written back with its own names;
 - ``network(cfg, architecture) -> Network``: the graph, layers named after the checkpoint's
   modules (``h.0.attn``), inputs named like the model's forward arguments;
 - ``weights(cfg, architecture) -> list[Weight]``: the table of the checkpoint's tensors and the
@@ -108,7 +111,8 @@ def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | None = None) -
         with no_random_init(), torch.random.fork_rng(devices=[]):
             net.initialize()
         net.to(dtype or cfg.dtype or _file_dtype(ckpt))
-        record = load(net, table, ckpt, str(cfg.model_type), tuple(fam.IGNORED_TENSORS))
+        record = load(net, table, ckpt, str(cfg.model_type), tuple(fam.IGNORED_TENSORS),
+                      getattr(fam, "PREFIX", ""))
     net.eval()
     net.metadata[META_KEY] = {"config": cfg.data, "architecture": arch, "tensors": record}
     return net
@@ -194,7 +198,7 @@ def _architecture(cfg: Config, fam: types.ModuleType, ckpt: Checkpoint) -> str:
         return arch
     for arch in supported:             # no "architectures": the first whose tensors are there
         table = fam.weights(cfg, arch)
-        if all(w.name in ckpt.header for w in table if not w.tied):
+        if all(ckpt.find(w.name, getattr(fam, "PREFIX", "")) for w in table if not w.tied):
             return arch
     return supported[-1]                # the loader then names the missing tensors
 

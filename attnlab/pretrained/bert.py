@@ -28,6 +28,9 @@ KEYS = keys(
             "pooler_size_per_head pooler_type output_past",
 )
 
+# where the base model's tensors sit in a head model's file
+PREFIX = "bert."
+
 IGNORED_TENSORS = ("embeddings.position_ids",)      # a buffer 4.x files hold
 
 # checkpoint tensor (after "encoder.layer.{i}.")   learnable(s) (after "encoder.layer.{i}.")

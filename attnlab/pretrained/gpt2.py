@@ -31,6 +31,9 @@ KEYS = keys(
 )
 
 # older checkpoints also hold each block's causal-mask buffers, which are not weights
+# where the base model's tensors sit in a head model's file
+PREFIX = "transformer."
+
 IGNORED_TENSORS = (".attn.bias", ".attn.masked_bias")
 
 # checkpoint tensor (after "h.{i}.")     learnable(s) (after "h.{i}.")
@@ -52,7 +55,7 @@ BLOCK = [
 
 
 def _prefix(architecture: str) -> str:
-    return "transformer." if architecture == "GPT2LMHeadModel" else ""
+    return PREFIX if architecture == "GPT2LMHeadModel" else ""
 
 
 def weights(cfg: Config, architecture: str) -> list[Weight]:

@@ -26,6 +26,9 @@ KEYS = keys(
     ignored="encoder_stride",            # ViTForMaskedImageModeling's decoder only
 )
 
+# where the base model's tensors sit in a head model's file
+PREFIX = "vit."
+
 IGNORED_TENSORS = ()
 
 # checkpoint tensor (after "encoder.layer.{i}.")   learnable(s) (after "encoder.layer.{i}.")

@@ -28,6 +28,8 @@ SAFETENSORS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".h5", ".msgpack")
 
+LEGACY_SUFFIXES = ((".weight", ".gamma"), (".bias", ".beta"))
+
 _ST_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16,
               "BF16": torch.bfloat16, "I64": torch.int64, "I32": torch.int32, "I16": torch.int16,
               "I8": torch.int8, "U8": torch.uint8, "BOOL": torch.bool}
@@ -162,6 +164,20 @@ class Checkpoint:
         """The tensor `name`, read from its file."""
         return self._where[name].get_tensor(name)
 
+    def find(self, name: str, prefix: str = "") -> str | None:
+        """The name the file holds tensor `name` under, or None: the name itself; without or
+        with the base model's `prefix` ("transformer."), as transformers reads a head model's
+        file saved from the base model and the reverse; or, for a name ending in `.weight` or
+        `.bias`, in the `.gamma` / `.beta` of early BERT files' LayerNorms."""
+        names = [name]
+        if prefix:
+            names.append(name[len(prefix):] if name.startswith(prefix) else prefix + name)
+        for n in list(names):
+            for new, old in LEGACY_SUFFIXES:
+                if n.endswith(new):
+                    names.append(n[:-len(new)] + old)
+        return next((n for n in names if n in self.header), None)
+
     def close(self) -> None:
         self._handles.clear()
         self._where.clear()
@@ -240,21 +256,23 @@ def check_table(net, table: list[Weight], family: str) -> dict[str, nn.Parameter
     return params
 
 
-def load(net, table: list[Weight], ckpt: Checkpoint, family: str,
-         ignored: tuple[str, ...] = ()) -> dict[str, list]:
+def load(net, table: list[Weight], ckpt: Checkpoint, family: str, ignored: tuple[str, ...] = (),
+         prefix: str = "") -> dict[str, list]:
     """Copies the checkpoint's tensors into the network's learnables, after checking every name
-    and shape. Returns the file's layout (name → [dtype, shape]) of the tensors it read."""
+    and shape. Returns the file's layout of the tensors it read: table name → [dtype, shape],
+    and the file's own name third where it differs (`Checkpoint.find`)."""
     params = check_table(net, table, family)
-    problems, record = [], {}
+    problems, record, found = [], {}, {}
     for w in table:
         parts = _parts(w, params)
         mine = _expected(w, parts)
-        if w.name not in ckpt.header:
+        name = ckpt.find(w.name, prefix)
+        if name is None:
             if not w.tied:
                 problems.append(f"'{w.name}' is missing (the network expects {_shape(mine)} "
                                 f"for {', '.join(w.learnables)})")
             continue
-        shape, dtype = ckpt.header[w.name]
+        shape, dtype = ckpt.header[name]
         if not _fits(w, shape, mine):
             problems.append(f"'{w.name}' is {_shape(shape)} in the file, the network built from "
                             f"config.json expects {_shape(mine)} (for {', '.join(w.learnables)})")
@@ -262,7 +280,9 @@ def load(net, table: list[Weight], ckpt: Checkpoint, family: str,
         if not dtype.is_floating_point:
             problems.append(f"'{w.name}' has dtype {dtype} in the file; learnables are floating")
             continue
-        record[w.name] = [str(dtype).removeprefix("torch."), list(shape)]
+        record[w.name] = [str(dtype).removeprefix("torch."), list(shape)] + \
+            ([name] if name != w.name else [])
+        found[w.name] = name
     if problems:
         more = f" (and {len(problems) - 6} more)" if len(problems) > 6 else ""
         raise CheckpointError(f"cannot load '{ckpt.folder}': the weights do not fit the model "
@@ -273,7 +293,7 @@ def load(net, table: list[Weight], ckpt: Checkpoint, family: str,
             if w.name not in record or w.tied:
                 continue            # a tied tensor takes the values of the one it is tied to
             parts = _parts(w, params)
-            t = ckpt.tensor(w.name)
+            t = ckpt.tensor(found[w.name])
             if w.reshape:
                 t = t.reshape(_expected(w, parts))
             if w.transpose:
@@ -281,7 +301,7 @@ def load(net, table: list[Weight], ckpt: Checkpoint, family: str,
             for p, piece in zip(parts, t.split([p.shape[0] for p in parts]) if len(parts) > 1
                                 else (t,)):
                 p.copy_(piece)
-    read = {w.name for w in table}
+    read = set(found.values())
     unused = sorted(n for n in ckpt.header if n not in read and not n.endswith(ignored))
     if unused:
         listed = ", ".join(unused[:8]) + (f" (and {len(unused) - 8} more)" if len(unused) > 8 else "")
@@ -311,7 +331,7 @@ def collect(net, table: list[Weight], record: dict[str, list], family: str,
         t = torch.cat(parts) if len(parts) > 1 else parts[0]
         if w.transpose:
             t = t.t()
-        kind, shape = record[w.name]
+        kind, shape = record[w.name][:2]
         if w.reshape and math.prod(shape) == t.numel():
             t = t.reshape(shape)
         if tuple(t.shape) != tuple(shape):
@@ -323,7 +343,7 @@ def collect(net, table: list[Weight], record: dict[str, list], family: str,
         if t.untyped_storage().data_ptr() in seen:     # safetensors refuses shared memory
             t = t.clone()
         seen.add(t.untyped_storage().data_ptr())
-        out[w.name] = t
+        out[record[w.name][2] if len(record[w.name]) > 2 else w.name] = t
     return out
 
 

@@ -167,3 +167,22 @@ def test_cli_analyze_plot_view(loaded, tmp_path, capsys):
     assert main(["plot", str(path), "-o", str(tmp_path / "bert.png")]) == 0
     assert main(["view", str(path), "-o", str(tmp_path / "bert.html")]) == 0
     assert (tmp_path / "bert.html").stat().st_size > 0
+
+
+def test_early_files_with_layernorm_gamma_and_beta(base, tmp_path):
+    import shutil
+    from safetensors.torch import load_file, save_file
+    folder = shutil.copytree(base[0], tmp_path / "old")
+    tensors = load_file(folder / "model.safetensors")
+    renamed = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias",
+                                                                       "LayerNorm.beta"): v
+               for k, v in tensors.items()}
+    save_file(renamed, folder / "model.safetensors", metadata={"format": "pt"})
+    net = al.from_pretrained(folder)
+    _, _, ids, tt, _ = _batch([6, 6])
+    with torch.no_grad():
+        ours = net(input_ids=ids, token_type_ids=tt)["last_hidden_state"]
+        theirs = base[1](input_ids=ids, token_type_ids=tt).last_hidden_state
+    assert relative_difference(ours, theirs) <= 1e-4
+    net.save_pretrained(tmp_path / "out")
+    assert layout(tmp_path / "out") == layout(folder)              # the file's own names

@@ -171,3 +171,46 @@ def test_cli_analyze_plot_view(loaded, tmp_path, capsys):
     assert main(["plot", str(path), "-o", str(tmp_path / "gpt2.png")]) == 0
     assert main(["view", str(path), "-o", str(tmp_path / "gpt2.html")]) == 0
     assert (tmp_path / "gpt2.html").stat().st_size > 0
+
+
+def test_files_of_older_transformers_load(checkpoint, tmp_path):
+    # 4.x files could hold each block's causal-mask buffers and the tied head's own copy
+    import shutil
+    import warnings
+    from safetensors.torch import load_file, save_file
+    folder = shutil.copytree(checkpoint[0], tmp_path / "old")
+    tensors = load_file(folder / "model.safetensors")
+    for i in range(2):
+        tensors[f"transformer.h.{i}.attn.bias"] = torch.ones(1, 1, 24, 24).tril()
+        tensors[f"transformer.h.{i}.attn.masked_bias"] = torch.tensor(-1e4)
+    tensors["lm_head.weight"] = tensors["transformer.wte.weight"].clone()
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(n_ctx=24, torch_dtype=cfg.pop("dtype"), transformers_version="4.40.0")
+    (folder / "config.json").write_text(json.dumps(cfg))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        net = al.from_pretrained(folder)
+    ids = _ids(2, 7)
+    with torch.no_grad():
+        assert relative_difference(net(ids), checkpoint[1](input_ids=ids).logits) <= 1e-4
+    net.save_pretrained(tmp_path / "out")
+    assert "lm_head.weight" in layout(tmp_path / "out")          # written back: the file had it
+    assert "transformer.h.0.attn.bias" not in layout(tmp_path / "out")
+
+
+def test_a_file_of_the_base_model_loads_into_the_lm_head_model(tmp_path):
+    # the Hub's gpt2 holds GPT2Model's names (wte.weight, h.0.…, no lm_head) under the
+    # architecture GPT2LMHeadModel: transformers adds the prefix and ties the head, so does attnlab
+    torch.manual_seed(7)
+    folder = save_checkpoint(transformers.GPT2Model(_config()), tmp_path / "base")
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["architectures"] = ["GPT2LMHeadModel"]
+    (folder / "config.json").write_text(json.dumps(cfg))
+    net = al.from_pretrained(folder)
+    hf = transformers.GPT2LMHeadModel.from_pretrained(folder).eval()
+    ids = _ids(2, 6)
+    with torch.no_grad():
+        assert relative_difference(net(ids), hf(input_ids=ids).logits) <= 1e-4
+    net.save_pretrained(tmp_path / "out")
+    assert layout(tmp_path / "out") == layout(folder)              # its own names, no prefix
