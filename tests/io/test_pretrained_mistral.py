@@ -93,6 +93,7 @@ def test_greedy_generate_past_the_window_equals_transformers(mistral):
                                 max_new_tokens=14, do_sample=False, eos_token_id=None,
                                 pad_token_id=0)
     assert ours.tolist() == theirs[:, 6:].tolist()
+    assert len(set(ours.flatten().tolist())) > 4            # not one token over and over
 
 
 def test_no_window_is_full_causal_attention(tmp_path):
