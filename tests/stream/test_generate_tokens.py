@@ -115,3 +115,26 @@ def test_generate_in_bfloat16_keeps_large_ids_exact():
     got = al.generate(net, start=prompt, max_length=3)
     want = naive_greedy(net, prompt, 3)
     assert torch.equal(got.tokens, want)
+
+
+def test_generate_with_a_padded_token_encoder_in_static_inputs():
+    # T5's way: the encoder's ids whole (a padded list), the decoder fed from a start id
+    torch.manual_seed(0)
+    net = al.Network([L.TokenInput(name="enc"), L.Embedding(V, D, name="shared"),
+                      L.SelfAttention(2, D, name="enc_att")])
+    net.add([L.TokenInput(name="dec"), L.Embedding(V, D, tied_to="shared", name="dec_emb"),
+             L.SelfAttention(2, D, attention_mask="causal", name="dec_att"),
+             L.MultiHeadAttention(2, D, name="cross")])
+    net.connect("enc_att", "cross/key")
+    net.connect("enc_att", "cross/value")
+    net.add(L.Dense(V, bias=False, tied_to="shared", name="head"))
+    net.connect("cross", "head")
+    net.eval()
+    enc = [torch.tensor([1, 2, 3, 4]), torch.tensor([5, 6])]
+    got = al.generate(net, static_inputs={"enc": enc}, start=0, max_length=5)
+    cur, want = torch.zeros(2, 1, dtype=torch.long), []
+    for _ in range(5):
+        nxt = net({"enc": enc, "dec": cur})[:, -1].argmax(-1)
+        want.append(nxt)
+        cur = torch.cat([cur, nxt[:, None]], 1)
+    assert torch.equal(got.tokens, torch.stack(want, 1))
