@@ -1,6 +1,7 @@
 """GPT-2 checkpoints: `al.from_pretrained` against transformers on small random models."""
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -170,7 +171,11 @@ def test_cli_analyze_plot_view(loaded, tmp_path, capsys):
     assert "h.1.attn" in out and "lm_head" in out
     assert main(["plot", str(path), "-o", str(tmp_path / "gpt2.png")]) == 0
     assert main(["view", str(path), "-o", str(tmp_path / "gpt2.html")]) == 0
-    assert (tmp_path / "gpt2.html").stat().st_size > 0
+    np.savez(tmp_path / "sample.npz", input_ids=_ids(1, 6)[0].numpy())
+    assert main(["view", str(path), "--input", str(tmp_path / "sample.npz"),
+                 "-o", str(tmp_path / "heads.html")]) == 0
+    # the page with the sample carries each layer's attention maps, head by head
+    assert (tmp_path / "heads.html").stat().st_size > (tmp_path / "gpt2.html").stat().st_size
 
 
 def test_files_of_older_transformers_load(checkpoint, tmp_path):
