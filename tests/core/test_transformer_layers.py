@@ -593,7 +593,11 @@ def test_a_token_input_network_exports_to_onnx_with_int64_ids(tmp_path):
     pytest.importorskip("onnx")
     import numpy as np
     torch.manual_seed(0)
-    net = _tied_lm().eval()
+    # the Llama-style blocks export too: RMSNorm, GLU, SiLU, a tied head
+    net = al.Network([L.TokenInput(name="ids"), L.Embedding(20, 8, name="wte"),
+                      L.RMSNorm(name="norm"), L.GLU(16, name="mlp"), L.Dense(8, name="down"),
+                      L.SiLU(name="act"), L.LayerNorm(bias=False, name="ln"),
+                      L.Dense(20, bias=False, tied_to="wte", name="head")]).eval()
     ids = torch.randint(0, 20, (2, 5))
     net.export_onnx(tmp_path / "lm.onnx", ids)
     session = ort.InferenceSession(str(tmp_path / "lm.onnx"))
