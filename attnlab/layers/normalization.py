@@ -123,6 +123,7 @@ class _RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x):
+        # written out, not F.rms_norm: the ONNX exporter has no aten::rms_norm at opset 17
         h = x.float()                                                  # B×T×C in float32
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.weight * h.to(x.dtype)                             # B×T×C
