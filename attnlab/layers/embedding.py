@@ -33,9 +33,10 @@ class Embedding(Layer):
 
     Shape
     -----
-    - `in`: B×T×1 or B×T, integer-valued ids from an input layer (directly, or through layers
-      that keep ids, such as `Index1d` and `Concatenation`): computed values (a Dense output)
-      are an analysis error
+    - `in`: B×T token ids from a `TokenInput` (int64 whatever the network's dtype), or B×T×1
+      integer-valued ids from a `SequenceInput(1)` (an input only Embedding layers read keeps
+      integer ids too); directly, or through layers that keep ids, such as `Index1d` and
+      `Concatenation`: computed values (a Dense output) are an analysis error
     - `out`: B×T×dim
 
     Examples
