@@ -539,3 +539,19 @@ def test_grouped_attention_without_learnables_streams_over_its_own_sequence():
     x = torch.randn(2, 7, 8)
     torch.testing.assert_close(_step_by_step(net.stream(), x, [1, 2, 5, 7]), net(x), atol=1e-5,
                                rtol=1e-5)
+
+
+def test_module_options_are_checked_where_they_enter():
+    from attnlab.attention_modules import AttentionModule
+    with pytest.raises(al.ArgumentError) as e:
+        AttentionModule(2, rotary=True)
+    assert "argument 'head_size'" in _message(e) and "head_size=key channels / num_heads" \
+        in _message(e)
+    with pytest.raises(al.SizeError) as e:
+        AttentionModule(2, rotary=True, head_size=5)
+    assert "head size 5" in _message(e)
+    with pytest.raises(al.ArgumentError) as e:
+        AttentionModule(2, window=0)
+    assert "argument 'window'" in _message(e)
+    mod = AttentionModule(2, rotary={"fraction": 0.5}, head_size=4, window=2, alibi=True)
+    assert mod.positional and repr(mod.rotary).startswith("Rotary(head_size=4, dims=2")

@@ -236,3 +236,13 @@ def test_attention_bias_argument_errors():
     with pytest.raises(al.FormatError) as e:
         attention(q, q, q, 2, bias=[[0.0]])
     assert "received list" in str(e.value)
+
+
+def test_a_network_with_a_shared_bias_saves_and_loads(tmp_path):
+    torch.manual_seed(8)
+    net = _t5_encoder_layer(decoder=True, layers=2)
+    x = torch.randn(1, 4, 8)
+    net.save(tmp_path / "t5")
+    back = al.load(tmp_path / "t5").eval()
+    torch.testing.assert_close(back(x), net(x))
+    assert back.analyze().total_learnables == net.analyze().total_learnables
