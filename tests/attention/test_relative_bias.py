@@ -246,3 +246,19 @@ def test_a_network_with_a_shared_bias_saves_and_loads(tmp_path):
     back = al.load(tmp_path / "t5").eval()
     torch.testing.assert_close(back(x), net(x))
     assert back.analyze().total_learnables == net.analyze().total_learnables
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_static_bias_with_a_window_streams_on_both_stream_paths(compiled, monkeypatch):
+    import attnlab.stream.core as core
+    monkeypatch.setattr(core, "maybe_compile", lambda fn, *a, **k: fn)
+    torch.manual_seed(9)
+    net = al.Network([L.SequenceInput(8, name="x"),
+                      L.SelfAttention(2, 8, has_bias_input=True, attention_mask="causal",
+                                      window=3, name="sa")])
+    net.add(L.ImageInput((2, 6, 6), name="b")).connect("b", "sa/bias")
+    net.initialize().eval()
+    x, b = torch.randn(2, 6, 8), torch.randn(2, 2, 6, 6)
+    full = net({"x": x, "b": b})
+    s = net.stream({"b": b}, compile=compiled, capacity=2)
+    torch.testing.assert_close(_step_by_step(s, x, [2, 3, 6]), full, atol=1e-5, rtol=1e-5)
