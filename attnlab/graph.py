@@ -233,8 +233,8 @@ class Graph(Layer):
 
     @property
     def sources(self) -> Mapping[tuple[str, str], tuple[str, str]]:
-        """The edges: `(layer, input port) → (layer, output port)` of its source, for every
-        connected input port (a read-only mapping)."""
+        """The edges, as a read-only mapping from each connected input port, `(layer, port)`,
+        to the output port that feeds it, `(layer, port)`."""
         return MappingProxyType(self._conns)
 
     def source(self, layer: str, port: str) -> tuple[str, str] | None:

@@ -236,7 +236,8 @@ class Network(ModuleHost):
 
     @property
     def input_dtype(self) -> torch.dtype:
-        """The float dtype inputs are cast to: the parameters' (the default dtype before any)."""
+        """The float dtype that inputs are cast to, the parameters' (the default dtype before
+        there are any)."""
         return self._dtype or self._float_dtype()
 
     # ---------------------------------------------------------------- as a layer -------

@@ -71,7 +71,7 @@ nitpick_ignore_regex = [
     # plain words in NumPy-style types ("sequence of tensors", "binary file", "callable")
     ("py:class", r"sequence|tensors?|arrays?|callable|(binary )?file|of"),
     # private helpers named in annotations (base classes of layer modules, the module dict)
-    ("py:.*", r"attnlab\..*\._\w+|attnlab\.network\.LayerModules"),
+    ("py:.*", r"attnlab\..*\._\w+|attnlab\.network(_modules)?\.LayerModules"),
     # the graph base of Network (editing returns the network itself) and its layers tuple
     ("py:class", r"attnlab\.graph\.(Graph|LayerList)"),
     ("py:.*", r"(int|float|str|bool|bytes|None|dict|list|tuple|set|object|type|slice)"),
