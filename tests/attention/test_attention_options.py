@@ -555,3 +555,38 @@ def test_module_options_are_checked_where_they_enter():
     assert "argument 'window'" in _message(e)
     mod = AttentionModule(2, rotary={"fraction": 0.5}, head_size=4, window=2, alibi=True)
     assert mod.positional and repr(mod.rotary).startswith("Rotary(head_size=4, dims=2")
+
+
+@pytest.mark.parametrize("family,window", [("llama", None), ("mistral", 3)])
+def test_self_attention_equals_llama_and_mistral_attention(family, window):
+    """The whole layer against transformers' attention module with the same weights: rotary,
+    grouped heads, no projection biases and (Mistral) the sliding-window mask its model makes."""
+    from transformers import LlamaConfig, MistralConfig
+    from transformers.masking_utils import create_causal_mask, create_sliding_window_causal_mask
+    from transformers.models.llama.modeling_llama import LlamaAttention, LlamaRotaryEmbedding
+    from transformers.models.mistral.modeling_mistral import MistralAttention
+    torch.manual_seed(18)
+    kw = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, rope_theta=1000.0)
+    if family == "mistral":
+        cfg, cls, make_mask = MistralConfig(sliding_window=window, **kw), MistralAttention, \
+            create_sliding_window_causal_mask
+    else:
+        cfg, cls, make_mask = LlamaConfig(**kw), LlamaAttention, create_causal_mask
+    cfg._attn_implementation = "eager"
+    theirs = cls(cfg, layer_idx=0).eval()
+    x = torch.randn(2, 9, 32)
+    pos = torch.arange(9)[None].expand(2, -1)
+    mask = make_mask(config=cfg, inputs_embeds=x, attention_mask=torch.ones(2, 9, dtype=torch.long),
+                     cache=None, position_ids=pos)
+    want = theirs(x, LlamaRotaryEmbedding(cfg)(x, pos), mask)[0]
+    net = al.Network([L.SequenceInput(32, name="x"),
+                      L.SelfAttention(4, 32, attention_mask="causal", rotary={"base": 1000.0},
+                                      num_kv_heads=2, window=window, projection_bias=False,
+                                      name="sa")]).initialize().eval()
+    mod = net.layer_modules["sa"]
+    for ours, lin in (("query", theirs.q_proj), ("key", theirs.k_proj), ("value", theirs.v_proj),
+                      ("output", theirs.o_proj)):
+        getattr(mod, ours).weight.data.copy_(lin.weight)
+    torch.testing.assert_close(net(x), want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(_step_by_step(net.stream(), x, range(1, 10)), want, atol=1e-5,
+                               rtol=1e-5)
