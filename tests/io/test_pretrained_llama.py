@@ -208,3 +208,30 @@ def test_bad_configs_are_named(tmp_path, llama, changes, words):
         al.from_pretrained(edited_copy(tmp_path, folder, **changes))
     for w in words:
         assert w in str(e.value)
+
+
+def test_the_base_model_gives_the_last_hidden_state(tmp_path):
+    torch.manual_seed(0)
+    model = transformers.LlamaModel(small_config()).eval()
+    model.save_pretrained(tmp_path)
+    net = al.from_pretrained(tmp_path)
+    assert net.output_names == ["last_hidden_state"]
+    ids = torch.randint(0, VOCAB, (2, 6))
+    with torch.no_grad():
+        want = model(input_ids=ids).last_hidden_state
+    assert_close_rel(net(ids), want)
+    assert net.analyze().total_learnables == model.num_parameters()
+
+
+def test_export_onnx_runs_in_onnxruntime_at_two_lengths(tmp_path, llama):
+    ort = pytest.importorskip("onnxruntime")
+    folder, _ = llama
+    net = al.from_pretrained(folder)
+    assert net.export_onnx(tmp_path / "llama.onnx").max_error < 1e-4
+    session = ort.InferenceSession(str(tmp_path / "llama.onnx"))
+    for t in (3, 10):
+        ids = torch.randint(0, VOCAB, (2, t))
+        feeds = {"input_ids": ids.numpy(), "input_ids_mask": torch.ones(2, t, dtype=torch.bool).numpy()}
+        got = torch.from_numpy(session.run(["logits"], feeds)[0])
+        with torch.no_grad():
+            assert_close_rel(got, net(ids))

@@ -134,3 +134,30 @@ def test_a_bad_window_is_named(tmp_path, mistral):
     (tmp_path / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
     with pytest.raises(al.NetworkError, match="sliding_window"):
         al.from_pretrained(tmp_path)
+
+
+def test_the_base_model_gives_the_last_hidden_state(tmp_path, mistral):
+    _, causal = mistral
+    model = transformers.MistralModel(causal.config).eval()
+    model.load_state_dict(causal.model.state_dict())
+    model.save_pretrained(tmp_path)
+    net = al.from_pretrained(tmp_path)
+    assert net.output_names == ["last_hidden_state"]
+    ids = torch.randint(0, VOCAB, (2, 10))
+    with torch.no_grad():
+        want = model(input_ids=ids).last_hidden_state
+    assert relative_difference(net(ids), want) <= 1e-4
+
+
+def test_export_onnx_past_the_window_runs_in_onnxruntime(tmp_path, mistral):
+    ort = pytest.importorskip("onnxruntime")
+    folder, _ = mistral
+    net = al.from_pretrained(folder)
+    assert net.export_onnx(tmp_path / "mistral.onnx").max_error < 1e-4
+    session = ort.InferenceSession(str(tmp_path / "mistral.onnx"))
+    for t in (3, 3 * WINDOW):
+        ids = torch.randint(0, VOCAB, (2, t))
+        feeds = {"input_ids": ids.numpy(), "input_ids_mask": torch.ones(2, t, dtype=torch.bool).numpy()}
+        got = torch.from_numpy(session.run(["logits"], feeds)[0])
+        with torch.no_grad():
+            assert relative_difference(got, net(ids)) <= 1e-4

@@ -206,3 +206,20 @@ def test_dropout_follows_the_config_in_training(t5):
     assert not torch.allclose(a, net(x))            # dropout draws anew
     a.sum().backward()
     assert net.learnables["shared/weight"].grad.abs().sum() > 0
+
+
+def test_export_onnx_runs_in_onnxruntime_at_two_lengths(tmp_path, t5):
+    ort = pytest.importorskip("onnxruntime")
+    folder, _ = t5
+    net = al.from_pretrained(folder)
+    assert net.export_onnx(tmp_path / "t5.onnx").max_error < 1e-4
+    session = ort.InferenceSession(str(tmp_path / "t5.onnx"))
+    for te, td in ((3, 2), (9, 6)):
+        ids, dec = torch.randint(2, VOCAB, (2, te)), torch.randint(2, VOCAB, (2, td))
+        feeds = {"input_ids": ids.numpy(), "decoder_input_ids": dec.numpy(),
+                 "input_ids_mask": torch.ones(2, te, dtype=torch.bool).numpy(),
+                 "decoder_input_ids_mask": torch.ones(2, td, dtype=torch.bool).numpy()}
+        got = torch.from_numpy(session.run(["logits"], feeds)[0])
+        with torch.no_grad():
+            want = net({"input_ids": ids, "decoder_input_ids": dec})
+        assert relative_difference(got, want) <= 1e-4
