@@ -235,3 +235,15 @@ def test_export_onnx_runs_in_onnxruntime_at_two_lengths(tmp_path, llama):
         got = torch.from_numpy(session.run(["logits"], feeds)[0])
         with torch.no_grad():
             assert_close_rel(got, net(ids))
+
+
+def test_attnlab_file_keeps_the_checkpoint_and_its_layout(tmp_path, llama):
+    folder, model = llama
+    net = al.from_pretrained(folder)
+    net.save(tmp_path / "llama.attnlab")
+    back = al.load(tmp_path / "llama.attnlab")
+    ids = torch.randint(0, VOCAB, (2, 6))
+    assert torch.equal(back.eval()(ids), net(ids))
+    back.save_pretrained(tmp_path / "hf")
+    again = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    assert torch.equal(hf_logits(again, ids), hf_logits(model, ids))

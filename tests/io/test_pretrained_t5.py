@@ -128,6 +128,10 @@ def test_a_4x_untied_head_keeps_its_own_weight(tmp_path, t5):
     ours = net({"input_ids": ids, "decoder_input_ids": dec})
     assert relative_difference(ours, hf_logits(theirs, ids, dec)) <= 1e-4
     assert net.analyze().total_learnables == theirs.num_parameters()
+    net.save_pretrained(tmp_path / "back")                  # its own head goes back too
+    assert layout(tmp_path / "back") == layout(tmp_path)
+    assert json.loads((tmp_path / "back" / "config.json").read_text())["tie_word_embeddings"] \
+        is False
 
 
 def test_greedy_generate_equals_transformers(tmp_path):
