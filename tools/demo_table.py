@@ -115,8 +115,25 @@ def _headline(name: str, m: dict) -> float:
         "test_exact_match" if name == "roman" else "test_accuracy"]
 
 
+def _busy(results: dict) -> float:
+    """The 1-minute load at a run's start above which other jobs shared the machine: the demos
+    run one after another, so each starts at about the load the run before it left (its
+    processes)."""
+    workers = [int(r.get("workers") or 1) for x in results.values() for r in x["runs"]]
+    return 0.5 + max(workers, default=1)
+
+
+def shared(results: dict) -> list[str]:
+    """The demos with a run that started while other jobs shared the machine."""
+    busy = _busy(results)
+    return [name for name in DEMOS if name in results
+            if any(((r.get("machine") or {}).get("load_average_1min_at_start") or 0) >= busy
+                   for r in results[name]["runs"])]
+
+
 def demo_table(results: dict) -> str:
     firsts = sorted({first_run(r)["seed"] for r in results.values()})
+    busy_demos = shared(results)
     alone = f"seed {'/'.join(map(str, firsts))} alone"
     lines = [f"| demo | {alone}: what `attnlab demo NAME` (and `make demo`: digits) gives | "
              "mean ± sd over the seeds | aim | classical baseline, same split and run | "
@@ -146,7 +163,8 @@ def demo_table(results: dict) -> str:
         against = versus(name, r)
         if against != "—":
             against = f"{seed}: {versus_run(name, one)}; mean: {against}"
-        time = f"{r['mean']['seconds']:.0f} ± {r['sd']['seconds']:.0f} s"
+        time = f"{r['mean']['seconds']:.0f} ± {r['sd']['seconds']:.0f} s" + (
+            " (a shared machine)" if name in busy_demos else "")
         lines.append(f"| {LABELS[name]} | {_figure(name, one)} | {ours} | {aim} | {base} "
                      f"| {against} | {time} |")
     m = next(iter(results.values())).get("machine") or {}
@@ -158,7 +176,6 @@ def demo_table(results: dict) -> str:
     workers = {name: max(int(r.get("workers") or 1) for r in x["runs"]) for name, x in results.items()}
     parallel = [f"the {' and '.join(n for n, v in workers.items() if v == w)} members in {w} "
                 "processes at once" for w in sorted({v for v in workers.values() if v > 1})]
-    busy = 0.5 + max(workers.values(), default=1)     # a run starts at the load the last one left
     counts = sorted({mm["demo_threads"] for mm in machines if "demo_threads" in mm})
     threads = "/".join(map(str, counts)) if counts else None
     where = (f"{threads} torch thread(s) a process" + (f" ({', '.join(parallel)})" if parallel else "")
@@ -169,10 +186,8 @@ def demo_table(results: dict) -> str:
                   f"{where}, torch {m.get('torch', '?')}"
                   + (f", 1-minute load average {min(loads):.1f}–{max(loads):.1f} at the runs' starts"
                      if loads else "")
-                  # the demos run one after another, so each starts at the load of the run
-                  # before it (about its processes): more means other jobs shared the machine
-                  + (" (other jobs shared the machine: these times are not a quiet machine's)"
-                     if loads and max(loads) >= busy else "")
+                  + (f" (other jobs shared the machine during the {' and '.join(busy_demos)} "
+                     "runs: their times are not a quiet machine's)" if busy_demos else "")
                   + (f", the runs at nice {max(nices)}" if nices and max(nices) > 0 else "")
                   + "; the table is written by `make demo-table` from `docs/demo-results.json`."]
     return "\n".join(lines)

@@ -326,3 +326,21 @@ def test_demo_table_counts_one_error_in_the_singular():
     assert [demo_table.errors(n) for n in (0, 1, 3)] == ["0 errors", "1 error", "3 errors"]
     one = {"test_accuracy": 359 / 360, "test_errors": 1}
     assert demo_table._figure("digits", one) == "99.72 % (1 error)"
+
+
+def test_demo_table_marks_the_times_of_the_demos_that_shared_the_machine():
+    import copy
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))   # the repository's tools
+    import demo_table
+    results = json.loads(demo_table.RESULTS.read_text(encoding="utf-8"))
+    quiet = copy.deepcopy(results)
+    for x in quiet.values():
+        for r in x["runs"]:
+            r["machine"]["load_average_1min_at_start"], r["workers"] = 1.0, 2
+    assert demo_table.shared(quiet) == [] and "shared" not in demo_table.demo_table(quiet)
+    quiet["roman"]["runs"][1]["machine"]["load_average_1min_at_start"] = 4.0
+    lines = demo_table.demo_table(quiet).splitlines()
+    assert [l.startswith("| Roman") for l in lines if "(a shared machine) |" in l] == [True]
+    assert "other jobs shared the machine during the roman runs" in lines[-1]
