@@ -138,9 +138,10 @@ def network(cfg: Config, architecture: str) -> Network:
         net.add(output("pooler_output")).connect("pooler.activation", "pooler_output")
     elif architecture == "BertForMaskedLM":
         t = "cls.predictions.transform"
+        tied = f"{e}.word_embeddings" if cfg.flag("tie_word_embeddings", True) else None
         net.add([L.Dense(c, name=f"{t}.dense"), activation(cfg, "hidden_act", f"{t}.act", "gelu"),
                  L.LayerNorm(eps, name=f"{t}.LayerNorm"),
-                 L.Dense(vocab, name="cls.predictions.decoder"), output("logits")])
+                 L.Dense(vocab, tied_to=tied, name="cls.predictions.decoder"), output("logits")])
         net.connect(x, f"{t}.dense")
     else:
         p = cfg.get("classifier_dropout", None)

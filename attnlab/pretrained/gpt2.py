@@ -104,7 +104,8 @@ def network(cfg: Config, architecture: str) -> Network:
     net.add(L.LayerNorm(eps, name="ln_f"))
     net.connect(x, "ln_f")
     if architecture == "GPT2LMHeadModel":
-        net.add([L.Dense(vocab, bias=False, name="lm_head"), output("logits")])
+        tied = "wte" if cfg.flag("tie_word_embeddings", True) else None
+        net.add([L.Dense(vocab, bias=False, tied_to=tied, name="lm_head"), output("logits")])
         net.connect("ln_f", "lm_head")
     else:
         net.add(output("last_hidden_state"))

@@ -52,10 +52,10 @@ class Weight:
         The file holds the same values in another shape (ViT's 1×1×D class token for a D).
     tied : bool or str
         The file may leave it out: its values are another tensor's. A learnable name ("wte/weight"):
-        the loader makes this row's learnable that very Parameter (an output projection that
-        shares the input embedding; `analyze()` and saved files count it once). True: another
-        row fills the same learnable (BERT's decoder bias). Not read (the tensor it is tied to
-        wins, as in transformers); written back when the original file had it.
+        this row's learnable is that very Parameter (an output projection whose layer says
+        ``tied_to="wte"``; `analyze()` and saved files count it once). True: another row fills
+        the same learnable (BERT's decoder bias). Not read (the tensor it is tied to wins, as in
+        transformers); written back when the original file had it.
     """
 
     name: str
@@ -213,31 +213,15 @@ def _learnables(net) -> dict[str, nn.Parameter]:
     return dict(net.learnables)
 
 
-def tie(net, table: list[Weight]) -> None:
-    """Makes the learnable of each row tied to another ("wte/weight") that very Parameter."""
-    params = _learnables(net)
-    for w in table:
-        if not isinstance(w.tied, str) or w.tied not in params:
-            continue
-        source = params[w.tied]
-        for name in w.learnables:
-            if params.get(name) is source:
-                continue                                   # tied by the layers themselves
-            layer, _, path = name.partition("/")
-            owner, _, attr = path.rpartition(".")
-            mod = net.layer_modules[layer]
-            mod = mod.get_submodule(owner) if owner else mod
-            old = getattr(mod, attr, None)
-            if not isinstance(old, nn.Parameter) or old.shape != source.shape:
-                raise CheckpointError(f"cannot tie '{name}' to '{w.tied}': their shapes differ. "
-                                      "This is a bug in attnlab's table: please report it.")
-            setattr(mod, attr, source)
-
-
 def check_table(net, table: list[Weight], family: str) -> dict[str, nn.Parameter]:
-    """The network's learnables, once the table is known to fill each exactly once."""
-    tie(net, table)
+    """The network's learnables, once the table is known to fill each exactly once (and its
+    ties to be the network's: the layers tie their weights, `tied_to`)."""
     params = _learnables(net)
+    loose = [f"{n} = {w.tied}" for w in table if isinstance(w.tied, str) for n in w.learnables
+             if w.tied in params and params.get(n) is not params[w.tied]]
+    if loose:
+        raise CheckpointError(f"the {family} table ties {', '.join(loose)}, but the network does "
+                              f"not. This is a bug in attnlab's {family} family: please report it.")
     filled = [name for w in table for name in w.learnables]
     unknown = [n for n in filled if n not in params]
     if unknown:
