@@ -56,12 +56,20 @@ IGNORED_TENSORS: tuple[str, ...] = ()
 FEED_FORWARD = {"relu": ("relu", "relu"), "gelu": ("gelu", "gelu"),
                 "gelu_new": ("gelu_new", "gelu-tanh"), "silu": ("silu", "silu")}
 
-ATTENTION = [
-    W("q.weight", "/query.weight"),
-    W("k.weight", "/key.weight"),
-    W("v.weight", "/value.weight"),
-    W("o.weight", "/output.weight"),
+# checkpoint tensor (after "….layer.{j}.")   learnable (after "….layer.{j}."), for one
+# attention sublayer named NAME (SelfAttention or EncDecAttention)
+SUBLAYER = [
+    W("NAME.q.weight",                     "NAME/query.weight"),
+    W("NAME.k.weight",                     "NAME/key.weight"),
+    W("NAME.v.weight",                     "NAME/value.weight"),
+    W("NAME.o.weight",                     "NAME/output.weight"),
+    W("layer_norm.weight",                 "layer_norm/weight"),
 ]
+
+
+def _sublayer(attention: str) -> list[Weight]:
+    return [Weight(w.name.replace("NAME", attention),
+                   tuple(n.replace("NAME", attention) for n in w.learnables)) for w in SUBLAYER]
 
 
 def _feed_forward(cfg: Config) -> tuple[bool, str]:
@@ -122,10 +130,7 @@ def weights(cfg: Config, architecture: str) -> list[Weight]:
         for i in range(n):
             b = f"{stack}.block.{i}."
             for j, att in enumerate(parts):
-                table += [Weight(f"{b}layer.{j}.{att}.{w.name}", (f"{b}layer.{j}.{att}"
-                                                                  + w.learnables[0],))
-                          for w in ATTENTION]
-                table.append(W(f"{b}layer.{j}.layer_norm.weight", f"{b}layer.{j}.layer_norm/weight"))
+                table += under(_sublayer(att), f"{b}layer.{j}.", f"{b}layer.{j}.")
             j = len(parts)
             table += under(ff, f"{b}layer.{j}.", f"{b}layer.{j}.")
             table.append(W(f"{b}layer.{j}.layer_norm.weight", f"{b}layer.{j}.layer_norm/weight"))
