@@ -211,6 +211,16 @@ def test_decoder_streams_step_by_step(norm):
     close(torch.cat(steps, 1), full)
 
 
+def test_decoder_streams_over_a_padded_memory():
+    net, _ = decoder_pair("pre")
+    net.eval()
+    mem = al.pad_sequences([torch.randn(t, D) for t in (4, 2)])
+    tgt = torch.randn(2, 5, D)
+    full = net({"tgt": tgt, "mem": mem})
+    s = net.stream(static_inputs={"mem": mem})
+    close(torch.cat([s.step(tgt[:, t:t + 1]) for t in range(5)], 1), full)
+
+
 def test_encoder_decoder_model_streams_with_the_encoder_static():
     torch.manual_seed(1)
     net = al.Network()
