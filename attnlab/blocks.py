@@ -23,12 +23,16 @@ With the same weights and ``norm_first=(norm == "pre")`` the block equals torch'
 a causal mask), so the decoder streams step by step with `memory` given whole in
 ``static_inputs``.
 
-Example — a GPT-style language model of two causal blocks::
+Example — a GPT-style language model of two causal blocks with rotary positions, which
+trains with `al.train` and decodes with `al.generate`::
 
-    net = al.Network([L.SequenceInput(1, name="ids"), L.Embedding(100, 64),
-                      al.blocks.transformer_encoder(64, 4, 256, norm="pre", causal=True),
-                      al.blocks.transformer_encoder(64, 4, 256, norm="pre", causal=True),
+    net = al.Network([L.TokenInput(name="ids"), L.Embedding(100, 64),
+                      al.blocks.transformer_encoder(64, 4, 256, norm="pre", causal=True,
+                                                    rotary=True),
+                      al.blocks.transformer_encoder(64, 4, 256, norm="pre", causal=True,
+                                                    rotary=True),
                       L.LayerNorm(), L.Dense(100)])
+    al.generate(net, start=prompt_ids, max_length=20)
 """
 from __future__ import annotations
 

@@ -238,7 +238,7 @@ def test_encoder_decoder_model_streams_with_the_encoder_static():
 # -- a GPT from blocks ----------------------------------------------------------------------
 
 def gpt(vocab, d=32, heads=4, blocks=2, length=16):
-    net = al.Network([L.SequenceInput(1, name="ids"), L.Embedding(vocab, d, name="tok")])
+    net = al.Network([L.TokenInput(name="ids"), L.Embedding(vocab, d, name="tok")])
     net.add(L.PositionEmbedding(length, name="pos"))
     net.connect("tok", "pos")
     net.add(L.Addition(2, name="embed"))
@@ -262,7 +262,7 @@ def test_gpt_from_blocks_learns_a_toy_task_and_generates_it():
     net = gpt(vocab, d=16, heads=2)
     starts = torch.randint(0, period, (64,))
     seqs = (starts[:, None] + torch.arange(13)) % period
-    x, y = seqs[:, :-1, None].float(), seqs[:, 1:]
+    x, y = seqs[:, :-1], seqs[:, 1:]
     opts = al.TrainingOptions(solver="adam", learning_rate=1e-2, max_epochs=15, batch_size=32,
                               seed=0, plots=None, verbose=False)
     losses = al.train(net, x, y, loss="crossentropy", options=opts).history["loss"]
@@ -271,7 +271,7 @@ def test_gpt_from_blocks_learns_a_toy_task_and_generates_it():
     out = al.generate(net, start=torch.tensor([[1, 2]]), max_length=8)
     assert out.tokens[0, :6].tolist() == [0, 1, 2, 0, 1, 2]
     # streaming the stack equals its forward pass
-    ids = seqs[:2, :10, None].float()
+    ids = seqs[:2, :10]
     full = net(ids)
     s = net.stream()
     close(torch.cat([s.step(ids[:, t:t + 1]) for t in range(10)], 1), full, 1e-4)
