@@ -1,9 +1,12 @@
-"""GPT-2 (`model_type` "gpt2"): `GPT2LMHeadModel` and the base `GPT2Model`.
+"""GPT-2 (`model_type` "gpt2"): `GPT2LMHeadModel`, `GPT2ForSequenceClassification` and the
+base `GPT2Model`.
 
 The graph: token and position embeddings added, `n_layer` pre-norm blocks (LayerNorm →
 causal SelfAttention → residual, LayerNorm → Dense → GELU(tanh) → Dense → residual), a final
 LayerNorm and, for the LM head, the output projection tied to the token embedding. Layers are
-named after the checkpoint's modules (`h.0.attn`, `h.0.mlp.c_fc`, `ln_f`).
+named after the checkpoint's modules (`h.0.attn`, `h.0.mlp.c_fc`, `ln_f`). The classifier
+scores each sequence's last token: its last valid step in a padded batch, as transformers
+takes the last token before the padding `pad_token_id` marks.
 
 GPT-2 stores its linear maps as Conv1D, in×out: the table transposes them into attnlab's
 out×in (and back on saving). Its `c_attn` is one fused in×3C map, split here into the
@@ -17,7 +20,7 @@ from .common import activation, add, dropout, output, under
 from .config import Config, keys
 from .weights import W, Weight
 
-ARCHITECTURES = ("GPT2LMHeadModel", "GPT2Model")
+ARCHITECTURES = ("GPT2LMHeadModel", "GPT2ForSequenceClassification", "GPT2Model")
 
 KEYS = keys(
     read="vocab_size n_positions n_embd n_layer n_head n_inner activation_function resid_pdrop "
@@ -55,7 +58,7 @@ BLOCK = [
 
 
 def _prefix(architecture: str) -> str:
-    return PREFIX if architecture == "GPT2LMHeadModel" else ""
+    return "" if architecture == "GPT2Model" else PREFIX
 
 
 def weights(cfg: Config, architecture: str) -> list[Weight]:
@@ -67,6 +70,8 @@ def weights(cfg: Config, architecture: str) -> list[Weight]:
     if architecture == "GPT2LMHeadModel":
         tied = cfg.flag("tie_word_embeddings", True)
         table.append(W("lm_head.weight", "lm_head/weight", tied="wte/weight" if tied else False))
+    elif architecture == "GPT2ForSequenceClassification":
+        table.append(W("score.weight", "score/weight"))
     return table
 
 
@@ -107,6 +112,10 @@ def network(cfg: Config, architecture: str) -> Network:
         tied = "wte" if cfg.flag("tie_word_embeddings", True) else None
         net.add([L.Dense(vocab, bias=False, tied_to=tied, name="lm_head"), output("logits")])
         net.connect("ln_f", "lm_head")
+    elif architecture == "GPT2ForSequenceClassification":
+        net.add([L.Index1d("last", name="last_token"),
+                 L.Dense(cfg.num_labels(), bias=False, name="score"), output("logits")])
+        net.connect("ln_f", "last_token")
     else:
         net.add(output("last_hidden_state"))
         net.connect("ln_f", "last_hidden_state")

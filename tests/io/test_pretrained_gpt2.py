@@ -219,3 +219,16 @@ def test_a_file_of_the_base_model_loads_into_the_lm_head_model(tmp_path):
         assert relative_difference(net(ids), hf(input_ids=ids).logits) <= 1e-4
     net.save_pretrained(tmp_path / "out")
     assert layout(tmp_path / "out") == layout(folder)              # its own names, no prefix
+
+
+def test_sequence_classification_scores_the_last_token(tmp_path):
+    torch.manual_seed(8)
+    hf = transformers.GPT2ForSequenceClassification(_config(num_labels=3, pad_token_id=0)).eval()
+    net = al.from_pretrained(save_checkpoint(hf, tmp_path))
+    seqs = [torch.randint(1, VOCAB, (n,)) for n in (7, 3, 5)]           # no pad id inside
+    ids = torch.nn.utils.rnn.pad_sequence(seqs, batch_first=True)      # pad_token_id 0
+    with torch.no_grad():
+        ours, theirs = net(input_ids=seqs), hf(input_ids=ids).logits
+    assert ours.shape == (3, 3)
+    assert relative_difference(ours, theirs) <= 1e-4
+    assert net.analyze().total_learnables == hf.num_parameters()
