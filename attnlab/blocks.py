@@ -19,9 +19,9 @@ torch                         attnlab (inside the block)
 With the same weights and ``norm_first=(norm == "pre")`` the block equals torch's layer
 (``batch_first=True``), padded batches included: the padding mask of `in` plays
 ``src_key_padding_mask`` / ``tgt_key_padding_mask``, that of `memory`
-``memory_key_padding_mask``. The decoder's self-attention is causal (torch's ``tgt_mask``
-a causal mask), so the decoder streams step by step with `memory` given whole in
-``static_inputs``.
+``memory_key_padding_mask``. The decoder's self-attention is causal by default (torch's
+``tgt_mask`` a causal mask), so the decoder streams step by step with `memory` given whole
+in ``static_inputs``.
 
 Example — a GPT-style language model of two causal blocks with rotary positions, which
 trains with `al.train` and decodes with `al.generate`::
@@ -107,7 +107,7 @@ def transformer_encoder(d_model: int, num_heads: int, ffn: int, norm: str = "pos
 
 def transformer_decoder(d_model: int, num_heads: int, ffn: int, norm: str = "post",
                         dropout: float = 0.1, activation: str = "relu", eps: float = 1e-5,
-                        bias: bool = True, name: str | None = None,
+                        bias: bool = True, causal: bool = True, name: str | None = None,
                         **attention: Any) -> Network:
     """One transformer decoder layer: causal self-attention, cross-attention to an encoder's
     output (`memory`), a feed-forward network, each with a residual connection and a
@@ -117,6 +117,10 @@ def transformer_decoder(d_model: int, num_heads: int, ffn: int, norm: str = "pos
     ----------
     d_model, num_heads, ffn, norm, dropout, activation, eps, bias, name, **attention
         As for `transformer_encoder` (default name "decoder").
+    causal : bool
+        Causal self-attention (True, the default: a target position sees itself and the
+        positions before it, torch's ``tgt_mask`` a causal mask); False for torch's layer
+        called without ``tgt_mask`` (then the decoder does not stream).
 
     Returns
     -------
@@ -129,10 +133,11 @@ def transformer_decoder(d_model: int, num_heads: int, ffn: int, norm: str = "pos
     """
     o = _Options("transformer_decoder", d_model, num_heads, ffn, norm, dropout, activation,
                  eps, bias, attention)
+    causal = _flag("transformer_decoder", "causal", causal)
     net = _network(name, "decoder", "transformer_decoder")
     net.add(Port(name="in"))
     net.add(Port(name="memory"))
-    sa = o.attention(L.SelfAttention, "self_attn", "causal")
+    sa = o.attention(L.SelfAttention, "self_attn", "causal" if causal else None)
     x = o.sublayer(net, "in", "1", [sa], lambda a: net.connect(a, "self_attn"))
     ca = o.attention(L.MultiHeadAttention, "multihead_attn", None)
 

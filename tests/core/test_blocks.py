@@ -44,12 +44,12 @@ def encoder_pair(norm, dropout=0.1, **kw):
     return net, ref
 
 
-def decoder_pair(norm, dropout=0.1, memory_channels=D):
+def decoder_pair(norm, dropout=0.1, memory_channels=D, **kw):
     torch.manual_seed(0)
     net = al.Network()
     net.add(L.SequenceInput(D, name="tgt"))
     net.add(L.SequenceInput(memory_channels, name="mem"))
-    net.add(al.blocks.transformer_decoder(D, H, F, norm=norm, dropout=dropout))
+    net.add(al.blocks.transformer_decoder(D, H, F, norm=norm, dropout=dropout, **kw))
     net.connect("tgt", "decoder/in")
     net.connect("mem", "decoder/memory")
     ref = nn.TransformerDecoderLayer(D, H, F, dropout=dropout, batch_first=True,
@@ -133,6 +133,13 @@ def test_decoder_equals_torch(norm):
     net.eval(), ref.eval()
     tgt, mem = torch.randn(2, 5, D), torch.randn(2, 8, D)
     close(net({"tgt": tgt, "mem": mem}), ref(tgt, mem, tgt_mask=causal(5), tgt_is_causal=True))
+
+
+def test_a_non_causal_decoder_equals_torch_without_tgt_mask():
+    net, ref = decoder_pair("post", causal=False)
+    net.eval(), ref.eval()
+    tgt, mem = torch.randn(2, 5, D), torch.randn(2, 8, D)
+    close(net({"tgt": tgt, "mem": mem}), ref(tgt, mem))
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
