@@ -1,7 +1,6 @@
-"""The torch modules that the attention layers build (also importable from
-`attnlab.functional`): `AttentionModule` (no learnables), `MultiHeadAttentionModule`,
-`SelfAttentionModule` and `AttentionPoolModule`. Each computes through
-`attnlab.functional.attention`; their stages (`project_q`, `project_kv`, `transform_qk`,
+"""The torch modules that the attention layers build (public as `attnlab.functional`'s):
+`AttentionModule` (no learnables), `MultiHeadAttentionModule`, `SelfAttentionModule` and
+`AttentionPoolModule`. Each computes through `attnlab.functional.attention`; their stages (`project_q`, `project_kv`, `transform_qk`,
 `attend`, `output_map`) are what streaming reuses one by one.
 """
 from __future__ import annotations
@@ -14,7 +13,7 @@ from torch import Tensor, nn
 
 from . import attention_rules as rules
 from .errors import FormatError, SizeError
-from .functional import MaskArg, _attention, _divisor_hint, _size
+from .attention_math import MaskArg, _attention, _divisor_hint, _size
 from .rotary import Rotary
 
 __all__ = ["AttentionModule", "MultiHeadAttentionModule", "SelfAttentionModule",

@@ -39,7 +39,7 @@ class Rotary:
         self.head_size = int(head_size)
         self.dims = int(round(fraction * head_size))            # rotated channels per head
         self.base, self.interleaved = float(base), bool(interleaved)
-        self._tables: dict[tuple, tuple[Tensor, Tensor]] = {}
+        self._tables: dict[tuple, tuple] = {}    # (device, dtype) → cos, sin, their rows
 
     def __repr__(self) -> str:
         return (f"Rotary(head_size={self.head_size}, dims={self.dims}, base={self.base}, "

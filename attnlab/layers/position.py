@@ -168,8 +168,12 @@ class RelativePositionBias(Layer):
         self.num_buckets = check.integer(self, "num_buckets", num_buckets, least=least,
                                          example=32)
         exact = self.num_buckets // (4 if self.bidirectional else 2)
-        self.max_distance = check.integer(
-            self, "max_distance", max_distance, least=exact + 1, example=128)
+        self.max_distance = check.integer(self, "max_distance", max_distance, example=128)
+        if self.max_distance <= exact:
+            raise check.fail(self, "max_distance", f"more than the {exact} distances that "
+                             f"'num_buckets'={self.num_buckets} keeps exact", max_distance,
+                             f"Use max_distance > {exact}, or fewer num_buckets (T5: "
+                             "num_buckets=32, max_distance=128).")
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         q, k = specs["query"], specs["key"]

@@ -86,6 +86,7 @@ SETUPS = {
     "ImageToSequence": (dict(patch_size=2), chain(img)),
     "PositionEmbedding": (dict(max_length=8), chain(seq)),
     "SinusoidalPositionEncoding": (dict(dim=4), chain(seq)),
+    "RelativePositionBias": (dict(num_heads=2), fan(seq)),
     "Module": (dict(module=nn.Linear(4, 4)), chain(seq)),
     "Swish": ({}, chain(seq)),
     "SiLU": ({}, chain(seq)),

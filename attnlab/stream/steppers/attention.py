@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ... import functional as AF
+from ... import attention_math as AF
 from ...attention_bias import alibi_bias, alibi_slopes_tensor, relative_positions
 from ...attention_modules import AttentionModule
 from ...attention_rules import scale_value
