@@ -247,3 +247,12 @@ def test_attnlab_file_keeps_the_checkpoint_and_its_layout(tmp_path, llama):
     back.save_pretrained(tmp_path / "hf")
     again = transformers.LlamaForCausalLM.from_pretrained(tmp_path / "hf").eval()
     assert torch.equal(hf_logits(again, ids), hf_logits(model, ids))
+
+
+def test_sharded_checkpoint_loads_the_same(tmp_path, llama):
+    _, model = llama
+    model.save_pretrained(tmp_path, max_shard_size="20KB")
+    assert (tmp_path / "model.safetensors.index.json").exists()
+    net = al.from_pretrained(tmp_path)
+    ids = torch.randint(0, VOCAB, (1, 6))
+    assert_close_rel(net(ids), hf_logits(model, ids))
