@@ -186,3 +186,23 @@ def test_early_files_with_layernorm_gamma_and_beta(base, tmp_path):
     assert relative_difference(ours, theirs) <= 1e-4
     net.save_pretrained(tmp_path / "out")
     assert layout(tmp_path / "out") == layout(folder)              # the file's own names
+
+
+def test_fine_tuned_with_al_train_and_taken_back(tmp_path):
+    torch.manual_seed(4)
+    hf = transformers.BertForSequenceClassification(_config(num_labels=2)).eval()
+    net = al.from_pretrained(save_checkpoint(hf, tmp_path / "in"))
+    lengths = [int(n) for n in torch.randint(3, 10, (16,))]
+    seqs, types, ids, tt, mask = _batch(lengths, seed=4)
+    labels = torch.tensor([int(s[0] > VOCAB // 2) for s in seqs])
+    before = net.learnables["classifier/weight"].detach().clone()
+    al.train(net, {"input_ids": seqs, "token_type_ids": types}, labels, loss="crossentropy",
+             options=al.TrainingOptions(max_epochs=2, batch_size=8, plots="none"), verbose=False)
+    assert not torch.equal(net.learnables["classifier/weight"], before)
+    net.eval()
+    net.save_pretrained(tmp_path / "tuned")
+    tuned = transformers.BertForSequenceClassification.from_pretrained(tmp_path / "tuned").eval()
+    with torch.no_grad():
+        ours = net(input_ids=seqs, token_type_ids=types)
+        theirs = tuned(input_ids=ids, token_type_ids=tt, attention_mask=mask).logits
+    assert relative_difference(ours, theirs) <= 1e-4
