@@ -83,6 +83,8 @@ def test_ids_outside_the_vocabulary(loaded):
     with pytest.raises(al.DataError, match=f"token id {VOCAB} at observation 0, step 2 is outside "
                                            f"the vocabulary of {VOCAB}"):
         loaded(input_ids=torch.tensor([[1, 2, VOCAB]]))
+    with pytest.raises(al.DataError, match=f"token id {VOCAB} .* outside the vocabulary"):
+        al.generate(loaded, start=torch.tensor([[1, VOCAB]]), max_length=2)
 
 
 def test_save_and_load_round_trip(loaded, tmp_path):
