@@ -190,20 +190,17 @@ def _causal(Tq: int, Tk: int, alignment: str, device) -> Tensor:
     return j <= i + offset  # Tq×Tk
 
 
-def _position_terms(Tq, Tk, attention_mask, offset, window, alibi, num_heads, device):
-    """The terms that read relative positions (query i at position i + offset, key j at j):
-    (bool mask 1×1×Tq×Tk or None: causal AND window, whether a row may be empty, float32
-    ALiBi bias 1×H×Tq×Tk or None)."""
+def _position_mask(Tq, Tk, causal, offset, window, device):
+    """The mask that reads positions (query i at position i + offset, key j at j): causal AND
+    window, 1×1×Tq×Tk or None, and whether a row may be empty."""
     rel = aligned_relative_positions(Tq, Tk, offset, device)            # Tq×Tk
-    causal = isinstance(attention_mask, str)
     mask = rel <= 0 if causal else None
     if window is not None:
         w = window_mask(rel, window, causal)
         mask = w if mask is None else mask & w
-    add = alibi_bias(rel, alibi_slopes_tensor(num_heads, device))[None] if alibi else None
     # a query may see no key when it sits before the first key or, windowed, past the last
     may_empty = mask is not None and (offset < 0 or (window is not None and offset + Tq > Tk))
-    return (None if mask is None else mask[None, None]), may_empty, add
+    return (None if mask is None else mask[None, None]), may_empty
 
 
 def _combined_mask(Tq, Tk, key_padding_mask, attention_mask, causal_alignment, device,
@@ -218,8 +215,8 @@ def _combined_mask(Tq, Tk, key_padding_mask, attention_mask, causal_alignment, d
     if window is not None or offset is not None:
         if offset is None:
             offset = Tk - Tq if causal_alignment == "bottom-right" else 0
-        am = attention_mask if isinstance(attention_mask, str) else None
-        mask, may_empty, _ = _position_terms(Tq, Tk, am, offset, window, False, 1, device)
+        mask, may_empty = _position_mask(Tq, Tk, isinstance(attention_mask, str), offset,
+                                         window, device)
         if isinstance(attention_mask, Tensor):
             user = attention_mask.unsqueeze(-3)
             user = user.unsqueeze(0) if user.dim() == 3 else user
