@@ -87,7 +87,7 @@ def test_ids_outside_the_vocabulary(loaded):
         al.generate(loaded, start=torch.tensor([[1, VOCAB]]), max_length=2)
 
 
-def test_save_and_load_round_trip(loaded, tmp_path):
+def test_save_and_load_round_trip(checkpoint, loaded, tmp_path):
     path = tmp_path / "gpt2.attnlab"
     loaded.save(path)
     back = al.load(path).eval()         # a loaded file starts in training mode, as torch modules do
@@ -95,6 +95,9 @@ def test_save_and_load_round_trip(loaded, tmp_path):
     with torch.no_grad():
         assert torch.equal(back(ids), loaded(ids))
     assert back.analyze().total_learnables == loaded.analyze().total_learnables
+    assert back.learnables["lm_head/weight"] is back.learnables["wte/weight"]   # still tied
+    back.save_pretrained(tmp_path / "again")                  # the layout survives the file
+    assert layout(tmp_path / "again") == layout(checkpoint[0])
 
 
 def test_save_pretrained_writes_the_original_layout(checkpoint, loaded, tmp_path):
