@@ -308,3 +308,19 @@ def test_trained_weights_go_back_to_transformers(folder, tmp_path):
     x = torch.randn(2, 3, 8, 8)
     with torch.no_grad():
         assert relative_difference(net(x), hf(pixel_values=x).logits) <= 1e-6
+
+
+def test_a_folder_of_symbolic_links_as_the_hub_cache_keeps_them(folder, tmp_path):
+    # huggingface_hub.snapshot_download gives a folder of links to the cache's blobs
+    blobs, snapshot = tmp_path / "blobs", tmp_path / "snapshot"
+    blobs.mkdir()
+    snapshot.mkdir()
+    for f in folder.iterdir():
+        target = blobs / f"blob-{f.name}"
+        f.rename(target)
+        (snapshot / f.name).symlink_to(target)
+    net = from_pretrained(snapshot)
+    hf = transformers.ViTForImageClassification.from_pretrained(snapshot).eval()
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        assert relative_difference(net(x), hf(pixel_values=x).logits) <= 1e-4
