@@ -9,7 +9,7 @@ import torch
 
 import attnlab as al
 from attnlab.pretrained import FAMILIES, CheckpointError, Config, from_pretrained
-from pretrained_helpers import quiet_transformers, relative_difference, save_checkpoint
+from pretrained_helpers import layout, quiet_transformers, relative_difference, save_checkpoint
 
 transformers = pytest.importorskip("transformers")
 quiet_transformers()
@@ -296,6 +296,10 @@ def test_save_pretrained_in_another_dtype(folder, tmp_path):
     assert cfg["dtype"] == "float16"
     back = from_pretrained(tmp_path / "half")
     assert next(back.parameters()).dtype == torch.float16
+    back.to(torch.float32)
+    save_pretrained(back, tmp_path / "again")                   # the file's dtype, float16
+    assert layout(tmp_path / "again") == layout(tmp_path / "half")
+    assert {kind for kind, _ in layout(tmp_path / "again").values()} == {"F16"}
 
 
 def test_trained_weights_go_back_to_transformers(folder, tmp_path):
