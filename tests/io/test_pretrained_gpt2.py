@@ -139,7 +139,9 @@ def test_untied_output_projection(tmp_path):
     dict(activation_function="relu", n_inner=40),
     dict(scale_attn_by_inverse_layer_idx=True),
     dict(scale_attn_weights=False, activation_function="gelu", layer_norm_epsilon=1e-3),
-], ids=["relu-inner", "inverse-layer-scale", "unscaled-gelu"])
+    dict(activation_function="gelu_accurate"),
+    dict(activation_function="leaky_relu"),
+], ids=["relu-inner", "inverse-layer-scale", "unscaled-gelu", "gelu-accurate", "leaky-relu"])
 def test_config_options_equal_transformers(options, tmp_path):
     torch.manual_seed(4)
     hf = transformers.GPT2LMHeadModel(_config(**options)).eval()
