@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from . import numeric as N
-from .values import Cell, MatlabError, String, Struct
+from .values import Categorical, Cell, MatlabError, String, Struct
 
 
 class Exhausted(Exception):
@@ -70,6 +70,7 @@ GRAPHICS = {
     "stairs", "errorbar", "pie", "heatmap", "confusionchart", "plotconfusion", "plotroc",
     "view", "shg", "movegui", "uifigure", "gpuDevice", "pause", "beep", "commandwindow",
     "dbstop", "more", "diary", "profile", "addpath", "rmpath", "savepath", "delete",
+    "stackedplot", "plot3", "semilogx", "semilogy", "loglog", "fill", "patch", "xline", "yline",
 }
 # MATLAB functions the reader does not run (statistics, preprocessing, tables, text analytics,
 # pretrained networks, …): `attnlab analyze` skips their statements, naming them; `run_file`
@@ -79,7 +80,7 @@ OUTSIDE = {
     "crossval", "table2array", "array2table", "cell2mat", "num2cell", "cellfun", "arrayfun",
     "table", "height", "width", "head", "tail", "rmmissing", "fillmissing", "ismissing",
     "standardizeMissing", "movmean", "smoothdata", "interp1", "detrend", "resample", "filter",
-    "buffer", "cat", "horzcat", "vertcat", "squeeze", "permute", "circshift", "flip", "fliplr",
+    "buffer", "squeeze", "permute", "circshift", "flip", "fliplr",
     "flipud", "sortrows", "find", "cumsum", "cumprod", "diff",
     "median", "mode", "corrcoef", "cov", "histcounts", "discretize", "isnan", "isinf", "nnz",
     "grp2idx", "onehotencode", "onehotdecode", "dummyvar", "bayesopt",
@@ -416,6 +417,11 @@ def strcat(ctx, *args):
 
 
 def string(ctx, x):
+    if isinstance(x, Categorical):               # string(labels(i)): the category's name
+        names = [String(str(v)) for v in x.values]
+        return names[0] if len(names) == 1 else names
+    if isinstance(x, np.ndarray) and x.size > 1:     # string(1:3): one string per number
+        return [String(_fmt_value(v)) for v in x.ravel()]
     if not isinstance(x, (str, int, float, bool, np.ndarray, np.generic)):
         raise MatlabError(f"string: expected a text or number, received {type(x).__name__}")
     return String(x if isinstance(x, str) else _fmt_value(x))
@@ -613,7 +619,8 @@ BASE = {
     "single": _elementwise(np.float32),
     "sum": N.reduction(np.sum), "mean": N.reduction(np.mean), "prod": N.reduction(np.prod),
     "max": N.extreme(np.maximum), "min": N.extreme(np.minimum), "std": N.spread(np.std),
-    "var": N.spread(np.var), "sort": N.sort,
+    "var": N.spread(np.var), "sort": N.sort, "cat": N.cat,
+    "horzcat": lambda ctx, *a: N.cat(ctx, 2, *a), "vertcat": lambda ctx, *a: N.cat(ctx, 1, *a),
     "strcmp": strcmp, "strcmpi": strcmpi, "strcat": strcat, "string": string, "char": char,
     "struct": struct, "cell": cell, "isfield": isfield, "fullfile": fullfile,
     "dlarray": dlarray, "extractdata": extractdata, "randperm": randperm, "reshape": reshape,

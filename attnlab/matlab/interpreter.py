@@ -455,10 +455,13 @@ class Interpreter:
             return False
         key = ("reads", node.id)                 # [XTrain, YTrain] = japaneseVowelsTrainData;
         if key not in self._walks:               # a call that reads files, one the reader does
-            names = {_text(n, self.src) for n in [call, *_descendants(right)]  # not run, or a
-                     if n.type == "identifier"}                    # helper in another file
-            self._walks[key] = any(n in B.FILES or n in B.OUTSIDE or
-                                   n not in self.ws and self._unknown(n) for n in names)
+            calls = [call] + [n.named_children[0] for n in _descendants(right)  # not run, or a
+                              if n.type == "function_call" and _child(n, "{") is None]  # helper
+            names = {_text(n, self.src) for n in calls if n.type == "identifier"}
+            used = {_text(n, self.src) for n in [right, *_descendants(right)]
+                    if n.type == "identifier"}                   # fullfile(matlabroot, …)
+            self._walks[key] = any(n in B.FILES or n in B.OUTSIDE for n in used) or \
+                any(n not in self.ws and self._unknown(n) for n in names)
         return self._walks[key]
 
     def _unknown(self, name) -> bool:
@@ -589,8 +592,17 @@ class Interpreter:
             self._block(cbody.named_children if cbody else [], scope)
 
     def _command(self, node, scope):
-        name = _text(_child(node, "command_name"), self.src)
+        name_node = _child(node, "command_name")
+        name = _text(name_node, self.src)
         args = [_text(c, self.src) for c in node.named_children if c.type == "command_argument"]
+        if not args and (name in scope or self._unknown(name)):
+            self._name(name_node, scope, 0)      # `XTrain` alone: shows a variable
+            return
+        if name == "load" and not self.analyze and self.given:
+            self._run_note(node, "skipped: load reads a file, which the reader never does; "
+                           "the variables it loads come from the workspace given ("
+                           + ", ".join(sorted(self.given)) + ")")
+            return
         self._call(name, [String(a) for a in args], {}, node, scope, nargout=0)
 
     def _truth(self, value, node) -> bool:
@@ -1022,6 +1034,10 @@ class Interpreter:
                 return a
             return self._truth(self._value(right, scope), right)
         a, b = self._value(left, scope), self._value(right, scope)
+        if hasattr(a, "detach") and isinstance(b, np.ndarray):     # a prediction and an array
+            a = a.detach().cpu().numpy()
+        elif hasattr(b, "detach") and isinstance(a, np.ndarray):
+            b = b.detach().cpu().numpy()
         if op in ("+", "-", "*", "/", "^", ".*", "./", ".^") and _is_number(a) and _is_number(b):
             return _arith(op, a, b)              # numbers are doubles: 2^1e9 is Inf, 1/0 Inf
         self._check_result(node, op, a, b)
@@ -1149,7 +1165,11 @@ class Interpreter:
                     if function in B.DATA:
                         raise NeedsData(f"{function} needs data the script does not have")
                     raise NeedsData(f"uses a value from line {v.line}, which was skipped")
-                pos.append(v)
+                if isinstance(v, Cell) and c.type == "function_call" and \
+                        _child(c, "{") is not None:
+                    pos.extend(v)                # f(c{:}): the cells' contents, one by one
+                else:
+                    pos.append(v)
             i += 1
         return pos, kw
 

@@ -198,3 +198,17 @@ def _auto_sequences(net, X, T, transpose_targets: bool):
 def _transposed(data):
     out = [x.T.contiguous() if torch.is_tensor(x) else np.ascontiguousarray(x.T) for x in data]
     return Cell(out) if isinstance(data, Cell) else out
+
+
+def auto_predictors(net, X: tuple) -> tuple:
+    """The predictors of predict/classify, read as training reads them with "auto": MATLAB's
+    C×T sequences (a cell array of them, or one matrix) for a network whose one input is a
+    sequence of C channels → T×C."""
+    kinds = _input_kinds(net)
+    if len(X) != 1 or len(kinds) != 1 or next(iter(kinds.values())) != "sequence":
+        return X
+    x = X[0]
+    if (isinstance(x, np.ndarray) or torch.is_tensor(x)) and x.ndim == 2:
+        seqs, _ = _auto_sequences(net, [x], None, False)
+        return (seqs[0],)
+    return (_auto_sequences(net, x, None, False)[0],)

@@ -188,6 +188,9 @@ class WordEmbedding(Embedding):
                              f"received {oov!r}.")
         self.oov = oov
 
+    def config(self) -> dict:
+        return Layer.config(self)                # its own arguments: vocab, dim, oov
+
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _WordLookup(self.vocab, self.dim, specs["in"].labels == "BTC", self.oov, self.name)
 

@@ -17,6 +17,7 @@ from ._options import _flag, _int, _parse, _word, split_pairs
 from .weights import apply_presets, getLayerWeights, setLayerWeights
 from .layers import _layer_array
 from .layers import LayerArray
+from .layouts import auto_predictors
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -285,6 +286,7 @@ def predict(net: Network, *X: Any, **kwargs: Any) -> torch.Tensor | tuple[torch.
     X, pairs = split_pairs(X, options)
     _, o = _parse("predict", pairs, kwargs, options)
     _sequence_options("predict", o)
+    X = auto_predictors(net, X)                 # MATLAB's C×T sequences, as training reads them
     if _inner(net, o["Outputs"]):
         return _predict_inner(net, X, o["Outputs"], "predict", {})
     return _select_outputs(net, net.predict(*X), o["Outputs"], "predict")
@@ -299,6 +301,7 @@ def minibatchpredict(net: Network, *X: Any, **kwargs: Any) -> torch.Tensor | tup
     _, o = _parse("minibatchpredict", pairs, kwargs, options)
     _sequence_options("minibatchpredict", o)
     bs = _int("minibatchpredict", "MiniBatchSize", o["MiniBatchSize"])
+    X = auto_predictors(net, X)
     if _inner(net, o["Outputs"]):
         return _predict_inner(net, X, o["Outputs"], "minibatchpredict", {"batch_size": bs})
     y = net.predict(*X, batch_size=bs)

@@ -1,4 +1,4 @@
-"""Base MATLAB's reductions and sorting along a dimension: sum, mean, min, max, std, var, sort.
+"""Base MATLAB's array functions along a dimension: sum, mean, min, max, std, var, sort, cat.
 
 Each takes the interpreter's context first, as the other base functions do. A 1-D array is a
 1×n row vector; without `dim` a matrix reduces along its first dimension (columns), a vector
@@ -32,6 +32,10 @@ def _along(fn: str, reduce, x, dim=None):
     """`reduce(array, axis)` of `x` along MATLAB dimension `dim` (None: the first that is not
     1), keeping a matrix's shape (mean(A, 2) is a column)."""
     x = _num(x)
+    if isinstance(dim, str):
+        if dim.lower() != "all":
+            raise MatlabError(f"{fn}: expected a dimension or \"all\", received '{dim}'")
+        x, dim = np.ravel(np.asarray(x, dtype=float)), None      # mean(x, "all")
     if not isinstance(x, np.ndarray):
         return _scalar(reduce(np.asarray(x, dtype=float).reshape(1), 0))
     if x.ndim == 1 or x.ndim == 2 and 1 in x.shape and dim is None:
@@ -101,3 +105,22 @@ def sort(ctx, x, *args):
     order = np.argsort(-arr if descend else arr, axis=axis, kind="stable")
     y = np.take_along_axis(arr, order, axis=axis)
     return y, order + 1
+
+
+def cat(ctx, dim, *arrays):
+    """cat(dim, A, B, …): arrays joined along dimension dim (1 rows, 2 columns); a 1-D array is
+    a 1×n row, and empty arrays are left out, as MATLAB does."""
+    d = _dim("cat", dim)
+    parts = [np.asarray(_num(a), dtype=float) for a in arrays]
+    parts = [p.reshape(1, -1) if p.ndim == 1 else p.reshape(1, 1) if p.ndim == 0 else p
+             for p in parts if p.size]
+    if not parts:
+        return np.zeros(0)
+    ndim = max(d, max(p.ndim for p in parts))
+    parts = [p.reshape(p.shape + (1,) * (ndim - p.ndim)) for p in parts]
+    try:
+        return np.concatenate(parts, axis=d - 1)
+    except ValueError:
+        sizes = ", ".join("×".join(map(str, p.shape)) for p in parts)
+        raise MatlabError(f"cat: the arrays ({sizes}) must agree in every dimension but "
+                          f"dimension {d}") from None

@@ -510,16 +510,24 @@ def classify(net: Network, *X: Any, **kwargs: Any) -> Categorical | Cell:
                **_SEQUENCE_OPTIONS}
     X, pairs = split_pairs(X, options)      # classify(net, X, 'SequenceLength', 'longest')
     X = tuple(x.images if type(x).__name__ == "ImageDatastore" else x for x in X)
+    from .layouts import auto_predictors
+    X = auto_predictors(net, X)                 # MATLAB's C×T sequences, as training reads them
     _sequence_options("classify", _parse("classify", pairs, kwargs, options)[1])
+    one = len(X) == 1 and getattr(X[0], "ndim", 0) == 2 and \
+        type(net.layers[0]).__name__ == "SequenceInput"
+    if one:                                     # classify(net, XTest{1}): one sequence
+        X = ([X[0]],)
     from ..training import classify as _classify
     labels = _classify(net, *X)
     classes = _class_names(net)
     if isinstance(labels, list):
-        return Cell(_as_categorical(np.asarray(v), classes) for v in labels)
-    labels = np.asarray(labels)
-    if labels.ndim > 1:
-        return Cell(_as_categorical(row, classes) for row in labels)
-    return _as_categorical(labels, classes)
+        out = Cell(_as_categorical(np.asarray(v), classes) for v in labels)
+    else:
+        labels = np.asarray(labels)
+        if labels.ndim <= 1:
+            return _as_categorical(labels, classes)
+        out = Cell(_as_categorical(row, classes) for row in labels)
+    return out[0] if one else out
 
 
 def _class_names(net) -> list[str] | None:

@@ -404,26 +404,27 @@ def _digits(n, seed):
     return M.ImageDatastore(torch.randn(n, 1, 28, 28, generator=g), labels)
 
 
-def test_the_digits_example_trains_on_tiny_images_with_run_file():
+def test_the_digits_example_trains_on_tiny_images_with_run_file(tmp_path):
     from attnlab.matlab.values import Cell, Struct
     ws = run_file(REAL / "r18_digits_cnn_trainnetwork.m",
                   {"digitDatasetPath": "DigitDataset", "labelCount": 0,
                    "imds": Struct(Files=Cell(["digit.png"] * 10000)),     # what imshow shows
-                   "imdsTrain": _digits(20, 0), "imdsValidation": _digits(10, 1)}, out=_quiet)
+                   "imdsTrain": _digits(20, 0), "imdsValidation": _digits(10, 1)}, out=_quiet,
+                  out_dir=tmp_path)                # the training-progress picture goes there
     net = ws["net"]
     assert _types(net)[0] == "ImageInput" and len(net.layers) == 14
     assert net.training_info.stop_reason == "max-epochs"
     assert len(ws["YPred"]) == 10 and 0.0 <= float(ws["accuracy"]) <= 1.0
 
 
-def test_the_turbofan_example_reads_matlabs_feature_by_time_cells():
+def test_the_turbofan_example_reads_matlabs_feature_by_time_cells(tmp_path):
     from attnlab.matlab.values import Cell
     g = np.random.default_rng(0)
     lengths = (7, 4, 6)
     X = Cell([np.vstack([g.standard_normal((4, n)), np.ones((1, n))]) for n in lengths])
     Y = Cell([g.uniform(0, 200, (1, n)) for n in lengths])        # C×T, as MATLAB holds them
     ws = run_file(REAL / "r19_seq2seq_regression.m",
-                  {"dataFolder": "data", "XTrain": X, "YTrain": Y}, out=_quiet)
+                  {"dataFolder": "data", "XTrain": X, "YTrain": Y}, out=_quiet, out_dir=tmp_path)
     net = ws["net"]
     assert ws["numFeatures"] == 4                        # the constant row removed
     assert [x.shape for x in ws["XTrain"]] == [(4, 7), (4, 6), (4, 4)]     # sorted, descending
@@ -433,7 +434,7 @@ def test_the_turbofan_example_reads_matlabs_feature_by_time_cells():
     assert tuple(net.predict(torch.randn(2, 5, 4)).shape) == (2, 5, 1)
 
 
-def test_the_text_example_trains_on_word_ids_with_run_file():
+def test_the_text_example_trains_on_word_ids_with_run_file(tmp_path):
     from attnlab.matlab.values import Cell, Struct
     g = np.random.default_rng(0)
     X = Cell([np.concatenate([np.zeros(3), g.integers(1, 21, 7)]).reshape(1, 10)
@@ -441,7 +442,8 @@ def test_the_text_example_trains_on_word_ids_with_run_file():
     T = M.categorical(np.array(["a", "b", "c", "a", "b", "c", "a", "b"]))
     ws = run_file(REAL / "r20_text_classification.m",
                   {"textDataTrain": "text", "documentsTrain": "documents",
-                   "enc": Struct(NumWords=20), "XTrain": X, "TTrain": T}, out=_quiet)
+                   "enc": Struct(NumWords=20), "XTrain": X, "TTrain": T}, out=_quiet,
+                  out_dir=tmp_path)
     net = ws["net"]
     assert tuple(net.learnables["embedding/weight"].shape) == (20, 50)
     assert net.training_info.stop_reason == "max-epochs"
@@ -547,3 +549,71 @@ def test_initialize_in_a_branch_analyze_cannot_decide_keeps_the_network(capsys, 
     assert "network 'net': 2 layers" in out and "no issues" in out
     assert "branch.m:2: skipped: needs 'useGPU'" in out
     assert out.count("branch.m:6: skipped") == 1
+
+
+# -- MathWorks' current sequence examples ---------------------------------------------------
+
+def _waveforms(seed=0):
+    from attnlab.matlab.values import Cell
+    g = np.random.default_rng(seed)
+    data = Cell([g.standard_normal((n, 3)) for n in (9, 7, 8, 6, 10, 5, 7, 8, 9, 6)])  # T×C
+    kinds = np.array(["sine", "square", "triangle", "sawtooth"])
+    return data, M.categorical(kinds[np.arange(10) % 4])
+
+
+def test_the_waveform_classifier_asks_for_its_data_sizes_then_trains(capsys, tmp_path):
+    name = "r24_waveform_sequence_classification.m"
+    code, out, err = _analyze(capsys, name)
+    assert code == 2 and f"{name}:32:1: no network could be built" in err
+    assert "Give them with --set numChannels=VALUE --set numClasses=VALUE" in err
+    code, out, _ = _analyze(capsys, name, "numChannels=3", "numClasses=4")
+    assert code == 0 and "network 'net': 4 layers" in out and "no issues" in out, out
+    assert "bilstm bilstmLayer B×240" in out
+    assert f"{name}:8: skipped: load reads data the script does not have" in out
+    data, labels = _waveforms()
+    printed: list = []
+    ws = run_file(REAL / name, {"data": data, "labels": labels, "idxTrain": np.arange(1, 9),
+                                "idxValidation": np.array([9]), "idxTest": np.array([9, 10])},
+                  out=printed.append, out_dir=tmp_path)      # trainingPartitions: given
+    net = ws["net"]
+    assert ws["numChannels"] == 3 and net.training_info.stop_reason == "max-epochs"
+    assert any(f"{name}:8: skipped: load reads a file" in p for p in printed)
+    assert len(ws["YTest"]) == 2 and 0.0 <= float(ws["acc"]) <= 1.0
+
+
+def test_the_forecast_data_preparation_shifts_normalises_and_trains(capsys, tmp_path):
+    name = "r25_forecast_data_preparation.m"
+    code, out, err = _analyze(capsys, name)
+    assert code == 2 and "Give it with --set numChannels=VALUE" in err
+    code, out, _ = _analyze(capsys, name, "numChannels=3")
+    assert code == 0 and "network 'net': 3 layers" in out and "no issues" in out, out
+    data, _ = _waveforms(1)
+    ws = run_file(REAL / name, {"data": data}, out=_quiet, out_dir=tmp_path)
+    XTrain, TTrain = ws["XTrain"], ws["TTrain"]
+    assert len(XTrain) == 9 and XTrain[0].shape == (8, 3)          # X(1:end-1, :)
+    np.testing.assert_allclose(TTrain[0][:-1] * ws["sigmaT"] + ws["muT"],
+                               XTrain[0][1:] * ws["sigmaX"] + ws["muX"])   # shifted by one
+    np.testing.assert_allclose(np.vstack(list(XTrain)).mean(axis=0), 0, atol=1e-12)
+    assert ws["net"].training_info.stop_reason == "max-epochs"
+    assert ws["YTest"][0].shape == (5, 3) and ws["err"].shape == (1,)
+
+
+def test_the_activity_classifier_labels_every_step_of_matlabs_feature_rows(capsys, tmp_path):
+    from attnlab.matlab.values import Cell
+    name = "r26_seq2seq_activity_classification.m"
+    code, out, _ = _analyze(capsys, name)
+    assert code == 0 and "network 'net': 4 layers" in out and "no issues" in out, out
+    assert "lstm lstmLayer B×T×200" in out and "fc fullyConnectedLayer B×T×5" in out
+    assert f"{name}:9: skipped: needs 'XTrain'" in out
+    g = np.random.default_rng(0)
+    acts = np.array(["Dancing", "Running", "Sitting", "Standing", "Walking"])
+    lengths = (12, 9, 10)
+    X = Cell([g.standard_normal((3, n)) for n in lengths])          # 3×T: MATLAB's layout
+    Y = Cell([M.categorical(acts[g.integers(0, 5, n)], acts) for n in lengths])
+    ws = run_file(REAL / name, {"XTrain": X, "YTrain": Y, "XTest": Cell([X[1]]),
+                                "YTest": Cell([Y[1]])}, out=_quiet, out_dir=tmp_path)
+    net = ws["net"]
+    assert net.training_info.stop_reason == "max-epochs"
+    assert len(ws["YPred"]) == 9 and 0.0 <= float(ws["acc"]) <= 1.0     # a label per step
+    alone = M.classify(net, X[1].T.copy())               # attnlab's layout: the same labels
+    assert list(alone.values) == list(ws["YPred"].values)
