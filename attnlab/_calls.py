@@ -17,11 +17,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 # other libraries' names (PyTorch, Keras) for an option attnlab has under another name:
 # argument → (the attnlab argument, what to write instead)
 _CAUSAL = ("attention_mask", "For causal attention use attention_mask=\"causal\".")
+_ROTARY = ("rotary", "Use rotary=True, or rotary={\"base\": 10000.0, \"fraction\": 1.0, "
+           "\"interleaved\": False}.")
+_PROJECTION_BIAS = ("projection_bias", "Use projection_bias=False for projections without "
+                    "biases (Llama, Mistral, T5).")
 HABITS = {"causal": _CAUSAL, "is_causal": _CAUSAL, "use_causal_mask": _CAUSAL,
           "use_bias": ("bias", "Use bias=True or bias=False."),
           "units": ("out", "The number of outputs is out, e.g. Dense(64)."),
           "hidden_size": ("hidden", "The state size is hidden, e.g. LSTM(64)."),
-          "dropout_p": ("dropout", "Use dropout=0.1."), "rate": ("p", "Use p=0.5.")}
+          "dropout_p": ("dropout", "Use dropout=0.1."), "rate": ("p", "Use p=0.5."),
+          # Hugging Face config spellings of the transformer options
+          "rope": _ROTARY, "use_rope": _ROTARY, "rotary_emb": _ROTARY, "rope_theta": _ROTARY,
+          "sliding_window": ("window", "Use window=4096 (a query sees itself and the "
+                             "window - 1 keys before it)."),
+          "use_alibi": ("alibi", "Use alibi=True."),
+          "num_key_value_heads": ("num_kv_heads", "Use num_kv_heads=2 (grouped-query "
+                                  "attention)."),
+          "attention_bias": _PROJECTION_BIAS, "bias": _PROJECTION_BIAS}
 
 
 def parameters(func: Callable) -> list[inspect.Parameter]:

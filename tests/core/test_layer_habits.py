@@ -198,9 +198,13 @@ def test_dir_of_the_layers_is_the_layers():
 # ------------------------------------------------------------------ unknown constructor arguments
 
 @pytest.mark.parametrize("make,parts", [
-    (lambda: L.SelfAttention(4, 16, window=8),
-     ["SelfAttention has no argument 'window'", "received window=8", "SelfAttention(num_heads, "
-      "key_channels"]),
+    (lambda: L.SelfAttention(4, 16, sliding_window=8),
+     ["SelfAttention has no argument 'sliding_window'", "received sliding_window=8",
+      "Did you mean 'window'", "SelfAttention(num_heads, key_channels"]),
+    (lambda: L.SelfAttention(4, 16, rope=True), ["Did you mean 'rotary'", "rotary=True"]),
+    (lambda: L.MultiHeadAttention(4, 16, num_key_value_heads=2),
+     ["Did you mean 'num_kv_heads'", "num_kv_heads=2"]),
+    (lambda: L.SelfAttention(4, 16, bias=False), ["Did you mean 'projection_bias'"]),
     (lambda: L.Dense(4, use_bias=False),
      ["Dense has no argument 'use_bias'", "Did you mean 'bias'", "Dense(out, bias=True, name=None, tied_to=None)"]),
     (lambda: L.SelfAttention(2, 8, causal_alignment="bottom-right"),
