@@ -18,7 +18,7 @@ from attnlab.layers.base import LAYER_TYPES, Layer
 from attnlab.spec import Spec
 
 from helpers import data_for, single_layer_net
-from test_layer_contract import ALL
+from core.test_layer_contract import ALL   # the shared table of layer cases
 
 
 def _inputs(net, in_specs, type_name, padded):
