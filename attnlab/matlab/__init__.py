@@ -53,11 +53,15 @@ Where attnlab differs from MATLAB
 - `plot(net)` returns a matplotlib figure; `plot(net, "net.png")` also saves it.
   `analyzeNetwork` prints the analysis table and returns the `Analysis`.
 
-Files: `layers.py` (layer functions), `networks.py` (dlnetwork, connectLayers, analyzeNetwork,
-predict), `training.py` (trainingOptions, trainnet, trainNetwork), `_options.py` (name–value
-parsing), `weights.py` (weights by MATLAB name, initializers); the script reader: `reader.py` (parse tree), `interpreter.py` (the safe subset),
-`builtins.py` (base MATLAB functions), `terms.py` (messages in MATLAB terms), `cli.py` (`attnlab
-analyze/plot FILE.m`).
+Files: `layers.py` (layer functions), `output_layers.py` (classificationLayer, regressionLayer,
+layer arrays), `networks.py` (dlnetwork, connectLayers, analyzeNetwork, predict), `training.py`
+(trainingOptions, trainnet, trainNetwork), `layouts.py` (MATLAB data formats → attnlab's
+layouts), `_options.py` (name–value parsing), `weights.py` (weights by MATLAB name,
+initializers); the script reader: `reader.py` (parse tree), `interpreter.py` (running a script,
+and what analyze skips) with its parts `statements.py`, `assigning.py`, `evaluating.py`,
+`calling.py` and `script_values.py`, `builtins.py` (base MATLAB functions) with `numeric.py`
+(reductions, sort, cat) and `text.py` (formats, messages), `terms.py` (messages in MATLAB terms),
+`cli.py` (`attnlab analyze/plot FILE.m`).
 """
 from __future__ import annotations
 

@@ -617,3 +617,29 @@ def test_the_activity_classifier_labels_every_step_of_matlabs_feature_rows(capsy
     assert len(ws["YPred"]) == 9 and 0.0 <= float(ws["acc"]) <= 1.0     # a label per step
     alone = M.classify(net, X[1].T.copy())               # attnlab's layout: the same labels
     assert list(alone.values) == list(ws["YPred"].values)
+
+
+def test_the_remaining_scripts_run_with_run_file_as_matlab_runs_them():
+    g = torch.Generator().manual_seed(0)
+    ws = run_file(REAL / "r02_trainnet_overwrites_dlnetwork.m",
+                  {"XTrain": [torch.randn(n, 3, generator=g) for n in (4, 6, 5)],
+                   "TTrain": [torch.randn(n, 3, generator=g) for n in (4, 6, 5)],
+                   "XTest": [torch.randn(3, 3, generator=g)]}, out=_quiet)
+    assert ws["net"].training_info.stop_reason == "max-epochs"       # trained in place
+    kinds = np.array(["a", "b", "c", "d"])
+    ws = run_file(REAL / "r09_skipped_branch_and_loop_notes.m",
+                  {"XTrain": [torch.randn(n, 6, generator=g) for n in (3, 5, 4, 6)],
+                   "TTrain": M.categorical(kinds), "classNames": M.categories(M.categorical(kinds)),
+                   "XVal": [[torch.randn(4, 6, generator=g)] for _ in range(3)],
+                   "TVal": [M.categorical(np.array(["b"]), kinds) for _ in range(3)]},
+                  out=_quiet)
+    assert ws["net"].training_info.stop_reason == "max-epochs" and ws["accuracy"].shape == (1, 3)
+    ws = run_file(REAL / "r10_fragment_is_not_clean.m",
+                  {"YTrain": M.categorical(np.array(["x", "y", "z"]))}, out=_quiet)
+    assert ws["numClasses"] == 3 and len(M.dlnetwork(ws["layers"]).layers) == 4
+    net = run_file(REAL / "r07_concat_sequence_feature.m", out=_quiet)["net"]
+    assert not net.initialized and net.analyze().issues      # built, never initialised
+    with pytest.raises(ScriptError, match=r"(?s)r12_concat_in_array.m:14:7: cannot initialize the "
+                                          r"network.*port 'in2': expected B×T×10 \(as 'in1'\), "
+                                          "received B×3"):
+        run_file(REAL / "r12_concat_in_array.m", out=_quiet)   # MATLAB stops at that line too
