@@ -39,6 +39,17 @@ def _types(net):
     return [type(l).__name__ for l in net.layers]
 
 
+@pytest.fixture
+def one_epoch(monkeypatch):
+    """Training as the script asks, for one epoch (the example's MaxEpochs is for its data)."""
+    import attnlab.training as training
+    real = training.train
+
+    def train(net, *data, options=None, **kwargs):
+        return real(net, *data, options=options.replace(max_epochs=1), **kwargs)
+    monkeypatch.setattr(training, "train", train)
+
+
 # -- 1. the analysed network is the one the script built -------------------------------------
 
 def test_trainNetwork_output_holds_the_layers_it_was_given(capsys):
@@ -404,7 +415,7 @@ def _digits(n, seed):
     return M.ImageDatastore(torch.randn(n, 1, 28, 28, generator=g), labels)
 
 
-def test_the_digits_example_trains_on_tiny_images_with_run_file(tmp_path):
+def test_the_digits_example_trains_on_tiny_images_with_run_file(tmp_path, one_epoch):
     from attnlab.matlab.values import Cell, Struct
     ws = run_file(REAL / "r18_digits_cnn_trainnetwork.m",
                   {"digitDatasetPath": "DigitDataset", "labelCount": 0,
@@ -417,7 +428,7 @@ def test_the_digits_example_trains_on_tiny_images_with_run_file(tmp_path):
     assert len(ws["YPred"]) == 10 and 0.0 <= float(ws["accuracy"]) <= 1.0
 
 
-def test_the_turbofan_example_reads_matlabs_feature_by_time_cells(tmp_path):
+def test_the_turbofan_example_reads_matlabs_feature_by_time_cells(tmp_path, one_epoch):
     from attnlab.matlab.values import Cell
     g = np.random.default_rng(0)
     lengths = (7, 4, 6)
@@ -434,7 +445,7 @@ def test_the_turbofan_example_reads_matlabs_feature_by_time_cells(tmp_path):
     assert tuple(net.predict(torch.randn(2, 5, 4)).shape) == (2, 5, 1)
 
 
-def test_the_text_example_trains_on_word_ids_with_run_file(tmp_path):
+def test_the_text_example_trains_on_word_ids_with_run_file(tmp_path, one_epoch):
     from attnlab.matlab.values import Cell, Struct
     g = np.random.default_rng(0)
     X = Cell([np.concatenate([np.zeros(3), g.integers(1, 21, 7)]).reshape(1, 10)
@@ -447,6 +458,7 @@ def test_the_text_example_trains_on_word_ids_with_run_file(tmp_path):
     net = ws["net"]
     assert tuple(net.learnables["embedding/weight"].shape) == (20, 50)
     assert net.training_info.stop_reason == "max-epochs"
+    assert list(net.training_info.epochs["epoch"]) == [1]             # one epoch
 
 
 @pytest.mark.parametrize("name,sets,line,var,layers", [
@@ -561,7 +573,7 @@ def _waveforms(seed=0):
     return data, M.categorical(kinds[np.arange(10) % 4])
 
 
-def test_the_waveform_classifier_asks_for_its_data_sizes_then_trains(capsys, tmp_path):
+def test_the_waveform_classifier_asks_for_its_data_sizes_then_trains(capsys, tmp_path, one_epoch):
     name = "r24_waveform_sequence_classification.m"
     code, out, err = _analyze(capsys, name)
     assert code == 2 and f"{name}:32:1: no network could be built" in err
@@ -581,7 +593,7 @@ def test_the_waveform_classifier_asks_for_its_data_sizes_then_trains(capsys, tmp
     assert len(ws["YTest"]) == 2 and 0.0 <= float(ws["acc"]) <= 1.0
 
 
-def test_the_forecast_data_preparation_shifts_normalises_and_trains(capsys, tmp_path):
+def test_the_forecast_data_preparation_shifts_normalises_and_trains(capsys, tmp_path, one_epoch):
     name = "r25_forecast_data_preparation.m"
     code, out, err = _analyze(capsys, name)
     assert code == 2 and "Give it with --set numChannels=VALUE" in err
@@ -598,7 +610,7 @@ def test_the_forecast_data_preparation_shifts_normalises_and_trains(capsys, tmp_
     assert ws["YTest"][0].shape == (5, 3) and ws["err"].shape == (1,)
 
 
-def test_the_activity_classifier_labels_every_step_of_matlabs_feature_rows(capsys, tmp_path):
+def test_the_activity_classifier_labels_every_step_of_matlabs_feature_rows(capsys, tmp_path, one_epoch):
     from attnlab.matlab.values import Cell
     name = "r26_seq2seq_activity_classification.m"
     code, out, _ = _analyze(capsys, name)
@@ -619,7 +631,7 @@ def test_the_activity_classifier_labels_every_step_of_matlabs_feature_rows(capsy
     assert list(alone.values) == list(ws["YPred"].values)
 
 
-def test_the_remaining_scripts_run_with_run_file_as_matlab_runs_them():
+def test_the_remaining_scripts_run_with_run_file_as_matlab_runs_them(one_epoch):
     g = torch.Generator().manual_seed(0)
     ws = run_file(REAL / "r02_trainnet_overwrites_dlnetwork.m",
                   {"XTrain": [torch.randn(n, 3, generator=g) for n in (4, 6, 5)],
