@@ -10,10 +10,10 @@ from torch.nn import functional as F
 from ..spec import Spec
 from . import _checks as check
 from .base import Layer
-from .tying import tied_to_argument
+from .tying import TiesWeight, tied_to_argument
 
 
-class Dense(Layer):
+class Dense(TiesWeight, Layer):
     """Fully connected layer [fullyConnectedLayer].
 
     Applied to each time step of a sequence; an image is flattened first, as MATLAB does.
@@ -55,12 +55,6 @@ class Dense(Layer):
         self.out = check.integer(self, "out", out, example=64)
         self.bias = check.flag(self, "bias", bias)
         self.tied_to = tied_to_argument(self, tied_to)
-
-    def config(self) -> dict:
-        conf = super().config()
-        if conf["tied_to"] is None:            # untied: written as before ties existed
-            del conf["tied_to"]
-        return conf
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]

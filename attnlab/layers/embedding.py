@@ -8,10 +8,10 @@ from ..errors import DataError
 from ..spec import Spec
 from . import _checks as check
 from .base import Layer
-from .tying import tied_to_argument
+from .tying import TiesWeight, tied_to_argument
 
 
-class Embedding(Layer):
+class Embedding(TiesWeight, Layer):
     """Token ids to vectors [wordEmbeddingLayer, embeddingLayer].
 
     Learnable `weight` (vocab×dim), laid out as in `torch.nn.Embedding`. Ids outside
@@ -60,12 +60,6 @@ class Embedding(Layer):
         self.vocab = check.integer(self, "vocab", vocab, example=1000)
         self.dim = check.integer(self, "dim", dim, example=64)
         self.tied_to = tied_to_argument(self, tied_to)
-
-    def config(self) -> dict:
-        conf = super().config()
-        if conf["tied_to"] is None:            # untied: written as before ties existed
-            del conf["tied_to"]
-        return conf
 
     @property
     def ids_fix(self) -> str:

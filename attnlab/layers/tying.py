@@ -19,6 +19,17 @@ from . import _checks as check
 from .base import check_name
 
 
+class TiesWeight:
+    """Mixin of the layers that take `tied_to` (Dense, Embedding): an untied layer's config
+    leaves the argument out, so it is written and printed as before ties existed."""
+
+    def config(self) -> dict:
+        conf = super().config()  # type: ignore[misc]
+        if conf.get("tied_to", "") is None:
+            del conf["tied_to"]
+        return conf
+
+
 def tied_to_argument(owner, value) -> str | None:
     """The `tied_to` constructor argument: None or a layer name."""
     if value is None:
