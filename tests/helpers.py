@@ -5,6 +5,8 @@ import attnlab as al
 from attnlab import layers as L
 
 B, T = 3, 6
+# layer types whose input is token ids (the contract feeds them ids below 10)
+ID_LAYERS = {"Embedding", "WordEmbedding"}
 
 
 def input_layer_for(spec, name):

@@ -8,7 +8,7 @@ from attnlab.combinators import Pick, Port
 from attnlab.matlab import mlayers as ML          # MATLAB's image-sequence layers
 from attnlab.spec import Spec
 
-from helpers import concrete, data_for, single_layer_net
+from helpers import ID_LAYERS, concrete, data_for, single_layer_net
 
 seq = Spec.sequence
 img = Spec.image
@@ -125,6 +125,7 @@ CASES = {
     # folding puts the time steps into the batch (B·T images from a B-batch), which this
     # contract's batch-B shapes cannot express: the pair runs the same checks together in
     # tests/matlab/test_matlab_folding.py::test_unfold_is_contract_clean_with_its_fold
+    "WordEmbedding": [(lambda: ML.WordEmbedding(10, 4), {"in": seq(1)}, 40)],
     "SequenceFolding": [],
     "SequenceUnfolding": [],
 }
@@ -152,7 +153,7 @@ def test_layer_contract(type_name, i, case):
     assert sum(p.numel() for p in net.parameters()) == n_params
     assert sum(p.numel() for p in net.learnables.values()) == n_params
 
-    ints = 10 if type_name == "Embedding" else None
+    ints = 10 if type_name in ID_LAYERS else None
     xs = {f"x_{p}": data_for(s, ints=ints) for p, s in in_specs.items()}
     for x in xs.values():
         x.requires_grad_(ints is None)

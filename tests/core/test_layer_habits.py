@@ -14,7 +14,7 @@ from attnlab import layers as L
 from attnlab.functional import attention, naive_attention
 from attnlab.training.labels import encode
 
-from helpers import data_for, single_layer_net
+from helpers import ID_LAYERS, data_for, single_layer_net
 from test_layer_contract import CASES
 
 ALL = [(t, i, c) for t, cases in CASES.items() for i, c in enumerate(cases)]
@@ -34,7 +34,7 @@ def test_a_called_layer_equals_the_same_layer_in_a_network(type_name, i, case):
     factory, in_specs, n_params = case
     torch.manual_seed(0)
     layer = factory()
-    ints = 10 if type_name == "Embedding" else None
+    ints = 10 if type_name in ID_LAYERS else None
     xs = [data_for(in_specs[p], ints=ints) for p in layer.input_ports]
     got = _outputs_by_port(layer, layer(*xs, training=False))
     learnables = list(layer.module.parameters())

@@ -17,7 +17,7 @@ from attnlab.demos.seed1 import answer_network, question_network
 from attnlab.layers.base import LAYER_TYPES, Layer
 from attnlab.spec import Spec
 
-from helpers import data_for, single_layer_net
+from helpers import ID_LAYERS, data_for, single_layer_net
 from core.test_layer_contract import ALL   # the shared table of layer cases
 
 
@@ -25,7 +25,7 @@ def _inputs(net, in_specs, type_name, padded):
     """Data for every input port; sequences as a padded batch with one shorter sequence."""
     xs = {}
     for port, spec in in_specs.items():
-        x = data_for(spec, ints=10 if type_name == "Embedding" else None)
+        x = data_for(spec, ints=10 if type_name in ID_LAYERS else None)
         if padded and spec.is_sequence:
             mask = torch.ones(x.shape[:2], dtype=torch.bool)
             mask[-1, 3:] = False
