@@ -14,40 +14,10 @@ import time
 import numpy as np
 
 from . import numeric as N
+from .budget import Exhausted, check_chars, check_elements  # noqa: F401  (B.Exhausted elsewhere)
+from .numeric import _num, _scalar  # noqa: F401  (read by the other base-function modules)
 from .values import Cell, MatlabError, Struct
 
-
-class Exhausted(Exception):
-    """A value a statement would create is past one of the script's Limits (`limit` names
-    it); the interpreter turns it into a located LimitError, which `try`/`catch` does not
-    catch."""
-
-    def __init__(self, message: str, limit: str, node=None):
-        super().__init__(message)
-        self.message, self.limit, self.node = message, limit, node
-
-
-def check_elements(ctx, n, what: str) -> None:
-    """Refuses, before anything is allocated, an array of `n` elements past Limits.elements."""
-    most = ctx.limits.elements
-    if n > most:
-        from .reader import Limits
-        raise Exhausted(f"{what} would have {_count(n)} elements, over the limit of {most:,} "
-                        f"elements per array (Limits.elements). {Limits.hint('elements')}",
-                        "elements")
-
-
-def check_chars(ctx, n, what: str) -> None:
-    """Refuses, before it is made, a text of `n` characters past Limits.chars."""
-    most = ctx.limits.chars
-    if n > most:
-        from .reader import Limits
-        raise Exhausted(f"{what} would have {_count(n)} characters, over the limit of {most:,} "
-                        f"characters per text (Limits.chars). {Limits.hint('chars')}", "chars")
-
-
-def _count(n) -> str:
-    return f"{int(n):,}" if n < 1e30 else f"{float(n):.3g}"
 
 DATA = {"trainNetwork", "trainnet", "predict", "minibatchpredict", "classify", "forward",
         "predictAndUpdateState",
@@ -100,26 +70,6 @@ OUTSIDE = {
     "contains", "startsWith", "endsWith", "lower", "upper", "strtrim", "split", "join",
     "replace", "input", "keyboard",
 }
-
-
-def _scalar(x):
-    if isinstance(x, np.ndarray) and x.size == 1:
-        x = x.reshape(()).item()
-    elif isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and x.is_integer() and abs(x) < 2 ** 53:
-        return int(x)
-    return x
-
-
-def _num(x):
-    if isinstance(x, (bool, int, float, np.ndarray)):
-        return x
-    if isinstance(x, (np.number, np.bool_)):
-        return x.item()
-    if hasattr(x, "detach"):                                 # a tensor, e.g. from dlarray
-        return x.detach().cpu().numpy()
-    raise MatlabError(f"expected a number or numeric array, received {type(x).__name__}")
 
 
 def _size_args(args, fn: str = "size", square: bool = True) -> tuple[int, ...]:

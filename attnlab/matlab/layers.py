@@ -95,10 +95,6 @@ def _normalized(layer, norm):
     return layer
 
 
-def _norm_name(layer):
-    return None if layer.name is None else f"{layer.name}-normalization"
-
-
 # ========================================================================== recurrent ===
 
 def _recurrent(fn, cls, numHiddenUnits, args, kwargs, bidirectional=False, gru=False):
@@ -527,5 +523,5 @@ for _fn in ("lstmLayer", "bilstmLayer", "gruLayer", "fullyConnectedLayer", "conv
 
 
 # the legacy output layers and layer arrays (output_layers.py), imported from here too
-from .output_layers import (LayerArray, OutputLayer, _classes, _layer_array,  # noqa: E402,F401
+from .output_layers import (LayerArray, OutputLayer, _classes, _layer_array, _norm_name,  # noqa: E402,F401
                             classificationLayer, regressionLayer)

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..errors import ArgumentError, FormatError, NetworkError, SizeError, close_matches
+from ..graph import format_port, parse_port
 from ..network import Network
 from ._options import _flag, _int, _parse, _word, split_pairs
 from .weights import apply_presets, getLayerWeights, setLayerWeights
@@ -176,7 +177,7 @@ def connectLayers(net: Network, s: str, d: str) -> Network:
     _check_net(net, "connectLayers")
     out = next((o for o in output_layers(net) if isinstance(d, str) and o.name == d), None)
     if out is not None:                  # a classificationLayer as the target: remember its source
-        out.source = s.partition("/")[0] if isinstance(s, str) else s
+        out.source = parse_port(s)[0] if isinstance(s, str) else s
         return net
     net.connect(_normalized_source(net, s), d)
     _fold_frame(net, s, d)
@@ -186,7 +187,7 @@ def connectLayers(net: Network, s: str, d: str) -> Network:
 def _fold_frame(net: Network, s, d) -> None:
     """A sequenceFoldingLayer connected from sequenceInputLayer([h w c]) folds frames h×w×c."""
     from .mlayers import SequenceFolding
-    src, dst = (str(x).partition("/")[0] for x in (s, d))
+    src, dst = (parse_port(str(x))[0] for x in (s, d))
     names = [l.name for l in net.layers]
     if src not in names or dst not in names:
         return
@@ -206,7 +207,7 @@ def _normalized_source(net: Network, s):
     if not layer.is_input or getattr(layer, "_matlab_normalization", None) is None:
         return s
     for c in net.connections:
-        src, dst = str(c.source).partition("/")[0], str(c.destination).partition("/")[0]
+        src, dst = parse_port(str(c.source))[0], parse_port(str(c.destination))[0]
         if src == s and isinstance(_layer(net, dst), InputNormalization):
             return dst
     return s
@@ -347,11 +348,11 @@ def _predict_inner(net, X, outputs, fn, kw) -> torch.Tensor | tuple[torch.Tensor
     mods, wanted = net.layer_modules, []
     layers = {l.name: l for l in net.layers}
     for n in names:
-        lname, _, port = n.partition("/")
+        lname, port = parse_port(n)
         layer = layers.get(lname)
         ports = getattr(layer, "output_ports", ())
         if layer is None or layer.is_input or (port and port not in ports):
-            choices = [l.name if len(l.output_ports) == 1 else f"{l.name}/{p}"
+            choices = [format_port(l.name, p, l.output_ports)
                        for l in net.layers if not l.is_input for p in l.output_ports]
             raise ArgumentError(f"{fn}: expected Outputs among the layer outputs "
                                 f"({', '.join(choices)}), received '{n}'."

@@ -12,13 +12,25 @@ from .values import MatlabError
 
 
 def _scalar(x):
-    from .builtins import _scalar as scalar
-    return scalar(x)
+    """A one-element array or numpy scalar as a Python number; whole floats as ints."""
+    if isinstance(x, np.ndarray) and x.size == 1:
+        x = x.reshape(()).item()
+    elif isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and x.is_integer() and abs(x) < 2 ** 53:
+        return int(x)
+    return x
 
 
 def _num(x):
-    from .builtins import _num as num
-    return num(x)
+    """A MATLAB numeric value (number, array, tensor) as a number or numpy array."""
+    if isinstance(x, (bool, int, float, np.ndarray)):
+        return x
+    if isinstance(x, (np.number, np.bool_)):
+        return x.item()
+    if hasattr(x, "detach"):                                 # a tensor, e.g. from dlarray
+        return x.detach().cpu().numpy()
+    raise MatlabError(f"expected a number or numeric array, received {type(x).__name__}")
 
 
 def _dim(fn: str, dim) -> int:

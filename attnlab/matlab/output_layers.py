@@ -19,6 +19,12 @@ if TYPE_CHECKING:
 
 # ==================================================================== output layers ===
 
+
+def _norm_name(layer):
+    """The name of the InputNormalization an input layer's Normalization option adds."""
+    return None if layer.name is None else f"{layer.name}-normalization"
+
+
 class OutputLayer:
     """A legacy MATLAB output layer (classificationLayer, regressionLayer): not part of an
     attnlab graph. `trainNetwork` takes the loss from it (`make_loss`); `source` is the layer
@@ -131,7 +137,6 @@ def _layer_array(layers, fn: str) -> tuple[list, list[OutputLayer]]:
             keep.append(x)
             norm = getattr(x, "_matlab_normalization", None)
             if norm is not None:
-                from .layers import _norm_name
                 from .mlayers import InputNormalization
                 keep.append(InputNormalization(**norm, name=_norm_name(x)))
         else:

@@ -7,22 +7,9 @@ import re
 
 import numpy as np
 
+from .budget import check_chars
+from .numeric import _num, _scalar
 from .values import Categorical, MatlabError, String, Struct
-
-
-def _scalar(x):
-    from .builtins import _scalar as scalar
-    return scalar(x)
-
-
-def _num(x):
-    from .builtins import _num as num
-    return num(x)
-
-
-def check_chars(ctx, n, what: str) -> None:
-    from .builtins import check_chars as check
-    check(ctx, n, what)
 
 
 def _format(fmt: str, args, ctx=None) -> str:

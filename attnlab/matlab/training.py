@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from ..errors import ArgumentError, DataError, NetworkError
+from ..graph import parse_port
 from ..network import Network
 from ..training.losses import Loss
 from ._options import MatlabNote, _flag, _inf_none, _int, _parse, _word
@@ -295,8 +296,8 @@ def _fit_normalization(net, X, options, fn):
         module = net.layer_modules[layer.name]
         if not reset and bool(module.fitted):
             continue
-        src = next(str(c.source).partition("/")[0] for c in net.connections
-                   if str(c.destination).partition("/")[0] == layer.name)
+        src = next(parse_port(str(c.source))[0] for c in net.connections
+                   if parse_port(str(c.destination))[0] == layer.name)
         data = X.get(src) if isinstance(X, dict) else X if len(inputs) == 1 else None
         if data is None:
             raise DataError(f"{fn}: expected the training data of input '{src}' to compute its "
@@ -486,7 +487,7 @@ def _output_losses(net, outputs, fn):
     by_output = {}
     for o in outputs:
         src = o.source.name if hasattr(o.source, "name") else o.source
-        match = [n for n in net.output_names if n.partition("/")[0] == src]
+        match = [n for n in net.output_names if parse_port(n)[0] == src]
         if not match:
             raise NetworkError(f"{fn}: output layer '{o.name}' ({o.kind}) is fed by "
                                f"'{src}', which is not a network output. Connect it to a layer "

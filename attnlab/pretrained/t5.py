@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from .. import layers as L
+from ..graph import format_port
 from ..layers.base import Layer
 from ..network import Network
 from .common import ACTIVATIONS, output, under
@@ -162,7 +163,7 @@ class _Builder:
 
     def add(self, layer: Layer, source: str, port: str | None = None) -> str:
         self.net.add(layer)
-        self.net.connect(source, layer.name if port is None else f"{layer.name}/{port}")
+        self.net.connect(source, layer.name if port is None else format_port(layer.name, port))
         return layer.name
 
     def dropout(self, x: str, name: str) -> str:
