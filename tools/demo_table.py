@@ -123,6 +123,11 @@ def _busy(results: dict) -> float:
     return 0.5 + max(workers, default=1)
 
 
+def _and(names: list[str]) -> str:
+    """"a", "a and b", "a, b and c"."""
+    return " and ".join(n for n in [", ".join(names[:-1]), names[-1]] if n) if names else ""
+
+
 def shared(results: dict) -> list[str]:
     """The demos with a run that started while other jobs shared the machine."""
     busy = _busy(results)
@@ -186,7 +191,7 @@ def demo_table(results: dict) -> str:
                   f"{where}, torch {m.get('torch', '?')}"
                   + (f", 1-minute load average {min(loads):.1f}–{max(loads):.1f} at the runs' starts"
                      if loads else "")
-                  + (f" (other jobs shared the machine during the {' and '.join(busy_demos)} "
+                  + (f" (other jobs shared the machine during the {_and(busy_demos)} "
                      "runs: their times are not a quiet machine's)" if busy_demos else "")
                   + (f", the runs at nice {max(nices)}" if nices and max(nices) > 0 else "")
                   + "; the table is written by `make demo-table` from `docs/demo-results.json`."]
