@@ -54,7 +54,7 @@ def transformer_encoder(d_model: int, num_heads: int, ffn: int, norm: str = "pos
                         dropout: float = 0.1, activation: str = "relu", eps: float = 1e-5,
                         bias: bool = True, causal: bool = False, name: str | None = None,
                         **attention: Any) -> Network:
-    """One transformer encoder layer: self-attention, then a feed-forward network, each with a
+    r"""One transformer encoder layer: self-attention, then a feed-forward network, each with a
     residual connection and a `LayerNorm` (`torch.nn.TransformerEncoderLayer`).
 
     Parameters
@@ -74,14 +74,14 @@ def transformer_encoder(d_model: int, num_heads: int, ffn: int, norm: str = "pos
     activation : str
         The feed-forward activation: "relu" (torch's default), "gelu", "gelu-tanh", "silu".
     eps : float
-        The `LayerNorm`s' epsilon.
+        The epsilon of the `LayerNorm` layers.
     bias : bool
-        Biases in the attention projections, the two `Dense` and the `LayerNorm`s.
+        Biases in the attention projections, the two `Dense` and the `LayerNorm` layers.
     causal : bool
         Causal self-attention (a decoder-only, GPT-style stack; torch's ``is_causal=True``).
     name : str, optional
         The block's name when added to a network (default "encoder", "encoder_1", …).
-    **attention
+    \*\*attention
         Further options of the attention layer (e.g. ``num_kv_heads``).
 
     Returns

@@ -168,5 +168,5 @@ class TokenInput(_Input):
 
     @property
     def spec(self) -> Spec:
-        """The spec of the data this input accepts: B×T token ids."""
+        """The spec of the data this input accepts (B×T token ids)."""
         return Spec("BT", (None, self.length))

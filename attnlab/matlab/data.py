@@ -4,6 +4,7 @@ script already has (the reader never reads files); training unwraps them into th
 `al.train` takes."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,7 +52,8 @@ class ImageDatastore:
     (one per image), `files` the names `ds.Files` reads (default image1.png, …). Training and
     classify read it as (images, labels); `ds.Labels` and `ds.Files` read as in MATLAB."""
 
-    def __init__(self, images, labels: Categorical, files=None):
+    def __init__(self, images: Sequence[Any] | np.ndarray, labels: Categorical,
+                 files: Sequence[str] | None = None):
         self.images, self.labels = images, labels
         n = len(images)
         if len(labels) != n:
