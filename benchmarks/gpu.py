@@ -1,4 +1,4 @@
-"""GPU benchmarks in one run (issue 17): prepared so that a session with a CUDA machine runs
+"""GPU benchmarks in one run, prepared so that a session with a CUDA machine runs
 `python benchmarks/gpu.py` once (under 8 minutes) and gets the GPU section of RESULTS.md.
 
 1. attention training step (forward + backward): attnlab `SelfAttention` against four
