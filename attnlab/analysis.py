@@ -14,7 +14,7 @@ from typing import Any, cast
 import torch
 
 from .errors import AttnlabError, FormatError, NetworkError, SizeError
-from .graph import Graph, format_port
+from .graph import Graph, format_port, learnable_name, under_layer
 from .layers.tying import declared_ties
 from .spec import Spec
 
@@ -80,7 +80,7 @@ class Analysis:
         """The number of learnable values (a size still unknown counts as 0; a Parameter
         that serves several layers, such as tied weights, counts once)."""
         return sum(_numel(s) for n, params in self.learnables.items() for p, s in params.items()
-                   if f"{n}/{p}" not in self.shared)
+                   if learnable_name(n, p) not in self.shared)
 
     def raise_if_errors(self, doing: str = "run", subject: str = "the network") -> None:
         """Raise the error class of the issues (e.g. `NetworkError`) listing every error, if any.
@@ -108,7 +108,8 @@ class Analysis:
                 act = ", ".join(f"{p}: {s}" for p, s in outs.items())
             params = self.learnables.get(name, {})
             learn = ", ".join(f"{p} {'×'.join(map(str, s))}"
-                              + (f" (= {self.shared[f'{name}/{p}']})" if f"{name}/{p}" in self.shared else "")
+                              + (f" (= {self.shared[key]})" if (key := learnable_name(name, p))
+                                 in self.shared else "")
                               for p, s in params.items())
             rows.append((name, self.types[name], act, learn))
         return rows
@@ -396,7 +397,8 @@ def _learnable_shapes(net, name, layer, specs, tensors=None, shared=None) -> dic
             inner: Any = layer
             nested = inner.analyze_as_layer(specs)
             if shared is not None:
-                shared.update({f"{name}/{a}": f"{name}/{b}" for a, b in nested.shared.items()})
+                shared.update({learnable_name(name, a): learnable_name(name, b)
+                               for a, b in nested.shared.items()})
             return {k: tuple(s) for k, s in flat_learnables(nested).items()}
         with torch.device("meta"):
             mod = layer.build(specs)
@@ -405,7 +407,7 @@ def _learnable_shapes(net, name, layer, specs, tensors=None, shared=None) -> dic
         params = dict(built.learnables)
     else:
         params = dict(mod.named_parameters())
-    tensors.update({f"{name}/{k}": v for k, v in params.items()})
+    tensors.update(under_layer(name, params))
     return {k: tuple(v.shape) for k, v in params.items()}
 
 
@@ -422,7 +424,8 @@ def _ties(tensors, shared) -> dict[str, str]:
 
 def flat_learnables(analysis) -> dict[str, tuple[int, ...]]:
     """'layer/param' → shape over an analysis, nested networks' already flattened."""
-    return {f"{n}/{p}": s for n, params in analysis.learnables.items() for p, s in params.items()}
+    return {learnable_name(n, p): s for n, params in analysis.learnables.items()
+            for p, s in params.items()}
 
 
 def _port_name(layer, name, port):

@@ -39,6 +39,24 @@ def format_port(layer: str, port: str, ports: Sequence[str] | None = None) -> st
     return layer if ports is not None and len(ports) == 1 else f"{layer}/{port}"
 
 
+def learnable_name(layer: str, param: str) -> str:
+    """The name of a layer's learnable (or of any entry kept per layer, such as a stepper),
+    "layer/param"; a nested network's entries keep their own names after its layer's
+    ("block/self_attn/query.weight"). The one place such a name is written."""
+    return f"{layer}/{param}"
+
+
+def parse_learnable(name: str) -> tuple[str, str]:
+    """A learnable's name as (the layer, nested layers joined, and the parameter)."""
+    layer, _, param = name.rpartition("/")
+    return layer, param
+
+
+def under_layer(layer: str, entries: Mapping) -> dict:
+    """`entries` (parameter → value) named after `layer`, as `learnable_name` writes them."""
+    return {learnable_name(layer, k): v for k, v in entries.items()}
+
+
 class LayerList(tuple):
     """The network's layers in order; also indexable by name."""
 

@@ -18,7 +18,7 @@ from .analysis import Analysis, analyze as _analyze
 from .batching import as_batch, id_inputs, input_problem
 from .codegen import layer_at
 from .errors import AttnlabError, DataError, NetworkError, SizeError, close_matches
-from .graph import Connection, Graph, LayerList, parse_port
+from .graph import Connection, Graph, LayerList, parse_port, under_layer
 from .layers.base import Layer
 from .layers.tying import tie_modules
 from .network_modules import LayerModules, ModuleHost
@@ -81,9 +81,9 @@ class Network(ModuleHost):
                 continue
             mod = mods[name]
             if isinstance(mod, Network):
-                out.update({f"{name}/{k}": v for k, v in mod.learnables.items()})
+                out.update(under_layer(name, mod.learnables))
             else:
-                out.update({f"{name}/{k}": v for k, v in mod.named_parameters()})
+                out.update(under_layer(name, dict(mod.named_parameters())))
         return out
 
     @property

@@ -20,7 +20,7 @@ from torch import nn
 
 from .analysis import Analysis, analyze as _analyze
 from .errors import ArgumentError, AttnlabError, NetworkError, SizeError
-from .graph import LAYER_AUTHOR_HELPERS, Graph, module_key
+from .graph import LAYER_AUTHOR_HELPERS, Graph, module_key, parse_learnable
 from .layers.base import LAYER_TYPES, Layer
 from .spec import Spec
 
@@ -221,7 +221,7 @@ class ModuleHost(nn.Module, Graph):
             if isinstance(given, torch.Tensor) and isinstance(t, torch.Tensor) and \
                     tuple(given.shape) != tuple(t.shape):
                 name = _friendly(self, key)
-                layer, _, param = name.rpartition("/")
+                layer, param = parse_learnable(name)
                 kind = "learnable" if isinstance(t, nn.Parameter) else "buffer"
                 bad.append((layer, f"layer '{layer}' {kind} '{param}': expected "
                                    f"{_dims(t.shape)} (the network's), received "

@@ -2,7 +2,7 @@
 the layer names of the network, short listings."""
 from __future__ import annotations
 
-from ..graph import Graph, module_key
+from ..graph import Graph, learnable_name, module_key
 
 
 def _show(text: str, n: int = 60) -> str:
@@ -20,10 +20,10 @@ def _friendly(net, key: str) -> str:
         if key.startswith(prefix):
             rest = key[len(prefix):]
             inner = layers[name]
-            return f"{name}/" + (_friendly(inner, rest) if isinstance(inner, Graph) else rest)
+            return learnable_name(name, _friendly(inner, rest) if isinstance(inner, Graph) else rest)
     if key.startswith("layer_modules.") and key.count(".") >= 2:        # not a layer of `net`
         name, _, rest = key[len("layer_modules."):].partition(".")
-        return f"{name}/{rest}"
+        return learnable_name(name, rest)
     return key
 
 

@@ -28,7 +28,7 @@ from .. import codegen
 from ..analysis import Issue
 from ..convention import call, call_code, convention, passed_masks, targets_code
 from ..errors import DataError
-from ..graph import Graph
+from ..graph import Graph, under_layer
 from ..layers.combine import _Sum
 from ..layers.embedding import Embedding, _Embedding
 from .steppers import (PER_STEP, LayerContext, NotStreamable, Route, bound_forward,
@@ -271,7 +271,7 @@ class _Builder:
                                        issue.layer, issue.port))
         self.limit = min(self.limit, sub.limit)
         self.resets.append(sub.reset)
-        self.steppers.update({f"{name}/{k}": v for k, v in sub.steppers.items()})
+        self.steppers.update(under_layer(name, sub.steppers))
         streamed_outs = [(o, v) for o, v in sub.outputs if isinstance(v, Streamed)]
         if not streamed_outs:
             return [v for _, v in sub.outputs]
