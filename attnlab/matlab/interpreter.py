@@ -268,7 +268,10 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
         line = node.start_point.row + 1
         trained = self._trained_network(node, scope)
         builds = trained is None and self._builds_network(node)
-        for k, name in enumerate(self._targets(node)):
+        # a skipped loop or branch leaves unset what its body assigns, as a statement does
+        names = self._targets(node) if node.type == "assignment" else list(dict.fromkeys(
+            name for n in _descendants(node) if n.type == "assignment" for name in self._targets(n)))
+        for k, name in enumerate(names):
             old = scope.get(name)
             if k == 0 and trained is not None:
                 fn, source, net = trained
