@@ -9,7 +9,8 @@ and read back with `al.from_pretrained`; then, in one run:
 - greedy decoding of 128 tokens after a 16-token prompt (`model.generate` with its cache
   against `al.generate`, which streams with the key/value cache), and attnlab recomputing the
   whole prefix for every token, the cost the cache saves;
-- peak memory of each (CUDA only: `torch.cuda.max_memory_allocated` above the weights).
+- peak memory of each above the weights: `torch.cuda.max_memory_allocated` on a GPU; on a CPU
+  the growth of the resident set while it runs, sampled by a thread.
 
 Outputs are checked first (logits within 1e-4 of their largest magnitude, the same tokens).
 `--smoke` runs every path at tiny sizes on the CPU and writes nothing (the suite runs it).
@@ -18,9 +19,13 @@ Needs the `hf` extra (transformers).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -74,9 +79,41 @@ def _time(fn, device, repeats: int) -> float:
     return statistics.median(samples)
 
 
+def _rss() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _peak_cpu(fn) -> float | None:
+    """MiB the resident set grows by while `fn` runs, sampled every millisecond by a thread
+    (freed heap is handed back to the system first, so that runs do not hide each other);
+    None where there is no /proc."""
+    if not os.path.exists("/proc/self/statm"):
+        return None
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    base = peak = _rss()
+    done = threading.Event()
+
+    def sample():
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _rss())
+            time.sleep(0.001)
+
+    watcher = threading.Thread(target=sample, daemon=True)
+    watcher.start()
+    try:
+        fn()
+    finally:
+        done.set()
+        watcher.join()
+    return (max(peak, _rss()) - base) / 2**20
+
+
 def _peak(fn, device) -> float | None:
     if device.type != "cuda":
-        return None
+        return _peak_cpu(fn)
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
     base = torch.cuda.memory_allocated()

@@ -125,3 +125,20 @@ def test_a_failure_inside_a_nested_network_names_the_nested_layer():
     msg = str(info.value)
     assert msg.startswith("layer 'inner' (Network): running it failed; torch says:")
     assert "print(net.analyze())" in msg
+
+
+def test_the_plan_drops_each_activation_after_its_last_reader():
+    # a hand-written forward lets its locals go as it goes: inference holds a few activations
+    # at a time, not one per layer
+    import weakref
+    net = al.Network([L.SequenceInput(4), L.Dense(8, name="a"), L.ReLU(name="b"),
+                      L.Dense(8, name="c"), L.ReLU(name="d"), L.Dense(3, name="e")])
+    net.initialize()
+    seen, alive = {}, {}
+    net.layer_modules["a"].register_forward_hook(lambda m, i, o: seen.update(a=weakref.ref(o)))
+    net.layer_modules["d"].register_forward_hook(
+        lambda m, i, o: alive.update(a=seen["a"]() is not None))
+    with torch.no_grad():
+        y = net(torch.randn(2, 5, 4))
+    assert y.shape == (2, 5, 3)
+    assert alive == {"a": False}          # 'a's output was gone once 'b' had read it
