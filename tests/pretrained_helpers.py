@@ -43,3 +43,13 @@ def layout(folder: Path) -> dict[str, tuple[str, tuple[int, ...]]]:
 def valid_steps(x: torch.Tensor, lengths) -> torch.Tensor:
     """The valid steps of a padded B×T×… batch, concatenated (padded steps are not compared)."""
     return torch.cat([x[i, :n] for i, n in enumerate(lengths)])
+
+
+def hf_greedy(model, prompt: torch.Tensor, n: int) -> torch.Tensor:
+    """transformers' greedy `generate` of a causal LM: the n tokens after the prompt (every
+    prompt token attended, no end token)."""
+    with torch.no_grad():
+        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n,
+                             do_sample=False, eos_token_id=None, pad_token_id=0)
+    return out[:, prompt.shape[1]:]
+
