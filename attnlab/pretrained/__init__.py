@@ -43,8 +43,9 @@ from typing import Any
 import torch
 
 from ..errors import ArgumentError
-from .config import CONFIG_FILE, Config, CheckpointError, Keys, keys
-from .weights import INDEX, SAFETENSORS, Checkpoint, W, Weight, collect, load, no_random_init
+from .config import CONFIG_FILE, Config, CheckpointError, Keys, file_problem, keys
+from .weights import (Checkpoint, W, Weight, check_counts, check_sizes, load, no_random_init,
+                      small_table)
 
 # model_type → the module of this package that builds it
 FAMILIES = {
@@ -103,70 +104,25 @@ def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | None = None) -
                             f"torch.float32 or torch.bfloat16, received {dtype!r}.")
     cfg = Config.from_folder(folder)
     fam = family(cfg.model_type, cfg.where)
-    with Checkpoint(folder) as ckpt:
+    with Checkpoint(folder) as ckpt:          # headers only, every file checked first
         arch = _architecture(cfg, fam, ckpt)
         cfg.check_keys(fam.KEYS)
-        net = fam.network(cfg, arch)
+        prefix = getattr(fam, "PREFIX", "")
+        # the files bound the work, not the config: its counts are checked against the
+        # tensors' names before a table or graph of that size is built, its sizes against
+        # their shapes before a learnable is allocated
+        check_counts(fam.weights, cfg, arch, ckpt, prefix)
         table = fam.weights(cfg, arch)
+        net = fam.network(cfg, arch)
+        check_sizes(net, table, ckpt, str(cfg.model_type), prefix, cfg)
         with no_random_init(), torch.random.fork_rng(devices=[]):
             net.initialize()
         net.to(dtype or cfg.dtype or _file_dtype(ckpt))
         record = load(net, table, ckpt, str(cfg.model_type), tuple(fam.IGNORED_TENSORS),
-                      getattr(fam, "PREFIX", ""))
+                      prefix, cfg)
     net.eval()
     net.metadata[META_KEY] = {"config": cfg.data, "architecture": arch, "tensors": record}
     return net
-
-
-def save_pretrained(net: Any, path: str | os.PathLike, dtype: torch.dtype | None = None) -> None:
-    """Writes a network that came from `from_pretrained` back in the Hugging Face layout:
-    `config.json` and `model.safetensors` in `path` (the folder is created), with the tensor
-    names, dtypes and shapes of the original file, so that `transformers` loads it.
-
-    Parameters
-    ----------
-    net : Network
-        From `from_pretrained` (also after `net.save` / `al.load`), trained or edited as long
-        as the layers the checkpoint's tensors come from keep their names and sizes.
-    path : str or path
-        The folder to write.
-    dtype : torch.dtype, optional
-        The tensors' dtype in the file; None: the original file's.
-    """
-    meta = getattr(net, "metadata", {}).get(META_KEY)
-    if not isinstance(meta, dict) or not {"config", "architecture", "tensors"} <= set(meta):
-        raise ArgumentError("save_pretrained: this network did not come from al.from_pretrained, "
-                            "so there is no Hugging Face layout to write it in. Use "
-                            "net.save(path) for attnlab's own file.")
-    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
-        raise ArgumentError(f"save_pretrained dtype: expected a floating torch dtype such as "
-                            f"torch.float32, received {dtype!r}.")
-    from safetensors.torch import save_file
-    cfg = Config(dict(meta["config"]), "the saved config")
-    fam = family(cfg.model_type)
-    table = fam.weights(cfg, meta["architecture"])
-    tensors = collect(net, table, meta["tensors"], str(cfg.model_type), dtype)
-    folder = Path(path)
-    if folder.exists() and not folder.is_dir():
-        raise ArgumentError(f"save_pretrained: '{folder}' is a file; give a folder to write "
-                            f"{CONFIG_FILE} and {SAFETENSORS} in.")
-    folder.mkdir(parents=True, exist_ok=True)
-    config = dict(cfg.data)
-    if dtype is not None:
-        key = "torch_dtype" if "torch_dtype" in config and "dtype" not in config else "dtype"
-        config[key] = str(dtype).removeprefix("torch.")
-    tmp = folder / (SAFETENSORS + ".partial")
-    save_file(tensors, str(tmp), metadata={"format": "pt"})
-    os.replace(tmp, folder / SAFETENSORS)
-    text = json.dumps(config, indent=2, sort_keys=True) + "\n"
-    tmp = folder / (CONFIG_FILE + ".partial")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, folder / CONFIG_FILE)
-    if (folder / INDEX).exists():
-        import warnings
-        warnings.warn(f"save_pretrained: '{folder}' also holds {INDEX} and its shards, from "
-                      f"before; {SAFETENSORS} is what transformers and attnlab read first.",
-                      stacklevel=2)
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -179,7 +135,9 @@ def _folder(path) -> Path:
                             f"pathlib.Path), received {type(path).__name__} {repr(path)[:60]}.")
     p = Path(path)
     if not p.is_dir():
-        what = "is a file" if p.exists() else "does not exist"
+        problem = file_problem(p)           # stat'ed only: nothing there is opened
+        what = "is a file" if problem is None else "does not exist" if problem == "missing" \
+            else f"is {problem}"
         raise ArgumentError(f"from_pretrained(path): '{p}' {what}: give the folder that "
                             "model.save_pretrained(folder) wrote (config.json and "
                             "model.safetensors). attnlab downloads nothing: fetch a model "
@@ -197,7 +155,7 @@ def _architecture(cfg: Config, fam: types.ModuleType, ckpt: Checkpoint) -> str:
                                   "Nothing was loaded.")
         return arch
     for arch in supported:             # no "architectures": the first whose tensors are there
-        table = fam.weights(cfg, arch)
+        table, _ = small_table(fam.weights, cfg, arch)      # (its first block: counts come next)
         if all(ckpt.find(w.name, getattr(fam, "PREFIX", "")) for w in table if not w.tied):
             return arch
     return supported[-1]                # the loader then names the missing tensors
@@ -205,3 +163,6 @@ def _architecture(cfg: Config, fam: types.ModuleType, ckpt: Checkpoint) -> str:
 
 def _file_dtype(ckpt: Checkpoint) -> torch.dtype:
     return next((d for _, d in ckpt.header.values() if d.is_floating_point), torch.float32)
+
+
+from .saving import save_pretrained  # noqa: E402  (it reads family and META_KEY above)
