@@ -43,9 +43,8 @@ from typing import Any
 import torch
 
 from ..errors import ArgumentError
-from .config import CONFIG_FILE, Config, CheckpointError, Keys, file_problem, keys
-from .weights import (Checkpoint, W, Weight, check_counts, check_sizes, load, no_random_init,
-                      small_table)
+from .config import CONFIG_FILE, Config, CheckpointError, Keys, keys
+from .weights import Checkpoint, W, Weight, load, no_random_init
 
 # model_type → the module of this package that builds it
 FAMILIES = {
@@ -104,22 +103,16 @@ def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | None = None) -
                             f"torch.float32 or torch.bfloat16, received {dtype!r}.")
     cfg = Config.from_folder(folder)
     fam = family(cfg.model_type, cfg.where)
-    with Checkpoint(folder) as ckpt:          # headers only, every file checked first
+    with Checkpoint(folder) as ckpt:
         arch = _architecture(cfg, fam, ckpt)
         cfg.check_keys(fam.KEYS)
-        prefix = getattr(fam, "PREFIX", "")
-        # the files bound the work, not the config: its counts are checked against the
-        # tensors' names before a table or graph of that size is built, its sizes against
-        # their shapes before a learnable is allocated
-        check_counts(fam.weights, cfg, arch, ckpt, prefix)
-        table = fam.weights(cfg, arch)
         net = fam.network(cfg, arch)
-        check_sizes(net, table, ckpt, str(cfg.model_type), prefix, cfg)
+        table = fam.weights(cfg, arch)
         with no_random_init(), torch.random.fork_rng(devices=[]):
             net.initialize()
         net.to(dtype or cfg.dtype or _file_dtype(ckpt))
         record = load(net, table, ckpt, str(cfg.model_type), tuple(fam.IGNORED_TENSORS),
-                      prefix, cfg)
+                      getattr(fam, "PREFIX", ""))
     net.eval()
     net.metadata[META_KEY] = {"config": cfg.data, "architecture": arch, "tensors": record}
     return net
@@ -135,9 +128,7 @@ def _folder(path) -> Path:
                             f"pathlib.Path), received {type(path).__name__} {repr(path)[:60]}.")
     p = Path(path)
     if not p.is_dir():
-        problem = file_problem(p)           # stat'ed only: nothing there is opened
-        what = "is a file" if problem is None else "does not exist" if problem == "missing" \
-            else f"is {problem}"
+        what = "is a file" if p.exists() else "does not exist"
         raise ArgumentError(f"from_pretrained(path): '{p}' {what}: give the folder that "
                             "model.save_pretrained(folder) wrote (config.json and "
                             "model.safetensors). attnlab downloads nothing: fetch a model "
@@ -155,7 +146,7 @@ def _architecture(cfg: Config, fam: types.ModuleType, ckpt: Checkpoint) -> str:
                                   "Nothing was loaded.")
         return arch
     for arch in supported:             # no "architectures": the first whose tensors are there
-        table, _ = small_table(fam.weights, cfg, arch)      # (its first block: counts come next)
+        table = fam.weights(cfg, arch)
         if all(ckpt.find(w.name, getattr(fam, "PREFIX", "")) for w in table if not w.tied):
             return arch
     return supported[-1]                # the loader then names the missing tensors
