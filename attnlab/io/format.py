@@ -167,6 +167,8 @@ def _graph_to_json(net, top=False) -> dict:
         _check_registered(layer, name)
         try:
             cfg = layer.config()
+        except AttnlabError as e:                 # config() says which option and what to do
+            raise NetworkError(f"cannot save {e}") from e
         except Exception as e:  # noqa: BLE001 - a layer type whose config() is broken
             raise NetworkError(f"cannot save layer '{name}' ({layer.type_name}): its config() "
                                f"raised {type(e).__name__}: {_first_line(e)}. A layer's config() "
@@ -213,19 +215,64 @@ def _check_registered(layer, name):
 
 
 def _check_round_trip(layer, name, cfg):
-    """A layer must come back from its config() as it is, or its outputs could change."""
+    """A layer must come back from its config() as it is, or its outputs could change: the
+    layer rebuilt from it has the same config and the same value of every option that a
+    constructor of its class chain names (an option a subclass took through **kwargs and
+    left out of its config shows here)."""
     try:
         again = _make_layer(type(layer), _decode(cfg), name)
         same = _encode(again.config(), "") == cfg
+        other = None if not same else _option_differing(layer, again)
     except Exception as e:  # noqa: BLE001 - any failure means the config does not rebuild it
         same, why = False, f": rebuilding it raised {type(e).__name__}: {_first_line(e)}"
     else:
         why = f": it rebuilds as {again!r}"
+        if other is not None:
+            key, was, now = other
+            same, why = False, (f": its option '{key}' is {_show(repr(was), 80)}, but "
+                                f"{_show(repr(now), 80)} in the layer rebuilt from the config")
     if not same:
         raise NetworkError(
             f"cannot save layer '{name}' ({layer.type_name}): its config() {cfg} does not "
-            f"rebuild the same layer{why}. A layer's config() must return its constructor's "
-            "arguments (attributes named like the arguments).")
+            f"rebuild the same layer{why}. A layer's config() must return every argument it "
+            "was built with (attributes named like the arguments; a subclass that takes its "
+            "parent's options through *args or **kwargs passes them on unchanged), or the "
+            "layer's type must override config() to return them.")
+
+
+def _option_differing(layer, again):
+    """(option, its value, the rebuilt layer's) for the first constructor option of the class
+    chain whose attribute differs between `layer` and `again`; None when all agree."""
+    for key in _chain_options(type(layer)):
+        was, now = getattr(layer, key, None), getattr(again, key, None)
+        if _comparable(was) != _comparable(now):
+            return key, was, now
+    return None
+
+
+def _chain_options(cls) -> list[str]:
+    """The named parameters of every constructor along the class's MRO, `name` aside."""
+    import inspect
+    keys: list[str] = []
+    for c in cls.__mro__:
+        init = c.__dict__.get("__init__")
+        if init is None or c is object:
+            continue
+        try:
+            params = inspect.signature(init).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        keys += [p.name for p in list(params)[1:] if p.name not in keys and p.name != "name"
+                 and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    return keys
+
+
+def _comparable(value):
+    """A value as the file would hold it (JSON text); its repr for one a file cannot hold."""
+    try:
+        return json.dumps(_encode(value, ""), sort_keys=True, allow_nan=True)
+    except (NetworkError, TypeError, ValueError):
+        return repr(value)
 
 
 def _encode(value, where: str, metadata: bool = False):

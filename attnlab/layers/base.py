@@ -13,6 +13,7 @@ specs from the tensors' shapes, builds the module on the first call, keeps it as
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import unicodedata
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, TypeVar
@@ -126,7 +127,7 @@ class Layer:
             cls.stem = cls.__name__.lower()
         init = cls.__dict__.get("__init__")
         if init is not None and not getattr(init, "_checks_call", False):
-            setattr(cls, "__init__", _checked_init(init))
+            setattr(cls, "__init__", _recorded_init(_checked_init(init), cls))
 
     def __init__(self, name: str | None = None):
         self.name = check_name(name)
@@ -227,13 +228,31 @@ class Layer:
         return type(self).__name__
 
     def config(self) -> dict:
-        params = inspect.signature(type(self).__init__).parameters
-        return {k: getattr(self, k) for k in params
-                if k not in ("self", "name") and params[k].kind is not inspect.Parameter.VAR_KEYWORD}
+        """The constructor's arguments by name, `name` aside: `type(layer)(**layer.config(),
+        name=layer.name)` builds the same layer again (what saving writes and `repr` shows).
+
+        The options are those of the constructor and those it passed on to its parent's
+        through `*args` (under the parent's names) and `**kwargs`, as given at construction.
+        Each value is read from the attribute of its name (so a changed attribute shows), else
+        from the attribute of the parent's parameter it was passed on to unchanged (a
+        subclass's `heads` given to `num_heads`). Raises NetworkError naming the option when it
+        cannot be told: an argument kept under another name, positional `*args` passed on
+        changed."""
+        positional, options = _built_with(self)
+        if positional:
+            err = NetworkError(f"{_label(self)}: {_positional_problem(self, positional)}")
+            err.layer, err.port = self.name, None
+            raise err
+        return options
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.config().items())
-        name = f", name={self.name!r}" if self.name else ""
+        positional: tuple = ()
+        try:                                    # a subclass's own config() has the last word
+            options = self.config()
+        except NetworkError:                    # what it cannot name: shown as it was given
+            positional, options = _built_with(self, strict=False)
+        args = ", ".join([repr(v) for v in positional] + [f"{k}={v!r}" for k, v in options.items()])
+        name = (", " if args else "") + f"name={self.name!r}" if self.name else ""
         return f"{self.type_name}({args}{name})"
 
     # -- errors that teach ----------------------------------------------------------------
@@ -379,5 +398,177 @@ def _others_taking(argument: str, owner: type) -> list[str]:
     return found
 
 
+# -- what a layer was built with -------------------------------------------------------------
+
+def _recorded_init(init: Callable, owner: type) -> Callable:
+    """`init` (the constructor `owner` defines), keeping the arguments of each call made while
+    the layer is built: the outermost call first, then the parents' constructors it calls
+    (`super().__init__(...)`). `config()` reads them for options a subclass takes through
+    `*args`/`**kwargs` and passes on, which no attribute of its own names."""
+
+    @functools.wraps(init)
+    def call(self, *args: Any, **kwargs: Any) -> None:
+        if isinstance(self, nn.Module):    # a Network: its config is its graph, and its
+            init(self, *args, **kwargs)    # arguments (layer lists) are not kept alive
+            return
+        d = self.__dict__
+        depth = d.get("_init_depth", 0)
+        if not depth:                                    # a new construction: a new record
+            d["_init_calls"] = []
+        d["_init_calls"].append((owner, args, kwargs))
+        d["_init_depth"] = depth + 1
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            if depth:
+                d["_init_depth"] = depth
+            else:
+                del d["_init_depth"]
+
+    return call
+
+
+_MISSING = object()
+_NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def _built_with(layer, strict: bool = True) -> tuple[tuple, dict]:
+    """(positional values whose options cannot be named, the options by name) of `layer`: the
+    named parameters of its constructor, then what it passed on through `*args` (named by the
+    parent constructor that took them) and `**kwargs`, each read by `_option` (or, unless
+    `strict`, as given when it cannot be read)."""
+    calls = layer.__dict__.get("_init_calls")
+    if calls:
+        owner, args, kwargs = calls[0]
+        sig = inspect.signature(owner.__dict__["__init__"])
+        try:
+            bound = sig.bind(layer, *args, **kwargs).arguments
+        except TypeError:                              # a signature that hides the real one
+            calls = None
+    if not calls:                                      # made without its constructor
+        return (), {k: _option(layer, k, _MISSING, (), strict) for k in _own_names(type(layer))}
+    params = list(sig.parameters.values())[1:]
+    takes_keywords = any(p.kind is p.VAR_KEYWORD for p in params)
+    options: dict = {}
+    unnamed: tuple = ()
+    for p in params:
+        given = bound.get(p.name, _MISSING)
+        if p.kind is p.VAR_POSITIONAL and given is not _MISSING and given:
+            names = _passed_on(calls, 0, len(args) - len(given), len(given))
+            if names is None or not takes_keywords or any(n in options for n in names):
+                unnamed = tuple(given)
+            else:
+                options.update((n, _option(layer, n, v, calls, strict)) for n, v in zip(names, given)
+                               if n != "name")
+        elif p.kind is p.VAR_KEYWORD and given is not _MISSING:
+            options.update((k, _option(layer, k, v, calls, strict)) for k, v in given.items()
+                           if k != "name")
+        elif p.kind in _NAMED and p.name != "name":
+            options[p.name] = _option(layer, p.name, p.default if given is _MISSING else given,
+                                      calls, strict)
+    return unnamed, options
+
+
+def _option(layer, name: str, given, calls, strict: bool = True):
+    """The option `name`, given as `given` at construction: the layer's attribute of that name
+    (so that a changed attribute shows), else the attribute of the parent constructor's
+    parameter that took `given` unchanged (a subclass's `heads` passed on as `num_heads`).
+    Raises NetworkError naming the option when neither says what it is now."""
+    value = getattr(layer, name, _MISSING)
+    if value is _MISSING and given is not _MISSING:
+        value = _followed(layer, calls, 1, given)
+    if value is _MISSING and not strict:
+        return given
+    if value is _MISSING:
+        raise NetworkError(f"{_label(layer)}: its config() cannot read its argument '{name}': "
+                           f"{type(layer).__name__} keeps no attribute of that name, nor passes "
+                           "it on unchanged to a parent constructor that does. Keep each "
+                           f"constructor argument as an attribute of the same name (self.{name} = "
+                           f"{name}), or override config().")
+    return value
+
+
+def _followed(layer, calls, i: int, given):
+    """The attribute of the parameter that the i-th recorded constructor call (or a later one)
+    bound to the very object `given`; _MISSING when none did, or several disagree."""
+    if i >= len(calls):
+        return _MISSING
+    owner, args, kwargs = calls[i]
+    try:
+        bound = inspect.signature(owner.__dict__["__init__"]).bind(layer, *args, **kwargs)
+    except TypeError:
+        return _MISSING
+    params = bound.signature.parameters
+    taken = []
+    for key, v in list(bound.arguments.items())[1:]:
+        kind = params[key].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            taken += [(k, x) for k, x in v.items() if x is given]
+        elif kind is not inspect.Parameter.VAR_POSITIONAL and v is given:
+            taken.append((key, v))
+    found = []
+    for key, _ in taken:
+        if key == "name":
+            continue
+        value = getattr(layer, key, _MISSING)
+        found.append(_followed(layer, calls, i + 1, given) if value is _MISSING else value)
+    found = [f for f in found if f is not _MISSING]
+    if not found or any(not _same_value(f, found[0]) for f in found[1:]):
+        return _MISSING
+    return found[0]
+
+
+def _same_value(a, b) -> bool:
+    if a is b:
+        return True
+    plain = (int, float, str, bool, type(None))
+    return type(a) is type(b) and isinstance(a, plain) and a == b
+
+
+def _passed_on(calls, i: int, start: int, count: int) -> list[str] | None:
+    """The parameter names that the positional arguments start…start+count−1 of the i-th
+    recorded constructor call set, found by following them, unchanged (the same objects),
+    into the parent constructors it called; None when they cannot be followed."""
+    owner, args, _ = calls[i]
+    params = list(inspect.signature(owner.__dict__["__init__"]).parameters.values())[1:]
+    fixed = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names: list[str] = []
+    j = start
+    while j < start + count and j < len(fixed):
+        if fixed[j].kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            return None                                 # positional-only: no keyword for it
+        names.append(fixed[j].name)
+        j += 1
+    rest = start + count - j                            # those that went into its *args
+    if not rest:
+        return names
+    if i + 1 >= len(calls):
+        return None
+    values, parent = args[j:j + rest], calls[i + 1][1]
+    found = [o for o in range(len(parent) - rest, -1, -1)
+             if all(parent[o + k] is v for k, v in enumerate(values))]
+    if not found:                                       # passed on changed, or not at all
+        return None
+    more = _passed_on(calls, i + 1, found[0], rest)
+    return None if more is None else names + more
+
+
+def _own_names(cls) -> list[str]:
+    params = inspect.signature(cls.__init__).parameters
+    return [k for k, p in params.items() if k not in ("self", "name") and p.kind in _NAMED]
+
+
+def _positional_problem(layer, values: tuple) -> str:
+    cls = type(layer).__name__
+    shown = ", ".join(repr(v)[:40] for v in values)
+    return (f"its config() cannot tell which options the positional arguments *args ({shown}) of "
+            f"{cls}.__init__ set: it passes them on changed, not at all, or to a constructor "
+            "that cannot take them by name, so a saved file could not say what they were. "
+            f"Give {cls}.__init__ named parameters for them (e.g. def __init__(self, num_heads, "
+            "key_channels, **kwargs)), kept as attributes of the same name, or pass *args on "
+            f"unchanged with **kwargs (super().__init__(*args, **kwargs)), or override "
+            f"{cls}.config().")
+
+
 # layers without a constructor of their own (ReLU, Flatten, …) take Layer's: check it too
-setattr(Layer, "__init__", _checked_init(Layer.__dict__["__init__"]))
+setattr(Layer, "__init__", _recorded_init(_checked_init(Layer.__dict__["__init__"]), Layer))

@@ -372,7 +372,8 @@ def test_layers_that_cannot_be_saved_say_why(tmp_path):
 
     try:
         net = al.Network([L.SequenceInput(3), NoConfig(3, name="odd")])
-        with pytest.raises(al.NetworkError, match="layer 'odd' \\(NoConfig\\): its config\\(\\) raised"):
+        with pytest.raises(al.NetworkError, match="layer 'odd' \\(NoConfig\\): its config\\(\\) cannot "
+                                                  "read its argument 'width'"):
             net.save(tmp_path / "x.attnlab")
     finally:
         LAYER_TYPES.pop("NoConfig", None)
