@@ -22,7 +22,8 @@ from .script_values import (
     _size_text,
     _text,
 )
-from .values import Cell, Handle, MatlabError, Missing, NeedsData, Struct
+from .objects import MapObject, StructArray, Table
+from .values import Categorical, Cell, Handle, MatlabError, Missing, NeedsData, Struct
 
 
 class Assigning(Part):
@@ -85,6 +86,14 @@ class Assigning(Part):
     def _lvalue(self, node, scope):
         if node.type == "identifier":
             return scope.get(_text(node, self.src))
+        if node.type == "function_call" and node.named_children[0].type == "identifier":
+            held = scope.get(_text(node.named_children[0], self.src))
+            if isinstance(held, (Struct, StructArray)):      # s(3).a = v grows s
+                idx = self._index_args(_child(node, "arguments"), held, scope)
+                items = [held] if isinstance(held, Struct) else list(held)
+                i = idx[-1] if len(idx) in (1, 2) else None
+                if isinstance(i, int):
+                    return items[i] if i < len(items) else None
         try:
             return self.eval_in(node, scope)
         except ScriptError:
@@ -111,19 +120,48 @@ class Assigning(Part):
         if obj is None:
             obj = Struct()
         if isinstance(obj, Struct):
+            obj = Struct(obj)                    # a value: t = s; t.a = 1 leaves s as it was
             obj[name] = value
             return obj
+        if isinstance(obj, Table):
+            return obj.set_variable(name, value)
         from .properties import set_property
         try:
-            set_property(obj, name, value)
-        except AttnlabError as e:
-            self._fail(node, str(e))
-        return obj
+            return set_property(obj, name, value)
+        except (AttnlabError, MatlabError) as e:
+            self._fail(node, str(e) if isinstance(e, AttnlabError) else e.message)
 
     def _set_index(self, container, args, value, what, scope, brace=False):
+        if isinstance(container, MapObject):            # m(key) = v
+            pos, _ = self._arguments(args, scope)
+            if len(pos) != 1:
+                raise MatlabError(f"{what}: a containers.Map takes one key, m(key) = value")
+            return container.assign(pos[0], value)
+        if isinstance(container, Table):
+            raise MatlabError(f"{what}: assigning into a table by index is not supported; set "
+                              "a variable with T.Name = value")
         idx = self._index_args(args, container, scope)
+        empty = container is None or isinstance(container, np.ndarray) and container.size == 0
+        if empty and isinstance(value, Struct) and not brace:
+            container = StructArray()                    # s(2) = struct(...)
+        elif empty and isinstance(value, Categorical) and not brace:
+            container = Categorical([], value.categories, value.ordinal, (0, 0))
+        elif isinstance(container, Struct) and not brace:
+            container = StructArray([container])         # s(2) = t on a struct: an array
+        if isinstance(container, StructArray):
+            self._check_growth(idx, container)
+            return container.matlab_assign(idx, value)
+        if isinstance(container, Categorical):          # c(i) = 'label' adds the category
+            self._check_growth(idx, container)
+            try:
+                return container.assign(idx, value)
+            except AttnlabError as e:
+                raise MatlabError(f"{what}: {e}") from None
         if container is None:
             container = [] if _is_layerish(value) else Cell() if brace else np.zeros(0)
+        if isinstance(container, list) and len(idx) == 2 and (idx[0] == 0 or idx[1] == 0) \
+                and all(isinstance(i, int) for i in idx):
+            idx = [idx[1] if idx[0] == 0 else idx[0]]  # c{1, j}, c{i, 1}: a vector's element
         elif _is_layerish(container) and not isinstance(container, (list, Network)):
             container = [container]                  # one layer is a 1×1 layer array
         self._check_growth(idx, container)

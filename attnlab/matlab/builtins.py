@@ -347,7 +347,13 @@ class Namespace:
         return None
 
 
-NAMESPACES = {"parallel": Namespace("parallel"), "matlab": Namespace("matlab")}
+def _containers():
+    from .objects import Containers
+    return Containers()
+
+
+NAMESPACES = {"parallel": Namespace("parallel"), "matlab": Namespace("matlab"),
+              "containers": _containers()}
 
 
 def _can_use_gpu() -> bool:
@@ -363,7 +369,14 @@ def extractdata(ctx, x):
 from .text import (_fmt_value, _format, char, disp, error, fprintf, num2str,  # noqa: E402,F401
                    sprintf, strcat, strcmp, strcmpi, string, warning)
 
+def _in_calling(ctx, *args, **kwargs):
+    """evalin, assignin, feval and exist read the running workspace: the interpreter's
+    calling part runs them (calling.py); listed here so that they are known names."""
+    raise MatlabError("this function runs inside the interpreter only")
+
+
 BASE = {
+    "evalin": _in_calling, "assignin": _in_calling, "feval": _in_calling,
     "disp": disp, "display": disp, "fprintf": fprintf, "sprintf": sprintf, "num2str": num2str,
     "error": error, "warning": warning, "rng": rng, "gpurng": rng, "tic": tic, "toc": toc,
     "canUseGPU": lambda ctx: _can_use_gpu(), "clc": _noop, "clear": _noop, "close": _noop, "figure": _noop, "hold": _noop,
@@ -384,5 +397,9 @@ BASE = {
     "linspace": linspace, "repmat": repmat, "any": _any_all(np.any), "all": _any_all(np.all),
     **{name: _noop for name in GRAPHICS},
 }
+# cell arrays, maps, tables, classes, text and dates (data_builtins.py): run, not skipped
+from .data_builtins import FUNCTIONS as _DATA_FUNCTIONS  # noqa: E402
+BASE.update(_DATA_FUNCTIONS)
+OUTSIDE.difference_update(_DATA_FUNCTIONS)
 CONSTANTS = {"true": True, "false": False, "pi": math.pi, "Inf": math.inf, "inf": math.inf,
              "NaN": math.nan, "nan": math.nan, "eps": float(np.finfo(float).eps)}

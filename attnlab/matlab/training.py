@@ -97,7 +97,10 @@ def _inside(run: ScriptRun, fn: str, option: str, value, base: Path | None = Non
 
 # ========================================================================== training ===
 
-_SOLVERS = ("sgdm", "adam", "rmsprop", "adamw")
+_SOLVERS = ("sgdm", "adam", "rmsprop", "adamw", "lbfgs", "lm")
+# MATLAB's full-batch solvers: trainingOptions accepts them (and their options); attnlab has
+# no counterpart, so training with them is refused, naming the solver
+_FULL_BATCH = {"lbfgs": "L-BFGS", "lm": "Levenberg–Marquardt"}
 
 # MATLAB trainingOptions name → attnlab TrainingOptions field (see attnlab.training)
 _TRAINING = {
@@ -115,44 +118,77 @@ _TRAINING = {
     "LearnRateDropFactor": "learning_rate_drop_factor", "ExecutionEnvironment": "device",
     "OutputFcn": "output_fn",
 }
-# MATLAB options accepted at the value that matches what attnlab does
+# MATLAB options read elsewhere (trainnet, the data layouts) or accepted at the values that
+# match what attnlab does; any other value of an option here is accepted with a note
 _TRAINING_NOOP = {
-    "SequenceLength": ("longest",), "SequencePaddingValue": (0,), "SequencePaddingDirection": ("right", "left"),
-    "ResetInputNormalization": (True, False), "BatchNormalizationStatistics": ("auto", "population", "moving"),
-    "InputDataFormats": ("auto",),
+    "SequenceLength": ("longest",), "SequencePaddingValue": (0,),
+    "SequencePaddingDirection": ("right", "left"), "ResetInputNormalization": (True, False),
+    "BatchNormalizationStatistics": ("auto", "moving"), "InputDataFormats": ("auto",),
     "TargetDataFormats": ("auto",), "DispatchInBackground": (False,),
-    "PreprocessingEnvironment": ("serial",), "Acceleration": ("auto",),
+    "PreprocessingEnvironment": ("serial",), "Acceleration": ("auto", "none"),
+    "WorkerLoad": (), "ObjectiveMetricName": ("loss",),
+    "CategoricalInputEncoding": ("auto",), "CategoricalTargetEncoding": ("auto",),
 }
+# the options of MATLAB's full-batch solvers (lbfgs, lm): accepted, kept, not used
+_FULL_BATCH_OPTIONS = ("MaxIterations", "GradientTolerance", "StepTolerance", "LineSearchMethod",
+                       "MaxNumLineSearchIterations", "HistorySize", "InitialInverseHessianFactor",
+                       "InitialDampingFactor", "MaxDampingFactor", "DampingIncreaseFactor",
+                       "DampingDecreaseFactor")
 # MATLAB's defaults, where they differ from attnlab's
 _MATLAB_TRAINING_DEFAULTS = {"shuffle": "once", "l2": 1e-4}
+# MATLAB's metric names attnlab computes (the others are accepted with a note)
+_METRICS = ("accuracy", "rmse", "mae")
 
 
 def trainingOptions(solverName: str, *args: Any, **kwargs: Any) -> TrainingOptions:
     """`trainingOptions("adam", MaxEpochs=5, ...)` → `al.TrainingOptions(solver="adam",
     max_epochs=5, ...)`, with MATLAB's defaults (Shuffle "once", L2Regularization 1e-4,
     MaxEpochs 30, MiniBatchSize 128, learning rate 0.01 for sgdm, else 0.001).
-    Inf (ValidationPatience, GradientThreshold) means no limit; Plots "none" means none."""
+    Inf (ValidationPatience, GradientThreshold) means no limit; Plots "none" means none.
+
+    Every option MATLAB's trainingOptions takes is accepted. SequenceLength "longest" is
+    attnlab's padding; "shortest" and a number are applied by trainnet/trainNetwork (sequences
+    cut to the mini-batch's shortest; split into pieces of that length). Options attnlab does
+    not honour (WorkerLoad, DispatchInBackground=true, a SequencePaddingValue other than 0,
+    BatchNormalizationStatistics="population", metrics it does not compute, …) are kept with
+    one note naming them. The solvers "lbfgs" and "lm" are accepted here and refused when
+    training starts (attnlab has no full-batch solver)."""
     fn = "trainingOptions"
     from ..training import TrainingOptions
     solver = _word(fn, "solverName", solverName, _SOLVERS)
     options: dict[str, Any] = {k: None for k in _TRAINING}
     options.update({k: None for k in _TRAINING_NOOP})
+    options.update({k: None for k in _FULL_BATCH_OPTIONS})
     options["OutputNetwork"] = "auto"
     _, o = _parse(fn, args, kwargs, options)
+    given = {k: v for k, v in o.items() if v is not None and not (k == "OutputNetwork" and
+                                                                   v == "auto")}
     output_network = _word(fn, "OutputNetwork", o.pop("OutputNetwork"), _OUTPUT_NETWORKS)
     reset = o.get("ResetInputNormalization")
     fields = {f for f in getattr(TrainingOptions, "__dataclass_fields__", {})}
     # seed None: training draws from the global generator, which rng(seed) seeds, as in MATLAB
-    values: dict[str, Any] = {"solver": solver, "seed": None}
+    values: dict[str, Any] = {"solver": "sgdm" if solver in _FULL_BATCH else solver, "seed": None}
     values.update({k: v for k, v in _MATLAB_TRAINING_DEFAULTS.items() if k in fields})
+    unused: list[str] = []
     for matlab, value in o.items():
         if value is None:
             continue
         if matlab in ("InputDataFormats", "TargetDataFormats"):
             continue                                # read below: trainnet permutes the data
-        if matlab in _TRAINING_NOOP:
-            _training_noop(fn, matlab, value)
+        if matlab in _FULL_BATCH_OPTIONS:
+            if solver not in _FULL_BATCH:
+                unused.append(f"{matlab} (an option of the \"lbfgs\" and \"lm\" solvers)")
             continue
+        if matlab in _TRAINING_NOOP:
+            note = _training_noop(fn, matlab, value)
+            if note:
+                unused.append(note)
+            continue
+        if matlab == "Metrics":
+            value, dropped = _metrics(value)
+            unused += dropped
+            if not value:
+                continue
         field = _TRAINING[matlab]
         if fields and field not in fields:
             raise ArgumentError(f"{fn}: expected an option attnlab's TrainingOptions supports, "
@@ -186,6 +222,16 @@ def trainingOptions(solverName: str, *args: Any, **kwargs: Any) -> TrainingOptio
         opts = TrainingOptions(**values)
     except ArgumentError as e:
         raise ArgumentError(f"{fn}: {e}") from None
+    if solver in _FULL_BATCH:
+        unused.insert(0, f"the \"{solver}\" solver ({_FULL_BATCH[solver]}: trainnet and "
+                         "trainNetwork refuse to train with it)")
+    if unused:
+        warnings.warn(f"{fn}: accepted, but attnlab does not honour "
+                      + "; ".join(unused) + ".", MatlabNote, stacklevel=2)
+    # what the script gave, by MATLAB name (options.X reads it; options.X = v remakes them)
+    opts.__dict__["_matlab_given"] = given
+    opts.__dict__["_matlab_solver"] = solver
+    opts.__dict__["_matlab_sequence_length"] = _sequence_length(fn, o.get("SequenceLength"))
     # MATLAB's ResetInputNormalization, read by trainnet (not a TrainingOptions field)
     opts.__dict__["_matlab_reset_normalization"] = \
         True if reset is None else _flag(fn, "ResetInputNormalization", reset)
@@ -199,6 +245,106 @@ def trainingOptions(solverName: str, *args: Any, **kwargs: Any) -> TrainingOptio
     opts.__dict__["_matlab_parallel"] = (str(env).lower() if isinstance(env, str) and
                                          str(env).lower() in ("multi-gpu", "parallel") else None)
     return opts
+
+
+def _metrics(value):
+    """(the metrics attnlab computes, notes for the others MATLAB has)."""
+    vals = [value] if isinstance(value, str) or callable(value) else list(value)
+    kept, dropped = [], []
+    for v in vals:
+        if callable(v) or isinstance(v, str) and v.lower() in _METRICS:
+            kept.append(v)
+        else:
+            dropped.append(f"Metrics {v!r} (attnlab computes {', '.join(_METRICS)})"
+                           if isinstance(v, str) else f"a metric object ({type(v).__name__})")
+    return kept, dropped
+
+
+def _sequence_length(fn, value):
+    """SequenceLength: "longest" (None: attnlab's own padding), "shortest", or a whole number."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        word = _word(fn, "SequenceLength", value, ("longest", "shortest"))
+        return None if word == "longest" else word
+    return _int(fn, "SequenceLength", value)
+
+
+# MATLAB property names of the options, and how their values read back
+_READ_BACK = {"MaxEpochs": 30, "MiniBatchSize": 128, "Shuffle": "once", "Verbose": True,
+              "VerboseFrequency": 50, "ValidationFrequency": 50, "Plots": "none",
+              "L2Regularization": 1e-4, "GradientThresholdMethod": "l2norm",
+              "SequenceLength": "longest", "SequencePaddingValue": 0,
+              "SequencePaddingDirection": "right", "ExecutionEnvironment": "auto",
+              "CheckpointPath": "", "CheckpointFrequency": 1, "CheckpointFrequencyUnit": "epoch",
+              "LearnRateSchedule": "none", "LearnRateDropPeriod": 10, "LearnRateDropFactor": 0.1,
+              "OutputNetwork": "auto", "ResetInputNormalization": True,
+              "BatchNormalizationStatistics": "auto", "InputDataFormats": "auto",
+              "TargetDataFormats": "auto", "ObjectiveMetricName": "loss", "Acceleration": "auto",
+              "Momentum": 0.9, "GradientDecayFactor": 0.9, "Epsilon": 1e-8,
+              "DispatchInBackground": False, "PreprocessingEnvironment": "serial"}
+
+
+def _names_of(opts) -> list[str]:
+    solver = opts.__dict__.get("_matlab_solver", opts.solver)
+    names = list(_TRAINING) + list(_TRAINING_NOOP) + ["OutputNetwork"]
+    if solver in _FULL_BATCH:
+        names += list(_FULL_BATCH_OPTIONS)
+    return names
+
+
+def get_option(opts, name: str):
+    """`options.MaxEpochs`: the value given, else MATLAB's default (the learn rate and decay
+    factors as the solver uses them)."""
+    names = _names_of(opts)
+    if name == "SolverName":
+        return opts.__dict__.get("_matlab_solver", opts.solver)
+    if name not in names:
+        from ..errors import close_matches
+        raise ArgumentError(f"Unrecognized property '{name}' of the training options."
+                            f"{close_matches(name, names)}")
+    given = opts.__dict__.get("_matlab_given", {})
+    if name in given:
+        return given[name]
+    if name == "InitialLearnRate":
+        return opts.lr
+    if name in ("ValidationPatience", "GradientThreshold"):
+        v = getattr(opts, _TRAINING[name])
+        return float("inf") if v is None or v >= 2 ** 62 else v
+    if name == "SquaredGradientDecayFactor":
+        solver = opts.__dict__.get("_matlab_solver", opts.solver)
+        return opts.squared_gradient_decay or (0.9 if solver == "rmsprop" else 0.999)
+    field = _TRAINING.get(name)
+    if field is not None and name not in _READ_BACK:
+        v = getattr(opts, field)
+        return [] if v is None else v
+    return _READ_BACK.get(name, [])
+
+
+def set_option(opts, name: str, value):
+    """`options.InitialLearnRate = 1e-2`: new options with that option set, checked as
+    trainingOptions checks it (MATLAB's options are values: copies keep theirs)."""
+    names = _names_of(opts)
+    if name == "SolverName":
+        raise ArgumentError("Unable to set the 'SolverName' property of the training options "
+                            "because it is read-only: make new options with "
+                            "trainingOptions(solverName, ...).")
+    if name not in names:
+        from ..errors import close_matches
+        raise ArgumentError(f"Unrecognized property '{name}' of the training options."
+                            f"{close_matches(name, names)}")
+    given = opts.__dict__.get("_matlab_given")
+    if given is not None:
+        solver = opts.__dict__.get("_matlab_solver", opts.solver)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MatlabNote)   # notes were given when first made
+            new = trainingOptions(solver, **{**given, name: value})
+        return new
+    field = _TRAINING.get(name)
+    if field is None:
+        raise ArgumentError(f"options.{name}: these options were made in Python; set "
+                            f"{name} with trainingOptions(solverName, {name}=...).")
+    return _replace(opts, **{field: _training_value("trainingOptions", name, value)})
 
 
 _OUTPUT_NETWORKS = ("auto", "last-iteration", "best-validation-loss", "best-validation")
@@ -244,14 +390,24 @@ def _training_value(fn, matlab, value):
     return value
 
 
-def _training_noop(fn, matlab, value):
+def _training_noop(fn, matlab, value) -> str | None:
+    """None when the value is what attnlab does; else the note naming it (MATLAB accepts it,
+    attnlab does not honour it). SequenceLength "shortest" or a number is applied by trainnet."""
+    if matlab == "SequenceLength":
+        _sequence_length(fn, value)
+        return None
     allowed = _TRAINING_NOOP[matlab]
     v = value.lower() if isinstance(value, str) else value
-    if v not in allowed:
-        raise ArgumentError(
-            f"{fn}: expected {matlab} to be {' or '.join(repr(a) for a in allowed)}, received "
-            f"{value!r}: that is what attnlab does (mini-batches are padded at the end to their "
-            "longest sequence, with a mask).")
+    if isinstance(v, bool) or v in allowed:
+        if isinstance(v, bool) and allowed and v not in allowed:
+            return f"{matlab}={str(v).lower()}"
+        return None
+    shown = f"\"{value}\"" if isinstance(value, str) else repr(value)
+    why = {"SequencePaddingValue": " (attnlab masks the padding, so layers never see it)",
+           "BatchNormalizationStatistics": " (attnlab keeps moving averages)",
+           "ObjectiveMetricName": " (the best network is chosen by validation loss)",
+           "WorkerLoad": " (attnlab splits the mini-batch evenly)"}.get(matlab, "")
+    return f"{matlab}={shown}{why}"
 
 
 _LOSSES = {"crossentropy": "crossentropy", "index-crossentropy": "crossentropy",
@@ -356,9 +512,19 @@ def _train(fn, X, T, net, loss, options, classes=None):
     # a GPU that is not there: the core's device error names ExecutionEnvironment
     from .data import as_training_data
     X, T = as_training_data(X, T, fn)
+    solver = options.__dict__.get("_matlab_solver")
+    if solver in _FULL_BATCH:
+        raise ArgumentError(f"{fn}: trainingOptions(\"{solver}\") asks for the "
+                            f"{_FULL_BATCH[solver]} solver, which attnlab's training does not "
+                            "have (it trains with \"sgdm\", \"adam\", \"rmsprop\" or "
+                            "\"adamw\"). Make the options with one of those, e.g. "
+                            "trainingOptions(\"adam\", ...).")
     X, T = arrange(fn, net, X, T, options)        # MATLAB data formats → attnlab's layouts
     if T is not None:
         T = _labels(net, T, classes)
+    length = options.__dict__.get("_matlab_sequence_length")
+    if length is not None:
+        X, T = _sequence_pieces(fn, net, X, T, length)
     vd = options.validation_data
     if isinstance(vd, tuple) and len(vd) == 2 and isinstance(vd[1], Categorical):
         options = _replace(options, validation_data=(
@@ -380,6 +546,77 @@ def _train(fn, X, T, net, loss, options, classes=None):
     info = train(net, *data, loss=loss, options=options)
     net.training_info = info
     return net
+
+
+def _sequence_pieces(fn, net, X, T, length):
+    """SequenceLength="shortest" or a number N. MATLAB splits each mini-batch's sequences into
+    pieces of N steps and trains on each piece in turn, carrying the state of recurrent layers
+    from one piece to the next. Without recurrent layers no state crosses a piece, so for
+    sequence-to-sequence data the same pieces are trained as separate observations (a note
+    says so: the mini-batches mix pieces of different sequences). What that cannot give
+    exactly — recurrent layers, one label per sequence, "shortest" (cut per mini-batch) — is
+    refused, naming the option."""
+    if length == "shortest":
+        raise ArgumentError(f"{fn}: SequenceLength=\"shortest\" cuts each mini-batch to its "
+                            "shortest sequence, which attnlab's training does not do (it pads "
+                            "each mini-batch to its longest and masks the padding). Use "
+                            "SequenceLength=\"longest\", or cut the sequences to one length "
+                            "before training.")
+    recurrent = [l.name for l in net.layers if type(l).__name__ in ("LSTM", "GRU")]
+    if recurrent:
+        raise ArgumentError(f"{fn}: SequenceLength={length} trains on pieces of {length} steps "
+                            f"and carries the state of {', '.join(repr(r) for r in recurrent)} "
+                            "from one piece to the next, which attnlab's training does not do. "
+                            "Use SequenceLength=\"longest\" (whole sequences), or split the "
+                            "sequences yourself if they are independent.")
+    seqs = _sequences(X)
+    steps = _step_targets(T, [len(x) for x in seqs]) if seqs is not None else None
+    if seqs is None or steps is None:
+        raise ArgumentError(f"{fn}: SequenceLength={length} splits sequences and their "
+                            "per-step targets into pieces of that length; these data are "
+                            + ("not sequences" if seqs is None else
+                               "sequences with one target each (sequence-to-one), where "
+                               "MATLAB's result depends on the state carried across pieces")
+                            + ". Use SequenceLength=\"longest\".")
+    xs, ts = [], []
+    for x, t in zip(seqs, steps):
+        for start in range(0, max(len(x), 1), length):
+            xs.append(x[start:start + length])
+            ts.append(t[start:start + length])
+    warnings.warn(f"{fn}: SequenceLength={length}: the {len(seqs)} sequences are split into "
+                  f"{len(xs)} pieces of at most {length} steps, trained as separate "
+                  "observations (no layer of this network carries state across pieces, as in "
+                  "MATLAB; mini-batches mix pieces of different sequences)", MatlabNote,
+                  stacklevel=3)
+    if isinstance(T, Categorical) or ts and isinstance(ts[0], Categorical):
+        return xs, Cell(ts)
+    return xs, ts
+
+
+def _sequences(X):
+    """X as a list of T×C sequences (a list of them, or a B×T×C array), else None."""
+    if isinstance(X, (list, tuple)) and X and all(hasattr(x, "shape") and len(x.shape) == 2
+                                                  for x in X):
+        return list(X)
+    if hasattr(X, "shape") and len(X.shape) == 3:
+        return [X[i] for i in range(X.shape[0])]
+    return None
+
+
+def _step_targets(T, lengths):
+    """Per-step targets, one sequence per observation with its length, else None."""
+    if T is None:
+        return None
+    if isinstance(T, (list, tuple)) and len(T) == len(lengths):
+        items = list(T)
+    elif hasattr(T, "shape") and len(T.shape) >= 2 and T.shape[0] == len(lengths):
+        items = [T[i] for i in range(T.shape[0])]
+    else:
+        return None
+    if all(len(t) == n for t, n in zip(items, lengths)) and \
+            any(n > 1 for n in lengths):
+        return items
+    return None
 
 
 def _replace(options, **changes):

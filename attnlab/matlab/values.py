@@ -68,17 +68,81 @@ class Categorical:
 
     __array_ufunc__ = None                 # numpy defers to these operators: arr == c is c == arr
 
-    def __init__(self, values, categories, ordinal: bool = False):
+    def __init__(self, values, categories, ordinal: bool = False, shape=None):
         self.values = np.asarray(values, dtype=object).reshape(-1)
         self.categories = [str(c) for c in categories]
         self.ordinal = bool(ordinal)
+        # MATLAB's size: N×1 unless made otherwise (categorical() is 0×0, and growing an
+        # empty one by c(1:n) = … makes a 1×n row)
+        self._shape = tuple(shape) if shape is not None and \
+            int(np.prod(shape)) == len(self.values) else None
 
     def __len__(self):
         return len(self.values)
 
     @property
     def shape(self):
-        return (len(self.values), 1)
+        return self._shape if self._shape is not None else (len(self.values), 1)
+
+    def matlab_index(self, interp, args, scope, node, brace=False):
+        """`c(i)`, `c(i, j)` of a vector, `c(end)`: a categorical with the same categories."""
+        idx = interp._index_args(args, self, scope)
+        if brace:
+            raise MatlabError("Brace indexing is not supported for variables of this type "
+                              "(a categorical array): use c(i).", node=node)
+        index = _linear(idx, self.shape, node)
+        n = len(self.values)
+        picked = np.arange(n)[index] if not isinstance(index, slice) else np.arange(n)[index]
+        if np.any(np.atleast_1d(picked) >= n):
+            raise MatlabError(f"Index exceeds the number of array elements ({n}).", node=node)
+        out = self.take(index)
+        if self._shape is not None and self._shape[0] == 1:
+            out._shape = (1, len(out.values))
+        return out
+
+    def assign(self, idx, value) -> "Categorical":
+        """A copy with the elements at `idx` set to `value` (a label, labels, a categorical;
+        a label not among the categories becomes one, as MATLAB adds it — an ordinal array
+        refuses it); past the end the array grows with <undefined>; `[]` deletes."""
+        from ..errors import ArgumentError
+        index = _linear(idx, self.shape, None)
+        values = list(self.values)
+        if isinstance(value, np.ndarray) and value.size == 0:
+            drop = set(np.atleast_1d(np.arange(max(len(values), 1))[index]).tolist()) \
+                if isinstance(index, slice) else set(np.atleast_1d(index).tolist())
+            kept = [v for i, v in enumerate(values) if i not in drop]
+            return Categorical(kept, self.categories, self.ordinal,
+                               (1, len(kept)) if self.shape[0] == 1 else None)
+        positions = list(range(len(values)))[index] if isinstance(index, slice) else \
+            [int(i) for i in np.atleast_1d(index)]
+        if isinstance(value, Categorical):
+            labels = [str(v) for v in value.values]
+            new = [c for c in value.categories if c not in self.categories]
+        elif isinstance(value, str):
+            labels, new = [str(value)], [str(value)] if str(value) and \
+                str(value) not in self.categories else []
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            labels = [str(v) for v in value]
+            new = [v for v in dict.fromkeys(labels) if v and v not in self.categories]
+        else:
+            raise MatlabError(f"assigning into a categorical array: expected a label (text), "
+                              f"labels or a categorical, received {_kind(value)}.")
+        if len(labels) not in (1, len(positions)):
+            raise MatlabError(f"assigning {len(labels)} labels to {len(positions)} elements of a "
+                              "categorical array: the sizes must agree.")
+        if new and self.ordinal:
+            raise ArgumentError(f"Cannot add a new category ({', '.join(new)}) to an ordinal "
+                                f"categorical array; its categories: "
+                                f"{', '.join(self.categories)}. Add it with addcats first.")
+        grown = len(values)
+        for k, i in enumerate(positions):
+            while len(values) <= i:
+                values.append("")
+            values[i] = labels[k if len(labels) > 1 else 0]
+        shape = None
+        if self.shape[0] == 1 or self.shape == (0, 0) or (grown == 0 and len(values)):
+            shape = (1, len(values))              # an empty or a row grows as a row
+        return Categorical(values, self.categories + new, self.ordinal, shape)
 
     def codes(self):
         """0-based class indices (−1 for <undefined>)."""
@@ -101,6 +165,9 @@ class Categorical:
         with the same categories (MATLAB's `c(i)`)."""
         picked = self.values[index]
         return Categorical(np.atleast_1d(picked), self.categories, self.ordinal)
+
+    def copy(self) -> "Categorical":
+        return Categorical(self.values.copy(), self.categories, self.ordinal, self._shape)
 
     @staticmethod
     def concatenate(items) -> "Categorical":
@@ -186,7 +253,8 @@ class Categorical:
         mine, labels = (mine * n)[:n], (labels * n)[:n]
         out = np.array([bool(a) and bool(b) and test(a, b) for a, b in zip(mine, labels)],
                        dtype=bool)
-        return out.reshape(-1, 1)
+        return out.reshape(1, -1) if self._shape is not None and self._shape[0] == 1 else \
+            out.reshape(-1, 1)
 
     def __eq__(self, other):
         if other is None:                  # Python's `c == None`: not a MATLAB comparison
@@ -226,6 +294,19 @@ class Categorical:
             (" …" if len(self.values) > 8 else "")
         return (f"categorical([{shown}], categories {self.categories}"
                 + (", ordinal" if self.ordinal else "") + ")")
+
+
+def _linear(idx, shape, node):
+    """One linear index out of MATLAB's subscripts of a vector (c(i), c(1, j), c(i, 1))."""
+    if len(idx) == 1:
+        return idx[0]
+    if len(idx) == 2 and len(shape) == 2:
+        rows, cols = shape
+        if rows == 1 and idx[0] in (0, slice(None)):
+            return idx[1]
+        if cols == 1 and idx[1] in (0, slice(None)):
+            return idx[0]
+    raise MatlabError("a categorical vector takes one index, c(i)", node=node)
 
 
 def _kind(value) -> str:

@@ -495,3 +495,16 @@ def apply_presets(net) -> None:
         for mname, value in preset.get("weights", {}).items():
             _set(net, layer, mname, value)
         _applied[layer] = mods[layer.name]
+
+
+def copy_layer(layer):
+    """A copy of a layer with its presets and learn-rate/L2 factors (MATLAB's layers are
+    values: `b = a; b.Name = "x"` leaves `a` as it was). A copy belongs to no network."""
+    import copy
+    new = copy.copy(layer)
+    if "_matlab_factors" in layer.__dict__:
+        new.__dict__["_matlab_factors"] = copy.deepcopy(layer.__dict__["_matlab_factors"])
+    preset = _presets.get(layer)
+    if preset:
+        _presets[new] = {k: dict(v) for k, v in preset.items()}
+    return new

@@ -257,9 +257,9 @@ def test_training_options_map_matlab_names_and_defaults():
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda: M.trainingOptions("lbfgs"), "'sgdm', 'adam'"),
+    (lambda: M.trainingOptions("lbfg"), "'sgdm', 'adam'"),
     (lambda: M.trainingOptions("adam", MaxEpoks=5), "Did you mean 'MaxEpochs'"),
-    (lambda: M.trainingOptions("adam", SequenceLength="shortest"), "longest"),
+    (lambda: M.trainingOptions("adam", SequenceLength="shortes"), "longest"),
     (lambda: M.trainingOptions("adam", MaxEpochs=0), "MaxEpochs"),
 ])
 def test_training_option_errors(call, match):
