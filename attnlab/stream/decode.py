@@ -4,13 +4,16 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from numbers import Integral
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import ArgumentError, DataError, SizeError
+from ..errors import ArgumentError, DataError, SizeError, close_matches
+from ..layers import _checks as check
+from ..layers.embedding import Embedding
 from .core import stream
 
 
@@ -47,7 +50,8 @@ def _eval_mode(net):
 
 
 def generate(net: Any, static_inputs: dict | None = None,
-             start: int | Tensor | np.ndarray | list = 0, stop: int | None = None,
+             start: int | Tensor | np.ndarray | list = 0,
+             stop: int | list[int] | tuple[int, ...] | Tensor | None = None,
              max_length: int = 100, feedback: Callable | None = None, strategy: str = "greedy",
              k: int = 10, temperature: float = 1.0, output: str | None = None,
              generator: torch.Generator | None = None, device: str | torch.device | None = None,
@@ -55,6 +59,9 @@ def generate(net: Any, static_inputs: dict | None = None,
     """Decodes token by token, feeding each chosen token back into the streamed decoder input.
 
     Batched: one stream step per token for the whole batch, no Python loop over sequences.
+    Memory grows with the tokens generated, not with `max_length`: the key/value caches start
+    at the prompt plus a few dozen steps and double when full, and the tokens are gathered as
+    they come.
 
     Parameters
     ----------
@@ -65,11 +72,14 @@ def generate(net: Any, static_inputs: dict | None = None,
         The inputs given whole (e.g. ``{"encoder-input": x}``), as for `Network.stream`.
     start
         The first decoder input: a start token id (int, or a B tensor of ids), or a
-        prompt: B×t ids or B×t×C inputs, consumed in one multi-step prefill (the key/value
-        caches then hold it: the prefix is never recomputed).
+        prompt: B×t ids (a tensor, an array, or a list of B prompts of equal length) or
+        B×t×C inputs, consumed in one multi-step prefill (the key/value caches then hold it:
+        the prefix is never recomputed).
     stop
-        A token id that ends a sequence (it is included in the output); sequences stop
-        one by one while the batch goes on, and decoding ends when all have stopped.
+        A token id, or a list (tuple, 1-D tensor) of ids, that ends a sequence (the id it
+        ends with is included in the output); sequences stop one by one while the batch goes
+        on, and decoding ends when all have stopped. Each id must be in the vocabulary (below
+        the size of the scores).
     max_length
         The most tokens generated per sequence.
     feedback
@@ -82,6 +92,12 @@ def generate(net: Any, static_inputs: dict | None = None,
     strategy
         "greedy" (the highest score) or "top-k" (sample among the k highest scores,
         softmax(scores / temperature); pass `generator` for reproducible samples).
+    k, temperature
+        For "top-k": a positive int (more than V samples among all V), a finite number > 0.
+    output
+        The output that scores the tokens, for a network with several outputs.
+    generator
+        A `torch.Generator` on the stream's device, for "top-k".
     device, precision, compile
         As for `Network.stream` (the network moves to `device`; tokens come back there).
 
@@ -92,8 +108,12 @@ def generate(net: Any, static_inputs: dict | None = None,
 
     Raises
     ------
+    ArgumentError
+        For an argument it cannot take (named, with what it expects), before the network is
+        touched; for a stop id outside the vocabulary, before any step.
     DataError
-        When the prompt and the tokens fed back would reach past the positions a learned
+        For a `start` that is no prompt (text, prompts of different lengths, no ids), and
+        when the prompt and the tokens fed back would reach past the positions a learned
         `PositionEmbedding` holds (its `max_length`), before any step runs.
 
     Examples
@@ -107,51 +127,197 @@ def generate(net: Any, static_inputs: dict | None = None,
     >>> al.generate(net, start=torch.tensor([[3, 1, 4]]), max_length=5).tokens.shape
     torch.Size([1, 5])
     """
-    if strategy not in ("greedy", "top-k"):
-        raise ArgumentError(f"generate strategy must be 'greedy' or 'top-k', got {strategy!r}")
-    if strategy == "top-k" and (not isinstance(k, int) or k < 1):
-        raise ArgumentError(f"generate k must be a positive int, got {k!r}")
-    if not temperature > 0:
-        raise ArgumentError(f"generate temperature must be > 0, got {temperature!r}")
-    if not isinstance(max_length, int) or max_length < 1:
-        raise ArgumentError(f"generate max_length must be a positive int, got {max_length!r}")
+    _check_net(net)
+    max_length = check.integer(_GEN, "max_length", max_length, example=20)
+    strategy = check.choice(_GEN, "strategy", strategy, ("greedy", "top-k"))
+    k = check.integer(_GEN, "k", k, example=10)
+    temperature = check.positive(_GEN, "temperature", temperature, example="0.7")
+    stops = _stop_ids(stop)
+    _check_callable("feedback", feedback, "feedback=lambda tokens, scores: <B×1×C input>")
+    if output is not None and not isinstance(output, str):
+        raise check.fail(_GEN, "output", "an output name (a str) or None", output,
+                         "Use e.g. output='logits'.")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise check.fail(_GEN, "generator", "a torch.Generator or None", generator,
+                         "Use e.g. generator=torch.Generator().manual_seed(0).")
+    x = _start_input(start)
     with _eval_mode(net):
-        x = _start_input(start)
-        s = stream(net, static_inputs, capacity=(x.shape[1] if x.dim() >= 2 else 1) + max_length,
+        prompt = x.shape[1] if x.dim() >= 2 else 1
+        # the caches start at the prompt and a few dozen steps, and double as tokens come:
+        # memory follows the tokens generated (a stop id may end decoding long before
+        # max_length), at a handful of doublings' copies over a long run
+        s = stream(net, static_inputs, capacity=prompt + min(max_length, _FIRST_STEPS),
                    device=device, precision=precision, compile=compile)
         _one_streamed_input(s, "generate")
+        pick = _output_picker(s, output)
+        if stops is not None:
+            _check_vocabulary(net, output, stops, stop)
+        if strategy == "top-k":
+            _check_generator_device(generator, s.device)
         x = _expand_start(x, s).to(s.device)
         _check_positions(s, x.shape[1], max_length)
-        pick = _output_picker(s, output)
         if feedback is None:
             feedback = _token_feedback(s)
         choose = _greedy if strategy == "greedy" else \
             (lambda scores: _top_k(scores, k, temperature, generator))
-        return _decode(s, x, pick, choose, feedback, stop, max_length)
+        return _decode(s, x, pick, choose, feedback, stops, max_length)
 
 
-def _decode(s, x, pick, choose, feedback, stop, max_length) -> Generated:
+_GEN = "generate"
+# key/value cache steps made beyond the prompt at first (the stream's own default); the
+# caches double from there as decoding reaches them
+_FIRST_STEPS = 64
+# tokens kept as one tensor per step, gathered into one B×n tensor every so many steps: the
+# list stays short, and the steps are never copied more than twice
+_GATHER = 256
+
+
+def _check_net(net) -> None:
+    if not callable(getattr(net, "stream", None)) or not callable(getattr(net, "analyze", None)):
+        raise check.fail(_GEN, "net", "an attnlab Network (a decoder that streams)", net,
+                         "Build one with al.Network([...]) or load one with al.load or "
+                         "al.from_pretrained.")
+
+
+def _check_callable(arg, value, example) -> None:
+    if value is not None and not callable(value):
+        raise check.fail(_GEN, arg, "a function or None (the default)", value, f"Use {example}.")
+
+
+def _stop_ids(stop) -> tuple[int, ...] | None:
+    """stop → its token ids as a tuple (None: no stop); anything but ids ≥ 0 is refused."""
+    if stop is None:
+        return None
+    what = "a token id (an int ≥ 0), a list of them, or None"
+    fix = "Use e.g. stop=50256, or stop=[2, 7] to stop at any of several ids."
+    if isinstance(stop, (Tensor, np.ndarray)):
+        if not _integer_dtype(stop) or stop.ndim > 1 or len(stop.reshape(-1)) == 0:
+            raise check.fail(_GEN, "stop", what + " (as a tensor: 0-d or 1-D, of integers, not "
+                             "empty)", stop, "Use e.g. stop=torch.tensor([2, 7]).")
+        ids = stop.reshape(-1).tolist()                 # a host read, once, before decoding
+    elif isinstance(stop, (list, tuple)):
+        if not stop:
+            raise check.fail(_GEN, "stop", what + " (a list that is not empty)", stop,
+                             fix + " Or stop=None to decode max_length tokens.")
+        ids = [_item(i) for i in stop]
+    else:
+        ids = [stop]
+    for i in ids:
+        if not _is_id(i):
+            several = f"{i!r} in it is no token id. " if len(ids) > 1 else ""
+            if isinstance(i, float) and i.is_integer() and i >= 0:
+                fix = f"Use stop={int(i)} (an int, not a float)."
+            raise check.fail(_GEN, "stop", what, stop, several + fix)
+    return tuple(int(i) for i in ids)
+
+
+def _item(value):
+    """A 0-d integer tensor or array in a list of ids → its int (anything else as it is)."""
+    if isinstance(value, (Tensor, np.ndarray)) and value.ndim == 0 and _integer_dtype(value):
+        return value.item()
+    return value
+
+
+def _integer_dtype(x) -> bool:
+    if isinstance(x, Tensor):
+        return not (x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool)
+    return x.dtype.kind in "iu"
+
+
+def _is_id(value) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_)) and \
+        int(value) >= 0
+
+
+def _check_vocabulary(net, output, stops: tuple[int, ...], stop) -> None:
+    """ArgumentError when a stop id is past the vocabulary (the size of the scores, else the
+    network's Embedding): the network could never choose it, so no sequence would stop."""
+    vocab = _vocabulary(net, output)
+    bad = [i for i in stops if vocab is not None and i >= vocab]
+    if bad and vocab is not None:
+        raise check.fail(_GEN, "stop", f"token ids in the vocabulary, 0…{vocab - 1} (the "
+                         f"network scores {vocab} tokens)", stop,
+                         f"{bad[0]} is past it, so no sequence could stop there. Use the ids "
+                         "of the network's own tokenizer (e.g. its end-of-text id).")
+
+
+def _vocabulary(net, output) -> int | None:
+    """The number of tokens: the channels of the output that scores them, else the vocab of
+    the network's one Embedding; None when neither says."""
+    analysis = net.analyze()
+    for layer, port, name in net.open_outputs():
+        if output is None or name == output:
+            spec = analysis.out_specs.get(layer, {}).get(port)
+            if spec is not None and spec.channels:
+                return int(spec.channels)
+            break
+    vocabs = {layer.vocab for layer in net.layer_map.values() if isinstance(layer, Embedding)}
+    return vocabs.pop() if len(vocabs) == 1 else None
+
+
+def _check_generator_device(generator, device: torch.device) -> None:
+    """Sampling on `device` draws from a generator there: torch refuses another's mid-step."""
+    if generator is None:
+        return
+    g = generator.device
+    if g.type != device.type or None not in (g.index, device.index) and g.index != device.index:
+        raise check.fail(_GEN, "generator", f"a torch.Generator on the stream's device "
+                         f"({device}), one on {g}", generator,
+                         f"Use generator=torch.Generator(device={str(device)!r}).manual_seed(0).")
+
+
+def _decode(s, x, pick, choose, feedback, stops, max_length) -> Generated:
     b = x.shape[0]
-    fill = 0 if stop is None else stop
-    tokens = torch.full((b, max_length), fill, dtype=torch.long, device=x.device)
+    tokens = _Tokens()
     lengths = torch.full((b,), max_length, dtype=torch.long, device=x.device)
-    done = torch.zeros(b, dtype=torch.bool, device=x.device)
+    if stops is not None:
+        one = stops[0] if len(stops) == 1 else None
+        ids = torch.tensor(stops, dtype=torch.long, device=x.device)
+        fill = torch.full((b,), stops[0], dtype=torch.long, device=x.device)
+        done = torch.zeros(b, dtype=torch.bool, device=x.device)
     for i in range(max_length):
         scores = pick(s.step(x))[:, -1]                      # B×V: the newest step's scores
         tok = choose(scores)                                 # B
-        if stop is not None:
-            tok = tok.masked_fill(done, stop)                # finished rows keep the stop id
-            ends = tok == stop
+        if stops is not None:
+            if one is not None:
+                tok = tok.masked_fill(done, one)             # finished rows keep the stop id
+                ends = tok == one
+            else:                                            # ... the one each ended with
+                tok = torch.where(done, fill, tok)
+                ends = torch.isin(tok, ids)
+                fill = torch.where(ends & ~done, tok, fill)
             lengths = torch.where(ends & ~done, i + 1, lengths)
             done = done | ends
-        tokens[:, i] = tok
+        tokens.append(tok)
         # asking whether all have stopped waits for the device: do it every 8 tokens only
-        if stop is not None and i % 8 == 7 and bool(done.all()):
+        if stops is not None and i % 8 == 7 and bool(done.all()):
             break
         if i + 1 < max_length:
             x = feedback(tok, scores)
-    longest = max_length if stop is None else int(lengths.max())
-    return Generated(tokens[:, :longest], lengths)
+    out = tokens.result()                                    # B×steps
+    longest = out.shape[1] if stops is None else int(lengths.max())
+    return Generated(out[:, :longest], lengths)
+
+
+class _Tokens:
+    """The chosen ids, one B tensor per step, gathered into B×n tensors every `_GATHER` steps:
+    as cheap per step as a list append, and memory in step with the tokens generated (never a
+    buffer sized for max_length)."""
+
+    def __init__(self) -> None:
+        self.steps: list[Tensor] = []
+        self.parts: list[Tensor] = []
+
+    def append(self, tok: Tensor) -> None:
+        self.steps.append(tok)
+        if len(self.steps) == _GATHER:
+            self.parts.append(torch.stack(self.steps, 1))
+            self.steps = []
+
+    def result(self) -> Tensor:
+        parts = self.parts + ([torch.stack(self.steps, 1)] if self.steps else [])
+        return parts[0] if len(parts) == 1 else torch.cat(parts, 1)
+
 
 
 def _greedy(scores):
@@ -166,10 +332,63 @@ def _top_k(scores, k, temperature, generator):
 
 
 def _start_input(start) -> Tensor:
-    """start → a tensor: a 0-d id, B ids, B×t ids or B×t×C inputs."""
-    if isinstance(start, Tensor):
-        return start
-    return torch.as_tensor(np.asarray(start))
+    """start → a tensor: a 0-d id, B ids, B×t ids or B×t×C inputs (numbers, not empty);
+    DataError for anything else, prompts of different lengths included."""
+    given = start
+    if isinstance(start, (list, tuple)):
+        _equal_prompts(start)
+        if start and all(isinstance(p, Tensor) for p in start):
+            start = torch.stack(list(start))                # B prompts → B×t
+    if not isinstance(start, Tensor):
+        try:
+            start = np.asarray(start)
+        except (TypeError, ValueError) as e:
+            raise _start_error("token ids or inputs (numbers)",
+                               f"{check.shown(given)}, not an array of numbers ({e})") from None
+        if start.dtype.kind not in "iuf":
+            what = "text" if start.dtype.kind in "US" else f"{start.dtype} values"
+            raise _start_error("token ids or inputs (numbers)", f"{check.shown(given)}" +
+                               (f", {what}" if start.ndim else ""))
+    x = start if isinstance(start, Tensor) else torch.as_tensor(start)
+    if x.dtype == torch.bool or x.is_complex():
+        raise _start_error("token ids or inputs (numbers)", f"a tensor of {x.dtype}")
+    if x.numel() == 0 or x.dim() > 3:
+        raise _start_error("a token id, B ids, B×t prompts or B×t×C inputs",
+                           f"{check.shown(given)}, of size {'×'.join(map(str, x.shape))}")
+    return x
+
+
+def _equal_prompts(start: list | tuple) -> None:
+    """Prompts of different lengths cannot share the batch's positions (no padded batches
+    yet): a DataError, before numpy makes them an object array or fails."""
+    lengths = [_length(p) for p in start]
+    if all(n is None for n in lengths):
+        return                                                 # B start ids
+    if any(n is None for n in lengths):
+        raise _start_error("either B start ids or B prompts of ids, not both",
+                           "a list that mixes ids and prompts")
+    if len(set(lengths)) > 1:
+        seen = ", ".join(str(n) for n in sorted({n for n in lengths if n is not None}))
+        raise _start_error("prompts of equal length", f"{len(start)} prompts of lengths "
+                           f"{seen}", "Prompts must have equal length for now: call generate "
+                           "once per prompt length (or once per prompt).")
+
+
+def _length(prompt) -> int | None:
+    if isinstance(prompt, (list, tuple)):
+        return len(prompt)
+    if isinstance(prompt, (Tensor, np.ndarray)) and prompt.ndim:
+        return int(prompt.shape[0])
+    return None
+
+
+def _start_error(expected: str, received: str, fix: str = "") -> DataError:
+    fix = fix or ("Give a start id (e.g. start=0), a B×t tensor of prompt ids (e.g. "
+                  "start=torch.tensor([[3, 1, 4]])) or a list of B prompts of equal length; "
+                  "text goes through the network's tokenizer first.")
+    err = DataError(f"generate argument 'start': expected {expected}, received {received}. {fix}")
+    err.argument = "start"
+    return err
 
 
 def _expand_start(x, s) -> Tensor:
@@ -233,10 +452,13 @@ def _output_picker(s, output):
     if output is None:
         if len(names) == 1:
             return _identity
-        raise ArgumentError(f"the network has outputs {', '.join(names)}: name the one that "
-                            "scores the tokens, e.g. output=" + repr(names[0]) + ".")
+        raise check.fail(_GEN, "output", f"the name of the output that scores the tokens, one "
+                         f"of {', '.join(map(repr, names))} (the network has {len(names)})",
+                         output, f"Use e.g. output={names[0]!r}.")
     if output not in names:
-        raise ArgumentError(f"no output '{output}'; outputs: {', '.join(names)}.")
+        raise check.fail(_GEN, "output", f"one of the network's outputs, "
+                         f"{', '.join(map(repr, names))}", output,
+                         close_matches(output, names).strip() or f"Use e.g. output={names[0]!r}.")
     if len(names) == 1:
         return _identity
     return lambda y: y[output]
