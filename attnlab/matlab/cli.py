@@ -90,7 +90,7 @@ def holders(ws: dict, value, trained: dict) -> list[str]:
 def _load(path: Path, sets: list[str]):
     ws = parse_sets(sets)
     interp = Interpreter(read_source(path), path.name, ws, analyze=True,
-                         out=lambda *a, **k: None)
+                         out=lambda *a, **k: None, folder=path.parent)
     ws, interp = _run(interp)
     nets = final_networks(ws, interp.notes, interp.cleared)
     if interp.blocked:           # a network the script builds could not be built whole
@@ -113,7 +113,7 @@ def _all_undefined(path: Path, sets: list[str], interp, most: int = 30) -> list[
         ws = {**parse_sets(sets), **{name: 1.0 for name in found}}
         try:
             _, interp = _run(Interpreter(read_source(path), path.name, ws, analyze=True,
-                                         out=lambda *a, **k: None))
+                                         out=lambda *a, **k: None, folder=path.parent))
         except AttnlabError:
             break                                   # the placeholder did not fit: stop here
     return found

@@ -12,6 +12,7 @@ from . import builtins as B
 from .script_values import (
     _BINARY,
     _CUSTOM_LOOP,
+    _EVAL,
     _WORK,
     Part,
     _arith,
@@ -196,8 +197,11 @@ class Evaluating(Part):
             return B.NAMESPACES[name]
         if self.analyze:
             # data the script does not define: skipped, and named if a network needed it
-            raise NeedsData(f"needs '{name}', which the script does not define (give it with "
-                            f"--set {name}=VALUE)", name, node)
+            line = self.plan.loaded_by(node)
+            where = f"which load at line {line} would read from a file" if line else \
+                "which the script does not define"
+            raise NeedsData(f"needs '{name}', {where} (give it with --set {name}=VALUE)",
+                            name, node)
         known = list(scope) + (list(self.toolbox) + list(B.BASE) if name.endswith("Layer") else [])
         self._fail(node, f"undefined variable or function '{name}'.{close_matches(name, known)} "
                    f"Give it a value: attnlab analyze FILE.m --set {name}=VALUE, or "
@@ -344,8 +348,11 @@ class Evaluating(Part):
         brace = _child(node, "{") is not None
         if name_node.type == "identifier":
             name = _text(name_node, self.src)
-            if brace and name not in scope:
-                self._name(name_node, scope, 1)   # x{i}: a variable; undefined → needs data
+            if name in _EVAL and name not in scope:
+                self._no_eval(name, node)
+            if name not in scope and (brace or self._unknown(name) and _indexes_with_end(args)):
+                self._name(name_node, scope, 1)   # x{i}, x(2:end): a variable; undefined →
+                #                                   needs data (named for --set)
             if name in scope:
                 container = self._name(name_node, scope, 1)
                 if isinstance(container, (Lambda,)) or callable(container) and \
@@ -376,6 +383,16 @@ class Evaluating(Part):
             return self._call(name, pos, kw, node, scope, nargout)
         container = self.eval_in(name_node, scope)
         return self._index(container, args, scope, node, brace)
+
+    def _no_eval(self, name, node):
+        """eval and its kin run text as code: the reader never does (analyze skips the
+        statement with a note; run_file stops, naming the line)."""
+        if self.analyze:
+            raise NeedsData(f"{name} runs text as MATLAB code, which attnlab's reader never "
+                            "does; what it would compute or assign is not known here")
+        raise MatlabError(f"{name} runs text as MATLAB code, which attnlab's reader never does "
+                          "(a script is untrusted input): write the statements it would run in "
+                          "the script itself", node=node)
 
     def _arguments(self, args, scope, function=None):
         pos, kw = [], {}
@@ -455,6 +472,8 @@ class Evaluating(Part):
         return out
 
     def _index(self, container, args, scope, node, brace=False):
+        if hasattr(container, "matlab_index"):   # tables, maps, struct arrays, categoricals
+            return container.matlab_index(self, args, scope, node, brace)
         try:
             idx = self._index_args(args, container, scope)
         except MatlabError as e:
@@ -539,3 +558,16 @@ class Evaluating(Part):
             return get_property(obj, name)
         except AttnlabError as e:
             self._fail(node, str(e))
+
+
+def _indexes_with_end(args) -> bool:
+    """Whether the arguments of `x(…)` use `end` of x itself (`x(2:end)`; not `x(y(end))`):
+    then x is a variable, never a function."""
+    stack = list(args.named_children) if args is not None else []
+    while stack:
+        n = stack.pop()
+        if n.type == "end_keyword":
+            return True
+        if n.type != "function_call":
+            stack.extend(n.named_children)
+    return False

@@ -26,6 +26,7 @@ from typing import NoReturn
 
 import numpy as np
 
+from ..errors import AttnlabError
 from ..network import Network
 from . import builtins as B
 from ._options import MatlabNote
@@ -44,21 +45,23 @@ from .reader import (
     read_source,
 )
 from .script_values import (
-    _CONTROL,
     _CUSTOM_LOOP,
     _DISPLAY,
+    _FLOW,
     _GRAPH_EDITS,
     _LOOP_TRAINING,
     _STEPS,
     _TRAINERS,
     _WORK,
     Function,
+    Undefined,
     _child,
     _descendants,
     _is_layerish,
     _text,
     _walk_ids,
 )
+from .slicing import Plan, analyse
 from .statements import Statements
 from .values import MatlabError, Missing, NeedsData
 
@@ -95,7 +98,8 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
     """Runs one script (or function file) on a workspace; its parts are the mixins."""
 
     def __init__(self, source: str | bytes, file: str = "<script>", workspace=None,
-                 analyze: bool = False, out=print, limits: Limits | None = None):
+                 analyze: bool = False, out=print, limits: Limits | None = None,
+                 folder: str | os.PathLike[str] | None = None):
         self.limits = limits or current_limits()
         if not isinstance(self.limits, Limits):
             from ..errors import ArgumentError
@@ -127,6 +131,14 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
         # network-building statements analyze skipped: (node, NeedsData), in order
         self.blocked: list = []
         self._walks: dict = {}                   # (what, node id) -> what a walk of it found
+        self.folder = folder                     # where files beside the script are
+        # what the networks need and which names no path assigns (slicing.py), made once the
+        # tree is parsed; > 0 inside a try body, where the script's catch handles errors
+        self.plan = Plan.unknown()
+        self._trying = 0
+        # runs of skipped statements outside the network slice: last statement id -> group
+        self._groups: dict[int, _Group] = {}
+        self._grouped: set[int] = set()
 
     # ---------------------------------------------------------------------------- running --
     def run(self) -> dict:
@@ -151,6 +163,7 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
                 fn = Function(c, self.src)
                 self.functions.setdefault(fn.name, fn)
         script = [c for c in stmts if c.type != "function_definition"]
+        self.plan = self._plan(root)
         if not script and stmts:                 # a function file: run its first function
             first = Function(stmts[0], self.src)
             missing = [p for p in first.params if p not in self.ws]
@@ -173,6 +186,15 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
             return self.ws
         self._block(script, self.ws)
         return self.ws
+
+    def _plan(self, root) -> Plan:
+        """The network slice and the undefined names (slicing.py); a script nested too deeply
+        for the walk gets none: every statement counts as needed, no name is reported."""
+        try:
+            return analyse(root, self.src, self.given, lambda name: not self._unknown(name),
+                           self.folder)
+        except RecursionError:
+            return Plan.unknown()
 
     def _fail(self, node, message) -> NoReturn:
         raise ScriptError(message, self.file, node.start_point.row + 1,
@@ -215,8 +237,13 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
         self._tick(node)
         self._nest(node)
         try:
+            undefined = self.plan.undefined(node)
+            if undefined is not None:            # MATLAB stops here: no path assigns the name
+                raise Undefined(undefined[0], undefined[2], undefined[1])
             self._statement_in(node, scope)
-        except _CONTROL:
+        except _FLOW:
+            raise
+        except LimitError:
             raise
         except B.Exhausted as e:
             where = e.node if e.node is not None else node
@@ -227,12 +254,35 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
         except MemoryError:
             self._limit(node, "elements", "out of memory: the statement makes values too large "
                         "(Limits.elements bounds one array)")
+        except (AttnlabError, MatlabError) as e:
+            if not self._outside_slice(node, e):
+                raise
+            self._failed(node, e, scope)
         except Exception as e:                    # the last line of defence: located, the cause kept
+            if self._outside_slice(node, e):
+                self._failed(node, e, scope)
+                return
             raise ScriptError(f"this statement cannot be run: {type(e).__name__}: "
                               f"{str(e)[:300]}", self.file, node.start_point.row + 1,
                               node.start_point.column + 1) from e
         finally:
             self.depth -= 1
+
+    def _outside_slice(self, node, e) -> bool:
+        """Whether analyze skips a statement that failed: one no network needs (outside the
+        slice), unless MATLAB stops there (an undefined name), a limit was reached, or the
+        script's own try/catch handles it. An error of a statement the networks need stays an
+        error, also for the statements around it."""
+        if not self.analyze or self._trying or isinstance(e, (Undefined, LimitError)) or \
+                getattr(e, "_attnlab_needed", False) or self._raised_by_script(e):
+            return False
+        if self.plan.needed(node):
+            try:
+                setattr(e, "_attnlab_needed", True)   # the statements around it re-raise it
+            except AttributeError:
+                pass
+            return False
+        return True
 
     def _statement_in(self, node, scope):
         kind = node.type
@@ -261,9 +311,38 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
                 raise MatlabError(e.why, node=e.node or node) from None
             self._skipped(node, e, scope)
 
+    def _raised_by_script(self, e) -> bool:
+        """An error the script raises itself (`error('…')`): MATLAB stops there, and so does
+        analyze, wherever it is."""
+        where = getattr(e, "node", None)
+        if not isinstance(e, MatlabError) or where is None:
+            return False
+        head = _child(where, "command_name") if where.type == "command" else \
+            where.named_children[0] if where.type == "function_call" and \
+            where.named_children else None
+        return head is not None and _text(head, self.src) == "error"
+
     def _skipped(self, node, e, scope):
         """analyze skips a statement: its targets become Missing, except that a variable
         holding a network keeps it and a training call's output holds the network trained."""
+        kept, held = self._unset(node, e, scope)
+        if self._grouped_note(node, None):
+            return
+        self._note(node, f"skipped: {e.why}" + (
+            f"; {', '.join(kept)} keep{'s' if len(kept) == 1 else ''} the given value"
+            if kept else "") + "".join(f"; {h}" for h in held))
+
+    def _failed(self, node, e, scope):
+        """A statement outside the network slice that cannot run (a function the reader does
+        not have, a value it cannot take): skipped like one that needs data, with one note for
+        the run of statements skipped with it."""
+        why = _failure(e, self.src)
+        self._unset(node, NeedsData(why), scope)
+        self._grouped_note(node, why)
+
+    def _unset(self, node, e, scope) -> tuple[list[str], list[str]]:
+        """What a skipped statement assigns becomes Missing (given values and networks stay);
+        a statement that builds a network and had to be skipped stops analyze (exit 2)."""
         kept, held = [], []
         line = node.start_point.row + 1
         trained = self._trained_network(node, scope)
@@ -294,9 +373,31 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
                 scope[name] = Missing(line, e.why, e.var or name)
         if builds:                       # the network would differ: analyze stops (exit 2)
             self.blocked.append((node, e))
-        self._note(node, f"skipped: {e.why}" + (
-            f"; {', '.join(kept)} keep{'s' if len(kept) == 1 else ''} the given value"
-            if kept else "") + "".join(f"; {h}" for h in held))
+        return kept, held
+
+    def _grouped_note(self, node, why: str | None) -> bool:
+        """One note for a run of statements outside the network slice that analyze skipped
+        because one of them could not run (`why`): `lines 40-72: data preparation, skipped:
+        …`. A statement skipped next after one of the run joins it; one that failed starts a
+        run. Whether the note was taken care of (else the statement gets its own)."""
+        if node.id in self._grouped:             # a loop runs it again
+            return True
+        if self.plan.needed(node):
+            return False
+        prev = node.prev_named_sibling
+        while prev is not None and prev.type in ("comment", "line_continuation"):
+            prev = prev.prev_named_sibling
+        group = self._groups.pop(prev.id, None) if prev is not None else None
+        if group is None:
+            if why is None:
+                return False
+            group = _Group(node, why, len(self.notes))
+            self.notes.append("")
+        group.add(node, self.src)
+        self._groups[node.id] = group
+        self._grouped.add(node.id)
+        self.notes[group.index] = printable(f"{self.file}:{group.first}: {group.text()}")
+        return True
 
     def _trained_network(self, node, scope):
         """(function, variable, network) when a statement assigns the result of a training
@@ -420,6 +521,59 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
         return [_text(i, self.src) for i in ids if i.type == "identifier"]
 
 
+# what a run of skipped statements was doing, by the functions it calls
+_RESULTS = {"predict", "classify", "minibatchpredict", "forward", "activations",
+            "predictAndUpdateState", "trainNetwork", "trainnet"}
+_WRITES = {"save", "csvwrite", "dlmwrite", "writematrix", "writetable", "writecell", "xlswrite",
+           "fopen", "fwrite", "fclose", "saveas", "savefig", "exportgraphics", "mkdir", "delete"}
+
+
+class _Group:
+    """A run of statements of one block that analyze skipped, outside the network slice,
+    because the first of them could not run; its note sits at `index` of the notes."""
+
+    def __init__(self, node, why: str, index: int):
+        self.why, self.index = why, index
+        self.first = self.last = node.start_point.row + 1
+        self.names: set[str] = set()             # the names its statements use
+
+    def add(self, node, src: bytes) -> None:
+        self.last = node.end_point.row + 1
+        self.names.update(_text(n, src) for n in [node, *_descendants(node)]
+                          if n.type in ("identifier", "command_name"))
+
+    def text(self) -> str:
+        names, last = self.names, self.last
+        kinds = [kind for kind, words in (("data preparation", B.FILES), ("results", _RESULTS),
+                                          ("files", _WRITES), ("plots", B.GRAPHICS | _DISPLAY))
+                 if names & set(words)] or ["data preparation"]
+        what = " and ".join(kinds)
+        if last == self.first:
+            return f"{what}, skipped: {self.why} (no network needs this line)"
+        return (f"lines {self.first}-{last}: {what}, skipped: {self.why} (line {self.first}; "
+                "no network needs these lines)")
+
+
+def _failure(e: BaseException, src: bytes) -> str:
+    """Why a statement could not run, in the reader's words (never a Python message)."""
+    if isinstance(e, ScriptError):
+        why = e.reason
+    elif isinstance(e, MatlabError):
+        why = e.message
+        cause = e.__cause__
+        if isinstance(cause, (TypeError, ValueError)) and not isinstance(cause, AttnlabError):
+            node = e.node
+            name = _text(node.named_children[0], src) if node is not None and \
+                node.type == "function_call" and node.named_children else "the function"
+            why = f"{name} cannot take these arguments in attnlab's reader"
+    elif isinstance(e, AttnlabError):
+        why = str(e)
+    else:
+        why = f"attnlab's reader cannot run it ({type(e).__name__})"
+    why = " ".join(why.split())
+    return why if len(why) <= 200 else why[:199] + "…"
+
+
 def run_code(text: str, workspace: dict | None = None, *, file: str = "<script>",
              analyze: bool = False,
              out: Callable[[str], object] = print, limits: Limits | None = None,
@@ -451,7 +605,7 @@ def run_file(path: str | os.PathLike[str], workspace: dict | None = None, *, ana
     from .training import script_outputs
     with script_outputs(path.parent if out_dir is None else out_dir, "run_file", out, analyze):
         return _run(Interpreter(read_source(path, limits), path.name, workspace, analyze, out,
-                                limits))[0]
+                                limits, folder=path.parent))[0]
 
 
 def _run(interp: Interpreter):

@@ -26,6 +26,8 @@ _LOOP_TRAINING = {"dlfeval", "dlgradient", "adamupdate", "sgdmupdate", "rmspropu
                   "dlupdate", "lbfgsupdate"}
 _CUSTOM_LOOP = _LOOP_TRAINING | {"trainingProgressMonitor", "recordMetrics", "updateInfo",
                                  "groupSubPlot", "minibatchqueue"}
+# functions that run text as code: never run (the reader has no eval)
+_EVAL = {"eval", "evalin", "evalc", "assignin"}
 _CLEAR_WORDS = {"all", "variables", "functions", "classes", "global", "mex", "import", "java",
                 "-all", "-variables", "-functions", "-classes", "-global"}
 
@@ -52,9 +54,19 @@ class _Return(Exception):
     pass
 
 
-# what passes through a statement unchanged: control flow, and the errors the interpreter
-# handles itself (attnlab's errors, MATLAB errors, analyze's skips)
-_CONTROL = (_Break, _Continue, _Return, AttnlabError, MatlabError, NeedsData)
+# what passes through a statement unchanged: control flow, and analyze's skips
+_FLOW = (_Break, _Continue, _Return, NeedsData)
+
+
+class Undefined(MatlabError):
+    """A name no path of the script assigns, used where MATLAB stops with "Unrecognized
+    function or variable" (found before the script runs; a `try` in the script catches it, as
+    MATLAB's does)."""
+
+    def __init__(self, name: str, why: str, node=None):
+        super().__init__(f"Unrecognized function or variable '{name}'. MATLAB stops here too: "
+                         f"{why}; assign it before this line", "MATLAB:UndefinedFunction", node)
+        self.name = name
 
 
 class Function:

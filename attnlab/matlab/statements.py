@@ -5,13 +5,16 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..network import Network
 from . import builtins as B
 from .reader import (
     LimitError,
     ScriptError,
 )
 from .script_values import (
+    _EVAL,
     Part,
+    _is_layerish,
     _Break,
     _child,
     _Continue,
@@ -20,6 +23,9 @@ from .script_values import (
     _text,
 )
 from .values import Cell, MatlabError, Missing, NeedsData, String, Struct
+
+# `clear` words that remove every variable (`clear functions`, `clear mex` keep them)
+_CLEAR_ALL = {"all", "-all", "variables", "-variables", "-v"}
 
 
 class Statements(Part):
@@ -117,25 +123,35 @@ class Statements(Part):
     def _try(self, node, scope):
         body = _child(node, "block")
         catch = _child(node, "catch_clause")
+        caught: MatlabError | ScriptError | None = None
+        self._trying += 1                        # errors in the body are the catch's to handle
         try:
             self._block(body.named_children if body else [], scope)
         except LimitError:
             raise                                # a limit stops the script, try or not
         except (MatlabError, ScriptError) as e:
-            if catch is None:
-                return
-            ident = _child(catch, "identifier")
-            if ident is not None:
-                msg = e.reason if isinstance(e, ScriptError) else e.message
-                scope[_text(ident, self.src)] = Struct(
-                    message=msg, identifier=getattr(e, "identifier", ""), stack=Cell())
-            cbody = _child(catch, "block")
-            self._block(cbody.named_children if cbody else [], scope)
+            caught = e
+        finally:
+            self._trying -= 1
+        if caught is None or catch is None:
+            return
+        ident = _child(catch, "identifier")
+        if ident is not None:
+            msg = caught.reason if isinstance(caught, ScriptError) else caught.message
+            scope[_text(ident, self.src)] = Struct(
+                message=msg, identifier=getattr(caught, "identifier", ""), stack=Cell())
+        cbody = _child(catch, "block")
+        self._block(cbody.named_children if cbody else [], scope)
 
     def _command(self, node, scope):
         name_node = _child(node, "command_name")
         name = _text(name_node, self.src)
         args = [_text(c, self.src) for c in node.named_children if c.type == "command_argument"]
+        if name in _EVAL and name not in scope:
+            self._no_eval(name, node)
+        if name in ("clear", "clearvars") and all(a.lower() in _CLEAR_ALL for a in args):
+            self._clear_workspace(node, scope)
+            return
         if not args and (name in scope or self._unknown(name)):
             self._name(name_node, scope, 0)      # `XTrain` alone: shows a variable
             return
@@ -145,6 +161,18 @@ class Statements(Part):
                            + ", ".join(sorted(self.given)) + ")")
             return
         self._call(name, [String(a) for a in args], {}, node, scope, nargout=0)
+
+    def _clear_workspace(self, node, scope):
+        """`clear`, `clear all`, `clearvars`: every variable goes, as in MATLAB, but the
+        --set/workspace= values, which stand as given. A network cleared is remembered:
+        analyze shows it when the script ends with none."""
+        line = node.start_point.row + 1
+        for name in list(scope):
+            value = scope.pop(name)
+            if isinstance(value, Network) or _is_layerish(value):
+                self.cleared[name] = (line, value)
+        if scope is self.ws:
+            scope.update(self.given)
 
     def _truth(self, value, node) -> bool:
         if isinstance(value, Missing):
