@@ -24,7 +24,7 @@ class Generated(NamedTuple):
     ----------
     tokens : Tensor
         B×L int64 token ids (the start token not included). After a sequence's stop token
-        the row holds the stop id again, up to L, the longest sequence's length.
+        the row repeats that stop id, up to L, the longest sequence's length.
     lengths : Tensor
         B int64: each sequence's generated tokens, its stop token included.
     """
