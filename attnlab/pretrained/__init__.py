@@ -45,6 +45,7 @@ import torch
 from ..errors import ArgumentError
 from .config import CONFIG_FILE, Config, CheckpointError, Keys, keys
 from .weights import Checkpoint, W, Weight, load, no_random_init
+from .saving import write_pretrained
 
 # model_type → the module of this package that builds it
 FAMILIES = {
@@ -118,6 +119,41 @@ def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | None = None) -
     return net
 
 
+def save_pretrained(net: Any, path: str | os.PathLike, dtype: torch.dtype | None = None) -> None:
+    """Writes a network that came from `from_pretrained` back in the Hugging Face layout:
+    `config.json` and `model.safetensors` in `path` (the folder is made), with the tensor
+    names, dtypes and shapes of the original file, so that `transformers` loads it and
+    computes what the network computes.
+
+    Parameters
+    ----------
+    net : Network
+        From `from_pretrained` (also after `net.save` / `al.load`), trained or edited. Edits
+        that config.json can say are written into it: a classifier with another number of
+        labels (`num_labels`, `id2label` — the names in ``net.metadata["class_labels"]``
+        where training left them), blocks removed from the end (`n_layer`,
+        `num_hidden_layers`, …), another vocabulary (`vocab_size`), an output projection
+        tied or untied (`tie_word_embeddings`). Any other difference from the family's
+        layout is refused.
+    path : str or path
+        The folder to write. Its other files (tokenizer, README, generation_config.json) stay;
+        config.json and model.safetensors change together, and the index and shards of an
+        earlier sharded save are removed with the old weights.
+    dtype : torch.dtype, optional
+        The tensors' dtype in the file; None: the original file's.
+
+    Raises
+    ------
+    CheckpointError
+        The network differs from what its family's config.json can describe (each difference
+        named); nothing is written. `net.save(path)` keeps any network in attnlab's format.
+    ArgumentError
+        Not a network from `from_pretrained`, a path that is no folder, a folder that cannot
+        be written (named, with the fix).
+    """
+    write_pretrained(net, path, dtype, family, META_KEY)
+
+
 # -- helpers ---------------------------------------------------------------------------------
 
 def _folder(path) -> Path:
@@ -154,6 +190,3 @@ def _architecture(cfg: Config, fam: types.ModuleType, ckpt: Checkpoint) -> str:
 
 def _file_dtype(ckpt: Checkpoint) -> torch.dtype:
     return next((d for _, d in ckpt.header.values() if d.is_floating_point), torch.float32)
-
-
-from .saving import save_pretrained  # noqa: E402  (it reads family and META_KEY above)

@@ -20,16 +20,16 @@ import math
 import os
 import re
 import time
+import types
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from .. import _files
 from ..errors import ArgumentError, AttnlabError
-from . import META_KEY, family
 from .config import CONFIG_FILE, MAX_CONFIG_BYTES, CheckpointError, Config
 from .weights import INDEX, SAFETENSORS, Weight, check_table, collect
 
@@ -104,41 +104,13 @@ SAYABLE: dict[str, Sayable] = {
 }
 
 
-# -- the public function ---------------------------------------------------------------------
+# -- the call ---------------------------------------------------------------------
 
-def save_pretrained(net: Any, path: str | os.PathLike, dtype: torch.dtype | None = None) -> None:
-    """Writes a network that came from `from_pretrained` back in the Hugging Face layout:
-    `config.json` and `model.safetensors` in `path` (the folder is made), with the tensor
-    names, dtypes and shapes of the original file, so that `transformers` loads it and
-    computes what the network computes.
-
-    Parameters
-    ----------
-    net : Network
-        From `from_pretrained` (also after `net.save` / `al.load`), trained or edited. Edits
-        that config.json can say are written into it: a classifier with another number of
-        labels (`num_labels`, `id2label` — the names in ``net.metadata["class_labels"]``
-        where training left them), blocks removed from the end (`n_layer`,
-        `num_hidden_layers`, …), another vocabulary (`vocab_size`), an output projection
-        tied or untied (`tie_word_embeddings`). Any other difference from the family's
-        layout is refused.
-    path : str or path
-        The folder to write. Its other files (tokenizer, README, generation_config.json) stay;
-        config.json and model.safetensors change together, and the index and shards of an
-        earlier sharded save are removed with the old weights.
-    dtype : torch.dtype, optional
-        The tensors' dtype in the file; None: the original file's.
-
-    Raises
-    ------
-    CheckpointError
-        The network differs from what its family's config.json can describe (each difference
-        named); nothing is written. `net.save(path)` keeps any network in attnlab's format.
-    ArgumentError
-        Not a network from `from_pretrained`, a path that is no folder, a folder that cannot
-        be written (named, with the fix).
-    """
-    meta = getattr(net, "metadata", {}).get(META_KEY)
+def write_pretrained(net: Any, path: str | os.PathLike, dtype: torch.dtype | None,
+                     families: Callable[[str], types.ModuleType], key: str) -> None:
+    """`attnlab.pretrained.save_pretrained`: `families(model_type)` is the module of a family,
+    `key` the entry of ``net.metadata`` that `from_pretrained` filled."""
+    meta = getattr(net, "metadata", {}).get(key)
     if not isinstance(meta, dict) or not {"config", "architecture", "tensors"} <= set(meta):
         raise ArgumentError("save_pretrained: this network did not come from al.from_pretrained, "
                             "so there is no Hugging Face layout to write it in. Use "
@@ -147,7 +119,7 @@ def save_pretrained(net: Any, path: str | os.PathLike, dtype: torch.dtype | None
         raise ArgumentError(f"save_pretrained dtype: expected a floating torch dtype such as "
                             f"torch.float32, received {dtype!r}.")
     folder = _target(path)
-    layout = Layout.of(net, meta)
+    layout = Layout.of(net, meta, families)
     tensors = layout.tensors(net, dtype)
     text = json.dumps(layout.config(dtype), indent=2, sort_keys=True) + "\n"
     _write(folder, text, tensors)
@@ -159,17 +131,18 @@ class Layout:
     """The config.json, model class and tensor table a network is written with, once the
     network is known to be the model they describe."""
 
-    def __init__(self, data: dict, architecture: str, family_name: str, record: dict):
+    def __init__(self, data: dict, architecture: str, family_name: str, record: dict,
+                 module: types.ModuleType):
         self.data, self.architecture, self.family_name = data, architecture, family_name
-        self.family = family(family_name)
+        self.family = module
         self.record = record
         self._net_head_untied = False
 
     @classmethod
-    def of(cls, net: Any, meta: dict) -> Layout:
+    def of(cls, net: Any, meta: dict, families: Callable[[str], types.ModuleType]) -> Layout:
         data = dict(meta["config"])
         name = str(Config(data, "the saved config").model_type)
-        layout = cls(data, meta["architecture"], name, meta["tensors"])
+        layout = cls(data, meta["architecture"], name, meta["tensors"], families(name))
         layout.check(net)
         return layout
 
