@@ -10,7 +10,7 @@ from .dense import (GELU, GLU, Dense, Dropout, LeakyReLU, ReLU, Sigmoid, Softmax
 from .embedding import Embedding
 from .inputs import FeatureInput, ImageInput, SequenceInput, TokenInput
 from .module import Module
-from .normalization import BatchNorm, InputNormalization, LayerNorm, RMSNorm
+from .normalization import BatchNorm, GroupNorm, InputNormalization, LayerNorm, RMSNorm
 from .position import PositionEmbedding, RelativePositionBias, SinusoidalPositionEncoding
 from .pooling import (AvgPool2d, Flatten, GlobalAvgPool1d, GlobalAvgPool2d, GlobalMaxPool1d,
                       GlobalMaxPool2d, Index1d, MaxPool2d, Pool1d)
@@ -24,6 +24,7 @@ __all__ = [
     "Dense", "ReLU", "LeakyReLU", "GELU", "TanhGELU", "SiLU", "Swish", "Tanh", "Sigmoid", "Softmax",
     "GLU", "Dropout", "SpatialDropout", "Scaling", "Identity",
     "Conv1d", "Conv2d", "GroupedConv2d", "LSTM", "GRU", "LayerNorm", "RMSNorm", "BatchNorm",
+    "GroupNorm",
     "InputNormalization", "Pool1d", "MaxPool2d", "AvgPool2d", "GlobalAvgPool1d", "GlobalMaxPool1d", "GlobalAvgPool2d",
     "GlobalMaxPool2d", "Flatten", "Index1d",
     "Addition", "Concatenation", "Multiplication", "Embedding",

@@ -273,3 +273,110 @@ class _Normalize(nn.Module):
             self.min.copy_(lo)
             self.max.copy_(torch.where(hi > lo, hi, lo + 1))   # a constant channel maps to 0
         self.fitted.fill_(1.0)
+
+
+class GroupNorm(Layer):
+    """Group normalisation [groupNormalizationLayer, instanceNormalizationLayer].
+
+    Each observation's channels are split into `groups` contiguous groups; each group is
+    normalised to zero mean and unit variance over its channels and every time step or pixel
+    (``positions=True``), or over its channels at each step or pixel alone
+    (``positions=False``); then scaled and shifted per channel. Padded time steps of a
+    sequence take no part in the statistics. `groups` 1 is MATLAB's "all-channels" (the layer
+    normalisation of everything but the batch), C its "channel-wise" (instance
+    normalisation). Learnables `weight` (ones) and `bias` (zeros), C each.
+
+    Parameters
+    ----------
+    groups : int or "all-channels" or "channel-wise"
+        The number of groups (it must divide the channels), or one of MATLAB's words.
+    eps : float
+        Added to the variance, for stability (MATLAB's Epsilon, 1e-5).
+    positions : bool
+        Whether the statistics span the time steps or pixels too (True, group and instance
+        normalisation) or each step or pixel has its own (False).
+
+    Shape
+    -----
+    - `in`: B×T×C, B×C or B×C×H×W
+    - `out`: the same spec
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnlab import layers as L
+    >>> y = L.GroupNorm(2)(torch.randn(3, 4, 5, 5))
+    >>> bool(abs(y[0, :2].mean()) < 1e-5), tuple(y.shape)
+    (True, (3, 4, 5, 5))
+    """
+
+    stem = "groupnorm"
+    uses_mask = True
+
+    def __init__(self, groups: int | str = 1, eps: float = 1e-5, positions: bool = True,
+                 name: str | None = None):
+        super().__init__(name)
+        if isinstance(groups, str):
+            self.groups: int | str = check.choice(self, "groups", groups,
+                                                  ("all-channels", "channel-wise"))
+        else:
+            self.groups = check.integer(self, "groups", groups, example=2)
+        self.eps = check.positive(self, "eps", eps)
+        self.positions = check.flag(self, "positions", positions)
+
+    @property  # per instance: statistics over time look along it
+    def time_local(self) -> bool:  # type: ignore[override]
+        return not self.positions
+
+    def _groups(self, channels: int) -> int:
+        return 1 if self.groups == "all-channels" else channels \
+            if self.groups == "channel-wise" else int(self.groups)
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        self.require(s, "in", ("BTC", "BC", "BCSS"))
+        if s.channels is not None:
+            g = self._groups(s.channels)
+            if s.channels % g:
+                raise self.error(SizeError, "in", f"expected channels divisible by the {g} "
+                                 f"groups, received {s} ({s.channels} channels). Give a number "
+                                 f"of groups that divides {s.channels}.")
+        return s
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        s = specs["in"]
+        c = check.known(self, "in", s.channels)
+        return _GroupNorm(c, self._groups(c), self.eps, self.positions, s.labels.index("C"))
+
+
+class _GroupNorm(nn.Module):
+    def __init__(self, channels: int, groups: int, eps: float, positions: bool, cdim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+        self.groups, self.eps, self.positions, self.cdim = groups, eps, positions, cdim
+
+    def forward(self, x, masks=(None,)):
+        mask = masks[0] if masks else None
+        h = x.movedim(self.cdim, -1)                               # B×…×C, channels last
+        shape = h.shape
+        g = h.reshape(*shape[:-1], self.groups, shape[-1] // self.groups)   # B×…×G×C/G
+        if self.positions:
+            dims = tuple(range(1, g.dim() - 2)) + (g.dim() - 1,)   # positions and channels
+            if mask is not None:                                   # B×T: padding left out
+                w = mask.to(g.dtype).reshape(*mask.shape, 1, 1)
+                count = w.sum(dims, keepdim=True) * g.shape[-1]
+                mean = (g * w).sum(dims, keepdim=True) / count.clamp(min=1)
+                var = (((g - mean) ** 2) * w).sum(dims, keepdim=True) / count.clamp(min=1)
+            else:
+                mean = g.mean(dims, keepdim=True)
+                var = g.var(dims, keepdim=True, unbiased=False)
+        else:
+            mean = g.mean(-1, keepdim=True)
+            var = g.var(-1, keepdim=True, unbiased=False)
+        y = ((g - mean) / torch.sqrt(var + self.eps)).reshape(shape)
+        y = y * self.weight + self.bias
+        return y.movedim(-1, self.cdim)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, groups={self.groups}, eps={self.eps}"

@@ -413,12 +413,22 @@ def wordEmbeddingLayer(dimension: int, numWords: int, *args: Any, **kwargs: Any)
 
 # ====================================================== normalisation and activations ===
 
-def layerNormalizationLayer(*args: Any, **kwargs: Any) -> L.LayerNorm:
-    """→ `L.LayerNorm(eps=Epsilon)` (default 1e-5, as MATLAB)."""
+def layerNormalizationLayer(*args: Any, **kwargs: Any) -> Layer:
+    """→ `L.LayerNorm(eps=Epsilon)` (default 1e-5, as MATLAB) for OperationDimension "auto"
+    and "spatial-channel" (channels of sequences and features; channels and pixels of images);
+    "channel-only" (channels at each step or pixel) and "batch-excluded" (everything but the
+    batch: channels and time steps of sequences too) are `L.GroupNorm` with one group."""
     fn = "layerNormalizationLayer"
     _, o = _parse(fn, args, kwargs, {"Name": None, "Epsilon": 1e-5, "OperationDimension": "auto"})
-    _word(fn, "OperationDimension", o["OperationDimension"], ("auto", "channel-only", "spatial-channel"))
-    return L.LayerNorm(eps=float(o["Epsilon"]), name=o["Name"])
+    how = _word(fn, "OperationDimension", o["OperationDimension"],
+                ("auto", "channel-only", "spatial-channel", "batch-excluded"))
+    if how in ("auto", "spatial-channel"):
+        return L.LayerNorm(eps=float(o["Epsilon"]), name=o["Name"])
+    layer = L.GroupNorm(1, eps=float(o["Epsilon"]), positions=how == "batch-excluded",
+                        name=o["Name"])
+    layer.__dict__["_matlab_type"] = "layerNormalizationLayer"
+    layer.__dict__["stem"] = "layernorm"
+    return layer
 
 
 def batchNormalizationLayer(*args: Any, **kwargs: Any) -> L.BatchNorm:
@@ -489,21 +499,19 @@ def multiplicationLayer(numInputs: int, *args: Any, **kwargs: Any) -> L.Multipli
     return L.Multiplication(_int("multiplicationLayer", "numInputs", numInputs, 2), name=o["Name"])
 
 
-def concatenationLayer(dim: int | str, numInputs: int, *args: Any, **kwargs: Any) -> L.Concatenation:
-    """`concatenationLayer(1, n)` → `L.Concatenation(n, dim="channel")` (dim 1 is the channel
-    dimension of MATLAB's "CB"/"CBT" data); "channel"/"time" are accepted as dim too."""
+def concatenationLayer(dim: int | str, numInputs: int, *args: Any, **kwargs: Any) -> Layer:
+    """`concatenationLayer(dim, n)` → `MatlabConcatenation(n, dim)`: `dim` counts MATLAB's
+    dimensions of the data it receives ("CBT": 1 channels, 2 batch, 3 time; "CB": 1 channels;
+    "SSCB": 3 channels), resolved when the network is analysed — dim 2 of sequences (their
+    batch) is a network error, as MATLAB's analysis reports it. The words "channel" and
+    "time" (an attnlab addition) make `L.Concatenation` directly."""
     fn = "concatenationLayer"
     _, o = _parse(fn, args, kwargs, {"Name": None})
+    n = _int(fn, "numInputs", numInputs, 2)
     if isinstance(dim, str):
-        which = _word(fn, "dim", dim, ("channel", "time"))
-    elif dim == 1:
-        which = "channel"
-    else:
-        raise ArgumentError(
-            f"{fn}: expected dim 1 (channels of \"CB\"/\"CBT\" data), received {dim!r}. MATLAB's "
-            "dim 3 is the channels of images but the time of sequences: for image channels use "
-            "depthConcatenationLayer(n); for time write concatenationLayer(\"time\", n).")
-    return L.Concatenation(_int(fn, "numInputs", numInputs, 2), dim=which, name=o["Name"])
+        return L.Concatenation(n, dim=_word(fn, "dim", dim, ("channel", "time")), name=o["Name"])
+    from .mlayers import MatlabConcatenation
+    return MatlabConcatenation(n, _int(fn, "dim", dim), name=o["Name"])
 
 
 def depthConcatenationLayer(numInputs: int, *args: Any, **kwargs: Any) -> L.Concatenation:

@@ -16,8 +16,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ArgumentError, DataError, SizeError
+from ..errors import ArgumentError, DataError, FormatError, SizeError
 from ..layers.base import Layer
+from ..layers.combine import Concatenation
 from ..layers.conv import GroupedConv2d
 from ..layers.dense import SpatialDropout
 from ..layers.embedding import Embedding
@@ -27,6 +28,8 @@ from ..layers.scaling import Identity, Scaling
 from ..spec import Spec
 
 __all__ = ["FrameFlatten", "SequenceFolding", "SequenceUnfolding", "WordEmbedding", "NORMALIZATIONS",
+           "ELU", "ClippedReLU", "Softplus", "CrossChannelNormalization", "Resize2d",
+           "MatlabConcatenation",
            "InputNormalization", "Pool1d", "Scaling", "Identity", "GroupedConv2d",
            "SpatialDropout"]
 
@@ -232,3 +235,213 @@ def _oov_error(x, oov, vocab: int, layer: str | None) -> DataError:
                      + (f" ({count} such ids in all)" if count > 1 else "") +
                      ". Give ids from the same wordEncoding, or OOVMode=\"map-to-last\" to map "
                      "unknown words to the last vector.")
+
+
+# ====================================================== MATLAB's activations and others ===
+
+class _Activation(Layer):
+    """A shape-preserving elementwise layer: any spec in, the same spec out."""
+
+    time_local = True
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        return specs["in"]
+
+
+class ELU(_Activation):
+    """Exponential linear unit [eluLayer]: x for x > 0, α(exp(x) − 1) below. No learnables.
+    Shape: any spec → the same spec."""
+
+    stem = "elu"
+
+    def __init__(self, alpha: float = 1.0, name: str | None = None):
+        super().__init__(name)
+        self.alpha = _positive(self, "alpha", alpha)
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return nn.ELU(self.alpha)
+
+
+class ClippedReLU(_Activation):
+    """Clipped ReLU [clippedReluLayer]: min(max(x, 0), ceiling). No learnables. Shape: any
+    spec → the same spec."""
+
+    stem = "clippedrelu"
+
+    def __init__(self, ceiling: float, name: str | None = None):
+        super().__init__(name)
+        self.ceiling = _positive(self, "ceiling", ceiling)
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return nn.Hardtanh(0.0, self.ceiling)
+
+
+class Softplus(_Activation):
+    """Softplus [softplusLayer]: log(1 + exp(x)). No learnables. Shape: any spec → the same."""
+
+    stem = "softplus"
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return nn.Softplus()
+
+
+def _positive(layer, what, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or \
+            not np.isfinite(value) or value <= 0:
+        raise layer.error(ArgumentError, None, f"expected {what} to be a positive number, "
+                          f"received {value!r}.")
+    return float(value)
+
+
+class CrossChannelNormalization(Layer):
+    """Local response normalisation across channels [crossChannelNormalizationLayer]: each
+    value divided by (k + α·s / n)^β, s the sum of squares over a window of `window` channels
+    around it (as `torch.nn.LocalResponseNorm`, which uses MATLAB's formula). No learnables.
+    Shape: B×C×H×W, B×T×C or B×C → the same spec."""
+
+    stem = "crossnorm"
+    time_local = True
+
+    def __init__(self, window: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 2.0,
+                 name: str | None = None):
+        super().__init__(name)
+        if isinstance(window, bool) or not isinstance(window, (int, np.integer)) or window < 1:
+            raise self.error(ArgumentError, None, f"expected windowChannelSize to be a whole "
+                             f"number ≥ 1, received {window!r}.")
+        self.window = int(window)
+        self.alpha, self.beta, self.k = float(alpha), float(beta), _positive(self, "K", k)
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        self.require(s, "in", ("BTC", "BC", "BCSS"))
+        return s
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _ChannelsFirst(nn.LocalResponseNorm(self.window, self.alpha, self.beta, self.k),
+                              specs["in"].labels.index("C"))
+
+
+class _ChannelsFirst(nn.Module):
+    """Runs a module that reads channels on dimension 1 on data whose channels are elsewhere."""
+
+    def __init__(self, inner: nn.Module, cdim: int):
+        super().__init__()
+        self.inner, self.cdim = inner, cdim
+
+    def forward(self, x):
+        if self.cdim == 1:
+            return self.inner(x)
+        h = x.movedim(self.cdim, 1)
+        if h.dim() == 2:
+            return self.inner(h.unsqueeze(-1)).squeeze(-1).movedim(1, self.cdim)
+        return self.inner(h).movedim(1, self.cdim)
+
+
+class Resize2d(Layer):
+    """Resizes images [resize2dLayer]: by `scale` (one per side, or one for both) or to
+    `size` (height, width); "nearest" (MATLAB's default, rounding half-pixel positions as
+    MATLAB's "round" mode does) or "bilinear" (half-pixel, without antialiasing). No
+    learnables. Shape: B×C×H×W → B×C×H'×W'."""
+
+    stem = "resize"
+
+    def __init__(self, scale: Sequence[float] | float | None = None,
+                 size: Sequence[int] | None = None, method: str = "nearest",
+                 name: str | None = None):
+        super().__init__(name)
+        if (scale is None) == (size is None):
+            raise self.error(ArgumentError, None, "expected Scale or OutputSize (one of them).")
+        pair = list(scale) if isinstance(scale, (list, tuple)) else [scale, scale]
+        self.scale = None if scale is None else [float(cast(float, v)) for v in pair]
+        self.size = None if size is None else [int(v) for v in size]
+        if method not in ("nearest", "bilinear"):
+            raise self.error(ArgumentError, None, f"expected Method \"nearest\" or "
+                             f"\"bilinear\", received {method!r}.")
+        self.method = method
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        self.require(s, "in", ("BCSS",), "resize2dLayer resizes images.")
+        h, w = s.sizes[2], s.sizes[3]
+        oh: int | None
+        ow: int | None
+        if self.size is not None:
+            oh, ow = self.size
+        else:
+            sh, sw = cast(list, self.scale)
+            oh = None if h is None else int(np.floor(h * sh))
+            ow = None if w is None else int(np.floor(w * sw))
+        return Spec("BCSS", (None, s.sizes[1], oh, ow))
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _Resize(self.size, self.scale, self.method)
+
+
+class _Resize(nn.Module):
+    def __init__(self, size, scale, method):
+        super().__init__()
+        self.size, self.scale, self.method = size, scale, method
+
+    def forward(self, x):
+        size = self.size or [int(np.floor(x.shape[2] * self.scale[0])),
+                             int(np.floor(x.shape[3] * self.scale[1]))]
+        if self.method == "nearest":
+            return torch.nn.functional.interpolate(x, size=size, mode="nearest-exact")
+        return torch.nn.functional.interpolate(x, size=size, mode="bilinear",
+                                               align_corners=False)
+
+
+class MatlabConcatenation(Concatenation):
+    """MATLAB's concatenationLayer(dim, n): `dim` counts the dimensions of MATLAB's layouts —
+    sequences "CBT" (1 channels, 2 batch, 3 time), features "CB" (1 channels, 2 batch),
+    images "SSCB" (1 height, 2 width, 3 channels, 4 batch) — and is resolved when the input is
+    known: channels or time are joined as `Concatenation` joins them; the batch is refused, as
+    MATLAB refuses it, and the height or width of images (which attnlab does not join) too.
+    Shape: as `Concatenation` along the resolved dimension."""
+
+    stem = "concat"
+
+    def __init__(self, n: int = 2, matlab_dim: int = 1, name: str | None = None):
+        super().__init__(n, "channel", name)
+        if isinstance(matlab_dim, bool) or not isinstance(matlab_dim, (int, np.integer)) or \
+                matlab_dim < 1:
+            raise self.error(ArgumentError, None, f"expected dim to be a positive integer, "
+                             f"received {matlab_dim!r}.")
+        self.matlab_dim = int(matlab_dim)
+
+    def config(self) -> dict:
+        return Layer.config(self)                # its own arguments: n, matlab_dim
+
+    def _resolve(self, spec: Spec) -> str:
+        layout, names = {"BTC": ("CBT", ("channel", "batch", "time")),
+                         "BC": ("CB", ("channel", "batch")),
+                         "BCSS": ("SSCB", ("height", "width", "channel", "batch"))}.get(
+            spec.labels, (None, ()))
+        d = self.matlab_dim
+        which = names[d - 1] if d <= len(names) else "singleton"
+        if which in ("channel", "time"):
+            return which
+        shown = ", ".join(f"{i + 1} {n}" for i, n in enumerate(names))
+        if which in ("batch", "singleton"):
+            raise self.error(FormatError, "in1", f"concatenationLayer({d}, {self.n}): dimension "
+                             f"{d} of its {_KIND.get(spec.labels, 'input')} ({spec}; MATLAB's "
+                             f"\"{layout}\": {shown}) is "
+                             + ("the batch" if which == "batch" else "beyond the data's")
+                             + ": observations cannot be concatenated. Concatenate channels "
+                             f"with dim {names.index('channel') + 1}"
+                             + (" or time with dim 3." if spec.labels == "BTC" else "."))
+        raise self.error(FormatError, "in1", f"concatenationLayer({d}, {self.n}): attnlab has "
+                         f"no counterpart of concatenating images along their {which} "
+                         f"(MATLAB's \"SSCB\": {shown}); it joins channels (dim 3, "
+                         "depthConcatenationLayer).")
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        self.dim = self._resolve(specs["in1"])
+        return super().infer(specs)
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        self.dim = self._resolve(specs["in1"])
+        return super().build(specs)
+
+
+_KIND = {"BTC": "sequence input", "BC": "feature input", "BCSS": "image input"}

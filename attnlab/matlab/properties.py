@@ -114,7 +114,8 @@ def _layer_props(layer) -> dict[str, Any]:
                                                                   "MaxPosition": "max_length"},
         "SinusoidalPositionEncoding": {"OutputSize": "dim"},
         "Addition": {"NumInputs": "n"}, "Multiplication": {"NumInputs": "n"},
-        "Concatenation": {"NumInputs": "n"},
+        "Concatenation": {"NumInputs": "n"}, "MatlabConcatenation": {"NumInputs": "n",
+                                                                      "Dim": "matlab_dim"},
         "MaxPool2d": {"PoolSize": "pool_size", "Stride": "stride"},
         "AvgPool2d": {"PoolSize": "pool_size", "Stride": "stride"},
         "SequenceInput": {"InputSize": "channels"}, "FeatureInput": {"InputSize": "channels"},
@@ -144,7 +145,8 @@ def _layer_props(layer) -> dict[str, Any]:
 _SETTABLE = {("Dropout", "Probability"): "p", ("SpatialDropout", "Probability"): "p",
              ("LayerNorm", "Epsilon"): "eps", ("BatchNorm", "Epsilon"): "eps",
              ("BatchNorm", "MeanDecay"): "momentum", ("LeakyReLU", "Scale"): "negative_slope",
-             ("GroupNorm", "Epsilon"): "eps", ("Module", "Alpha"): "alpha"}
+             ("GroupNorm", "Epsilon"): "eps", ("ELU", "Alpha"): "alpha",
+             ("ClippedReLU", "Ceiling"): "ceiling"}
 
 
 def _class(obj) -> str:

@@ -40,7 +40,10 @@ TYPES = {"Dropout": "dropoutLayer", "SpatialDropout": "spatialDropoutLayer", "Mo
          "PatchEmbedding": "patchEmbeddingLayer",
          "EmbeddingConcatenation": "embeddingConcatenationLayer", "Swish": "swishLayer",
          "GroupedConv2d": "groupedConvolution2dLayer",
-         "TanhGELU": "geluLayer"}
+         "TanhGELU": "geluLayer", "GroupNorm": "groupNormalizationLayer", "ELU": "eluLayer",
+         "ClippedReLU": "clippedReluLayer", "Softplus": "softplusLayer",
+         "CrossChannelNormalization": "crossChannelNormalizationLayer",
+         "Resize2d": "resize2dLayer", "MatlabConcatenation": "concatenationLayer"}
 
 
 # statements that add a layer: Concatenation(n) joins channels, which MATLAB's
@@ -185,7 +188,8 @@ def mixed_branches(net: Any, issue: Any) -> str | None:
     feat = [p for p, s in specs.items() if "T" not in s.split("×")]
     if len(seq) != 1 or len(feat) != 1:
         return None
-    kind = {"Concatenation": "concatenationLayer", "Addition": "additionLayer",
+    kind = {"Concatenation": "concatenationLayer", "MatlabConcatenation": "concatenationLayer",
+            "Addition": "additionLayer",
             "Multiplication": "multiplicationLayer"}.get(type(layer).__name__)
     if kind is None:
         return None

@@ -12,12 +12,13 @@ from torch import nn
 from .. import layers as L
 from ..errors import ArgumentError
 from ..network import Network
-from ._options import _as_list, _flag, _int, _ints, _is_vector, _parse
+from ._options import _as_list, _flag, _int, _ints, _is_vector, _parse, _word
 from ._types import Size
-from ..layers import (EmbeddingConcatenation, GroupedConv2d, Identity, PatchEmbedding, Pool1d,
-                      Scaling, SpatialDropout, Swish)
+from ..layers import (EmbeddingConcatenation, GroupedConv2d, GroupNorm, Identity, PatchEmbedding,
+                      Pool1d, Scaling, SpatialDropout, Swish)
 from .layers import LayerArray
-from .mlayers import SequenceFolding, SequenceUnfolding
+from .mlayers import (ELU, ClippedReLU, CrossChannelNormalization, Resize2d, SequenceFolding,
+                      SequenceUnfolding, Softplus)
 
 __all__ = ["maxPooling1dLayer", "averagePooling1dLayer", "inputLayer", "functionLayer",
            "identityLayer", "networkLayer", "scalingLayer", "patchEmbeddingLayer",
@@ -236,3 +237,134 @@ def spatialDropoutLayer(*args: Any, **kwargs: Any) -> SpatialDropout:
         raise ArgumentError(f"spatialDropoutLayer: expected Probability in [0, 1), received "
                             f"{p!r}.")
     return SpatialDropout(float(p), name=o["Name"])
+
+
+# ================================================= normalisation and more activations ===
+
+def groupNormalizationLayer(numGroups: int | str, *args: Any, **kwargs: Any) -> GroupNorm:
+    """`groupNormalizationLayer(numGroups)` → `L.GroupNorm(numGroups, eps=Epsilon)`: each
+    observation's channels in numGroups groups, each normalised over its channels and all
+    time steps or pixels; numGroups "all-channels" (one group) or "channel-wise" (one per
+    channel). Learnables Scale, Offset (C each)."""
+    fn = "groupNormalizationLayer"
+    _, o = _parse(fn, args, kwargs, {"Name": None, "Epsilon": 1e-5})
+    groups = numGroups.lower() if isinstance(numGroups, str) else _int(fn, "numGroups",
+                                                                         numGroups)
+    if isinstance(groups, str) and groups not in ("all-channels", "channel-wise"):
+        raise ArgumentError(f"{fn}: expected numGroups to be a positive integer, "
+                            f"\"all-channels\" or \"channel-wise\", received {numGroups!r}.")
+    return GroupNorm(groups, eps=_positive(fn, "Epsilon", o["Epsilon"]), name=o["Name"])
+
+
+def instanceNormalizationLayer(*args: Any, **kwargs: Any) -> GroupNorm:
+    """`instanceNormalizationLayer` → `L.GroupNorm("channel-wise")`: each channel of each
+    observation normalised over its time steps or pixels. Learnables Scale, Offset."""
+    fn = "instanceNormalizationLayer"
+    _, o = _parse(fn, args, kwargs, {"Name": None, "Epsilon": 1e-5})
+    layer = GroupNorm("channel-wise", eps=_positive(fn, "Epsilon", o["Epsilon"]),
+                      name=o["Name"])
+    layer.__dict__["_matlab_type"] = fn
+    layer.__dict__["stem"] = "instancenorm"
+    return layer
+
+
+def _positive(fn, what, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ArgumentError(f"{fn}: expected {what} to be a positive number, received "
+                            f"{value!r}.")
+    return float(value)
+
+
+def eluLayer(*args: Any, **kwargs: Any) -> ELU:
+    """`eluLayer(alpha)` (default 1): x for x > 0, alpha·(exp(x) − 1) below."""
+    pos, o = _parse("eluLayer", args, kwargs, {"Name": None, "Alpha": 1.0}, positional=1)
+    return ELU(_positive("eluLayer", "alpha", pos[0] if pos else o["Alpha"]), name=o["Name"])
+
+
+def clippedReluLayer(ceiling: float, *args: Any, **kwargs: Any) -> ClippedReLU:
+    """`clippedReluLayer(ceiling)`: min(max(x, 0), ceiling)."""
+    _, o = _parse("clippedReluLayer", args, kwargs, {"Name": None})
+    return ClippedReLU(_positive("clippedReluLayer", "ceiling", ceiling), name=o["Name"])
+
+
+def softplusLayer(*args: Any, **kwargs: Any) -> Softplus:
+    """`softplusLayer`: log(1 + exp(x))."""
+    _, o = _parse("softplusLayer", args, kwargs, {"Name": None})
+    return Softplus(name=o["Name"])
+
+
+def crossChannelNormalizationLayer(windowChannelSize: int, *args: Any,
+                                   **kwargs: Any) -> CrossChannelNormalization:
+    """`crossChannelNormalizationLayer(windowChannelSize, Alpha=1e-4, Beta=0.75, K=2)`: local
+    response normalisation across channels."""
+    fn = "crossChannelNormalizationLayer"
+    _, o = _parse(fn, args, kwargs, {"Name": None, "Alpha": 1e-4, "Beta": 0.75, "K": 2.0})
+    return CrossChannelNormalization(_int(fn, "windowChannelSize", windowChannelSize),
+                                     float(o["Alpha"]), float(o["Beta"]), float(o["K"]),
+                                     name=o["Name"])
+
+
+def resize2dLayer(*args: Any, **kwargs: Any) -> Resize2d:
+    """`resize2dLayer(Scale=s)` or `resize2dLayer(OutputSize=[h w])`, Method "nearest"
+    (default) or "bilinear", with MATLAB's default half-pixel geometry and "round" rounding."""
+    fn = "resize2dLayer"
+    _, o = _parse(fn, args, kwargs, {"Name": None, "Scale": None, "OutputSize": None,
+                                     "Method": "nearest", "GeometricTransformMode": "half-pixel",
+                                     "NearestRoundingMode": "round",
+                                     "EnableReferenceInput": False})
+    method = _word(fn, "Method", o["Method"], ("nearest", "bilinear"))
+    _word(fn, "GeometricTransformMode", o["GeometricTransformMode"], ("half-pixel",))
+    _word(fn, "NearestRoundingMode", o["NearestRoundingMode"], ("round",))
+    if _flag(fn, "EnableReferenceInput", o["EnableReferenceInput"]):
+        raise ArgumentError(f"{fn}: attnlab has no counterpart of EnableReferenceInput=true "
+                            "(resizing to a second input's size); give OutputSize.")
+    scale, size = o["Scale"], o["OutputSize"]
+    if (scale is None) == (size is None):
+        raise ArgumentError(f"{fn}: expected Scale or OutputSize (one of them), received "
+                            f"{'both' if scale is not None else 'neither'}.")
+    if scale is not None:
+        values = _as_list(scale) if _is_vector(scale) else [scale, scale]
+        return Resize2d(scale=[float(v) for v in values[:2]] * (2 if len(values) == 1 else 1),
+                        method=method, name=o["Name"])
+    return Resize2d(size=[_int(fn, "OutputSize", v) for v in _as_list(size)][:2],
+                    method=method, name=o["Name"])
+
+
+# ================================================ layers attnlab has no counterpart of ===
+
+# MATLAB layer functions attnlab cannot build exactly: refused by name (what attnlab has instead)
+_NO_COUNTERPART = {
+    "transposedConv1dLayer": "upsample with resize2dLayer or functionLayer",
+    "transposedConv2dLayer": "upsample with resize2dLayer followed by convolution2dLayer",
+    "transposedConv3dLayer": "attnlab has no 3-D layers",
+    "convolution3dLayer": "attnlab has no 3-D layers", "image3dInputLayer": "attnlab has no 3-D layers",
+    "maxPooling3dLayer": "attnlab has no 3-D layers", "averagePooling3dLayer": "attnlab has no 3-D layers",
+    "globalAveragePooling3dLayer": "attnlab has no 3-D layers",
+    "globalMaxPooling3dLayer": "attnlab has no 3-D layers",
+    "lstmProjectedLayer": "use lstmLayer", "gruProjectedLayer": "use gruLayer",
+    "preluLayer": "use leakyReluLayer (a fixed slope)", "maxUnpooling2dLayer": "",
+    "crop2dLayer": "", "crop3dLayer": "", "depthToSpace2dLayer": "", "spaceToDepthLayer": "",
+    "pixelClassificationLayer": "", "dicePixelClassificationLayer": "", "focalLossLayer": "",
+    "complexToRealLayer": "", "realToComplexLayer": "", "stftLayer": "", "istftLayer": "",
+    "cwtLayer": "", "modwtLayer": "", "roiInputLayer": "", "roiMaxPooling2dLayer": "",
+    "pointCloudInputLayer": "", "peepholeLSTMLayer": "use lstmLayer",
+    "resize3dLayer": "attnlab has no 3-D layers", "fourierLayer": "",
+}
+
+
+def _refused(name: str, instead: str):
+    def make(*args: Any, **kwargs: Any):
+        raise ArgumentError(f"{name}: attnlab has no counterpart of {name}"
+                            + (f" ({instead})" if instead else "") + ".")
+    make.__name__ = name
+    make.__doc__ = f"`{name}`: refused — attnlab has no counterpart of it."
+    return make
+
+
+globals().update({name: _refused(name, why) for name, why in _NO_COUNTERPART.items()})
+
+groupNormalizationLayer = _collect(groupNormalizationLayer)
+instanceNormalizationLayer = _collect(instanceNormalizationLayer)
+__all__ += ["groupNormalizationLayer", "instanceNormalizationLayer", "eluLayer",
+            "clippedReluLayer", "softplusLayer", "crossChannelNormalizationLayer",
+            "resize2dLayer", *_NO_COUNTERPART]

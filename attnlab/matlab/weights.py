@@ -182,7 +182,7 @@ def _table(layer) -> dict:
         return _attention()
     if kind == "GRU":
         return _gru(layer)
-    if kind in ("LayerNorm", "BatchNorm"):
+    if kind in ("LayerNorm", "BatchNorm", "GroupNorm"):
         return _norm()
     if kind == "Embedding":
         return _embedding()
@@ -204,7 +204,7 @@ def _init_targets(layer) -> dict[str, tuple[str, ...]]:
     table = _table(layer)
     weights = tuple(k for k in table if k.endswith("Weights"))
     biases = tuple(k for k in table if k.endswith("Bias"))
-    if type(layer).__name__ in ("LayerNorm", "BatchNorm"):
+    if type(layer).__name__ in ("LayerNorm", "BatchNorm", "GroupNorm"):
         return {"ScaleInitializer": ("Scale",), "OffsetInitializer": ("Offset",)}
     if type(layer).__name__ in ("LSTM", "GRU"):
         return {"InputWeightsInitializer": ("InputWeights",),

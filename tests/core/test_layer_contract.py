@@ -128,6 +128,21 @@ CASES = {
     "WordEmbedding": [(lambda: ML.WordEmbedding(10, 4), {"in": seq(1)}, 40)],
     "SequenceFolding": [],
     "SequenceUnfolding": [],
+    "GroupNorm": [(lambda: L.GroupNorm(2), {"in": img(4, 3, 3)}, 8),
+                  (lambda: L.GroupNorm("channel-wise"), {"in": seq(3)}, 6),
+                  (lambda: L.GroupNorm(1, positions=False), {"in": img(2, 3, 3)}, 4),
+                  (lambda: L.GroupNorm("all-channels", eps=1e-3), {"in": feat(3)}, 6)],
+    "ELU": [(lambda: ML.ELU(0.5), {"in": seq(3)}, 0)],
+    "ClippedReLU": [(lambda: ML.ClippedReLU(6), {"in": img(2, 3, 3)}, 0)],
+    "Softplus": [(lambda: ML.Softplus(), {"in": feat(3)}, 0)],
+    "CrossChannelNormalization": [(lambda: ML.CrossChannelNormalization(3), {"in": img(4, 3, 3)}, 0),
+                                  (lambda: ML.CrossChannelNormalization(2), {"in": seq(4)}, 0)],
+    "Resize2d": [(lambda: ML.Resize2d(scale=2), {"in": img(2, 3, 3)}, 0),
+                 (lambda: ML.Resize2d(size=(5, 4), method="bilinear"), {"in": img(2, 3, 3)}, 0)],
+    "MatlabConcatenation": [(lambda: ML.MatlabConcatenation(2, 1), {"in1": seq(4), "in2": seq(3)}, 0),
+                            (lambda: ML.MatlabConcatenation(2, 3), {"in1": seq(4), "in2": seq(4)}, 0),
+                            (lambda: ML.MatlabConcatenation(2, 3), {"in1": img(2, 3, 3),
+                                                                    "in2": img(1, 3, 3)}, 0)],
 }
 
 ALL = [(t, i, c) for t, cases in CASES.items() for i, c in enumerate(cases)]

@@ -8,6 +8,7 @@ import torch
 import attnlab as al
 from attnlab import layers as L
 from attnlab import matlab as M
+from attnlab.matlab import mlayers as ML
 
 
 def same(a, b):
@@ -80,7 +81,7 @@ CASES = [
     (lambda: M.softmaxLayer("Name", "softmax"), L.Softmax(name="softmax")),
     (lambda: M.additionLayer(3, Name="add"), L.Addition(3, name="add")),
     (lambda: M.multiplicationLayer(2), L.Multiplication(2)),
-    (lambda: M.concatenationLayer(1, 2), L.Concatenation(2, dim="channel")),
+    (lambda: M.concatenationLayer(1, 2), ML.MatlabConcatenation(2, 1)),
     (lambda: M.concatenationLayer("time", 2), L.Concatenation(2, dim="time")),
     (lambda: M.depthConcatenationLayer(2), L.Concatenation(2)),
     (lambda: M.fullyConnectedLayer(4, WeightLearnRateFactor=1, BiasL2Factor=1), L.Dense(4)),
@@ -134,7 +135,7 @@ def test_unknown_option_lists_the_valid_ones():
     (lambda: M.convolution2dLayer(3, 8, Padding=[1, 0, 1, 1]), "symmetric"),
     (lambda: M.convolution1dLayer(3, 8, Padding=[2, 0]), "causal"),
     (lambda: M.maxPooling2dLayer(2, Padding="same"), "numeric Padding"),
-    (lambda: M.concatenationLayer(3, 2), "depthConcatenationLayer"),
+    (lambda: M.concatenationLayer(0, 2), "dim to be an integer ≥ 1"),
     (lambda: M.indexing1dLayer(0), "integer ≥ 1"),
     (lambda: M.indexing1dLayer("middle"), "'first', 'last'"),
     (lambda: M.geluLayer(Approximation="sigmoid"), "Approximation"),

@@ -8,6 +8,7 @@ import torch
 import attnlab as al
 from attnlab import layers as L
 from attnlab.matlab import run_file
+from attnlab.matlab.mlayers import MatlabConcatenation
 
 pytest.importorskip("tree_sitter_matlab")
 HERE = Path(__file__).parent
@@ -84,7 +85,7 @@ def py_m10():
 
 def py_m11():
     return _net([L.SequenceInput(4, name="in"), L.LSTM(6, "last", name="lstm"),
-                 L.Concatenation(2, dim="channel", name="cat"), L.Dense(3, name="fc")],
+                 MatlabConcatenation(2, 1, name="cat"), L.Dense(3, name="fc")],
                 L.GlobalMaxPool1d(name="gmp"), connect=[("in", "gmp"), ("gmp", "cat/in2")])
 
 
