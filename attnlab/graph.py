@@ -8,7 +8,7 @@ layers → graph → analysis/compile/io/viz/stream → network.
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Mapping, NamedTuple, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 from .errors import AttnlabError, NetworkError, close_matches
 from .layers.base import LAYER_TYPES, Layer, check_name
@@ -84,6 +84,7 @@ class Graph(Layer):
         Layer.__init__(self, name)
         self._layers: dict[str, Layer] = {}
         self._conns: dict[tuple[str, str], tuple[str, str]] = {}
+        self._names = _NameIndex()
 
     # ------------------------------------------------------------------------- editing ---
     def add(self, layers: Layer | list[Layer] | tuple[Layer, ...]) -> "Graph":
@@ -114,41 +115,53 @@ class Graph(Layer):
         for layer in new:
             if isinstance(layer, Graph):
                 _check_nesting(self, layer)
-        taken = set(self._layers)
-        names = []
-        for layer in new:
-            if layer.name is not None:
-                if layer.name in taken:
-                    raise NetworkError(f"duplicate layer name '{layer.name}': names are unique. "
-                                       f"Rename one, e.g. name='{_fresh(layer.name, taken)}'.")
-                taken.add(layer.name)
-            names.append(layer.name)
-        for i, layer in enumerate(new):
-            if layer.name is None:
-                names[i] = _fresh(layer.stem, taken, first_plain=True)
-                taken.add(names[i])
-        dotted = [n for n in names if "." in n or "\u2024" in n]
-        keys = {module_key(n): n for n in self._layers if "." in n or "\u2024" in n} if dotted else {}
-        for n in dotted:
-            other = keys.setdefault(module_key(n), n)
-            if other != n:
-                raise NetworkError(f"layer names '{other}' and '{n}' differ only in '.' against "
-                                   "'\u2024', and both would store their module under the same key. "
-                                   "Rename one of them.")
-        for a, b in zip(new, new[1:]):
-            if not b.input_ports:
-                raise NetworkError(f"layer '{names[new.index(b)]}' ({b.type_name}) has no input, so it "
-                                   f"cannot follow '{names[new.index(a)]}' in a list. Start a new "
-                                   "list with it.")
-            if not a.output_ports:
-                raise NetworkError(f"layer '{names[new.index(a)]}' has no output to connect.")
+        index = self._name_index()
+        saved = dict(index.start)
+        try:
+            names = self._new_names(new, index)
+            _check_chain(new, names)
+        except BaseException:
+            index.start = saved            # the default names found were not taken after all
+            raise
         for layer, name in zip(new, names):
             layer.name = name
             self._layers[name] = layer
+            index.added(name)
         for a, b in zip(new, new[1:]):
             self._conns[(b.name, b.input_ports[0])] = (a.name, a.output_ports[0])
         self._changed()
         return self
+
+    def _new_names(self, new: list[Layer], index: "_NameIndex") -> list[str]:
+        """The names `new` will have (a default for each unnamed one), once known to clash
+        with none in use. The names in use are looked up, never listed: adding a layer costs
+        the same in a graph of ten layers as in one of a hundred thousand."""
+        pending: set[str] = set()
+
+        def taken(n: str) -> bool:
+            return n in self._layers or n in pending
+
+        names: list = []
+        for layer in new:
+            if layer.name is not None:
+                if taken(layer.name):
+                    raise NetworkError(f"duplicate layer name '{layer.name}': names are unique. "
+                                       f"Rename one, e.g. name='{index.fresh(layer.name, taken)}'.")
+                pending.add(layer.name)
+            names.append(layer.name)
+        for i, layer in enumerate(new):
+            if layer.name is None:
+                names[i] = index.fresh(layer.stem, taken, first_plain=True)
+                pending.add(names[i])
+        keys: dict[str, str] = {}
+        for n in names:
+            if "." in n or "\u2024" in n:
+                other = index.keys.get(module_key(n)) or keys.setdefault(module_key(n), n)
+                if other != n:
+                    raise NetworkError(f"layer names '{other}' and '{n}' differ only in '.' against "
+                                       "'\u2024', and both would store their module under the same "
+                                       "key. Rename one of them.")
+        return names
 
     def connect(self, source: str, destination: str) -> "Graph":
         """Connects an output ("layer" or "layer/port") to an input ("layer" or "layer/port")."""
@@ -181,8 +194,10 @@ class Graph(Layer):
         for n in names:
             self._layer(n, "remove")
         names = tuple(dict.fromkeys(names))        # a name given twice is removed once
+        index = self._name_index()
         for n in names:
             del self._layers[n]
+            index.removed(n)
             self._forget(n)
         self._conns = {d: s for d, s in self._conns.items()
                        if d[0] not in names and s[0] not in names}
@@ -221,7 +236,9 @@ class Graph(Layer):
         try:
             self.add(new)
         except AttnlabError:
+            index = self._name_index()
             self._layers[name] = old   # put the old layer back so the network stays as it was
+            index.added(name)
             self._conns = saved
             self._reorder(keep_order)
             raise
@@ -285,6 +302,14 @@ class Graph(Layer):
         """The input sizes taken from data, for a graph without input layers that has run or
         been initialised; None otherwise (a Network keeps them)."""
         return None
+
+    def _name_index(self) -> "_NameIndex":
+        """The index of the names in use (made again for a graph unpickled from before it)."""
+        index = self.__dict__.get("_names")
+        if index is None or len(index) != len(self._layers):
+            index = _NameIndex(self._layers)
+            self.__dict__["_names"] = index
+        return index
 
     def _reorder(self, order):
         self._layers = {n: self._layers[n] for n in order if n in self._layers}
@@ -437,6 +462,16 @@ def module_key(name: str) -> str:
 
 # ------------------------------------------------------------------------- helpers ---
 
+def _check_chain(new: list[Layer], names: list[str]) -> None:
+    """Refuses a list whose layers cannot be connected in order."""
+    for i, (a, b) in enumerate(zip(new, new[1:])):
+        if not b.input_ports:
+            raise NetworkError(f"layer '{names[i + 1]}' ({b.type_name}) has no input, so it "
+                               f"cannot follow '{names[i]}' in a list. Start a new list with it.")
+        if not a.output_ports:
+            raise NetworkError(f"layer '{names[i]}' has no output to connect.")
+
+
 def _fmt(layer, name, port, side):
     return format_port(name, port, layer.output_ports if side == "output" else layer.input_ports)
 
@@ -512,10 +547,46 @@ def _name_fix(graph, value, form: str) -> str:
     return f"Name a layer by its name (layers: {names or 'none'})."
 
 
-def _fresh(stem, taken, first_plain=False):
-    if first_plain and stem not in taken:
-        return stem
-    i = 1
-    while f"{stem}_{i}" in taken:
-        i += 1
-    return f"{stem}_{i}"
+class _NameIndex:
+    """What `Graph.add` asks of the names in use, kept up to date edit by edit (so that adding
+    a layer does not cost time in proportion to the layers already there): the module key of
+    each dotted name (two names must not share one, `module_key`) and, per stem, the suffix
+    from which to look for the next free default name ("relu_7": every "relu_1" … "relu_6" is
+    taken)."""
+
+    __slots__ = ("keys", "start", "count")
+
+    def __init__(self, names=()):
+        self.keys: dict[str, str] = {}
+        self.start: dict[str, int] = {}
+        self.count = 0
+        for n in names:
+            self.added(n)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def added(self, name: str) -> None:
+        self.count += 1
+        if "." in name or "\u2024" in name:
+            self.keys.setdefault(module_key(name), name)
+
+    def removed(self, name: str) -> None:
+        self.count -= 1
+        key = module_key(name)
+        if self.keys.get(key) == name:
+            del self.keys[key]
+        stem, _, suffix = name.rpartition("_")
+        if stem in self.start and suffix.isascii() and suffix.isdigit():
+            self.start[stem] = min(self.start[stem], int(suffix))      # free again
+
+    def fresh(self, stem: str, taken: Callable[[str], bool], first_plain: bool = False) -> str:
+        """The default name for a layer of this stem: the stem itself (`first_plain`) or
+        "stem_i" with the least i ≥ 1 not `taken`, as if counted from 1 each time."""
+        if first_plain and not taken(stem):
+            return stem
+        i = self.start.get(stem, 1)
+        while taken(f"{stem}_{i}"):
+            i += 1
+        self.start[stem] = i            # all below are taken; i itself maybe next
+        return f"{stem}_{i}"

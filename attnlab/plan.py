@@ -63,11 +63,14 @@ def build_plan(net, analysis: Analysis) -> Plan:
     kept = {var[k] for k in keys} | {mvar[k] for k in keys}
     last = {v: i for i, (_, _, _, made) in enumerate(steps) for v in made}
     last.update({v: i for i, (_, _, reads, _) in enumerate(steps) for v in reads if v in last})
+    dying: dict[int, list[str]] = {}        # step → the activations it reads last
+    for v, j in last.items():
+        if v not in kept:
+            dying.setdefault(j, []).append(v)
     body = codegen.Source()
     for i, (name, line, _, made) in enumerate(steps):
         body.line(line, layer=name, indent=4)
-        dead = sorted((v for v, j in last.items() if j == i and v not in kept),
-                      key=lambda v: (v[0], int(v[1:])))
+        dead = sorted(dying.get(i, ()), key=lambda v: (v[0], int(v[1:])))
         if dead:
             body.line(f"del {', '.join(dead)}", indent=4)
     src = codegen.Source()
