@@ -30,6 +30,9 @@ class Field:
     def __init__(self, name: str, data: torch.Tensor, lengths: np.ndarray | None = None):
         self.name = name
         self.data = data
+        # class targets some of which are ignored: host N×… mask of the targets that count
+        self._counted: np.ndarray | None = None
+        self._counts: np.ndarray | None = None
         self.set_lengths(lengths)
         # prediction units per observation-step (targets): positions a loss averages over
         self.time_axis = lengths is not None
@@ -40,6 +43,23 @@ class Field:
         dev = self.data.device
         self._lengths_dev = None if lengths is None else torch.as_tensor(lengths, device=dev)
         self._steps = None if lengths is None else torch.arange(self.data.shape[1], device=dev)
+        self._count()
+
+    def set_counted(self, counted: np.ndarray) -> None:
+        """Marks which targets count (False: ignored, see TrainingOptions.ignore_index): the
+        units of a batch are then the counted targets on its real steps, known on the host."""
+        self._counted = counted
+        self._count()
+
+    def _count(self) -> None:
+        counted = self._counted
+        if counted is None:
+            self._counts = None
+            return
+        if self.lengths is not None:
+            valid = np.arange(counted.shape[1])[None, :] < self.lengths[:, None]
+            counted = counted & valid.reshape(valid.shape + (1,) * (counted.ndim - 2))
+        self._counts = counted.reshape(len(counted), -1).sum(1).astype(np.int64)
 
     def __len__(self) -> int:
         return self.data.shape[0]
@@ -66,7 +86,10 @@ class Field:
 
     def units(self, idx_host: np.ndarray) -> int:
         """Prediction units among `idx_host`: valid time steps (observations without a time
-        axis), times the positions per step (e.g. pixels of a segmentation target)."""
+        axis), times the positions per step (e.g. pixels of a segmentation target); with
+        ignored targets, the targets that count."""
+        if self._counts is not None:
+            return int(self._counts[idx_host].sum())
         if self.lengths is not None:
             steps = int(self.lengths[idx_host].sum())
         else:

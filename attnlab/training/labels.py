@@ -4,6 +4,10 @@ Integer labels that already are indices (0 ≤ y < K, K the output's channels) a
 are. Any other labels — strings, or ints like {1, 2, 3} or {-1, 1} — are sorted and numbered,
 and the sorted values are kept in `net.metadata["class_labels"]` so that `al.classify` returns
 them and a saved network remembers them.
+
+Targets equal to the training's `ignore_index` (-100 by default, Hugging Face's convention for
+padding and prompt positions) are no class: they are left out of the labels found, and their
+class index is `IGNORED`, which the loss and the metrics skip.
 """
 from __future__ import annotations
 
@@ -14,7 +18,47 @@ import numpy as np
 from ..errors import DataError
 
 # what a class label may be: an int, a bool, a string (or bytes), a whole real number
-_LABEL_TYPES = (str, bytes, bool, np.bool_, Integral, Real)
+LABEL_TYPES = (str, bytes, bool, np.bool_, Integral, Real)
+
+# the class index of an ignored target: torch's cross_entropy skips it by default
+IGNORED = -100
+# Hugging Face's value for "no label here": never a class, whatever ignore_index says
+HF_IGNORE = -100
+
+
+def ignored(values: np.ndarray, ignore_index: int | None, output: str,
+            what: str = "targets") -> np.ndarray:
+    """A boolean array shaped like `values`: True where the target equals `ignore_index`.
+
+    A target of -100 that is not the ignore_index (ignore_index None or another value) is a
+    DataError: it is Hugging Face's mark for a position without a label, and trained as a
+    class it would renumber every other class."""
+    found = _equal(values, ignore_index) if ignore_index is not None else \
+        np.zeros(values.shape, dtype=bool)
+    if ignore_index != HF_IGNORE:
+        stray = _equal(values, HF_IGNORE)
+        if stray.any():
+            setting = "None" if ignore_index is None else repr(ignore_index)
+            raise DataError(f"{what} for output '{output}': {int(stray.sum())} target(s) equal "
+                            f"{HF_IGNORE}, the value Hugging Face gives positions without a label "
+                            f"(padding, prompts), but TrainingOptions ignore_index is {setting}, "
+                            f"so {HF_IGNORE} would be trained as a class. Set ignore_index=-100 "
+                            "(the default) to leave those targets out of the loss and the "
+                            "metrics, or replace them with real labels.")
+    return found
+
+
+def _equal(values: np.ndarray, value: int) -> np.ndarray:
+    """Elementwise `values == value` for numbers (1.0 equals 1; bools and strings never do)."""
+    kind = values.dtype.kind
+    if kind in "iuf":
+        return values == value
+    if kind != "O":
+        return np.zeros(values.shape, dtype=bool)
+    flat = values.reshape(-1).tolist()
+    hits = [not isinstance(v, (bool, np.bool_)) and isinstance(v, (Integral, Real))
+            and _key(v) == value for v in flat]
+    return np.array(hits, dtype=bool).reshape(values.shape)
 
 
 def is_label_array(a: np.ndarray) -> bool:
@@ -41,6 +85,8 @@ def encode(values: np.ndarray, channels: int, output: str, known: list | None,
     check_kinds(flat, output, what)
     if known is not None:
         return _map(values, known, output, what), known
+    if not flat.size:                        # every target ignored: no labels to find
+        return np.zeros(values.shape, dtype=np.int64), None
     if flat.dtype.kind in "iuf" and flat.size and flat.min() >= 0 and flat.max() < channels:
         return values.astype(np.int64), None
     try:
@@ -67,7 +113,7 @@ def check_kinds(flat: np.ndarray, output: str, what: str = "targets") -> None:
         return
     items = flat.tolist()
     if kind == "O":
-        bad = next((v for v in items if not isinstance(v, _LABEL_TYPES)), _FINE)
+        bad = next((v for v in items if not isinstance(v, LABEL_TYPES)), _FINE)
         if bad is _FINE:
             return
         received = f"{'None' if bad is None else type(bad).__name__} values in an object array"

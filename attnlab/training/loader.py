@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from ..errors import DataError
 from ..sequences import Padded, as_tensor
+from . import labels as lab
 from .data import Batch, check_shape
 from .sampler import DistributedBatchSampler, EpochOrder, usable
 
@@ -143,6 +144,31 @@ def _stack(values, name, what):
                     "that neither stack nor pad (sequences must differ only in length).")
 
 
+def class_targets(y: torch.Tensor, mask: torch.Tensor | None, plan, name: str):
+    """A batch's class indices (CPU) → (indices with every target that does not count set to
+    `IGNORED`, the number that count). Targets equal to the ignore_index and padding do not
+    count; a counted index outside the output's classes is a DataError naming it."""
+    values = y.cpu().numpy()
+    counted = np.ones(values.shape, dtype=bool)
+    if mask is not None:
+        m = mask.cpu().numpy()
+        counted &= m.reshape(m.shape + (1,) * (values.ndim - m.ndim))
+    counted[counted] = ~lab.ignored(values[counted], plan.ignore_index, name)
+    real = values[counted]
+    channels = plan.spec.channels
+    if real.size and channels and (real.min() < 0 or real.max() >= channels):
+        bad = int(real[(real < 0) | (real >= channels)][0])
+        mark = (f"give positions without a label the value {plan.ignore_index} (ignore_index)"
+                if plan.ignore_index is not None else
+                "set TrainingOptions ignore_index to the value of positions without a label")
+        raise DataError(f"targets for output '{name}': class index {bad} in a Dataset batch, but "
+                        f"the output has {channels} classes (0…{channels - 1}). A Dataset gives "
+                        f"class indices: map its labels to 0…{channels - 1}, or {mark}.")
+    if not counted.all():
+        y = y.masked_fill(torch.from_numpy(~counted).to(y.device), lab.IGNORED)
+    return y, int(counted.sum())
+
+
 def to_batch(inputs: dict, raw: dict, plans: dict, specs: dict, device, dtype, units_sum) -> Batch:
     """A collated (CPU) batch → a Batch on `device`, targets converted by their TargetPlans.
     `units_sum(local) -> global` adds the units of all processes (identity for one)."""
@@ -166,16 +192,14 @@ def to_batch(inputs: dict, raw: dict, plans: dict, specs: dict, device, dtype, u
             y, mask = y
         y = as_tensor(y)
         if plan.kind == "class":
-            y = y.long()
+            y, local[name] = class_targets(y.long(), mask, plan, name)   # on the CPU: no sync
         else:
             if y.dim() == len(plan.spec.labels) - 1:
                 y = y.unsqueeze(-1)
             y = y.to(dtype)
-        n_steps = int(mask.sum()) if mask is not None else y.shape[0] * (
-            y.shape[1] if plan.spec.is_sequence else 1)
-        per_step = int(np.prod(y.shape[2 if plan.spec.is_sequence else 1:])) if plan.kind == "class" \
-            else int(np.prod(y.shape[2 if plan.spec.is_sequence else 1:-1] or [1]))
-        local[name] = n_steps * per_step                       # counted on the CPU: no sync
+            n_steps = int(mask.sum()) if mask is not None else y.shape[0] * (
+                y.shape[1] if plan.spec.is_sequence else 1)
+            local[name] = n_steps * int(np.prod(y.shape[2 if plan.spec.is_sequence else 1:-1] or [1]))
         targets[name] = (y.to(device, non_blocking=True),
                          None if mask is None else mask.to(device, non_blocking=True))
     for name in local:

@@ -158,6 +158,7 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
     seed = o.seed if o.seed is not None else d.broadcast_int(
         int(torch.randint(0, 2 ** 31 - 1, (1,))), cdev)
     S.initialize(net, X, seed)
+    S.require_sized(net)
     net.to(device)
     data, val, heads = _data(net, X, Y, loss, o, d, device, cdev)
     torch.manual_seed(seed + d.rank)            # dropout differs across processes, not data order
@@ -208,8 +209,8 @@ def _data(net, X, Y, loss, o, d, device, cdev):
     specs = S.output_specs(net)
     losses = S.losses_by_output(loss, list(specs))
     dtype = S.float_dtype(net)
-    data, plans = S.load_data(net, X, Y, losses, specs, dtype)
-    val = S.validation_source(net, o.validation_data, losses, specs, dtype, plans)
+    data, plans = S.load_data(net, X, Y, losses, specs, dtype, ignore_index=o.ignore_index)
+    val = S.validation_source(net, o.validation_data, losses, specs, dtype, plans, o.ignore_index)
     _store_labels(net, plans)
     for src in (data, val):
         if src is not None:
@@ -396,7 +397,7 @@ _TRAJECTORY = ("learning_rate", "l2", "momentum", "gradient_decay", "squared_gra
                "epsilon", "learning_rate_schedule", "learning_rate_drop_period",
                "learning_rate_drop_factor", "warmup_iterations", "warmup_fraction",
                "schedule_step", "shuffle", "sort_by_length", "gradient_threshold",
-               "gradient_threshold_method", "precision")
+               "gradient_threshold_method", "precision", "ignore_index")
 _KEPT = ("learning_rate", "l2", "momentum", "gradient_decay", "squared_gradient_decay", "epsilon")
 
 

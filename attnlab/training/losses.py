@@ -24,6 +24,7 @@ from torch.nn import functional as F
 from ..errors import ArgumentError, close_matches
 from ..graph import parse_port
 from ..spec import Spec
+from .labels import IGNORED
 
 NAMES = ("crossentropy", "mse", "mae", "huber", "binary-crossentropy")
 ALIASES = {"cross-entropy": "crossentropy", "categorical-crossentropy": "crossentropy",
@@ -71,6 +72,10 @@ def masked_sum(terms: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 
 
 class CrossEntropy(Loss):
+    """Cross-entropy from logits. Class targets equal to `IGNORED` (the index of a target equal
+    to TrainingOptions.ignore_index) add nothing: the caller's units leave them out too, so the
+    mean is over the other targets, as torch's `cross_entropy(ignore_index=-100)`."""
+
     name = "crossentropy"
     classification = True
     per_element = False
@@ -80,13 +85,14 @@ class CrossEntropy(Loss):
         cd = self.channel_dim % out.dim()
         if self.kind == "class":                      # target: indices, out without its C axis
             logits = out if cd == 1 else out.movedim(cd, 1)
-            return F.cross_entropy(logits, target, reduction="none")
+            return F.cross_entropy(logits, target, reduction="none", ignore_index=IGNORED)
         return -(target * F.log_softmax(out, dim=cd)).sum(cd)     # target: probabilities
 
     def sum(self, out, target, mask, local_units=None):
         if mask is None and self.kind == "class":      # the common case, one fused op
             cd = self.channel_dim % out.dim()
-            return F.cross_entropy(out if cd == 1 else out.movedim(cd, 1), target, reduction="sum")
+            return F.cross_entropy(out if cd == 1 else out.movedim(cd, 1), target, reduction="sum",
+                                   ignore_index=IGNORED)
         return super().sum(out, target, mask, local_units)
 
 

@@ -13,6 +13,7 @@ from typing import Callable, TypeVar
 import torch
 
 from ..errors import ArgumentError, close_matches
+from .labels import IGNORED
 from .losses import masked_sum
 
 NAMES = ("accuracy", "rmse", "mae")
@@ -58,8 +59,8 @@ class Accuracy(Metric):
 
     def sum(self, out, target, mask, local_units=None):
         cd = self.channel_dim % out.dim()
-        if self.kind == "class":
-            hits = out.argmax(cd) == target
+        if self.kind == "class":                     # an ignored target (IGNORED) never hits,
+            hits = out.argmax(cd) == target          # and the units leave it out
         elif self.per_element:
             hits = (out > self.threshold) == (target > 0.5)
         else:
@@ -88,14 +89,20 @@ class MAE(Metric):
 
 class CustomMetric(Metric):
     """A callable `(outputs, targets) -> mean over the batch`; with padding it sees only the
-    valid steps."""
+    valid steps. Over class targets it sees only the targets that count (neither padding nor
+    ignored, see TrainingOptions.ignore_index): outputs U×C and class indices U."""
 
     def __init__(self, fn: Callable):
         self.fn = fn
         self.name = getattr(fn, "__name__", "metric")
 
     def sum(self, out, target, mask, local_units=None):
-        if mask is not None:
+        if self.kind == "class":
+            keep = target != IGNORED
+            if mask is not None:
+                keep &= mask.view(*mask.shape, *([1] * (keep.dim() - mask.dim())))
+            out, target = out.movedim(self.channel_dim % out.dim(), -1)[keep], target[keep]
+        elif mask is not None:
             out, target = out[mask], target[mask]
         return self.fn(out, target) * local_units
 

@@ -82,6 +82,11 @@ class TrainingOptions:
     GradScaler, kept in checkpoints) | "auto"; losses and metrics are computed in float32.
     `compile` False | True (torch.compile, falling back to eager with a warning) | a dict of
     torch.compile arguments.
+
+    Labels: `ignore_index` -100 (Hugging Face's and torch's convention) — class targets equal to
+    it are left out of the "crossentropy" loss (the mean is over the other targets) and of the
+    metrics, are never a class, and a batch whose every target is ignored gives loss 0. None
+    turns it off; then a target of -100 is a DataError rather than a class.
     """
 
     solver: str = "sgdm"
@@ -123,6 +128,7 @@ class TrainingOptions:
     device: Any = None
     precision: str = "fp32"
     compile: Any = False
+    ignore_index: Optional[int] = -100
 
     def __post_init__(self):
         _choice("solver", self.solver, SOLVERS)
@@ -193,6 +199,13 @@ class TrainingOptions:
                                 "where the checkpoints to resume from are written.")
         check_precision(self.precision, "TrainingOptions precision")
         check_compile(self.compile, "TrainingOptions compile")
+        if self.ignore_index is not None and (not isinstance(self.ignore_index, numbers.Integral)
+                                              or isinstance(self.ignore_index, bool)):
+            raise ArgumentError(f"TrainingOptions ignore_index must be an int (the target value "
+                                f"to leave out of the loss, e.g. -100) or None (ignore nothing), "
+                                f"got {_short(self.ignore_index)}")
+        if self.ignore_index is not None:
+            self.ignore_index = int(self.ignore_index)      # numpy ints compare and save as ints
         if self.output_fn is not None and not callable(self.output_fn):
             raise ArgumentError(f"TrainingOptions output_fn must be callable (state -> bool), got "
                                 f"{_short(self.output_fn)}")

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import ArgumentError, DataError
+from ..errors import ArgumentError, DataError, NetworkError
 from ..graph import parse_port
 from ..precision import machine_devices  # noqa: F401 (re-exported)
 from ..precision import resolve_device as resolve_device_choice
 from ..spec import Spec
 from . import data as D
+from . import labels as lab
 from . import targets as T
 from .loader import DatasetData, is_dataset
 from .losses import Loss, make_loss
@@ -61,9 +62,11 @@ def known_labels(net, output: str, single: bool):
     return labels if single else None
 
 
-def memory_data(net, X, Y, losses, specs, dtype, plans=None, what="training data"):
+def memory_data(net, X, Y, losses, specs, dtype, plans=None, what="training data",
+                ignore_index: int | None = lab.HF_IGNORE):
     """X, Y in memory → (MemoryData, {output: TargetPlan}). With `plans` (the training
-    data's), validation targets are read the same way and label values must be known."""
+    data's), validation targets are read the same way and label values must be known.
+    Class targets equal to `ignore_index` count nowhere (TrainingOptions.ignore_index)."""
     if Y is None:
         raise DataError(f"{what}: Y (the targets) is missing. Give X and Y, or a Dataset whose "
                         "items are (x, y).")
@@ -81,14 +84,15 @@ def memory_data(net, X, Y, losses, specs, dtype, plans=None, what="training data
                             f"has {len(raw)}. Give one target per observation.")
         kind = T.match(net, out, specs[out], losses[out], raw)
         known = plans[out].class_labels if plans else known_labels(net, out, single)
-        plan = T.TargetPlan(out, specs[out], losses[out], kind, class_labels=known)
+        plan = T.TargetPlan(out, specs[out], losses[out], kind, class_labels=known,
+                            ignore_index=ignore_index)
         fields[out] = T.build(plan, raw, "validation targets" if plans else "targets")
         T.align_lengths(fields[out], inputs, what, T.followed_input(net, out))
         new_plans[out] = plan
     return D.MemoryData(inputs, fields), new_plans
 
 
-def dataset_data(net, source, losses, specs, dtype):
+def dataset_data(net, source, losses, specs, dtype, ignore_index: int | None = lab.HF_IGNORE):
     """A Dataset/DataLoader → (DatasetData, plans), matching targets on its first items."""
     data = DatasetData(source, net.input_names, net.output_names)
     inputs, raw = data.first()
@@ -100,7 +104,7 @@ def dataset_data(net, source, losses, specs, dtype):
         r = T.RawTarget(y.data, y.mask.sum(1).numpy()) if isinstance(y, D.Padded) else \
             T.RawTarget(torch.as_tensor(y))
         kind = T.match(net, out, specs[out], losses[out], r)
-        plans[out] = T.TargetPlan(out, specs[out], losses[out], kind)
+        plans[out] = T.TargetPlan(out, specs[out], losses[out], kind, ignore_index=ignore_index)
     data.plans, data.dtype = plans, dtype
     data.specs = {k: D.input_spec(net, k) for k in net.input_names}
     return data, plans
@@ -133,23 +137,26 @@ def heads(plans: dict, specs: dict, metric_names) -> list[Head]:
     return out
 
 
-def load_data(net, X, Y, losses, specs, dtype, plans=None, what="training data"):
+def load_data(net, X, Y, losses, specs, dtype, plans=None, what="training data",
+              ignore_index: int | None = lab.HF_IGNORE):
     if is_dataset(X):
         if Y is not None:
             raise DataError("a Dataset/DataLoader carries its targets: omit Y (its items are (x, y)).")
-        return dataset_data(net, X, losses, specs, dtype)
-    return memory_data(net, X, Y, losses, specs, dtype, plans, what)
+        return dataset_data(net, X, losses, specs, dtype, ignore_index)
+    return memory_data(net, X, Y, losses, specs, dtype, plans, what, ignore_index)
 
 
-def validation_source(net, vd, losses, specs, dtype, plans):
+def validation_source(net, vd, losses, specs, dtype, plans,
+                      ignore_index: int | None = lab.HF_IGNORE):
     if vd is None:
         return None
     if is_dataset(vd):
-        data, _ = dataset_data(net, vd, losses, specs, dtype)
+        data, _ = dataset_data(net, vd, losses, specs, dtype, ignore_index)
         return data
     if not isinstance(vd, (tuple, list)) or len(vd) != 2:
         raise ArgumentError("validation_data must be (X, Y) or a Dataset/DataLoader of (x, y) items.")
-    data, _ = memory_data(net, vd[0], vd[1], losses, specs, dtype, plans, "validation data")
+    data, _ = memory_data(net, vd[0], vd[1], losses, specs, dtype, plans, "validation data",
+                          ignore_index)
     return data
 
 
@@ -169,6 +176,18 @@ def initialize(net, X, seed: int | None):
         ins = D.by_input_name(net, X)
         inputs = {k: D.to_field(k, v, None, None).data[:2] for k, v in ins.items()}
     net.initialize(inputs)
+
+
+def require_sized(net) -> None:
+    """Before an optimizer is made: a network whose sizes are still unknown has no parameters
+    yet, and an optimizer over none would train nothing."""
+    if net.initialized:
+        return
+    raise NetworkError("train: the network's sizes are not known, so it has no parameters yet and "
+                       "an optimizer made now would train nothing. Call net.initialize("
+                       "example_inputs) first, with data of the sizes it will get (e.g. "
+                       "net.initialize(torch.zeros(1, 10, 3))), or start the network with an "
+                       "input layer that gives the sizes, e.g. L.SequenceInput(3).")
 
 
 def float_dtype(net) -> torch.dtype:

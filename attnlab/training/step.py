@@ -39,7 +39,8 @@ def objective(outs: dict, batch: Batch, heads: list):
         y, mask = batch.targets[h.output]
         check_shapes(h, out, y)
         units, local = batch.units[h.output], batch.local_units[h.output]
-        total = total + h.loss.sum(out, y, mask, local) / (units * h.loss_mult)
+        # a batch whose every target is ignored has no units: its loss is 0, not 0/0
+        total = total + h.loss.sum(out, y, mask, local) / (max(units, 1) * h.loss_mult)
         with torch.no_grad():
             det = out.detach()
             for _, m, mult in h.metrics:
@@ -125,7 +126,9 @@ def evaluate(net, source, heads: list, batch_size: int, d, device, cdev, amp=Non
     finally:
         net.train(was)
     k = len(slots)
-    means = [s / u if u else float("nan") for s, u in zip(totals[:k], totals[k:])]
+    # no counted target (every one ignored): the loss is 0, as in training; a metric has no value
+    means = [s / u if u else (0.0 if i < len(heads) else float("nan"))
+             for i, (s, u) in enumerate(zip(totals[:k], totals[k:]))]
     row = {"loss": sum(means[:len(heads)])}
     cols = [col for h in heads for col, _, _ in h.metrics]
     for col, (h, m, _), v in zip(cols, slots[len(heads):], means[len(heads):]):

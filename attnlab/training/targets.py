@@ -106,9 +106,11 @@ class TargetPlan:
     a channel axis, the class labels in use."""
 
     def __init__(self, output: str, spec: Spec, loss: Loss, kind: str, add_channel: bool = False,
-                 class_labels: list | None = None):
+                 class_labels: list | None = None, ignore_index: int | None = lab.HF_IGNORE):
         self.output, self.spec, self.loss = output, spec, loss.bind(spec, kind)
         self.kind, self.add_channel, self.class_labels = kind, add_channel, class_labels
+        # class targets equal to it count nowhere (TrainingOptions.ignore_index)
+        self.ignore_index = ignore_index
 
 
 def match(net, output: str, spec: Spec, loss: Loss, raw: RawTarget) -> str:
@@ -246,21 +248,7 @@ def build(plan_: TargetPlan, raw: RawTarget, what: str) -> Field:
     """Targets → a Field of class indices or dense values for the output of `plan_`."""
     spec, output = plan_.spec, plan_.output
     if plan_.kind == "class":
-        values = raw.values.cpu().numpy() if isinstance(raw.values, torch.Tensor) else raw.values
-        if raw.lengths is None:
-            idx, labels = lab.encode(values, spec.channels or 0, output, plan_.class_labels, what)
-        else:                            # only real steps are labels; padding slots get class 0
-            valid = np.arange(values.shape[1])[None, :] < raw.lengths[:, None]       # N×T
-            flat, labels = lab.encode(values[valid], spec.channels or 0, output,
-                                      plan_.class_labels, what)
-            idx = np.zeros(values.shape, dtype=np.int64)
-            idx[valid] = flat
-        if plan_.class_labels is None:
-            plan_.class_labels = labels
-        field = Field(output, torch.as_tensor(idx), raw.lengths)
-        field.time_axis = spec.is_sequence
-        field.step_units = int(np.prod(idx.shape[2 if spec.is_sequence else 1:], dtype=np.int64))
-        return field
+        return _class_field(plan_, raw, what)
     data = raw.values
     if not isinstance(data, torch.Tensor):
         if data.dtype.kind not in "biuf" and plan_.loss.name == "binary-crossentropy":
@@ -281,6 +269,37 @@ def build(plan_: TargetPlan, raw: RawTarget, what: str) -> Field:
     field.time_axis = spec.is_sequence
     inner = [s for i, s in enumerate(data.shape) if i != 0 and i != cd and not (spec.is_sequence and i == 1)]
     field.step_units = int(np.prod(inner, dtype=np.int64))
+    return field
+
+
+def _class_field(plan_: TargetPlan, raw: RawTarget, what: str) -> Field:
+    """Class targets → a Field of class indices. Only real steps (not padding) holding a target
+    other than the ignore_index are labels; every other slot gets `IGNORED`, and the Field
+    counts the labels of each observation, so a loss averages over those alone."""
+    spec, output = plan_.spec, plan_.output
+    values = raw.values.cpu().numpy() if isinstance(raw.values, torch.Tensor) else raw.values
+    counted = np.ones(values.shape, dtype=bool)
+    if raw.lengths is not None:
+        valid = np.arange(values.shape[1])[None, :] < raw.lengths[:, None]           # N×T
+        counted &= valid.reshape(valid.shape + (1,) * (values.ndim - 2))
+    skip = lab.ignored(values[counted], plan_.ignore_index, output, what)
+    if skip.any():
+        counted[counted] = ~skip
+    if not counted.any() and "validation" not in what:
+        raise DataError(f"{what} for output '{output}': every target equals ignore_index "
+                        f"({plan_.ignore_index}), so the loss has nothing to learn from. Give some "
+                        "labels, or set TrainingOptions ignore_index to None if that value is a "
+                        "class.")
+    flat, labels = lab.encode(values[counted], spec.channels or 0, output, plan_.class_labels, what)
+    idx = np.full(values.shape, lab.IGNORED, dtype=np.int64)
+    idx[counted] = flat
+    if plan_.class_labels is None:
+        plan_.class_labels = labels
+    field = Field(output, torch.as_tensor(idx), raw.lengths)
+    field.time_axis = spec.is_sequence
+    field.step_units = int(np.prod(idx.shape[2 if spec.is_sequence else 1:], dtype=np.int64))
+    if skip.any():
+        field.set_counted(idx != lab.IGNORED)
     return field
 
 
