@@ -138,8 +138,10 @@ _HALF = (torch.float16, torch.bfloat16)
 
 
 def _device_of(net) -> torch.device:
-    """Where the network computes (a lazy one: where its last .to() put it)."""
-    ref = next(iter(net.parameters()), None)
+    """Where the network computes (a lazy one: where its last .to() put it). A network not yet
+    initialised builds its modules there on the first batch: asking it for its parameters
+    would only warn that it has none yet."""
+    ref = next(iter(net.parameters()), None) if getattr(net, "initialized", True) else None
     if ref is not None:
         return ref.device
     target = getattr(net, "_target", None)
