@@ -5,13 +5,14 @@ A network whose input sizes are known builds its layer modules on first need: th
 or the first `parameters()`, `state_dict()`, `to()`, `train()`/`eval()`, …, so PyTorch habits
 (optimizer before the first call, `net.eval()` then `net(x)`) hold. A network without input
 layers stays lazy until `initialize(example_inputs)` or its first call, like `LazyLinear`;
-`load_state_dict` (its own or a parent module's) builds it from the state dict's shapes, and
-user code asking it for `parameters()` before that is told to initialise it (an optimizer over
-an empty list would train nothing). `ModuleHost` holds this for `attnlab.network.Network`.
+`load_state_dict` (its own or a parent module's) builds it from the state dict's shapes. Until
+then its `parameters()` are the ones known so far (none), whoever asks, as torch's lazy modules
+answer; the first such question warns once that an optimizer made from them would train
+nothing, and `al.train` sizes the network from its data (or refuses) before it builds one.
+`ModuleHost` holds this for `attnlab.network.Network`.
 """
 from __future__ import annotations
 
-import sys
 import warnings
 from typing import Any, Iterator, cast
 
@@ -139,11 +140,15 @@ class ModuleHost(nn.Module, Graph):
         return specs or None
 
     def _warn_lazy(self):
+        """Once per network, whoever asks: a network of unknown sizes has no parameters yet."""
         if not self._lazy_warned and self._sizes_unknown():
             self._lazy_warned = True
-            warnings.warn("this network has no input layers, so it has no parameters until its sizes "
-                          "are known: call net.initialize(example_inputs) (or run it once) before "
-                          "making an optimizer or moving it.", UserWarning, stacklevel=3)
+            warnings.warn("this network has no input layers and has not run yet, so its sizes, and "
+                          "with them its parameters, are not known: its parameter list is empty "
+                          "for now (an optimizer made from it would train nothing). Call "
+                          "net.initialize(example_inputs) (or run it once) before making an "
+                          "optimizer or moving it, or start the network with an input layer, e.g. "
+                          "L.SequenceInput(3).", UserWarning, stacklevel=3)
 
     def _sizes_unknown(self) -> bool:
         """True for a network without input layers that has no modules yet and no way to size
@@ -152,27 +157,16 @@ class ModuleHost(nn.Module, Graph):
                 and not len(cast(LayerModules, self._modules["layer_modules"]))
                 and self._data_specs is None and self._nested_input_specs() is None)
 
-    def _refuse_unsized(self, what: str) -> None:
-        """Raised when user code asks a network of unknown sizes for its parameters (an
-        optimizer made from them would train nothing). torch and attnlab themselves, which
-        iterate parameters while moving, saving or copying a network, get the empty list."""
-        if self._sizes_unknown() and _called_by_user(2):
-            raise NetworkError(
-                f"net.{what}(): this network has no input layers and has not run yet, so its "
-                "sizes, and with them its parameters, are not known: the list would be empty "
-                "(an optimizer made from it trains nothing). Call net.initialize(example_inputs) "
-                "first (data of the sizes it will get, e.g. net.initialize(torch.zeros(1, 10, 3))), "
-                "or start the network with an input layer that gives the sizes, e.g. "
-                "L.SequenceInput(3).")
-
     def parameters(self, recurse: bool = True) -> Iterator[nn.Parameter]:
+        """torch's `parameters()`, after building the modules if the sizes are known; for a
+        network of unknown sizes, the parameters known so far (none), with a warning once."""
         self._ensure_built()
-        self._refuse_unsized("parameters")
+        self._warn_lazy()
         return super().parameters(recurse)
 
     def named_parameters(self, *a: Any, **k: Any) -> Iterator[tuple[str, nn.Parameter]]:
+        """As `parameters()`, with names."""
         self._ensure_built()
-        self._refuse_unsized("named_parameters")
         self._warn_lazy()
         return super().named_parameters(*a, **k)
 
@@ -381,16 +375,6 @@ def _candidate_specs(names, shapes, limit: int = 256):
         return
     for combo in itertools.product(one, repeat=len(names)):
         yield dict(zip(names, combo))
-
-
-def _called_by_user(depth: int) -> bool:
-    """Whether the code `depth` frames above the caller is outside torch and attnlab."""
-    try:
-        frame = sys._getframe(depth + 1)
-    except ValueError:
-        return False
-    module = str(frame.f_globals.get("__name__") or "")
-    return module.partition(".")[0] not in ("torch", "attnlab")
 
 
 def _check_device(device: torch.device, what: str) -> None:

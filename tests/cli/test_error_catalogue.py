@@ -1067,8 +1067,6 @@ HABITS = [
      .save("unused.attnlab"), al.NetworkError, ["layer 'gain'", "'_Gain'", "al.register_module(_Gain)"]),
     ("state-dict-sizes", lambda: _dense_net().load_state_dict(_dense_net(5).state_dict()), al.SizeError,
      ["layer 'fc' learnable 'weight'", "expected 2×3", "received 5×3"]),
-    ("optimizer-over-lazy", lambda: torch.optim.Adam(al.Network([L.Dense(2)]).parameters()),
-     al.NetworkError, ["net.parameters()", "net.initialize(example_inputs)"]),
     ("onnx-opset", lambda: _dense_net().export_onnx("unused.onnx", opset=5), al.ArgumentError,
      ["'opset'", "from 14", "received 5"]),
     ("attention-nan-scale", lambda: al.attention(torch.randn(1, 2, 4), torch.randn(1, 2, 4),
