@@ -138,8 +138,10 @@ def _locked(path: str) -> bool:
         return True                                  # vanished or unreadable: leave it alone
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except BlockingIOError:
         return True
+    except OSError:                                  # no locks here (NFS and a folder's fd):
+        return not os.path.isdir(path)               # a folder's writer did not lock it either
     finally:
         os.close(fd)                                 # releases our probe lock
     return False
@@ -243,11 +245,18 @@ def _private_folder(where: Path, name: str) -> Iterator[Path]:
         raise FileExistsError(errno.EEXIST, "no free temporary name", str(where))
     fd = os.open(tmp, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0))
     try:
-        if fcntl is not None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        _lock_folder(fd)
         yield tmp
     finally:
         os.close(fd)
+
+
+def _lock_folder(fd: int) -> None:
+    """Locks an open folder where the file system can (not NFS: there the pid alone says
+    whether its writer lives)."""
+    if fcntl is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 def replace_files(folder, write: Callable[[Path], Iterable[str]], replaced: Iterable[str] = (),
@@ -332,6 +341,7 @@ class _Replacement:
         try:
             _link_tree(self.folder, tmp, set(self.written) | self.replaced)
             _copy_folder_stat(self.folder, tmp)
+            os.utime(tmp)                            # its content changes now
             _fsync_dir(tmp)
         except OSError:
             return False                             # e.g. another file system inside
@@ -340,8 +350,7 @@ class _Replacement:
     def _exchange(self, tmp: Path) -> bool:
         fd = os.open(self.folder, os.O_RDONLY)       # the old folder stays locked until gone
         try:
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+            _lock_folder(fd)
             cwd = _cwd_within(self.folder)
             try:
                 exchange(tmp, self.folder)
@@ -370,10 +379,10 @@ class _Replacement:
         kept: list[str] = []                         # old files, kept in tmp until done
         try:
             for n in last + order:
-                if os.path.lexists(self.folder / n):
+                with contextlib.suppress(OSError):   # e.g. another user's file: no way back
                     os.link(self.folder / n, tmp / f".old.{n}", follow_symlinks=False)
                     kept.append(n)
-            if last and last[0] in kept:
+            if last and os.path.lexists(self.folder / last[0]):
                 os.unlink(self.folder / last[0])     # readers now find no key: they refuse
                 _fsync_dir(self.folder)
             for n in order:

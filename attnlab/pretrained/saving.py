@@ -485,16 +485,17 @@ def _target(path: Any) -> Path:
                             "folder. Give the folder to write, e.g. 'my-model' ('.' for the "
                             "current folder).")
     p = Path(text)
-    if os.path.lexists(p) and not p.exists():
+    # os.path's tests: an unreadable place is "not there" here, and an error when written
+    if os.path.islink(p) and not os.path.exists(p):
         raise ArgumentError(f"save_pretrained(path): '{p}' is a symbolic link to "
                             f"'{os.readlink(p)}', which does not exist. Give a folder, or "
                             "remove the link.")
-    if p.exists() and not p.is_dir():
+    if os.path.exists(p) and not os.path.isdir(p):
         raise ArgumentError(f"save_pretrained(path): '{p}' is a file; give a folder to write "
                             f"{CONFIG_FILE} and {SAFETENSORS} in (it is made if needed).")
     for up in p.absolute().parents:
-        if up.exists():
-            if not up.is_dir():
+        if os.path.exists(up):
+            if not os.path.isdir(up):
                 raise ArgumentError(f"save_pretrained(path): cannot make the folder '{p}': "
                                     f"'{up}' is a file. Give a path under a folder.")
             break
@@ -512,7 +513,7 @@ def _write(folder: Path, config: str, tensors: dict[str, torch.Tensor]) -> None:
         return [SAFETENSORS, CONFIG_FILE]             # config.json, read first, goes last
 
     try:
-        if folder.is_dir():
+        if os.path.isdir(folder):
             _remove_old_temporaries(folder)
         _files.replace_files(folder, write, _stale_weights(folder), key=CONFIG_FILE,
                              leftovers=_leftover)

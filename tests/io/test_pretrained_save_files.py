@@ -244,6 +244,36 @@ def test_file_by_file_where_folders_cannot_be_exchanged(original, nets, tmp_path
     assert _temporaries(tmp_path, folder) == []
 
 
+def test_an_error_half_way_file_by_file_puts_the_old_pair_back(original, nets, tmp_path,
+                                                               monkeypatch):
+    old, new = nets
+    folder = _model_folder(tmp_path, original, old)
+    monkeypatch.setattr(_files, "_may_exchange", lambda folder: False)
+    real = os.replace
+
+    def full(src, dst, *a, **k):
+        if Path(dst).name == "model.safetensors":
+            raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+        return real(src, dst, *a, **k)
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(al.ArgumentError, match="No space left on device.*Its files are as they "
+                                               "were. Free some space"):
+        new.save_pretrained(folder)
+    monkeypatch.setattr(os, "replace", real)
+    assert _state(folder, old, new) == "old"
+    assert _temporaries(tmp_path, folder) == []
+
+
+def test_a_killed_saves_folder_is_no_file_to_other_cleaners(tmp_path):
+    # training checkpoints clean their folder of stale temporary files: a save_pretrained
+    # folder there is not one of them
+    stale = tmp_path / ".model.999999999-0123abcd.partial"
+    stale.mkdir()
+    (stale / "model.safetensors").write_bytes(b"x")
+    assert _files.stale_temporaries(tmp_path) == []
+    assert _files.remove_stale(tmp_path) == 0 and stale.exists()
+
+
 def test_a_stale_sharded_index_goes_with_the_old_weights(original, nets, tmp_path):
     old, new = nets
     folder = tmp_path / "model"
