@@ -1,6 +1,8 @@
 """`stream(net, static_inputs)` and the `Stream` it returns."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -8,9 +10,10 @@ from torch import Tensor
 from .. import precision as P
 from ..batching import check_values
 from ..codegen import layer_at
-from ..errors import ArgumentError, DataError, NetworkError, close_matches
+from ..errors import ArgumentError, AttnlabError, DataError, NetworkError, close_matches
 from ..torch_compile import maybe_compile
 from .program import Static, build_program
+from .steppers import Stepper
 
 _HALF = (torch.float16, torch.bfloat16)
 _IDS = (torch.int64, torch.int32)     # token ids an Embedding-only input takes as they are
@@ -116,8 +119,8 @@ class Stream:
     returns the outputs for them; `reset()` starts again from step 0 (static inputs kept).
 
     Outputs are what `net(...)` returns (a tensor, or a dict by output name); outputs that
-    depend on static inputs only come back whole at every step. A step that raises may leave
-    some layers advanced: call `reset()` after an error."""
+    depend on static inputs only come back whole at every step. A step that raises changes
+    nothing: the stream stays at its position, every layer's state as it was."""
 
     def __init__(self, net, program, specs, batch, dtype, device=None, half=None, compile=False):
         self.net = net
@@ -142,6 +145,15 @@ class Stream:
         self._pos = 0
         self._static = program.static_shapes
         self._act_dtype = half if half is not None else dtype     # what the caches hold
+        # a failed step is undone (`_undo`): the steppers that need a snapshot before each
+        # step, and those that go back by the position alone
+        steppers = list(program.steppers.values())
+        self._snapshots = [_protocol(s, "snapshot") for s in steppers
+                           if getattr(s, "needs_snapshot", True)]
+        self._restores = [_protocol(s, "restore") for s in steppers
+                          if getattr(s, "needs_snapshot", True)]
+        self._rewinds = [_protocol(s, "restore") for s in steppers
+                         if not getattr(s, "needs_snapshot", True)]
 
     # -- views ------------------------------------------------------------------------------
     @property
@@ -200,7 +212,26 @@ class Stream:
     def step(self, x):
         """x: B×t×C (the one streamed input) or a dict by streamed input name → the outputs at
         positions `position … position + t − 1`: B×t×C' each (a tensor, or a dict by output
-        name when the network has several outputs)."""
+        name when the network has several outputs).
+
+        A step that is refused (an input that does not fit, a position past a
+        `PositionEmbedding`'s length, a failure inside a layer, an interrupt) changes nothing:
+        every layer's state is as before it, so the next step goes on from `position`."""
+        batch, snaps = self._batch, [take() for take in self._snapshots]
+        try:
+            outs, t = self._run(x)
+        except BaseException as e:
+            self._undo(batch, snaps)
+            if isinstance(e, AttnlabError):
+                _say_unchanged(e)
+            elif isinstance(e, (RuntimeError, IndexError, ValueError)):
+                raise self._translate(e) from None      # torch's error stays as __context__
+            raise
+        self._pos += t
+        return outs[0] if self._single_out else dict(zip(self._out_names, outs))
+
+    def _run(self, x):
+        """The step's checks and its program: (the outputs, t)."""
         if self._single_in and not isinstance(x, dict):
             xs = (self._check(x, 0),)
         else:
@@ -220,14 +251,18 @@ class Stream:
         if grad:
             torch._C._set_grad_enabled(False)
         try:
-            outs = self._fn(pos, t, *xs)
-        except (RuntimeError, IndexError, ValueError) as e:
-            raise self._translate(e) from None      # torch's error stays as __context__
+            return self._fn(pos, t, *xs), t
         finally:
             if grad:
                 torch._C._set_grad_enabled(True)
-        self._pos += t
-        return outs[0] if self._single_out else dict(zip(self._out_names, outs))
+
+    def _undo(self, batch, snaps) -> None:
+        """Every stepper back to where it was before the step that failed (see `Stepper`)."""
+        self._batch = batch
+        for restore, snap in zip(self._restores, snaps):
+            restore(snap, self._pos)
+        for restore in self._rewinds:
+            restore(None, self._pos)
 
     __call__ = step
 
@@ -326,8 +361,25 @@ class Stream:
         where = f"layer '{layer}': " if layer else ""
         text = " ".join(str(e).split())[:500]
         return DataError(f"{where}the step failed; torch says: {text}. Check that the data fits the "
-                         "network (print(net.analyze()) shows the sizes each layer expects); reset() "
-                         "the stream before going on.")
+                         f"network (print(net.analyze()) shows the sizes each layer expects). "
+                         f"{_UNCHANGED}")
+
+
+_UNCHANGED = ("The stream is unchanged (still at the position before this step): give the step "
+              "again, corrected.")
+
+
+def _say_unchanged(e: AttnlabError) -> None:
+    """Adds to a refused step's error that the stream did not move."""
+    if e.args and isinstance(e.args[0], str) and _UNCHANGED not in e.args[0]:
+        e.args = (f"{e.args[0].rstrip()} {_UNCHANGED}",) + e.args[1:]
+
+
+def _protocol(stepper, method: str):
+    """`stepper.snapshot` or `.restore`; `Stepper`'s own (its attributes) for a stepper that
+    does not derive from it."""
+    bound = getattr(stepper, method, None)
+    return bound if bound is not None else functools.partial(getattr(Stepper, method), stepper)
 
 
 def _canonical(x: Tensor) -> Tensor:

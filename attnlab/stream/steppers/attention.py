@@ -68,6 +68,11 @@ class CachedAttentionStepper(Stepper):
         if self.refresh is not None:
             self.refresh()
 
+    needs_snapshot = False          # a failed step is undone by the position alone
+
+    def restore(self, snapshot, pos):
+        self.cache.rewind(pos)
+
     def step(self, *xs):
         m = self.module
         bias = None
@@ -214,6 +219,8 @@ class CrossAttentionStepper(Stepper):
     creation. The static key padding (and mask port) is kept; with attention_mask='causal'
     (top-left) the query at absolute position p sees keys 0…p. `step(xq)` (or `step(pos, xq)`
     when causal): B×t×Cq → B×t×Cout (and scores B×heads×t×Tk when the layer outputs them)."""
+
+    needs_snapshot = False          # no state: keys/values static, positions the stream's
 
     def __init__(self, module, keys, values, key_mask, causal, need_weights, bias=None):
         self.module = module
@@ -397,6 +404,7 @@ class RelativePositionBiasStepper(Stepper):
     B×H×t×Tk, what the full pass gives at those rows."""
 
     needs_pos = True
+    needs_snapshot = False          # a width grown by a failed step serves the next ones
 
     def __init__(self, module, key_length=None, capacity=64):
         self.module = module

@@ -55,6 +55,17 @@ class KVCache:
     def reset(self) -> None:
         self.n = self.ready = self.start = 0
 
+    def rewind(self, pos: int) -> None:
+        """Forgets the steps from stream position `pos` on (those of a step that failed), no
+        copy: what `grow` moved to new buffers is kept there, and steps a window's `compact`
+        dropped stay dropped (no query from `pos` on sees them). Their slots are zeroed, as a
+        static-shape step wants a masked-out slot (a failed step may have written NaN)."""
+        n = max(0, min(self.n, pos - self.start))
+        if self.k is not None and self.v is not None and n < self.n:
+            self.k[:, :, n:self.n].zero_()
+            self.v[:, :, n:self.n].zero_()
+        self.n = n
+
     def compact(self, t: int) -> None:
         """Room for t more steps of a windowed cache without growing: when the buffers are
         full, the last `window − 1` steps move to the front (the others no later query sees),

@@ -20,6 +20,13 @@ class CausalConv1dStepper(Stepper):
     def reset(self):
         self.context = None
 
+    # a step (and prepare) replaces the context tensor: a reference undoes it
+    def snapshot(self):
+        return self.context
+
+    def restore(self, snapshot, pos):
+        self.context = snapshot
+
     def step(self, x):
         if self.reach:
             ctx = self.context
@@ -66,6 +73,7 @@ class PositionEmbeddingStepper(Stepper):
     module gives them with its `offset` at the stream's position."""
 
     needs_pos = True
+    needs_snapshot = False           # no state: the position is the stream's
 
     def __init__(self, module):
         self.module = module
@@ -101,6 +109,7 @@ class SinusoidalStepper(Stepper):
     position: one view per step instead of recomputing."""
 
     needs_pos = True
+    needs_snapshot = False           # its table holds no steps: one grown by a failed step serves
 
     def __init__(self, module, capacity: int = 64):
         self.module = module

@@ -19,6 +19,13 @@ class RecurrentStepper(Stepper):
     def reset(self):
         self.state = self.init
 
+    # a step replaces the state tensors (torch returns new ones): a reference undoes it
+    def snapshot(self):
+        return self.state
+
+    def restore(self, snapshot, pos):
+        self.state = snapshot
+
     def step(self, x):
         y, state = self.forward(self.module, x, self.state)       # y: B×t×H; state 1×B×H each
         self.state = state

@@ -67,13 +67,36 @@ class Stepper:
     dtype)` before each step, outside the traced code (grow buffers to hold steps up to `end`;
     dtype: the step's activation type, the autocast type under mixed precision), then
     `static_step(*xs)`, preceded by `positions` (the new steps' positions, a 1-D int64 tensor
-    on the device) when `needs_pos` or `static_needs_pos`."""
+    on the device) when `needs_pos` or `static_needs_pos`.
+
+    A step that fails changes nothing: before each step the stream takes every stepper's
+    `snapshot()`, and when the step raises (a layer refuses it, a bad input, an interrupt) it
+    calls `restore(snapshot, pos)` on every stepper. The default snapshot is the stepper's
+    attributes (references, no copies), which serves a stepper that replaces its state at each
+    step (`self.state = new`); one that writes into its tensors in place overrides both. A
+    stepper whose state follows the stream position alone, or that has none, sets
+    `needs_snapshot = False`: it is not asked for a snapshot (a decoding step stays as cheap
+    as before) and gets `restore(None, pos)`."""
 
     needs_pos = False
     static_needs_pos = False
+    needs_snapshot = True
 
     def reset(self) -> None:
         pass
+
+    def snapshot(self) -> object:
+        """What `restore` needs to undo the coming step: references to the state, taken before
+        each step, so never a copy of a tensor (the default: the stepper's attributes)."""
+        return self.__dict__.copy()
+
+    def restore(self, snapshot: object, pos: int) -> None:
+        """Back to the state before a step that failed: `snapshot` is what `snapshot()` gave
+        before it (None when `needs_snapshot` is False), `pos` the stream position then."""
+        if isinstance(snapshot, dict):
+            state = self.__dict__
+            state.clear()
+            state.update(snapshot)
 
     def step(self, *xs):
         raise NotImplementedError
