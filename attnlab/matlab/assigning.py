@@ -52,6 +52,21 @@ class Assigning(Part):
             self._fail(right, "this call returns no value to assign")
         self._store(left, value, scope)
 
+    def _hold(self, node, name, value, scope):
+        """A skipped statement's first target holds `value` (the network a training call was
+        given): the variable itself, or the element an indexed target names (`net{i} = …` in a
+        cross-validation loop keeps the cell array and sets its element)."""
+        left = node.child_by_field_name("left") or node.named_children[0]
+        if left.type == "function_call" and _text(left.named_children[0], self.src) == name:
+            held = scope.get(name)
+            if held is None or isinstance(held, list):
+                try:
+                    self._store(left, value, scope)
+                    return
+                except (MatlabError, NeedsData, ScriptError):
+                    pass                         # an index the skipped data would give
+        scope[name] = value
+
     def _store(self, target, value, scope):
         if isinstance(value, (Cell, Struct)):
             self._check_count(value, target)
@@ -209,6 +224,13 @@ class Assigning(Part):
             grown = np.zeros(idx[0] + 1)
             grown[:arr.size] = arr.ravel()
             arr = grown
+        elif len(idx) == 1 and isinstance(idx[0], np.ndarray) and idx[0].size and \
+                int(idx[0].max()) >= arr.size and (arr.ndim == 1 or arr.size == 0):
+            grown = np.zeros(int(idx[0].max()) + 1)     # x(4:6) = v past the end
+            grown[:arr.size] = arr.ravel()
+            arr = grown
+        elif len(idx) >= 2 and not (isinstance(value, np.ndarray) and value.size == 0):
+            arr = self._grown(arr, idx, value)          # x(3, 2) = v, r(end+1, :) = row
         try:
             if isinstance(value, np.ndarray) and value.size == 0 and len(idx) == 1:
                 return np.delete(arr.ravel(order="F"), idx[0])  # x(i) = []
@@ -228,6 +250,33 @@ class Assigning(Part):
             raise MatlabError(f"{what}: cannot assign {_kind(value)} there in an array of size "
                               f"{_size_text(B._shape(arr))} ({e})") from None
         return arr
+
+    def _grown(self, arr, idx, value):
+        """`arr` padded with zeros to hold subscripts `idx` (MATLAB grows an array assigned
+        past its end); a `:` of an empty array takes its size from the value."""
+        shape = list((1, arr.shape[0]) if arr.ndim == 1 else arr.shape)
+        shape += [1] * (len(idx) - len(shape))
+        vshape = list(np.shape(value))
+        need = []
+        for k, i in enumerate(idx):
+            if isinstance(i, slice):
+                extent = shape[k] if shape[k] or not vshape else \
+                    (vshape[-1] if k == len(idx) - 1 or len(vshape) == 1 else vshape[k])
+                need.append(max(shape[k], extent))
+            else:
+                top = int(np.max(i)) if np.size(i) else -1
+                need.append(max(shape[k], top + 1))
+        if need == shape[:len(need)] and len(shape) == len(need):
+            return arr if arr.ndim != 1 or len(idx) != 2 else arr.reshape(1, -1)
+        n = int(np.prod(need))
+        if n > self.limits.elements:
+            raise B.Exhausted(f"assigning there would grow the array to {n:,} elements, past "
+                              f"the limit of {self.limits.elements:,} (Limits.elements). "
+                              f"{Limits.hint('elements')}", "elements")
+        grown = np.zeros(need)
+        old = arr.reshape(shape) if arr.size else np.zeros([0] * len(need))
+        grown[tuple(slice(0, d) for d in old.shape)] = old
+        return grown
 
     def _check_growth(self, idx, container):
         """An assignment past the end grows the array to that index: refused before it grows

@@ -226,6 +226,16 @@ class Calling(Part):
                         f"limit of {self.limits.learnables:,} (Limits.learnables).")
 
     # ------------------------------------------------------- workspaces: evalin, assignin --
+    def _outside_function(self, name: str) -> str:
+        """The message for a variable of the script (or a --set value) that a function uses
+        without having it: functions see only their own workspace, as in MATLAB."""
+        names = self.__dict__.get("_frame_names") or ["the function"]
+        given = " (given with --set)" if name in self.given else ""
+        return (f"'{name}' is not defined in the workspace of {names[-1]}: a function sees only "
+                f"its arguments and its own variables, and '{name}'{given} is a variable of the "
+                f"script's (base) workspace. Pass it as an argument, or read it with "
+                f"evalin('base', '{name}').")
+
     def _workspace(self, which, fn: str) -> dict:
         """MATLAB's 'base' workspace (the script's, where --set and workspace= values are) or
         the 'caller''s: the workspace of the function that called the running one."""
@@ -362,6 +372,8 @@ class Calling(Part):
         self._last_scope = scope
         frames = self.__dict__.setdefault("_frames", [])
         frames.append(scope)
+        names = self.__dict__.setdefault("_frame_names", [])
+        names.append(fn.name)
         nested = self._nested(fn)
         saved = {f.name: (self.functions.get(f.name), f.__dict__.get("_parent_scope"))
                  for f in nested}
@@ -377,6 +389,7 @@ class Calling(Part):
         finally:
             self.src = old_src
             frames.pop()
+            names.pop()
             for f in nested:
                 before, parent_scope = saved[f.name]
                 f.__dict__["_parent_scope"] = parent_scope

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["ImageDatastore", "arrayDatastore", "combine", "categorical", "categories", "countcats", "unique",
-           "isequal", "scores2label"]
+           "isequal", "scores2label", "removecats", "addcats", "renamecats", "reordercats",
+           "mergecats", "iscategory", "isundefined", "isordinal"]
 
 
 class ArrayDatastore:
@@ -137,35 +138,140 @@ def _text(v) -> str:
     return str(v.item() if isinstance(v, np.generic) else v)
 
 
-def categorical(x: ArrayLike | Categorical, valueset: ArrayLike | None = None,
-                catnames: ArrayLike | None = None, *args: Any, **kwargs: Any) -> Categorical:
-    """`categorical(x)`: categories are the sorted unique values (numbers compare as numbers);
-    `categorical(x, valueset)` fixes them and their order; `catnames` renames them;
-    `Ordinal=true` gives the categories an order (`<`, `>` compare by it)."""
-    _, o = _parse("categorical", args, kwargs, {"Ordinal": False, "Protected": False})
+def categorical(x: ArrayLike | Categorical | None = None, *args: Any,
+                **kwargs: Any) -> Categorical:
+    """`categorical()` (an empty 0×0 categorical); `categorical(x)`: categories are the sorted
+    unique values (numbers compare as numbers); `categorical(x, valueset)` fixes them and their
+    order (values outside it are <undefined>); `categorical(x, valueset, catnames)` renames
+    them; `Ordinal=true` gives the categories an order (`<`, `>` compare by it)."""
+    pos: list = []
+    rest = list(args)
+    while rest and len(pos) < 2 and not (isinstance(rest[0], str) and len(rest) >= 2 and
+                                          rest[0].lower() in ("ordinal", "protected")):
+        pos.append(rest.pop(0))
+    _, o = _parse("categorical", tuple(rest), kwargs, {"Ordinal": False, "Protected": False})
     ordinal = _flag("categorical", "Ordinal", o["Ordinal"])
+    _flag("categorical", "Protected", o["Protected"])
+    valueset = pos[0] if pos else None
+    catnames = pos[1] if len(pos) > 1 else None
+    if x is None:
+        if valueset is not None:
+            raise ArgumentError("categorical: expected the data first, received none.")
+        return Categorical([], [], ordinal, (0, 0))
     if isinstance(x, Categorical):
         return x if valueset is None and catnames is None and ordinal == x.ordinal else \
             categorical(np.asarray(x.values, dtype=object), valueset if valueset is not None
                         else x.categories, catnames, Ordinal=ordinal)
-    vals = list(x) if isinstance(x, (list, tuple)) else np.asarray(x).reshape(-1).tolist()
+    vals = [x] if isinstance(x, str) else list(x) if isinstance(x, (list, tuple)) else \
+        np.asarray(x).reshape(-1).tolist()
     if valueset is None:
+        present = [v for v in vals if not (isinstance(v, float) and np.isnan(v)) and v != ""]
         try:
-            unique = sorted(set(vals))
+            unique = sorted(set(present))
         except TypeError:
-            unique = sorted(set(vals), key=str)
+            unique = sorted(set(present), key=str)
         valueset = unique
     else:
-        valueset = list(valueset) if isinstance(valueset, (list, tuple)) else \
-            np.asarray(valueset).reshape(-1).tolist()
+        valueset = [valueset] if isinstance(valueset, str) else list(valueset) \
+            if isinstance(valueset, (list, tuple)) else np.asarray(valueset).reshape(-1).tolist()
     keys = [_text(v) for v in valueset]
     names = keys if catnames is None else [str(c) for c in (
-        list(catnames) if isinstance(catnames, (list, tuple)) else np.asarray(catnames).reshape(-1))]
+        [catnames] if isinstance(catnames, str) else list(catnames)
+        if isinstance(catnames, (list, tuple)) else np.asarray(catnames).reshape(-1))]
     if len(names) != len(keys):
         raise ArgumentError(f"categorical: expected one name per value of valueset ({len(keys)}), "
                             f"received {len(names)}.")
     rename = dict(zip(keys, names))
-    return Categorical([rename.get(_text(v), "") for v in vals], names, ordinal)
+    return Categorical([rename.get(_text(v), "") for v in vals], list(dict.fromkeys(names)),
+                       ordinal)
+
+
+def _categorical(fn: str, c) -> Categorical:
+    if not isinstance(c, Categorical):
+        raise ArgumentError(f"{fn}: expected a categorical array, received "
+                            f"{type(c).__name__}. Make one with categorical(x).")
+    return c
+
+
+def _names(value) -> list[str]:
+    return [str(value)] if isinstance(value, str) else [str(v) for v in value]
+
+
+def removecats(c: Categorical, oldcats: Any = None) -> Categorical:
+    """`removecats(c, oldcats)`: those categories removed (their elements become
+    <undefined>); `removecats(c)` removes the categories no element has."""
+    c = _categorical("removecats", c)
+    drop = set(_names(oldcats)) if oldcats is not None else \
+        set(c.categories) - {str(v) for v in c.values}
+    values = ["" if str(v) in drop else v for v in c.values]
+    return Categorical(values, [k for k in c.categories if k not in drop], c.ordinal, c._shape)
+
+
+def addcats(c: Categorical, newcats: Any, *args: Any, **kwargs: Any) -> Categorical:
+    """`addcats(c, newcats)`: categories added at the end (no element has them yet)."""
+    c = _categorical("addcats", c)
+    new = [k for k in _names(newcats) if k not in c.categories]
+    return Categorical(c.values, c.categories + new, c.ordinal, c._shape)
+
+
+def renamecats(c: Categorical, oldnames: Any, newnames: Any = None) -> Categorical:
+    """`renamecats(c, newnames)` (all, in order) or `renamecats(c, oldnames, newnames)`."""
+    c = _categorical("renamecats", c)
+    old, new = (c.categories, _names(oldnames)) if newnames is None else \
+        (_names(oldnames), _names(newnames))
+    if len(old) != len(new):
+        raise ArgumentError(f"renamecats: expected {len(old)} new names, received {len(new)}.")
+    missing = [k for k in old if k not in c.categories]
+    if missing:
+        raise ArgumentError(f"renamecats: {', '.join(missing)} is not a category of the array "
+                            f"({', '.join(c.categories)}).")
+    rename = dict(zip(old, new))
+    return Categorical([rename.get(str(v), v) if str(v) else "" for v in c.values],
+                       [rename.get(k, k) for k in c.categories], c.ordinal, c._shape)
+
+
+def reordercats(c: Categorical, neworder: Any = None) -> Categorical:
+    """`reordercats(c, neworder)`: the same categories in a new order (`reordercats(c)`:
+    alphabetical)."""
+    c = _categorical("reordercats", c)
+    order = sorted(c.categories) if neworder is None else _names(neworder)
+    if sorted(order) != sorted(c.categories):
+        raise ArgumentError(f"reordercats: expected the categories {', '.join(c.categories)} in "
+                            f"a new order, received {', '.join(order)}.")
+    return Categorical(c.values, order, c.ordinal, c._shape)
+
+
+def mergecats(c: Categorical, oldcats: Any, newcat: Any = None) -> Categorical:
+    """`mergecats(c, oldcats, newcat)`: several categories made one (named newcat, default
+    the first of them)."""
+    c = _categorical("mergecats", c)
+    old = _names(oldcats)
+    target = str(newcat) if newcat is not None else old[0]
+    values = [target if str(v) in old else v for v in c.values]
+    cats: list[str] = []
+    for k in c.categories:
+        k2 = target if k in old else k
+        if k2 not in cats:
+            cats.append(k2)
+    return Categorical(values, cats, c.ordinal, c._shape)
+
+
+def iscategory(c: Categorical, names: Any) -> Any:
+    """`iscategory(c, names)`: whether each name is a category of c."""
+    c = _categorical("iscategory", c)
+    found = [k in c.categories for k in _names(names)]
+    return found[0] if isinstance(names, str) else np.array(found, dtype=bool)
+
+
+def isundefined(c: Categorical) -> np.ndarray:
+    """`isundefined(c)`: true where an element is <undefined>."""
+    c = _categorical("isundefined", c)
+    out = np.array([not str(v) for v in c.values], dtype=bool)
+    return out.reshape(c.shape) if len(out) else out
+
+
+def isordinal(c: Categorical) -> bool:
+    return _categorical("isordinal", c).ordinal
 
 
 def categories(c: Categorical) -> Cell:

@@ -195,6 +195,8 @@ class Evaluating(Part):
             return self._call(name, [], {}, node, scope, nargout)
         if name in B.NAMESPACES:
             return B.NAMESPACES[name]
+        if scope is not self.ws and name in self.ws:
+            self._fail(node, self._outside_function(name))    # MATLAB's scopes (calling.py)
         if self.analyze:
             # data the script does not define: skipped, and named if a network needed it
             line = self.plan.loaded_by(node)
@@ -438,7 +440,7 @@ class Evaluating(Part):
             end = int(np.prod(shape)) if len(children) == 1 else \
                 (shape[k] if k < len(shape) else 1)
             if isinstance(container, np.ndarray) and container.ndim == 1 and len(children) == 2:
-                end = 1 if k == 0 else container.shape[0]
+                end = (1 if container.size else 0) if k == 0 else container.shape[0]
             self._end_stack.append(end)
             try:
                 v = self._value(c, scope)

@@ -359,7 +359,7 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", MatlabNote)
                         net = layerGraph(net)
-                scope[name] = net
+                self._hold(node, name, net, scope)      # net{i} = trainNetwork(…): into the cell
                 if name != source:
                     self.trained[name] = (line, fn, source)
                 held.append(f"'{name}' holds the network {fn} was given ('{source}'), as built"

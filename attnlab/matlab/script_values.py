@@ -26,8 +26,10 @@ _LOOP_TRAINING = {"dlfeval", "dlgradient", "adamupdate", "sgdmupdate", "rmspropu
                   "dlupdate", "lbfgsupdate"}
 _CUSTOM_LOOP = _LOOP_TRAINING | {"trainingProgressMonitor", "recordMetrics", "updateInfo",
                                  "groupSubPlot", "minibatchqueue"}
-# functions that run text as code: never run (the reader has no eval)
-_EVAL = {"eval", "evalin", "evalc", "assignin"}
+# functions that run text as code: never run (the reader has no eval). evalin and assignin,
+# which read or set a variable of another workspace, run in calling.py: their text is parsed
+# and run by this interpreter, bounded by the script's Limits, never by Python
+_EVAL = {"eval", "evalc"}
 _CLEAR_WORDS = {"all", "variables", "functions", "classes", "global", "mex", "import", "java",
                 "-all", "-variables", "-functions", "-classes", "-global"}
 
