@@ -7,11 +7,12 @@
 % skip input is a 1-by-1 convolution in the first block only; trainnet with
 % InputDataFormats="CTB", minibatchpredict with UniformOutput=false, onehotdecode per sequence.
 % Source: MathWorks documentation example.
-% MATLAB: clean, 36 layers; numFeatures and numClasses come from the data. With 3 features and 5
+% MATLAB: clean, 36 layers (attnlab: 37, its rescale-symmetric input normalisation is a layer of
+% its own); numFeatures and numClasses come from the data. With 3 features and 5
 % classes: block 1 (5*3*64 + 64) + 128 + (5*64*64 + 64) + 128 = 21,824, skip 1*3*64 + 64 = 256,
 % blocks 2-4 41,344 each, fc 5*64 + 5 = 325: 146,437 learnables.
 % Expect: exit 2 "--set numFeatures=VALUE" "--set numClasses=VALUE"
-% Expect-with: --set numFeatures=3 --set numClasses=5 -> exit 0 "36 layers" "no issues" learnables=146437
+% Expect-with: --set numFeatures=3 --set numClasses=5 -> exit 0 "37 layers" "no issues" learnables=146437
 s = load("HumanActivityTrain.mat");
 XTrain = s.XTrain;
 TTrain = s.YTrain;

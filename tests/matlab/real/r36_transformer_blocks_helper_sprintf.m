@@ -7,13 +7,13 @@
 % additions with connectLayers, the next block reading sprintf('enc%d_add2', i); global average
 % and max pooling concatenated, a classification head ending in classificationLayer.
 % Source: GitHub repository.
-% MATLAB: called with its arguments the layer graph is clean, 51 layers (attnlab: 50, the
-% classification output becomes the loss). With numFeatures = 10 and numClasses = 3: branches
+% MATLAB: called with its arguments the layer graph is clean, 51 layers (attnlab: 51 too: the
+% classification output becomes the loss, the zscore input normalisation a layer of its own). With numFeatures = 10 and numClasses = 3: branches
 % 2*(32*10 + 32 + 64) = 832, embedding 64*64 + 64 + 128 = 4,288, each encoder block 128 +
 % selfAttention(4, 64) 4*(64*64 + 64) + 128 + (256*64 + 256) + (64*256 + 64) = 49,984 (three:
 % 149,952), final norm 128, head (64*128 + 64) + 128 + (3*64 + 3) = 8,579: 163,779 learnables.
 % Expect: exit 2 "--set numFeatures=VALUE"
-% Expect-with: --set numFeatures=10 --set numClasses=3 -> exit 0 "50 layers" "no issues" learnables=163779
+% Expect-with: --set numFeatures=10 --set numClasses=3 -> exit 0 "51 layers" "no issues" learnables=163779
 function lgraph = defineLFTNet(numFeatures, numClasses)
 % LFT-Net, larger version for harder data:
 % 1. more capacity (embedDim 32 -> 48)
