@@ -348,9 +348,13 @@ class _Replacement:
         return True
 
     def _exchange(self, tmp: Path) -> bool:
-        fd = os.open(self.folder, os.O_RDONLY)       # the old folder stays locked until gone
         try:
-            _lock_folder(fd)
+            fd: int | None = os.open(self.folder, os.O_RDONLY)   # the old folder: locked
+        except OSError:                              # until it is gone, where it can be
+            fd = None
+        try:
+            if fd is not None:
+                _lock_folder(fd)
             cwd = _cwd_within(self.folder)
             try:
                 exchange(tmp, self.folder)
@@ -369,35 +373,39 @@ class _Replacement:
                               "them, then remove that folder.", stacklevel=4)
             return True
         finally:
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
 
     def _in_place(self, tmp: Path) -> None:
         """Renames the new files in one by one, `key` out first and back last; an error
-        puts the old files back."""
-        order = [n for n in self.written if n != self.key]
-        last = [n for n in self.written if n == self.key]
+        puts the old files back. The names `replaced` go last: the new files already win."""
+        order = [n for n in self.written if n != self.key] + \
+            [n for n in self.written if n == self.key]
         kept: list[str] = []                         # old files, kept in tmp until done
+        placed: list[str] = []
         try:
-            for n in last + order:
+            for n in order:
                 with contextlib.suppress(OSError):   # e.g. another user's file: no way back
                     os.link(self.folder / n, tmp / f".old.{n}", follow_symlinks=False)
                     kept.append(n)
-            if last and os.path.lexists(self.folder / last[0]):
-                os.unlink(self.folder / last[0])     # readers now find no key: they refuse
+            if self.key in self.written and os.path.lexists(self.folder / self.key):
+                os.unlink(self.folder / self.key)    # readers now find no key: they refuse
                 _fsync_dir(self.folder)
             for n in order:
                 os.replace(tmp / n, self.folder / n)
+                placed.append(n)
+                _fsync_dir(self.folder)
         except BaseException:
-            for n in reversed(kept):
+            for n in reversed(order):
                 with contextlib.suppress(OSError):
-                    os.replace(tmp / f".old.{n}", self.folder / n)
+                    if n in kept:
+                        os.replace(tmp / f".old.{n}", self.folder / n)
+                    elif n in placed:
+                        os.unlink(self.folder / n)
             raise
         for n in self.replaced:
-            with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+            with contextlib.suppress(OSError):       # one left changes nothing: ours win
                 os.unlink(self.folder / n)
-        _fsync_dir(self.folder)
-        for n in last:
-            os.replace(tmp / n, self.folder / n)
         _fsync_dir(self.folder)
 
 

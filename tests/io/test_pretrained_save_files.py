@@ -244,15 +244,23 @@ def test_file_by_file_where_folders_cannot_be_exchanged(original, nets, tmp_path
     assert _temporaries(tmp_path, folder) == []
 
 
+@pytest.mark.parametrize("failing, sharded", [("model.safetensors", False),
+                                              ("config.json", True)])
 def test_an_error_half_way_file_by_file_puts_the_old_pair_back(original, nets, tmp_path,
-                                                               monkeypatch):
+                                                               monkeypatch, failing, sharded):
     old, new = nets
     folder = _model_folder(tmp_path, original, old)
+    if sharded:                                        # the old weights: an index and shards
+        transformers.GPT2LMHeadModel.from_pretrained(original).save_pretrained(
+            folder, max_shard_size="20KB")
+        (folder / "model.safetensors").unlink(missing_ok=True)
+    before = sorted(p.name for p in folder.iterdir())
     monkeypatch.setattr(_files, "_may_exchange", lambda folder: False)
-    real = os.replace
+    real, failed = os.replace, []
 
-    def full(src, dst, *a, **k):
-        if Path(dst).name == "model.safetensors":
+    def full(src, dst, *a, **k):                        # fails once
+        if Path(dst).name == failing and not failed:
+            failed.append(dst)
             raise OSError(errno.ENOSPC, "No space left on device", str(dst))
         return real(src, dst, *a, **k)
     monkeypatch.setattr(os, "replace", full)
@@ -261,6 +269,7 @@ def test_an_error_half_way_file_by_file_puts_the_old_pair_back(original, nets, t
         new.save_pretrained(folder)
     monkeypatch.setattr(os, "replace", real)
     assert _state(folder, old, new) == "old"
+    assert sorted(p.name for p in folder.iterdir()) == before
     assert _temporaries(tmp_path, folder) == []
 
 
