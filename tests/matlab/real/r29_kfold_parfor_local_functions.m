@@ -10,6 +10,7 @@
 % channels 3*(60*120 + 60) + (120*60 + 120) = 29,100; fc(5) 605: 61,865 learnables.
 % Expect: exit 2 "--set ch=VALUE"
 % Expect-with: --set ch=6 -> exit 0 "5 layers" "no issues" learnables=61865
+% Xfail: a local function call is skipped whole when an argument only its skipped trainnet needs (data_train{j}) is uncomputed, so no network is built; without ch it says 'builds no network' instead of asking --set ch
 load("surface_users.mat", "data");       % 1-by-5 cell: one table of sequences and labels per user
 k = 10;
 [len, ch] = size(data{1}.sequences{1});
