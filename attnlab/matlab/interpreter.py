@@ -56,6 +56,7 @@ from .script_values import (
     Function,
     Undefined,
     _child,
+    _Return,
     _descendants,
     _is_layerish,
     _text,
@@ -184,7 +185,10 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
                     if k not in self.ws and (isinstance(v, Network) or _is_layerish(v)):
                         self.ws[k] = v
             return self.ws
-        self._block(script, self.ws)
+        try:
+            self._block(script, self.ws)
+        except _Return:                          # `return` in a script ends it, as in MATLAB
+            pass
         return self.ws
 
     def _plan(self, root) -> Plan:

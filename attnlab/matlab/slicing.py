@@ -45,6 +45,7 @@ DEAD = -4           # after return/break: code no path reaches
 ANY = "*"           # the state's entry for every name it does not list
 
 State = dict[str, frozenset]
+_MOST_ANYWHERE = 16         # statements that may define any name, kept apart per workspace
 
 # the functions whose calls make a network, its layers or its training (the slice's seeds);
 # any function named …Layer is a layer function too
@@ -52,7 +53,7 @@ SEEDS = frozenset({
     "dlnetwork", "layerGraph", "addLayers", "connectLayers", "disconnectLayers", "removeLayers",
     "replaceLayer", "initialize", "setLayerWeights", "trainingOptions", "trainnet",
     "trainNetwork", "setLearnRateFactor", "setL2Factor", "networkLayer", "freezeWeights",
-    "assembleNetwork", "resetState",
+    "assembleNetwork",
 })
 # training and prediction: which of their positional arguments are data (not followed)
 _TRAINING = {"trainNetwork": 2, "trainnet": 3}          # all but the last N are data
@@ -125,6 +126,7 @@ class _Scope:
         self.assigned: set[str] = set()          # every name assigned anywhere in it
         self.unsure = False                      # eval, global, nested functions, …
         self.clears: list[int] = []              # lines of statements that cleared it
+        self.anywhere: list[int] = []            # statements that may define any name
 
 
 class Plan:
@@ -134,11 +136,13 @@ class Plan:
     define the name a use reads."""
 
     def __init__(self, needed: set[int] | None = None, analysed: set[int] | None = None,
-                 undefined: dict | None = None, loads: dict | None = None):
+                 undefined: dict | None = None, reach: dict | None = None,
+                 load_lines: dict | None = None):
         self._needed = needed
         self._analysed = analysed or set()
         self._undefined = undefined or {}
-        self._loads = loads or {}
+        self._reach = reach or {}
+        self._load_lines = load_lines or {}
 
     @classmethod
     def unknown(cls) -> "Plan":
@@ -154,7 +158,9 @@ class Plan:
         return self._undefined.get(node.id)
 
     def loaded_by(self, identifier) -> int | None:
-        return self._loads.get(identifier.id)
+        lines = [self._load_lines[d] for d in self._reach.get(identifier.id, ())
+                 if d in self._load_lines]
+        return min(lines) if lines else None
 
 
 def _text(node, src: bytes) -> str:
@@ -170,35 +176,94 @@ def _block_nodes(node) -> list:
     return list(body.named_children) if body is not None else []
 
 
-def _get(state: State, name: str) -> frozenset:
-    return state[name] if name in state else state.get(ANY, frozenset())
+_EMPTY: frozenset = frozenset()
+_ABSENT: Any = object()                       # a name the state did not list before a branch
 
 
-def _merge(a: State | None, b: State | None) -> State | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return {k: _get(a, k) | _get(b, k) for k in a.keys() | b.keys()}
+class _State:
+    """The definitions that may reach each name at the walk's point, changed in place. A
+    branch is walked between `begin()` and `end()`, which give its changes and put the state
+    back as it was, so that a branch costs what it changes, never the size of the workspace."""
 
+    def __init__(self, initial: State):
+        self.map: dict[str, frozenset] = dict(initial)
+        self.dead = False                        # after return, break, continue
+        self._logs: list[dict[str, Any]] = []
 
-def _weak(state: State, defs: dict[str, set]) -> State:
-    """`state` where each name may also hold what `defs` assigns it (a loop's later
-    iterations, a `try` body that may have stopped anywhere)."""
-    out = dict(state)
-    anywhere = frozenset(defs.get(ANY, ()))
-    if anywhere:
-        for k in list(out):
-            out[k] = out[k] | anywhere
-        out[ANY] = state.get(ANY, frozenset()) | anywhere
-    for name, ids in defs.items():
-        if name != ANY:
-            out[name] = _get(out, name) | frozenset(ids)
-    return out
+    def get(self, name: str) -> frozenset:
+        if self.dead:
+            return frozenset({DEAD})
+        m = self.map
+        return m[name] if name in m else m.get(ANY, _EMPTY)
+
+    def put(self, name: str, value: frozenset) -> None:
+        if self._logs and name not in self._logs[-1]:
+            self._logs[-1][name] = self.map.get(name, _ABSENT)
+        self.map[name] = value
+
+    def names(self) -> list[str]:
+        return [k for k in self.map if k != ANY]
+
+    def begin(self) -> bool:
+        self._logs.append({})
+        return self.dead
+
+    def end(self, was_dead: bool) -> tuple[dict[str, frozenset], bool]:
+        """The branch's changes and whether it ended where no path goes on; the state is
+        back as it was at `begin()`."""
+        log = self._logs.pop()
+        delta = {k: self.map[k] for k in log if k in self.map}
+        dead = self.dead
+        for k, old in log.items():
+            if old is _ABSENT:
+                self.map.pop(k, None)
+            else:
+                self.map[k] = old
+        self.dead = was_dead
+        return delta, dead
+
+    def merge(self, branches: list[tuple[dict[str, frozenset], bool]], through: bool) -> None:
+        """After branches of which one runs (`through`: or none): each name may hold what
+        it holds at the end of any branch that goes on."""
+        if self.dead:
+            return
+        live = [d for d, dead in branches if not dead]
+        if not live and not through:
+            self.dead = True
+            return
+        keys = set().union(*live)
+        merged = {k: frozenset().union(*(self._after(d, k) for d in live),
+                                       self.get(k) if through else _EMPTY) for k in keys}
+        for k, v in merged.items():
+            self.put(k, v)
+
+    def _after(self, delta: dict[str, frozenset], name: str) -> frozenset:
+        if name in delta:
+            return delta[name]
+        if name not in self.map and ANY in delta:
+            return delta[ANY]
+        return self.get(name)
+
+    def weak(self, defs: dict[str, set]) -> None:
+        """Each name may also hold what `defs` assigns it (a loop's later iterations, a `try`
+        body that may have stopped anywhere)."""
+        if self.dead:
+            return
+        anywhere: frozenset = frozenset(defs.get(ANY, ()))
+        if anywhere:
+            for k, v in list(self.map.items()):
+                if not anywhere <= v:                # the same load again: nothing new
+                    self.put(k, v | anywhere)
+            if ANY not in self.map:
+                self.put(ANY, anywhere)
+        for name, ids in defs.items():
+            if name != ANY:
+                self.put(name, self.get(name) | frozenset(ids))
 
 
 class _Analysis:
-    """The walk: statements in order with their state, uses recorded per statement."""
+    """The walk: statements in order, the state of definitions changed as they go, uses
+    recorded per statement."""
 
     def __init__(self, src: bytes, given: set[str], known: Callable[[str], bool]):
         self.src = src
@@ -209,18 +274,18 @@ class _Analysis:
         self.calls: dict[int, set[str]] = {}     # statement -> the functions it calls
         self.lines: dict[int, int] = {}          # statement -> its line
         self.scope_of: dict[int, str] = {}       # statement -> its workspace's name
-        self.loads: dict[int, int] = {}          # identifier -> line of a load reaching it
+        self.reach: dict[int, frozenset] = {}    # identifier -> the definitions reaching it
         self.load_lines: dict[int, int] = {}     # load statement -> line
         self.data_names: set[str] = set()
         self.functions: dict[str, Any] = {}
         self.unsure_everywhere = False
         self._defs_in: dict[int, dict[str, set]] = {}
         self._scope = _Scope("", False)
-        self._loops: list[list] = []             # the states at each enclosing loop's breaks
-        self._returns: list = []                 # the states at `return` in the function
+        self.s = _State({})
+        self._returns: list[dict[str, frozenset]] = []   # the outputs at each `return`
 
     # ------------------------------------------------------------------------ statements --
-    def block(self, nodes, state: State | None, parent: int | None) -> State | None:
+    def block(self, nodes, parent: int | None) -> None:
         for node in nodes:
             if node.type in _SKIP or not node.is_named:
                 if node.type == "function_definition":      # nested: shares the workspace
@@ -230,49 +295,47 @@ class _Analysis:
                 self.parent[node.id] = parent
             self.lines[node.id] = node.start_point.row + 1
             self.scope_of[node.id] = self._scope.name
-            if state is None:                    # after return or break: no path gets here
-                self.statement(node, {ANY: frozenset({DEAD})})
-            else:
-                state = self.statement(node, state)
-        return state
+            self.statement(node)
 
-    def statement(self, node, state: State) -> State | None:
+    def _branch(self, nodes, parent: int) -> tuple[dict[str, frozenset], bool]:
+        was = self.s.begin()
+        self.block(nodes, parent)
+        return self.s.end(was)
+
+    def statement(self, node) -> None:
         kind = node.type
         if kind == "assignment":
-            return self._assignment(node, state)
-        if kind == "command":
-            return self._command(node, state)
-        if kind == "if_statement":
-            return self._if(node, state)
-        if kind == "switch_statement":
-            return self._switch(node, state)
-        if kind in ("for_statement", "while_statement"):
-            return self._loop(node, state)
-        if kind == "try_statement":
-            return self._try(node, state)
-        if kind == "break_statement":
-            if self._loops:
-                self._loops[-1].append(state)
-            return None
-        if kind == "continue_statement":
-            return None                          # the loop's body already sees its own defs
-        if kind == "return_statement":
-            self._returns.append(state)
-            return None
-        if kind in ("global_operator", "persistent_operator"):
+            self._assignment(node)
+        elif kind == "command":
+            self._command(node)
+        elif kind == "if_statement":
+            self._if(node)
+        elif kind == "switch_statement":
+            self._switch(node)
+        elif kind in ("for_statement", "while_statement"):
+            self._loop(node)
+        elif kind == "try_statement":
+            self._try(node)
+        elif kind in ("break_statement", "continue_statement"):
+            self.s.dead = True                   # the loop's state already has its body's
+        elif kind == "return_statement":
+            if not self.s.dead:
+                self._returns.append({out: self.s.get(out) for out in self._scope.outputs})
+            self.s.dead = True
+        elif kind in ("global_operator", "persistent_operator"):
             self._scope.unsure = True
-            return self._define(state, node, [_text(c, self.src) for c in node.named_children
-                                              if c.type == "identifier"])
-        if kind in ("block", "spmd_statement"):
+            self._define(node, [_text(c, self.src) for c in node.named_children
+                                if c.type == "identifier"])
+        elif kind in ("block", "spmd_statement"):
             inner = node if kind == "block" else _child(node, "block")
-            return self.block(inner.named_children if inner is not None else [], state,
-                              node.id)
-        return self._expression_statement(node, state)
+            self.block(inner.named_children if inner is not None else [], node.id)
+        else:
+            self._expression_statement(node)
 
-    def _assignment(self, node, state: State) -> State:
+    def _assignment(self, node) -> None:
         left = node.child_by_field_name("left") or node.named_children[0]
         right = node.child_by_field_name("right") or node.named_children[-1]
-        self._read(node, right, state)
+        self._read(node, right)
         targets = left.named_children if left.type == "multioutput_variable" else [left]
         whole: list[str] = []
         part: list[str] = []
@@ -280,13 +343,13 @@ class _Analysis:
             if t.type == "identifier":
                 whole.append(_text(t, self.src))
             elif t.type in ("function_call", "field_expression"):
-                base = self._target_base(node, t, state)
+                base = self._target_base(node, t)
                 if base is not None:
                     part.append(base)
-        state = self._define(state, node, whole)
-        return self._define(state, node, part, weak=True)
+        self._define(node, whole)
+        self._define(node, part, weak=True)
 
-    def _target_base(self, stmt, target, state) -> str | None:
+    def _target_base(self, stmt, target) -> str | None:
         """`x(i).f{k} = v`: x is updated (a partial definition that keeps what x held); the
         indices are read."""
         node = target
@@ -295,177 +358,173 @@ class _Analysis:
             if node.type == "function_call":
                 args = _child(node, "arguments")
                 if args is not None:
-                    self._read(stmt, args, state)
+                    self._read(stmt, args)
             else:
                 for part in node.named_children[1:]:
                     if part.type == "function_call":
                         args = _child(part, "arguments")
                         if args is not None:
-                            self._read(stmt, args, state)
+                            self._read(stmt, args)
                     elif part.type == "indirect_access":
-                        self._read(stmt, part, state)
+                        self._read(stmt, part)
             node = head
         if node.type != "identifier":
             return None
         name = _text(node, self.src)
-        self._record(stmt, name, node, state, partial=True)
+        self._record(stmt, name, node, partial=True)
         return name
 
-    def _command(self, node, state: State) -> State:
+    def _command(self, node) -> None:
         name = _text(_child(node, "command_name"), self.src)
         args = [_text(c, self.src) for c in node.named_children if c.type == "command_argument"]
         self.calls.setdefault(node.id, set()).add(name)
         if name in ("clear", "clearvars"):
-            return self._clear(node, state, args, name)
-        if name == "load":
-            return self._load(node, state, args[1:] if args else [], literal=True)
-        if name in _UNSURE:
-            return self._unsure(node, state)
-        if name == "syms":
-            return self._define(state, node, [a for a in args if a.isidentifier()])
-        if name == "run":
-            return self._define_any(state, node)
-        if not args and not self.is_function(name):
-            ident = node.named_children[0]
-            if name in self._scope.assigned or _get(state, name) - {ENTRY, DEAD}:
-                self._record(node, name, ident, state)      # `XTrain` alone shows a variable
-                return state
-            return self._define_any(state, node)  # a script on MATLAB's path may define anything
-        return state
+            self._clear(node, args, name)
+        elif name == "load":
+            self._load(node, args[1:] if args else [], literal=True)
+        elif name in _UNSURE:
+            self._unsure(node)
+        elif name == "syms":
+            self._define(node, [a for a in args if a.isidentifier()])
+        elif name == "run":
+            self._define_any(node)
+        elif not args and not self.is_function(name):
+            if name in self._scope.assigned or self.s.get(name) - {ENTRY, DEAD}:
+                self._record(node, name, node.named_children[0])   # `XTrain` alone: shown
+            else:
+                self._define_any(node)           # a script on MATLAB's path may define anything
 
-    def _expression_statement(self, node, state: State) -> State:
-        if node.type == "function_call" and node.named_children and \
-                node.named_children[0].type == "identifier":
-            name = _text(node.named_children[0], self.src)
-            args = _child(node, "arguments")
-            literal = [a for a in (args.named_children if args is not None else [])]
-            words = [_text(a, self.src)[1:-1] if a.type == "string" else None for a in literal]
-            if name in ("clear", "clearvars") and name not in self._scope.assigned and \
-                    all(w is not None for w in words):
-                self.calls.setdefault(node.id, set()).add(name)
-                return self._clear(node, state, [w for w in words if w is not None], name)
-            if name == "load" and name not in self._scope.assigned:
-                self._read(node, node, state)
-                names = words[1:]
-                return self._load(node, state, [w for w in names if w is not None],
-                                  literal=all(w is not None for w in names))
-            if name in _UNSURE and name not in self._scope.assigned:
-                self._read(node, node, state)
-                return self._unsure(node, state)
-            if name == "run" and name not in self._scope.assigned:
-                self._read(node, node, state)
-                return self._define_any(state, node)
-        self._read(node, node, state)
-        return state
+    def _expression_statement(self, node) -> None:
+        self._read(node, node)
+        if node.type != "function_call" or not node.named_children or \
+                node.named_children[0].type != "identifier":
+            return
+        name = _text(node.named_children[0], self.src)
+        if name in self._scope.assigned:         # a variable indexed, not the function
+            return
+        args = _child(node, "arguments")
+        words = [_text(a, self.src)[1:-1] if a.type == "string" else None
+                 for a in (args.named_children if args is not None else [])]
+        if name in ("clear", "clearvars") and all(w is not None for w in words):
+            self._clear(node, [w for w in words if w is not None], name)
+        elif name == "load":
+            self._load(node, [w for w in words[1:] if w is not None],
+                       literal=all(w is not None for w in words[1:]))
+        elif name in _UNSURE:
+            self._unsure(node)
+        elif name == "run":
+            self._define_any(node)
 
-    def _if(self, node, state: State) -> State | None:
+    def _if(self, node) -> None:
         cond = node.child_by_field_name("condition") or node.named_children[0]
-        self._read(node, cond, state)
-        out = self.block(_block_nodes(node), dict(state), node.id)
+        self._read(node, cond)
+        branches = [self._branch(_block_nodes(node), node.id)]
         has_else = False
         for clause in node.named_children:
             if clause.type == "elseif_clause":
                 c = clause.child_by_field_name("condition") or clause.named_children[0]
-                self._read(node, c, state, checked=False)
-                out = _merge(out, self.block(_block_nodes(clause), dict(state), node.id))
+                self._read(node, c, checked=False)
+                branches.append(self._branch(_block_nodes(clause), node.id))
             elif clause.type == "else_clause":
                 has_else = True
-                out = _merge(out, self.block(_block_nodes(clause), dict(state), node.id))
-        return out if has_else else _merge(out, state)
+                branches.append(self._branch(_block_nodes(clause), node.id))
+        self.s.merge(branches, through=not has_else)
 
-    def _switch(self, node, state: State) -> State | None:
-        self._read(node, node.named_children[0], state)
-        out: State | None = None
+    def _switch(self, node) -> None:
+        self._read(node, node.named_children[0])
+        branches = []
         otherwise = False
         for clause in node.named_children[1:]:
             if clause.type == "case_clause" and clause.named_children:
-                self._read(node, clause.named_children[0], state, checked=False)
+                self._read(node, clause.named_children[0], checked=False)
             elif clause.type == "otherwise_clause":
                 otherwise = True
             else:
                 continue
-            out = _merge(out, self.block(_block_nodes(clause), dict(state), node.id))
-        return out if otherwise else _merge(out, state)
+            branches.append(self._branch(_block_nodes(clause), node.id))
+        self.s.merge(branches, through=not otherwise)
 
-    def _loop(self, node, state: State) -> State | None:
+    def _loop(self, node) -> None:
+        """A loop's body sees, from its start, what the body itself assigns (a later
+        iteration); every state inside it is within that one, so after the loop (zero
+        iterations, the last, a break) each name holds what it holds there."""
         if node.type == "for_statement":
             it = _child(node, "iterator")
             if it is not None and len(it.named_children) >= 2:
-                self._read(node, it.named_children[1], state)
-                state = self._define(state, node, [_text(it.named_children[0], self.src)])
-        inside = _weak(state, self.defs_in(node))
+                self._read(node, it.named_children[1])
+                self._define(node, [_text(it.named_children[0], self.src)])
+        self.s.weak(self.defs_in(node))
         if node.type == "while_statement":
-            self._read(node, node.named_children[0], inside)
-        self._loops.append([])
-        end = self.block(_block_nodes(node), inside, node.id)
-        breaks = self._loops.pop()
-        out: State | None = _merge(inside, end)
-        for b in breaks:
-            out = _merge(out, b)
-        return out
+            self._read(node, node.named_children[0])
+        self._branch(_block_nodes(node), node.id)
 
-    def _try(self, node, state: State) -> State | None:
-        body = _block_nodes(node)
-        out = self.block(body, dict(state), node.id)
+    def _try(self, node) -> None:
+        """After try/catch: what the body assigned, or what the catch did after the body
+        stopped anywhere."""
+        body = self._branch(_block_nodes(node), node.id)
         catch = _child(node, "catch_clause")
-        stopped = _weak(state, self.defs_in(node, only=_child(node, "block")))
-        if catch is None:
-            return _merge(out, stopped)
-        ident = _child(catch, "identifier")
-        if ident is not None:
-            stopped = self._define(stopped, node, [_text(ident, self.src)])
-        return _merge(out, self.block(_block_nodes(catch), stopped, node.id))
+        was = self.s.begin()
+        self.s.weak(self.defs_in(node, only=_child(node, "block")))
+        if catch is not None:
+            ident = _child(catch, "identifier")
+            if ident is not None:
+                self._define(node, [_text(ident, self.src)])
+            self.block(_block_nodes(catch), node.id)
+        self.s.merge([body, self.s.end(was)], through=False)
 
     # ------------------------------------------------------------ definitions and kills --
-    def _define(self, state: State, node, names, weak: bool = False) -> State:
-        if not names:
-            return state
-        state = dict(state)
+    def _define(self, node, names, weak: bool = False) -> None:
         for name in names:
             self._scope.assigned.add(name)
-            state[name] = (_get(state, name) | {node.id}) if weak else frozenset({node.id})
-        return state
+            self.s.put(name, self.s.get(name) | {node.id} if weak else frozenset({node.id}))
 
-    def _define_any(self, state: State, node) -> State:
-        return _weak(state, {ANY: {node.id}})
+    def _define_any(self, node) -> None:
+        """`load file`, a script run: any name may now hold what it set. Past a few of them
+        in one workspace the later ones count as the last one kept (a load is skipped, never
+        an error, so which one reaches a use only names it in a note), so that a script of
+        many loads stays linear."""
+        scope = self._scope
+        if len(scope.anywhere) < _MOST_ANYWHERE:
+            scope.anywhere.append(node.id)
+        self.s.weak({ANY: {scope.anywhere[-1]}})
 
-    def _unsure(self, node, state: State) -> State:
+    def _unsure(self, node) -> None:
         self.unsure_everywhere = True           # assignin/evalin reach other workspaces
-        return self._define_any(state, node)
+        self._define_any(node)
 
-    def _load(self, node, state: State, names: list[str], literal: bool) -> State:
+    def _load(self, node, names: list[str], literal: bool) -> None:
         self.load_lines[node.id] = node.start_point.row + 1
-        listed = [n for n in names if not n.startswith("-")]
-        if literal and listed and all(n.isidentifier() for n in listed) and \
-                not any(n.startswith("-") for n in names):
-            return self._define(state, node, listed, weak=True)
-        return self._define_any(state, node)
+        if literal and names and all(n.isidentifier() for n in names):
+            self._define(node, names, weak=True)
+        else:
+            self._define_any(node)
 
-    def _clear(self, node, state: State, words: list[str], name: str) -> State:
+    def _clear(self, node, words: list[str], name: str) -> None:
         """`clear`, `clear all`, `clearvars`: nothing is left but the given values; `clear x
         y`: x and y are gone; `clearvars -except a b`: only a, b and the given values stay.
         Patterns (`-regexp`, `tmp*`) and other words (`clear functions`) remove nothing here."""
+        kept: dict[str, frozenset] = {}
         if name == "clearvars" and "-except" in words:
-            k = words.index("-except")
-            kept = words[k + 1:]
-            if words[:k] or not all(w.isidentifier() for w in kept):
-                return state
-            new: State = {w: _get(state, w) for w in kept}
-        elif all(w.lower() in _CLEAR_ALL for w in words):
-            new = {}
-        elif any(not w.isidentifier() or w.lower() in _CLEAR_WORDS for w in words):
-            return state
-        else:
-            new = dict(state)
-            for w in words:
-                new[w] = frozenset()
-            return new
+            at = words.index("-except")
+            if words[:at] or not all(w.isidentifier() for w in words[at + 1:]):
+                return
+            kept = {w: self.s.get(w) for w in words[at + 1:]}
+        elif not all(w.lower() in _CLEAR_ALL for w in words):
+            if all(w.isidentifier() and w.lower() not in _CLEAR_WORDS for w in words):
+                for w in words:
+                    self.s.put(w, _EMPTY)
+            return
+        if self.s.dead:
+            return
+        for k in self.s.names():
+            self.s.put(k, _EMPTY)
+        self.s.put(ANY, _EMPTY)
+        for k, v in kept.items():
+            self.s.put(k, v)
         if not self._scope.function:              # the reader keeps --set values
             for g in self.given:
-                new[g] = frozenset({GIVEN})
-        new[ANY] = frozenset()
+                self.s.put(g, frozenset({GIVEN}))
         self._scope.clears.append(node.start_point.row + 1)
-        return new
 
     def is_function(self, name: str) -> bool:
         """A function MATLAB, the reader or the script has (not a variable of its own)."""
@@ -517,18 +576,16 @@ class _Analysis:
         return found
 
     # ------------------------------------------------------------------------------ uses --
-    def _record(self, stmt, name, node, state, **flags) -> None:
-        reach = _get(state, name)
+    def _record(self, stmt, name, node, **flags) -> None:
+        reach = self.s.get(name)
         self._scope.uses.append(_Use(name, node, stmt.id, reach, **flags))
-        loads = [d for d in reach if d in self.load_lines]
-        if loads:
-            self.loads[node.id] = min(self.load_lines[d] for d in loads)
+        self.reach[node.id] = reach
 
-    def _read(self, stmt, expr, state, checked: bool = True) -> None:
+    def _read(self, stmt, expr, checked: bool = True) -> None:
         for ident, how, in_lambda, data in self._identifiers(expr):
             name = _text(ident, self.src)
             if how != "method":
-                self._record(stmt, name, ident, state, called=how == "call",
+                self._record(stmt, name, ident, called=how == "call",
                              in_lambda=in_lambda, data=data, checked=checked)
             if how != "name" and not in_lambda:
                 self.calls.setdefault(stmt.id, set()).add(name)
@@ -585,32 +642,31 @@ class _Analysis:
         """The argument expressions of a call (not the names of Name=value), each with whether
         it is data of training or prediction."""
         children = [c for c in args.children if c.type not in ("comment", "line_continuation")]
-        positional: list = []
+        positional: list = []                     # (expression, data?), text included
         i = 0
-        pending_key = None
         while i < len(children):
             c = children[i]
             if c.type in (",", "(", ")", "{", "}"):
                 i += 1
                 continue
             if i + 2 < len(children) and children[i + 1].type == "=":      # Name=value
-                key = _text(c, self.src)
-                yield children[i + 2], name == "trainingOptions" and \
-                    key.lower() == "validationdata"
+                key = _text(c, self.src).lower()
+                yield children[i + 2], name == "trainingOptions" and key == "validationdata"
                 i += 3
                 continue
-            if c.type == "string":
-                pending_key = _text(c, self.src)[1:-1].lower()
-            else:
-                is_data = name == "trainingOptions" and pending_key == "validationdata"
-                pending_key = None
-                positional.append((c, is_data))
+            after = positional[-1][0] if positional else None
+            is_data = name == "trainingOptions" and after is not None and \
+                after.type == "string" and _text(after, self.src)[1:-1].lower() == \
+                "validationdata"                  # 'ValidationData', {XVal, YVal}
+            positional.append((c, is_data))
             i += 1
-        if name in _TRAINING:
+        if name in _TRAINING:                     # trainnet(X, T, net, lossFcn, options)
             data = len(positional) - _TRAINING[name]
             positional = [(c, k < data or d) for k, (c, d) in enumerate(positional)]
-        elif name in _PREDICTING:
-            positional = [(c, k > 0 or d) for k, (c, d) in enumerate(positional)]
+        elif name in _PREDICTING:                 # predict(net, X, 'MiniBatchSize', 27)
+            pairs = next((k for k, (c, _) in enumerate(positional) if k and c.type == "string"),
+                         len(positional))
+            positional = [(c, 0 < k < pairs or d) for k, (c, d) in enumerate(positional)]
         for c, is_data in positional:
             if is_data:
                 self.data_names.update(self._roots(c))
@@ -632,15 +688,14 @@ class _Analysis:
 
     # ------------------------------------------------------------------------- scopes --
     def run_scope(self, scope: _Scope, nodes, entry: State) -> None:
-        self._scope, self._loops, self._returns = scope, [], []
+        self._scope, self.s, self._returns = scope, _State(entry), []
         self.scopes[scope.name] = scope
-        end = self.block(nodes, entry, None)
-        exit_state: State | None = end
-        for r in self._returns:
-            exit_state = _merge(exit_state, r)
-        if exit_state is not None:
-            for out in scope.outputs:
-                scope.exit_uses.append(_Use(out, None, -1, _get(exit_state, out)))
+        self.block(nodes, None)
+        ends = self._returns + ([] if self.s.dead else
+                                [{out: self.s.get(out) for out in scope.outputs}])
+        for out in scope.outputs:
+            reach = frozenset().union(*(e[out] for e in ends))
+            scope.exit_uses.append(_Use(out, None, -1, reach))
 
 
 def analyse(root, src: bytes, given=(), known: Callable[[str], bool] = lambda name: False,
@@ -675,7 +730,7 @@ def analyse(root, src: bytes, given=(), known: Callable[[str], bool] = lambda na
     entry_function = None if script or not defs else Function(defs[0], src).name
     needed = _slice(a, entry_function)
     undefined = _undefined(a, folder)
-    return Plan(needed, set(a.lines), undefined, a.loads)
+    return Plan(needed, set(a.lines), undefined, a.reach, a.load_lines)
 
 
 def _descend(node):

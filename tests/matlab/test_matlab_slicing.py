@@ -60,6 +60,19 @@ def test_the_slice_follows_what_layers_and_options_read_and_leaves_data_out():
     assert _needed_lines(text) == {1, 4, 5, 6, 8, 9}
 
 
+def test_training_and_prediction_data_is_not_followed():
+    text = ("load WaveformData\n"                               # 1: numChannels reads data
+            "numChannels = size(data{1}, 2);\n"                   # 2
+            "X = data(1:end-1); T = data(2:end);\n"               # 3: training data
+            "layers = [sequenceInputLayer(numChannels) lstmLayer(8)\n"   # 4
+            "          fullyConnectedLayer(numChannels)];\n"
+            "net = trainnet(X, T, layers, \"mse\", trainingOptions(\"adam\"));\n"   # 6
+            "XTest = data(end);\n"                                # 7: prediction data
+            "Y = predict(net, XTest, 'MiniBatchSize', 2);\n"      # 8
+            "net = resetState(net);\n")                           # 9: state, not a network
+    assert _needed_lines(text) == {1, 2, 4, 6}
+
+
 def test_the_slice_goes_through_branches_loops_and_local_functions():
     text = ("useBig = true;\n"                                    # 1: decides h
             "if useBig\n"                                         # 2
@@ -292,11 +305,11 @@ def test_given_values_and_files_beside_the_script_count_as_defined(capsys, tmp_p
 
 def test_eval_is_skipped_with_a_clean_note(capsys, tmp_path):
     code, out, err = _analyze(capsys, tmp_path, NET + "eval('z = 3;');\n"
-                              "evalin('base', 'q = 1;');\n")
+                              "t = evalc('disp(1)');\n")
     assert code == 0, out + err
     assert "s.m:6: skipped: eval runs text as MATLAB code, which attnlab's reader never does; " \
            "what it would compute or assign is not known here" in out
-    assert "s.m:7: skipped: evalin runs text as MATLAB code" in out
+    assert "s.m:7: skipped: evalc runs text as MATLAB code" in out
     assert "Did you mean" not in out and "did you mean" not in out
     with pytest.raises(ScriptError, match="s.m:1:1: eval runs text as MATLAB code, which "
                                           "attnlab's reader never does"):
