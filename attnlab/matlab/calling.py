@@ -60,6 +60,32 @@ def _check_arguments(name, fn, pos, kw, node):
                           f"received {len(pos)}", node=node) from None
 
 
+def _check_toolbox_arguments(name, fn, pos, node):
+    """A toolbox function given too few or too many values: MATLAB's words, naming the
+    arguments it needs (never Python's "missing 1 required positional argument")."""
+    import inspect
+    sig = _SIGNATURES.get(fn)
+    if sig is None:
+        try:
+            sig = _SIGNATURES[fn] = inspect.signature(fn)
+        except (TypeError, ValueError):
+            return
+    params = list(sig.parameters.values())
+    required = [p.name for p in params if p.default is p.empty and
+                p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    most = None if any(p.kind is p.VAR_POSITIONAL for p in params) else \
+        sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+    if len(pos) < len(required):
+        raise MatlabError(f"{name}: not enough input arguments: expected "
+                          f"{', '.join(required)}, received {len(pos)} "
+                          f"argument{'s' if len(pos) != 1 else ''}"
+                          + (f" (missing {', '.join(required[len(pos):])})" if pos else "")
+                          + ".", "MATLAB:minrhs", node)
+    if most is not None and len(pos) > most:
+        raise MatlabError(f"{name}: too many input arguments: expected at most {most}, "
+                          f"received {len(pos)}.", "MATLAB:TooManyInputs", node)
+
+
 class Calling(Part):
     """The interpreter's calls (a part of `Interpreter`)."""
 
@@ -106,6 +132,7 @@ class Calling(Part):
         if fn is not None:
             if name in _INITIALIZES:
                 self._check_learnables(name, pos, node)
+            _check_toolbox_arguments(name, fn, pos, node)
             try:
                 result = fn(*[_to_python(a) for a in pos], **{k: _to_python(v) for k, v in kw.items()})
                 if name in ("trainNetwork", "trainnet") and nargout >= 2:
@@ -226,15 +253,33 @@ class Calling(Part):
                         f"limit of {self.limits.learnables:,} (Limits.learnables).")
 
     # ------------------------------------------------------- workspaces: evalin, assignin --
-    def _outside_function(self, name: str) -> str:
+    def _outside_function(self, name: str, scope) -> str | None:
         """The message for a variable of the script (or a --set value) that a function uses
-        without having it: functions see only their own workspace, as in MATLAB."""
+        without having it: functions see only their own workspace, as in MATLAB. None in the
+        function a function file runs (its workspace values come from --set/workspace=)."""
+        if id(scope) in self.__dict__.get("_entry_scopes", ()):
+            return None
         names = self.__dict__.get("_frame_names") or ["the function"]
         given = " (given with --set)" if name in self.given else ""
         return (f"'{name}' is not defined in the workspace of {names[-1]}: a function sees only "
                 f"its arguments and its own variables, and '{name}'{given} is a variable of the "
                 f"script's (base) workspace. Pass it as an argument, or read it with "
                 f"evalin('base', '{name}').")
+
+    def _output_layer_refusal(self, node, fn, layers) -> None:
+        """trainnet given a layer array that ends in an output layer: MATLAB refuses it (the
+        loss is trainnet's argument); analyze, which skips the call, records the refusal."""
+        from .training import output_layer_error
+        if fn != "trainnet":
+            return
+        error = output_layer_error(fn, layers)
+        if error is not None:
+            self.refusals.append((node.start_point.row + 1, error))
+
+    def _given_here(self, scope) -> bool:
+        """Whether --set/workspace= values are this workspace's: the script's, or that of the
+        function a function file runs (its variables are what --set gives)."""
+        return scope is self.ws or id(scope) in self.__dict__.get("_entry_scopes", ())
 
     def _workspace(self, which, fn: str) -> dict:
         """MATLAB's 'base' workspace (the script's, where --set and workspace= values are) or
@@ -370,6 +415,8 @@ class Calling(Part):
             if name in parent and name not in scope:
                 scope[name] = parent[name]
         self._last_scope = scope
+        if node is not None and getattr(node, "type", "") == "function_definition":
+            self.__dict__.setdefault("_entry_scopes", set()).add(id(scope))  # a function file
         frames = self.__dict__.setdefault("_frames", [])
         frames.append(scope)
         names = self.__dict__.setdefault("_frame_names", [])
@@ -388,6 +435,7 @@ class Calling(Part):
             pass
         finally:
             self.src = old_src
+            self._last_scope = scope            # the outermost call's, once inner ones return
             frames.pop()
             names.pop()
             for f in nested:
@@ -404,6 +452,17 @@ class Calling(Part):
 
     def _bind(self, fn: Function, sig: Signature, args: list, kw: dict, nargout) -> dict:
         name = fn.name
+        if sig.varargin and len(args) == len(sig.inputs) and isinstance(args[-1], Missing):
+            args = args[:-1]        # a function file run from the workspace: no varargin given
+        if sig.options and len(args) == len(sig.inputs) and all(
+                isinstance(args[k], (Struct, Missing)) for k, p in enumerate(sig.inputs)
+                if p in sig.options):
+            # a function file run with its inputs from the workspace, in declared order: a
+            # name-value structure given there (a struct) holds its options, else none
+            for k, p in enumerate(sig.inputs):
+                if p in sig.options and isinstance(args[k], Struct):
+                    kw = {**args[k], **kw}
+            args = [a for a, p in zip(args, sig.inputs) if p not in sig.options]
         given = len(args) + 2 * len(kw)
         pos, pairs = sig.split(name, args, kw)
         if len(pos) > len(sig.positional) and not sig.varargin:
@@ -428,6 +487,15 @@ class Calling(Part):
                 if spec is None:
                     continue
                 where = where_text(name, k + 1, str(param), False)
+                if isinstance(scope.get(param), Missing) and spec.default is None:
+                    missing = [p for p in sig.positional if p is not None and
+                               isinstance(scope.get(p), Missing) and sig.specs.get(p) is not None
+                               and sig.specs[p].default is None]
+                    raise MatlabError(f"Not enough input arguments: {name} requires "
+                                      f"{', '.join(missing)} (its arguments block has no "
+                                      "default for them). Give them: attnlab analyze FILE.m "
+                                      + " ".join(f"--set {p}=VALUE" for p in missing),
+                                      "MATLAB:minrhs")
                 if param in scope:
                     scope[param] = self._validated(spec, scope[param], where, scope)
                 elif spec.default is not None:

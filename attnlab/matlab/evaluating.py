@@ -195,8 +195,10 @@ class Evaluating(Part):
             return self._call(name, [], {}, node, scope, nargout)
         if name in B.NAMESPACES:
             return B.NAMESPACES[name]
-        if scope is not self.ws and name in self.ws:
-            self._fail(node, self._outside_function(name))    # MATLAB's scopes (calling.py)
+        if scope is not self.ws and name in self.ws and self._outside_function(name, scope):
+            self._fail(node, self._outside_function(name, scope))  # MATLAB's scopes (calling.py)
+        if name in self.given and self._given_here(scope):
+            return self.given[name]            # a function file's variable, given with --set
         if self.analyze:
             # data the script does not define: skipped, and named if a network needed it
             line = self.plan.loaded_by(node)

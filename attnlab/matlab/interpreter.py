@@ -359,6 +359,7 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
             if k == 0 and trained is not None:
                 fn, source, net = trained
                 if not isinstance(net, Network):             # trainnet(X, T, layers, …)
+                    self._output_layer_refusal(node, fn, net)  # MATLAB's trainnet refuses them
                     from .networks import layerGraph
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", MatlabNote)
@@ -370,7 +371,7 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
                             if name != source else f"'{name}' keeps its network")
             elif (isinstance(old, Network) or _is_layerish(old)) and not builds:
                 held.append(f"'{name}' keeps its network")     # training, data, plots
-            elif scope is self.ws and name in self.given:
+            elif self._given_here(scope) and name in self.given:
                 kept.append(name)            # --set gave it: the given value stands
                 scope[name] = self.given[name]
             else:

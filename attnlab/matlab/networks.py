@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 import os
 from collections.abc import Sequence
 
+import warnings
 import weakref
 
 import numpy as np
@@ -14,7 +15,7 @@ import torch
 from ..errors import ArgumentError, FormatError, NetworkError, SizeError, close_matches
 from ..graph import format_port, parse_port
 from ..network import Network
-from ._options import _flag, _int, _parse, _word, split_pairs
+from ._options import MatlabNote, _flag, _int, _parse, _word, split_pairs
 from .weights import apply_presets, getLayerWeights, setLayerWeights
 from .layers import _layer_array
 from .layers import LayerArray
@@ -179,9 +180,24 @@ def connectLayers(net: Network, s: str, d: str) -> Network:
     if out is not None:                  # a classificationLayer as the target: remember its source
         out.source = parse_port(s)[0] if isinstance(s, str) else s
         return net
-    net.connect(_normalized_source(net, s), d)
+    net.connect(_normalized_source(net, _port_alias(net, s, "output")),
+                _port_alias(net, d, "input"))
     _fold_frame(net, s, d)
     return net
+
+
+def _port_alias(net: Network, ref, side: str):
+    """"layer/name" with a port name MATLAB gave the layer (functionLayer's InputNames,
+    OutputNames) → attnlab's port ("in2", "out1"); any other reference as it is."""
+    if not isinstance(ref, str) or "/" not in ref:
+        return ref
+    layer_name, port = ref.split("/", 1)
+    layer = next((l for l in net.layers if l.name == layer_name), None)
+    names = layer.__dict__.get(f"_matlab_{side}_names") if layer is not None else None
+    if layer is None or not names or port not in names:
+        return ref
+    ports = layer.input_ports if side == "input" else layer.output_ports
+    return f"{layer_name}/{ports[names.index(port)]}"
 
 
 def _fold_frame(net: Network, s, d) -> None:
@@ -220,7 +236,7 @@ def _layer(net, name):
 def disconnectLayers(net: Network, s: str, d: str) -> Network:
     """Removes the connection from `s` to `d` (``"layer/port"`` names, as `connectLayers`)."""
     _check_net(net, "disconnectLayers")
-    net.disconnect(s, d)
+    net.disconnect(_port_alias(net, s, "output"), _port_alias(net, d, "input"))
     return net
 
 
@@ -245,6 +261,21 @@ def replaceLayer(net: Network, layerName: str, larray: LayerArray, *args: Any, *
     _check_net(net, "replaceLayer")
     _, o = _parse("replaceLayer", args, kwargs, {"ReconnectBy": "name"})
     _word("replaceLayer", "ReconnectBy", o["ReconnectBy"], ("name", "order"))
+    outputs = output_layers(net)
+    old = next((o for o in outputs if o.name == layerName), None)
+    if old is not None:                     # the classificationLayer kept beside the graph
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MatlabNote)
+            keep, dropped = _layer_array(larray, "replaceLayer")
+        if keep or len(dropped) != 1:
+            raise ArgumentError(f"replaceLayer: '{layerName}' is an output layer "
+                                f"({old.kind}); replace it by one output layer "
+                                "(classificationLayer or regressionLayer), received "
+                                f"{len(keep)} layers and {len(dropped)} output layers.")
+        new = dropped[0]
+        new.source = old.source
+        outputs[outputs.index(old)] = new
+        return net
     keep, dropped = _layer_array(larray, "replaceLayer")
     net.replace(layerName, keep)
     return net

@@ -498,9 +498,27 @@ def trainnet(*args: Any) -> Network:
         raise ArgumentError(f"{fn}: expected (X, T, net, lossFcn, options) or (data, net, lossFcn, "
                             f"options), received {len(args)} arguments.")
     if isinstance(net, (list, tuple)) or not isinstance(net, Network) and hasattr(net, "infer"):
+        refused = output_layer_error(fn, net)
+        if refused is not None:
+            raise NetworkError(refused)
         net = dlnetwork(net)
     return _train(fn, X, T, net, _loss(fn, lossFcn) if not isinstance(lossFcn, (Loss, dict))
                   else lossFcn, options)
+
+
+def output_layer_error(fn, layers) -> str | None:
+    """MATLAB's refusal of a layer array with an output layer given to trainnet (its loss is
+    trainnet's argument), or None."""
+    from .layers import OutputLayer
+    flat = layers if isinstance(layers, (list, tuple)) else [layers]
+    found = next((x for x in flat if isinstance(x, OutputLayer)), None)
+    if found is None:
+        return None
+    return (f"{fn}: layer '{found.name or found.kind}' ({found.kind}) is an output layer, and "
+            f"trainnet takes a network without output layers (MATLAB refuses it too). Remove "
+            f"{found.kind} from the layers and give its loss to trainnet: trainnet(X, T, net, "
+            f"\"{found.loss}\", options); or train the layer array with trainNetwork(X, Y, "
+            "layers, options)")
 
 
 def _train(fn, X, T, net, loss, options, classes=None):

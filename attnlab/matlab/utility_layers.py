@@ -108,15 +108,33 @@ def functionLayer(fun: Callable[..., Any], *args: Any, **kwargs: Any) -> L.Modul
     inputs and NumOutputs outputs; sizes are found by a trial run. It cannot be saved to a file
     (it holds code): register its module before `al.load` (see attnlab.io)."""
     fn = "functionLayer"
-    _, o = _parse(fn, args, kwargs, {"Name": None, "NumInputs": 1, "NumOutputs": 1,
-                                     "Formattable": False, "Acceleration": "auto",
-                                     "Description": "", "InputNames": None, "OutputNames": None})
+    _, o = _parse(fn, args, kwargs, {"Name": None, "NumInputs": None, "NumOutputs": None,
+                                     "Formattable": False, "Acceleratable": False,
+                                     "Acceleration": "auto", "Description": "",
+                                     "InputNames": None, "OutputNames": None})
     if not callable(fun):
         raise ArgumentError(f"{fn}: expected a function handle (@(X) …) or a Python callable, "
                             f"received {type(fun).__name__}.")
     _flag(fn, "Formattable", o["Formattable"])
-    return L.Module(_Function(fun), num_inputs=_int(fn, "NumInputs", o["NumInputs"]),
-                    num_outputs=_int(fn, "NumOutputs", o["NumOutputs"]), name=o["Name"])
+    _flag(fn, "Acceleratable", o["Acceleratable"])
+    names = {side: None if o[f"{side}Names"] is None else
+             [str(v) for v in ([o[f"{side}Names"]] if isinstance(o[f"{side}Names"], str)
+                               else _as_list(o[f"{side}Names"]))] for side in ("Input", "Output")}
+    counts = {}
+    for side in ("Input", "Output"):
+        given, named = o[f"Num{side}s"], names[side]
+        count = _int(fn, f"Num{side}s", given) if given is not None else \
+            len(named) if named else 1
+        if named is not None and len(named) != count:
+            raise ArgumentError(f"{fn}: expected {count} {side}Names (one per "
+                                f"{side.lower()}), received {len(named)}.")
+        counts[side] = count
+    layer = L.Module(_Function(fun), num_inputs=counts["Input"], num_outputs=counts["Output"],
+                     name=o["Name"])
+    for side in ("Input", "Output"):          # MATLAB's port names: connectLayers uses them
+        if names[side]:
+            layer.__dict__[f"_matlab_{side.lower()}_names"] = names[side]
+    return layer
 
 
 def identityLayer(*args: Any, **kwargs: Any) -> Identity:
