@@ -22,7 +22,14 @@ import torch
 from torch import Tensor
 
 __all__ = ["relative_positions", "window_mask", "alibi_slopes", "alibi_slopes_tensor",
-           "alibi_bias", "relative_position_bucket"]
+           "alibi_bias", "relative_position_bucket", "WIDEST_WINDOW"]
+
+# No sequence reaches 2^53 steps (that is petabytes for one byte per step), so a window this
+# wide sees every key of any sequence: it is no window at all. Wider ones (any int is
+# accepted) are read as none (`attention_rules.window`), which keeps them out of int64
+# arithmetic, where they would overflow, and out of saved files, whose JSON numbers are
+# exact up to 2^53.
+WIDEST_WINDOW = 2 ** 53
 
 
 def relative_positions(q_pos: Tensor, k_pos: Tensor) -> Tensor:
@@ -38,7 +45,9 @@ def aligned_relative_positions(Tq: int, Tk: int, offset: int, device) -> Tensor:
 
 def window_mask(rel: Tensor, window: int, causal: bool) -> Tensor:
     """True = attend: causal `−window < rel` (with `rel ≤ 0` from the causal rule), else
-    `|rel| < window`."""
+    `|rel| < window`. A window of `WIDEST_WINDOW` or more is the same as that one (no sequence
+    is longer), compared exactly in int64."""
+    window = min(window, WIDEST_WINDOW)
     if causal:
         return rel > -window
     return rel.abs() < window
@@ -93,8 +102,11 @@ def relative_position_bucket(rel: Tensor, bidirectional: bool = True, num_bucket
         distance = -torch.min(rel, torch.zeros_like(rel))
     max_exact = num_buckets // 2
     is_small = distance < max_exact
-    large = max_exact + (torch.log(distance.float() / max_exact)
-                         / math.log(max_distance / max_exact)
+    try:
+        span = math.log(max_distance / max_exact)        # T5's own expression, bit for bit
+    except OverflowError:                                # an int beyond any float: exact logs
+        span = math.log(max_distance) - math.log(max_exact)
+    large = max_exact + (torch.log(distance.float() / max_exact) / span
                          * (num_buckets - max_exact)).to(torch.long)
     large = torch.min(large, torch.full_like(large, num_buckets - 1))
     return buckets + torch.where(is_small, distance, large)

@@ -15,9 +15,11 @@ canonical form. The checks compare Python values only: cheap enough for every ca
 from __future__ import annotations
 
 import math
+from numbers import Integral
 
 from torch import Tensor
 
+from .attention_bias import WIDEST_WINDOW
 from .errors import ArgumentError, AttnlabError, SizeError
 from .layers import _checks as check
 
@@ -27,6 +29,10 @@ __all__ = ["ALIGNMENTS", "num_heads", "num_kv_heads", "scale", "attention_mask",
 
 ALIGNMENTS = ("top-left", "bottom-right")
 ROTARY_DEFAULTS = {"base": 10000.0, "fraction": 1.0, "interleaved": False}
+# the smallest rotary base, 2^-64: the frequencies 1 / base^(2i/r) (float32, as transformers
+# computes them) reach 1/base, and times any int64 position (< 2^63) they stay below float32's
+# largest number (2^128); a smaller base turns later positions by infinite angles (NaN)
+SMALLEST_BASE = 2.0 ** -64
 
 
 def _fail(owner, arg: str, expected: str, value, fix: str,
@@ -71,8 +77,21 @@ def num_kv_heads(owner, value, heads: int, cls: type[AttnlabError] = ArgumentErr
     return kv
 
 
+def _float_range(owner, arg: str, value, expected: str, fix: str) -> None:
+    """An int beyond any float (10**400) is refused here, as the infinite number it would
+    become: the float checks that follow would overflow on it."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        try:
+            float(value)
+        except OverflowError:
+            raise _fail(owner, arg, expected, value, f"It is beyond the largest float "
+                        f"(about 1.8e308), so it computes as infinity. {fix}") from None
+
+
 def scale(owner, value):
     """"auto" or any finite number."""
+    _float_range(owner, "scale", value, "\"auto\" (1/sqrt(channels per head)) or a finite "
+                 "number", "Use scale=\"auto\" or e.g. scale=0.125.")
     return check.scale(owner, value)
 
 
@@ -96,6 +115,7 @@ def causal_alignment(owner, value) -> str:
 
 
 def dropout(owner, value) -> float:
+    _float_range(owner, "dropout", value, "a probability in [0, 1)", "Use e.g. dropout=0.1.")
     return check.probability(owner, "dropout", value)
 
 
@@ -121,11 +141,18 @@ def rotary(owner, value):
                     f"Remove the key{'s' if len(unknown) > 1 else ''} "
                     f"{', '.join(map(repr, unknown))}.")
     out = dict(ROTARY_DEFAULTS, **value)
-    out["base"] = check.real(owner, "rotary['base']", out["base"], 0, None, low_open=True,
-                             what="a finite number > 0", fix="Use e.g. 10000.0 (Llama's).")
+    base = out["base"]
+    what = f"a finite number > 0 (at least 2^-64 ≈ {SMALLEST_BASE:.3g})"
+    fix = "Use e.g. 10000.0 (Llama's)."
+    _float_range(owner, "rotary['base']", base, what, fix)
+    if isinstance(base, (int, float)) and 0 < base < SMALLEST_BASE:
+        fix += " A smaller base turns later positions by infinite angles."
+    out["base"] = check.real(owner, "rotary['base']", base, SMALLEST_BASE, None, what=what,
+                             fix=fix)
+    fix = "Use 1.0 to rotate every channel of a head, or e.g. 0.25."
+    _float_range(owner, "rotary['fraction']", out["fraction"], "a fraction in (0, 1]", fix)
     out["fraction"] = check.real(owner, "rotary['fraction']", out["fraction"], 0, 1,
-                                 low_open=True, what="a fraction in (0, 1]",
-                                 fix="Use 1.0 to rotate every channel of a head, or e.g. 0.25.")
+                                 low_open=True, what="a fraction in (0, 1]", fix=fix)
     out["interleaved"] = check.flag(owner, "rotary['interleaved']", out["interleaved"])
     return out
 
@@ -150,5 +177,8 @@ def rotary_dims(owner, settings, head_size: int, cls: type[AttnlabError] = SizeE
 
 
 def window(owner, value) -> int | None:
-    """None (no window) or the number of keys a query sees, a positive int."""
-    return check.integer(owner, "window", value, none_ok=True, example=4096)
+    """None (no window) or the number of keys a query sees, a positive int, however large:
+    one of `WIDEST_WINDOW` (2^53) steps or more sees every key of any sequence, so it reads
+    as None."""
+    w = check.integer(owner, "window", value, none_ok=True, example=4096)
+    return None if w is None or w >= WIDEST_WINDOW else w
