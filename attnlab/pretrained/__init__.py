@@ -43,8 +43,9 @@ from typing import Any
 import torch
 
 from ..errors import ArgumentError
-from .config import CONFIG_FILE, Config, CheckpointError, Keys, keys
-from .weights import Checkpoint, W, Weight, load, no_random_init
+from .config import CONFIG_FILE, Config, CheckpointError, Keys, file_problem, keys
+from .weights import (Checkpoint, W, Weight, check_counts, check_sizes, load, no_random_init,
+                      small_table)
 from .saving import write_pretrained
 
 # model_type → the module of this package that builds it
@@ -104,16 +105,22 @@ def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | None = None) -
                             f"torch.float32 or torch.bfloat16, received {dtype!r}.")
     cfg = Config.from_folder(folder)
     fam = family(cfg.model_type, cfg.where)
-    with Checkpoint(folder) as ckpt:
+    with Checkpoint(folder) as ckpt:          # headers only, every file checked first
         arch = _architecture(cfg, fam, ckpt)
         cfg.check_keys(fam.KEYS)
-        net = fam.network(cfg, arch)
+        prefix = getattr(fam, "PREFIX", "")
+        # the files bound the work, not the config: its counts are checked against the
+        # tensors' names before a table or graph of that size is built, its sizes against
+        # their shapes before a learnable is allocated
+        check_counts(fam.weights, cfg, arch, ckpt, prefix)
         table = fam.weights(cfg, arch)
+        net = fam.network(cfg, arch)
+        check_sizes(net, table, ckpt, str(cfg.model_type), prefix, cfg)
         with no_random_init(), torch.random.fork_rng(devices=[]):
             net.initialize()
         net.to(dtype or cfg.dtype or _file_dtype(ckpt))
         record = load(net, table, ckpt, str(cfg.model_type), tuple(fam.IGNORED_TENSORS),
-                      getattr(fam, "PREFIX", ""))
+                      prefix, cfg)
     net.eval()
     net.metadata[META_KEY] = {"config": cfg.data, "architecture": arch, "tensors": record}
     return net
@@ -164,7 +171,9 @@ def _folder(path) -> Path:
                             f"pathlib.Path), received {type(path).__name__} {repr(path)[:60]}.")
     p = Path(path)
     if not p.is_dir():
-        what = "is a file" if p.exists() else "does not exist"
+        problem = file_problem(p)           # stat'ed only: nothing there is opened
+        what = "is a file" if problem is None else "does not exist" if problem == "missing" \
+            else f"is {problem}"
         raise ArgumentError(f"from_pretrained(path): '{p}' {what}: give the folder that "
                             "model.save_pretrained(folder) wrote (config.json and "
                             "model.safetensors). attnlab downloads nothing: fetch a model "
@@ -182,7 +191,7 @@ def _architecture(cfg: Config, fam: types.ModuleType, ckpt: Checkpoint) -> str:
                                   "Nothing was loaded.")
         return arch
     for arch in supported:             # no "architectures": the first whose tensors are there
-        table = fam.weights(cfg, arch)
+        table, _ = small_table(fam.weights, cfg, arch)      # (its first block: counts come next)
         if all(ckpt.find(w.name, getattr(fam, "PREFIX", "")) for w in table if not w.tied):
             return arch
     return supported[-1]                # the loader then names the missing tensors

@@ -29,6 +29,19 @@ from ..errors import NetworkError
 
 CONFIG_FILE = "config.json"
 MAX_CONFIG_BYTES = 16 * 2**20
+LIMITS = {
+    # a config is a few levels deep (task_specific_params → a task → its options); deeper is
+    # a damaged or hostile file, refused before anything walks it recursively
+    "json_depth": 32,
+    # tensors in one safetensors file: a large model's shard holds a few thousand
+    "tensors": 300_000,
+}
+"""What `from_pretrained` reads beyond the files' own limits (safetensors' 100 MB header); a
+folder beyond these is refused before anything is built for it. Raise one (e.g.
+``attnlab.pretrained.config.LIMITS["tensors"] = 2_000_000``) to load a folder you trust."""
+# The largest integer read from a JSON file (int64, as torch's sizes): a longer number is
+# refused by name before anything computes with it.
+MAX_JSON_INT = 2**63 - 1
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64}
@@ -104,18 +117,16 @@ class Config:
     @classmethod
     def from_folder(cls, folder: str | os.PathLike) -> Config:
         """The config of a model folder (its `config.json`)."""
-        from .._files import read_regular
         path = Path(folder) / CONFIG_FILE
-        if not path.exists():
+        problem = file_problem(path)
+        if problem == "missing":
             raise CheckpointError(f"'{folder}' has no {CONFIG_FILE}: a Hugging Face model folder "
                                   f"holds {CONFIG_FILE} and model.safetensors (what "
                                   "model.save_pretrained(folder) writes).")
-        raw = read_regular(path, "from_pretrained(path)", MAX_CONFIG_BYTES, error=CheckpointError)
-        try:
-            data = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"'{path}' is not valid JSON ({e}).") from None
-        return cls(data, str(path))
+        if problem is not None:
+            raise CheckpointError(f"'{path}' is {problem}, not a regular file: nothing was read "
+                                  f"from it. A model folder holds {CONFIG_FILE} as a file.")
+        return cls(read_json(path), str(path))
 
     # -- the keys every family reads --------------------------------------------------------
     @property
@@ -267,6 +278,128 @@ class Config:
             warnings.warn(f"'{self.where}': key(s) {', '.join(map(repr, unknown))} are not ones "
                           f"attnlab knows for {self.model_type}; they were not read. If they change "
                           "the model, the loaded network differs from it.", stacklevel=3)
+
+
+class CappedConfig(Config):
+    """A config whose integers read with `int` are capped at `cap` (`caps`: a key's own cap),
+    `capped` recording each key capped and its value. A family's table built from it is the
+    table of a small model of the same kind (its integers are counts of layers): it costs the
+    same however many layers the file's config claims, so the counts can be checked against
+    the weights before the real table is built."""
+
+    def __init__(self, cfg: Config, cap: builtins.int = 1,
+                 caps: Mapping[str, builtins.int] | None = None):
+        super().__init__(cfg.data, cfg.where)
+        self.cap = cap
+        self.caps = dict(caps or {})
+        self.capped: dict[str, builtins.int] = {}
+
+    def int(self, key: str, default: Any = _MISSING, least: builtins.int = 1) -> builtins.int:
+        value = super().int(key, default, least)
+        cap = max(self.caps.get(key, self.cap), least)
+        if value > cap:
+            self.capped[key] = value
+            return cap
+        return value
+
+
+# -- files a folder holds, and their JSON ----------------------------------------------------
+
+def file_problem(path: Path) -> str | None:
+    """None when `path` is a regular file (or a symbolic link to one); else what it is, in
+    words: "missing", "a folder", "a FIFO (named pipe)", "a character device", "a broken
+    symbolic link (to '…')", … Only stat'ed: nothing is opened (opening a FIFO blocks)."""
+    import stat
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"a broken symbolic link (to '{os.readlink(path)}')"
+        return "missing"
+    except OSError as e:                       # a loop of links, a name too long, no permission
+        return f"unreadable ({e.strerror or e})"
+    if stat.S_ISREG(st.st_mode):
+        return None
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket"))
+    return next((what for test, what in kinds if test(st.st_mode)), "not a regular file")
+
+
+def read_json(path: Path, max_bytes: int = MAX_CONFIG_BYTES) -> Any:
+    """The JSON document of the regular file `path` (a config, a shards index), at most
+    `max_bytes` long, nested at most LIMITS["json_depth"] levels, its integers at most
+    MAX_JSON_INT: anything else is a CheckpointError naming the file (and the key)."""
+    from .._files import read_regular
+    raw = read_regular(path, "from_pretrained(path)", max_bytes, error=CheckpointError)
+    return parse_json(raw, f"'{path}'")
+
+
+class _Huge:
+    """An integer too long to read, kept as its text until its key is known (then refused)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _int(text: str) -> builtins.int | _Huge:
+    digits = len(text) - text.startswith("-")
+    if digits > len(str(MAX_JSON_INT)):
+        return _Huge(text)
+    value = builtins.int(text)
+    return value if abs(value) <= MAX_JSON_INT else _Huge(text)
+
+
+def parse_json(raw: bytes, where: str) -> Any:
+    """`raw` (UTF-8 JSON) parsed, its depth and integers bounded (see `read_json`); `where`
+    names the file in errors ("'…/config.json'")."""
+    try:
+        doc = json.loads(raw.decode("utf-8"), parse_int=_int)
+    except RecursionError:              # the C parser recurses once per level: refused as deep
+        raise CheckpointError(f"{where} is nested deeper than {LIMITS['json_depth']} levels, far "
+                              "deeper than any model file: it is damaged or not what its name "
+                              "says. Nothing was loaded.") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise CheckpointError(f"{where} is not valid JSON ({e}).") from None
+    _check_tree(doc, where)
+    return doc
+
+
+def _check_tree(doc: Any, where: str) -> None:
+    """Walks `doc` without recursion: refuses nesting deeper than LIMITS["json_depth"] and the
+    integers `_int` kept as text, naming where they are."""
+    # each value with its depth and where it is: (the parent's place, its key), a chain
+    # spelled out only for an error (never a string per value: keys may be long)
+    stack: list[tuple[Any, builtins.int, Any]] = [(doc, 0, None)]
+    most = LIMITS["json_depth"]
+    while stack:
+        value, depth, at = stack.pop()
+        if isinstance(value, _Huge):
+            digits = len(value.text) - value.text.startswith("-")
+            raise CheckpointError(f"{where} key \"{_key_path(at)}\" is a {digits}-digit integer "
+                                  f"({value.text[:12]}…), larger than any size a model has "
+                                  f"(attnlab reads integers up to {MAX_JSON_INT:,}). Nothing was "
+                                  "loaded.")
+        if isinstance(value, (dict, list)):
+            if depth >= most:
+                raise CheckpointError(f"{where} is nested deeper than {most} levels "
+                                      f"(at \"{_key_path(at)}\"), far deeper than any model file: "
+                                      "it is damaged or not what its name says. Nothing was "
+                                      "loaded.")
+            items = value.items() if isinstance(value, dict) else enumerate(value)
+            stack.extend((v, depth + 1, (at, k)) for k, v in items)
+
+
+def _key_path(at: Any) -> str:
+    """"a.b[2].c" from the chain (((None, "a"), "b"), 2), "c")."""
+    parts = []
+    while at is not None:
+        at, key = at
+        parts.append(f".{key[:40]}" if isinstance(key, str) else f"[{key}]")
+    text = "".join(reversed(parts)).removeprefix(".") or "(the top level)"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _shown(value: Any) -> str:

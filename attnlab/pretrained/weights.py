@@ -8,21 +8,34 @@ split along its first axis into several learnables, as GPT-2's fused q|k|v; resh
 Only safetensors are read (`model.safetensors`, or the shards `model.safetensors.index.json`
 lists), headers first: every name and shape is checked before a tensor is read. A pickle
 checkpoint (`pytorch_model.bin`, …) is refused, never unpickled.
+
+What a folder holds bounds what loading costs, never what its config.json claims: the files
+are stat'ed before they are opened (a FIFO or device is named, never read), headers are read
+by attnlab in one pass within safetensors' own limits, the config's counts are checked against
+the tensors' names (`check_counts`) before a table of that many rows is built, and its sizes
+against the tensors' shapes (`check_sizes`) before a single learnable is allocated.
 """
 from __future__ import annotations
 
 import contextlib
+import gc
+import heapq
+import io
 import json
 import math
+import os
+import re
+import sys
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Callable, Iterator, cast
 
 import torch
 from torch import nn
 
-from .config import MAX_CONFIG_BYTES, CheckpointError
+from .config import LIMITS, CappedConfig, CheckpointError, Config, file_problem, read_json
 
 SAFETENSORS = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -77,8 +90,190 @@ def _shape(shape) -> str:
 
 # -- reading a folder ----------------------------------------------------------------------------
 
+# safetensors' own limit on a header (MAX_HEADER_SIZE): a longer one is no safetensors file
+MAX_HEADER_BYTES = 100_000_000
+# a run of digits that long in a header is a number json would read slowly or too large: the
+# header is then read with every integer checked (`config.parse_json`'s rule)
+_LONG_NUMBER = re.compile(rb"[0-9]{20}")
+
+
+def _damaged(path: Path, why: str) -> CheckpointError:
+    return CheckpointError(f"cannot read '{path}': {why}. The file is damaged or not a "
+                           "safetensors file.")
+
+
+def _not_a_file(path: Path, problem: str) -> CheckpointError:
+    return CheckpointError(f"'{path}' is {problem}, not a regular file: nothing was read from "
+                           "it. A model folder holds its weights as files.")
+
+
+class _File:
+    """One safetensors file, open: its header read and checked (`entries`: name → (shape,
+    dtype, first byte, end byte) in the data), its tensors read on demand from the same open
+    file (never reopened by name: what was checked is what is read)."""
+
+    def __init__(self, path: Path):
+        from .._files import open_regular
+        self.path = path
+        try:
+            self.handle = cast(io.BufferedReader, open_regular(path, "from_pretrained(path)",
+                                                                error=CheckpointError))
+        except OSError as e:                     # gone or unreadable since the folder was read
+            raise CheckpointError(f"cannot open '{path}': {e.strerror or e}.") from None
+        try:
+            self.start, (self.header, self.places) = self._header()
+        except BaseException:
+            self.handle.close()
+            raise
+
+    def _header(self) -> tuple[int, tuple[dict, dict]]:
+        """(where the data starts, (name → (shape, dtype), name → (first byte, end byte) in
+        the data)): the 8-byte little-endian length, the JSON header it measures, every
+        entry's dtype, shape and place checked against the file."""
+        f, path = self.handle, self.path
+        size = os.fstat(f.fileno()).st_size
+        first = f.read(8)
+        if len(first) < 8:
+            raise _damaged(path, f"it has {size} byte(s), fewer than the 8 that give a "
+                                 "safetensors header's length")
+        n = int.from_bytes(first, "little")
+        if n > MAX_HEADER_BYTES:
+            raise _damaged(path, f"its header claims {n:,} bytes, more than safetensors' limit "
+                                 f"of {MAX_HEADER_BYTES:,}")
+        if 8 + n > size:
+            raise _damaged(path, f"its header claims {n:,} bytes, but the file has only "
+                                 f"{size - 8:,} after the header's length")
+        raw = f.read(n)
+        if len(raw) < n:
+            raise _damaged(path, "it was shortened while it was read")
+        most, listed = LIMITS["tensors"], raw.count(b'"data_offsets"')   # at C speed
+        if listed > most:                            # refused before it is parsed
+            raise _too_many(path, listed)
+        with _no_gc():
+            doc = _header_json(raw, path)
+            if len(doc) - ("__metadata__" in doc) > most:
+                raise _too_many(path, len(doc) - ("__metadata__" in doc))
+            return 8 + n, _entries(doc, path, size - 8 - n)
+
+    def read(self, shape: tuple[int, ...], dtype: torch.dtype, begin: int, end: int) -> torch.Tensor:
+        """The tensor stored at bytes begin:end of the data."""
+        if end == begin:
+            return torch.empty(shape, dtype=dtype)
+        buf = bytearray(end - begin)
+        self.handle.seek(self.start + begin)
+        if self.handle.readinto(buf) != len(buf):
+            raise _damaged(self.path, "it was shortened while it was read")
+        t = torch.frombuffer(buf, dtype=dtype)
+        if sys.byteorder == "big" and dtype.itemsize > 1:      # safetensors is little-endian
+            t = t.view(torch.uint8).view(-1, dtype.itemsize).flip(1).contiguous().view(dtype)
+        return t.reshape(shape)
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def _too_many(path: Path, n: int) -> CheckpointError:
+    return CheckpointError(f"cannot read '{path}': its header lists {n:,} tensors, more than "
+                           f"attnlab reads from one file ({LIMITS['tensors']:,}, a hundred times "
+                           "the tensors of a large model's shard). Nothing was loaded. To read "
+                           "a file you trust, raise attnlab.pretrained.config.LIMITS"
+                           "[\"tensors\"].")
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cycle collector paused: parsing a header makes a million small objects, none of
+    them in a cycle, and the collections they would trigger make the parse several times
+    slower."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _header_json(raw: bytes, path: Path) -> dict:
+    """The header's JSON object. Parsed at C speed (a header may list a million tensors); a
+    header holding a long number is parsed with every integer bounded instead."""
+    from .config import parse_json
+    if _LONG_NUMBER.search(raw):
+        doc = parse_json(raw, f"the header of '{path}'")
+    else:
+        try:
+            doc = json.loads(raw.decode("utf-8"))
+        except RecursionError:     # its entries are checked flat below: only this is recursive
+            raise _damaged(path, "its header is nested deeper than any safetensors header "
+                                 "(name → dtype, shape, data_offsets)") from None
+        except (ValueError, UnicodeDecodeError) as e:
+            raise _damaged(path, f"its header is not valid JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise _damaged(path, f"its header is a JSON {type(doc).__name__}, not an object of "
+                             "tensors")
+    return doc
+
+
+def _entries(doc: dict, path: Path, data: int) -> tuple[dict, dict]:
+    """The header's tensors, (name → (shape, dtype), name → (first byte, end byte)), each
+    checked: a dtype attnlab reads, a shape of whole numbers, and a place within the file's
+    `data` bytes that holds exactly that many bytes. One pass, nothing per entry but the
+    checks."""
+    header, places = {}, {}
+    for name, entry in doc.items():
+        if name == "__metadata__":
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+                raise _damaged(path, "its __metadata__ is not an object of strings")
+            continue
+        try:
+            kind, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
+        except (TypeError, KeyError, ValueError):
+            raise _damaged(path, f"tensor '{_cut(name)}' is not given as dtype, shape and two "
+                                 "data_offsets") from None
+        dtype = _ST_DTYPES.get(kind) if isinstance(kind, str) else None
+        if dtype is None:
+            if isinstance(kind, str):
+                raise CheckpointError(f"'{path}': tensor '{_cut(name)}' has dtype {_cut(kind)}, "
+                                      f"which attnlab does not read ({', '.join(_ST_DTYPES)}).")
+            raise _damaged(path, f"tensor '{_cut(name)}' has no dtype name")
+        if type(shape) is not list or not all(type(d) is int and d >= 0 for d in shape):
+            raise _damaged(path, f"tensor '{_cut(name)}' has the shape {_cut(str(shape))}, not "
+                                 "a list of sizes")
+        if type(begin) is not int or type(end) is not int or not 0 <= begin <= end <= data:
+            raise _damaged(path, f"tensor '{_cut(name)}' lies at bytes {_cut(str(begin))} to "
+                                 f"{_cut(str(end))}, outside the {data:,} bytes of data")
+        if _nbytes(shape, dtype, data) != end - begin:
+            raise _damaged(path, f"tensor '{_cut(name)}' of shape {_shape(shape)} and dtype "
+                                 f"{kind} takes {end - begin:,} bytes in the file")
+        header[name] = (tuple(shape), dtype)
+        places[name] = (begin, end)
+    return header, places
+
+
+def _nbytes(shape: list[int], dtype: torch.dtype, most: int) -> int:
+    """The bytes a tensor of this shape takes, or -1 once over `most` (huge shapes are never
+    multiplied out)."""
+    if 0 in shape:
+        return 0
+    n = dtype.itemsize
+    for d in shape:
+        n *= d
+        if n > most:
+            return -1
+    return n
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 class Checkpoint:
     """The tensors of a model folder, by name: headers read when opened, tensors when asked.
+
+    Every file is stat'ed before it is opened (a FIFO, folder or device where a file belongs is
+    named and never opened) and its header is read by attnlab itself, in one pass: the 8-byte
+    length is bounded by safetensors' limit and the file's size, every tensor's dtype, shape
+    and place checked. `header` maps each tensor's name to (shape, dtype).
 
     Parameters
     ----------
@@ -88,39 +283,39 @@ class Checkpoint:
     """
 
     def __init__(self, folder: str | Path):
-        from safetensors import SafetensorError, safe_open
         self.folder = Path(folder)
-        files = self._files()
         self.header: dict[str, tuple[tuple[int, ...], torch.dtype]] = {}
-        self._where: dict[str, Any] = {}
-        self._handles = []
-        for path, names in files:
-            try:
-                handle = safe_open(str(path), framework="pt")
-            except (SafetensorError, OSError) as e:
-                raise CheckpointError(f"cannot read '{path}': {e}. The file is damaged or not a "
-                                      "safetensors file.") from None
-            self._handles.append(handle)
-            present = set(handle.keys())
-            for name in names if names is not None else sorted(present):
-                if name not in present:
-                    raise CheckpointError(f"'{self.folder / INDEX}' lists tensor '{name}' in "
-                                          f"'{path.name}', which does not hold it. The index and "
-                                          "its shards do not belong together.")
-                piece = handle.get_slice(name)
-                kind = piece.get_dtype()
-                if kind not in _ST_DTYPES:
-                    raise CheckpointError(f"'{path}': tensor '{name}' has dtype {kind}, which "
-                                          f"attnlab does not read ({', '.join(_ST_DTYPES)}).")
-                self.header[name] = (tuple(piece.get_shape()), _ST_DTYPES[kind])
-                self._where[name] = handle
+        self._where: dict[str, _File] = {}       # a shard's tensors: their file
+        self._open: list[_File] = []
+        try:
+            for path, names in self._files():
+                self._read(path, names)
+        except BaseException:
+            self.close()
+            raise
+
+    def _read(self, path: Path, names: list[str] | None) -> None:
+        file = _File(path)
+        self._open.append(file)
+        if names is None:                        # the one file: all of it
+            self.header = file.header
+            return
+        for name in names:                       # a shard: the tensors the index gives it
+            if name not in file.header:
+                raise CheckpointError(f"'{self.folder / INDEX}' lists tensor '{_cut(name)}' in "
+                                      f"'{path.name}', which does not hold it. The index and "
+                                      "its shards do not belong together.")
+            self.header[name] = file.header[name]
+            self._where[name] = file
 
     def _files(self) -> list[tuple[Path, list[str] | None]]:
         single, index = self.folder / SAFETENSORS, self.folder / INDEX
-        if single.is_file():
-            return [(single, None)]
-        if index.is_file():
-            return self._shards(index)
+        for path in (single, index):
+            problem = file_problem(path)
+            if problem is None:
+                return [(single, None)] if path is single else self._shards(index)
+            if problem != "missing":
+                raise _not_a_file(path, problem)
         pickles = sorted(p.name for p in self.folder.iterdir()
                          if p.is_file() and p.name.endswith(PICKLE_SUFFIXES))
         if pickles:
@@ -135,12 +330,7 @@ class Checkpoint:
                               "model.save_pretrained(folder).")
 
     def _shards(self, index: Path) -> list[tuple[Path, list[str] | None]]:
-        from .._files import read_regular
-        raw = read_regular(index, "from_pretrained(path)", MAX_CONFIG_BYTES, error=CheckpointError)
-        try:
-            doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"'{index}' is not valid JSON ({e}).") from None
+        doc = read_json(index)
         mapping = doc.get("weight_map") if isinstance(doc, dict) else None
         if not isinstance(mapping, dict) or not mapping:
             raise CheckpointError(f"'{index}' has no \"weight_map\" object (tensor name → shard "
@@ -148,21 +338,27 @@ class Checkpoint:
         by_file: dict[str, list[str]] = {}
         for name, file in mapping.items():
             if not isinstance(file, str) or Path(file).name != file or file in ("", ".", ".."):
-                raise CheckpointError(f"'{index}': tensor '{name}' is in {file!r}; a shard is a "
-                                      "file name in the model's folder, without a path.")
+                raise CheckpointError(f"'{index}': tensor '{_cut(name)}' is in "
+                                      f"{_cut(repr(file))}; a shard is a file name in the "
+                                      "model's folder, without a path.")
             by_file.setdefault(file, []).append(name)
         out: list[tuple[Path, list[str] | None]] = []
         for file, names in by_file.items():
             path = self.folder / file
-            if not path.is_file():
+            problem = file_problem(path)
+            if problem == "missing":
                 raise CheckpointError(f"'{index}' lists shard '{file}', which is not in "
                                       f"'{self.folder}' (a download or copy that stopped short?).")
+            if problem is not None:
+                raise _not_a_file(path, problem)
             out.append((path, names))
         return out
 
     def tensor(self, name: str) -> torch.Tensor:
         """The tensor `name`, read from its file."""
-        return self._where[name].get_tensor(name)
+        file = self._where[name] if self._where else self._open[0]
+        shape, dtype = self.header[name]
+        return file.read(shape, dtype, *file.places[name])
 
     def find(self, name: str, prefix: str = "") -> str | None:
         """The name the file holds tensor `name` under, or None: the name itself; without or
@@ -179,7 +375,9 @@ class Checkpoint:
         return next((n for n in names if n in self.header), None)
 
     def close(self) -> None:
-        self._handles.clear()
+        for file in self._open:
+            file.close()
+        self._open.clear()
         self._where.clear()
 
     def __enter__(self) -> Checkpoint:
@@ -187,6 +385,73 @@ class Checkpoint:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+# -- the config's counts and sizes against the file, before anything is built -------------------
+
+def small_table(weights: Callable[[Config, str], list[Weight]], cfg: Config, architecture: str,
+                caps: dict[str, int] | None = None) -> tuple[list[Weight], dict[str, int]]:
+    """The family's table (`weights`) for a model like `cfg`'s with every integer it reads
+    capped at 1 (`caps`: a key's own cap), and the keys capped with their values: the rows of
+    the non-repeated tensors and of the first of each repeated block, whatever the counts."""
+    small = CappedConfig(cfg, 1, caps)
+    return weights(small, architecture), small.capped
+
+
+def check_counts(weights: Callable[[Config, str], list[Weight]], cfg: Config, architecture: str,
+                 ckpt: Checkpoint, prefix: str = "") -> None:
+    """Refuses a config that counts more layers (blocks, …) than the weights have room for,
+    naming the key: each count the table reads is raised from 1 to 2 in a small table, which
+    shows the tensors a block adds (e.g. "h.1.ln_1.weight"); count × those must not exceed
+    the tensors the file holds. A few small tables: the cost does not grow with the count the
+    config claims, and the real table is then no longer than the file. (A count the file has
+    room for is checked tensor by tensor with the rest, each missing one named with its
+    shape.)"""
+    base, capped = small_table(weights, cfg, architecture)
+    names = {w.name for w in base}
+    for key, value in capped.items():
+        grown, _ = small_table(weights, cfg, architecture, {key: 2})
+        blocks = [at for w in grown if not w.tied and w.name not in names
+                  and (at := _indexed(w.name, names)) is not None]
+        if not blocks or value * len(blocks) <= len(ckpt.header):
+            continue                       # not a count of tensors, or one the file has room for
+        held = 0                           # whole blocks 0, 1, … (each takes len(blocks) tensors)
+        while held < value and all(ckpt.find(f"{h}{held}{t}", prefix) for h, t in blocks):
+            held += 1
+        head, tail = next(((h, t) for h, t in blocks if not ckpt.find(f"{h}{held}{t}", prefix)),
+                          blocks[0])
+        raise CheckpointError(f"'{cfg.where}' key \"{key}\" is {value}, but the weights in "
+                              f"'{ckpt.folder}' hold {held} of those blocks: the first missing "
+                              f"tensor is '{head}{held}{tail}'. Do config.json and the weights "
+                              "come from the same checkpoint? Nothing was loaded.")
+
+
+def _indexed(name: str, first: set[str]) -> tuple[str, str] | None:
+    """(head, tail) with `name` = head + "1" + tail and head + "0" + tail in `first`: where a
+    block's number sits in its tensors' names."""
+    for m in re.finditer(r"(?<![0-9])1(?![0-9])", name):
+        head, tail = name[:m.start()], name[m.end():]
+        if f"{head}0{tail}" in first:
+            return head, tail
+    return None
+
+
+def check_sizes(net, table: list[Weight], ckpt: Checkpoint, family: str, prefix: str = "",
+                cfg: Config | None = None) -> None:
+    """Checks every tensor of the table against the shape the network expects, from its
+    analysis (which sizes the learnables on the meta device: nothing is allocated), naming the
+    config's key behind each size that differs. In a network with errors (a size too large
+    to build, say) the layers the analysis could size are checked, the rest left to
+    `initialize`, which names the errors."""
+    from ..analysis import flat_learnables
+    shapes = flat_learnables(net.analyze())
+
+    def expected(w: Weight) -> tuple[int, ...] | None:
+        if not all(n in shapes for n in w.learnables):
+            return None                  # a bug of the family's table: check_table names it
+        return _expected_shape(w, [shapes[n] for n in w.learnables])
+
+    _fit(table, expected, ckpt, prefix, cfg, family)
 
 
 # -- the table against the network --------------------------------------------------------------
@@ -197,7 +462,10 @@ def _parts(w: Weight, params: dict[str, nn.Parameter]) -> list[nn.Parameter]:
 
 def _expected(w: Weight, parts: list[nn.Parameter]) -> tuple[int, ...]:
     """The shape the file holds for `w`, from the learnables it fills (before `reshape`)."""
-    shapes = [tuple(p.shape) for p in parts]
+    return _expected_shape(w, [tuple(p.shape) for p in parts])
+
+
+def _expected_shape(w: Weight, shapes: list[tuple[int, ...]]) -> tuple[int, ...]:
     shape = (sum(s[0] for s in shapes),) + shapes[0][1:] if len(shapes) > 1 else shapes[0]
     return shape[::-1] if w.transpose else shape
 
@@ -232,7 +500,7 @@ def check_table(net, table: list[Weight], family: str) -> dict[str, nn.Parameter
     seen = {id(params[n]) for n in untied}
     left = [n for n, p in params.items() if id(p) not in seen]
     if left or len(set(untied)) != len(untied):
-        twice = sorted({n for n in untied if untied.count(n) > 1})
+        twice = sorted({n for n, k in Counter(untied).items() if k > 1})
         raise CheckpointError(f"the {family} table leaves learnables unfilled "
                               f"({', '.join(left[:5]) or 'none'}) or fills some twice "
                               f"({', '.join(twice[:5]) or 'none'}). This is a bug in attnlab's "
@@ -240,38 +508,97 @@ def check_table(net, table: list[Weight], family: str) -> dict[str, nn.Parameter
     return params
 
 
-def load(net, table: list[Weight], ckpt: Checkpoint, family: str, ignored: tuple[str, ...] = (),
-         prefix: str = "") -> dict[str, list]:
-    """Copies the checkpoint's tensors into the network's learnables, after checking every name
-    and shape. Returns the file's layout of the tensors it read: table name → [dtype, shape],
-    and the file's own name third where it differs (`Checkpoint.find`)."""
-    params = check_table(net, table, family)
-    problems, record, found = [], {}, {}
+def _fit(table: list[Weight], expected: Callable[[Weight], tuple[int, ...] | None],
+         ckpt: Checkpoint, prefix: str, cfg: Config | None,
+         family: str) -> tuple[dict[str, list], dict[str, str]]:
+    """(record, found): each row's layout in the file and the file's name for it, once every
+    tensor is known to be there at the shape `expected` gives (else a CheckpointError listing
+    what does not fit, naming the config's keys behind the sizes that differ)."""
+    problems: list[tuple[bool, str]] = []           # (names a config key, text)
+    record: dict[str, list] = {}
+    found: dict[str, str] = {}
+    sizes = _config_sizes(cfg)
     for w in table:
-        parts = _parts(w, params)
-        mine = _expected(w, parts)
+        mine = expected(w)
+        if mine is None:
+            continue
         name = ckpt.find(w.name, prefix)
         if name is None:
             if not w.tied:
-                problems.append(f"'{w.name}' is missing (the network expects {_shape(mine)} "
-                                f"for {', '.join(w.learnables)})")
+                problems.append((False, f"'{w.name}' is missing (the network expects "
+                                        f"{_shape(mine)} for {', '.join(w.learnables)})"))
             continue
         shape, dtype = ckpt.header[name]
         if not _fits(w, shape, mine):
-            problems.append(f"'{w.name}' is {_shape(shape)} in the file, the network built from "
-                            f"config.json expects {_shape(mine)} (for {', '.join(w.learnables)})")
+            keys = _culprits(sizes, shape, mine)
+            because = f": {'; '.join(keys)}" if keys else ""
+            problems.append((bool(keys), f"'{w.name}' is {_shape(shape)} in the file, the "
+                                         f"network built from config.json expects "
+                                         f"{_shape(mine)} (for {', '.join(w.learnables)}"
+                                         f"{because})"))
             continue
         if not dtype.is_floating_point:
-            problems.append(f"'{w.name}' has dtype {dtype} in the file; learnables are floating")
+            problems.append((False, f"'{w.name}' has dtype {dtype} in the file; learnables are "
+                                    "floating"))
             continue
         record[w.name] = [str(dtype).removeprefix("torch."), list(shape)] + \
             ([name] if name != w.name else [])
         found[w.name] = name
     if problems:
-        more = f" (and {len(problems) - 6} more)" if len(problems) > 6 else ""
+        problems.sort(key=lambda p: not p[0])       # the ones that name their key first
+        texts = [t for _, t in problems]
+        more = f" (and {len(texts) - 6} more)" if len(texts) > 6 else ""
+        given = "" if any(k for k, _ in problems) or not sizes else \
+            " The sizes config.json gives: " + ", ".join(
+                f"{k} {v}" for v, ks in sizes.items() for k in ks)[:300] + "."
         raise CheckpointError(f"cannot load '{ckpt.folder}': the weights do not fit the model "
-                              f"its config.json describes: {'; '.join(problems[:6])}{more}. Do "
-                              "config.json and the weights come from the same checkpoint?")
+                              f"its config.json describes: {'; '.join(texts[:6])}{more}. Do "
+                              f"config.json and the weights come from the same checkpoint?"
+                              f"{given}")
+    return record, found
+
+
+def _config_sizes(cfg: Config | None) -> dict[int, list[str]]:
+    """size → the config's keys the family read that give it (and "id2label", by its
+    length): the keys a mismatched size can be traced to."""
+    if cfg is None:
+        return {}
+    out: dict[int, list[str]] = {}
+    for key in sorted(cfg.read):
+        value = cfg.data.get(key)
+        if type(value) is int and value > 0:
+            out.setdefault(value, []).append(key)
+    labels = cfg.data.get("id2label")
+    if isinstance(labels, dict) and labels:
+        out.setdefault(len(labels), []).append("id2label")
+    return out
+
+
+def _culprits(sizes: dict[int, list[str]], shape: tuple[int, ...],
+              mine: tuple[int, ...]) -> list[str]:
+    """'config.json key "n_embd" is 100000' for each size the network expects that the file's
+    tensor does not have and a config key gives."""
+    if len(shape) != len(mine):
+        shape, mine = tuple(d for d in shape if d != 1), tuple(d for d in mine if d != 1)
+    out: list[str] = []
+    for have, want in zip(shape, mine):
+        for key in sizes.get(want, []) if have != want else []:
+            text = f"config.json {'has' if key == 'id2label' else 'key'} \"{key}\" " + \
+                (f"of {want} labels" if key == "id2label" else f"is {want}")
+            if text not in out:
+                out.append(text)
+    return out
+
+
+def load(net, table: list[Weight], ckpt: Checkpoint, family: str, ignored: tuple[str, ...] = (),
+         prefix: str = "", cfg: Config | None = None) -> dict[str, list]:
+    """Copies the checkpoint's tensors into the network's learnables, after checking every name
+    and shape. Returns the file's layout of the tensors it read: table name → [dtype, shape],
+    and the file's own name third where it differs (`Checkpoint.find`); `cfg` (optional) lets
+    a size that differs name the config key behind it."""
+    params = check_table(net, table, family)
+    record, found = _fit(table, lambda w: _expected(w, _parts(w, params)), ckpt, prefix, cfg,
+                         family)
     with torch.no_grad():
         for w in table:
             if w.name not in record or w.tied:
@@ -286,9 +613,9 @@ def load(net, table: list[Weight], ckpt: Checkpoint, family: str, ignored: tuple
                                 else (t,)):
                 p.copy_(piece)
     read = set(found.values())
-    unused = sorted(n for n in ckpt.header if n not in read and not n.endswith(ignored))
+    unused = [n for n in ckpt.header if n not in read and not n.endswith(ignored)]
     if unused:
-        listed = ", ".join(unused[:8]) + (f" (and {len(unused) - 8} more)" if len(unused) > 8 else "")
+        listed = ", ".join(heapq.nsmallest(8, unused)) + (f" (and {len(unused) - 8} more)" if len(unused) > 8 else "")
         warnings.warn(f"'{ckpt.folder}': {len(unused)} tensor(s) of the checkpoint belong to no "
                       f"part of the {family} model its config.json describes and were not read: "
                       f"{listed}.", stacklevel=3)
