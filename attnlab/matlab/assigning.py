@@ -72,6 +72,8 @@ class Assigning(Part):
             self._check_count(value, target)
         if target.type == "identifier":
             scope[_text(target, self.src)] = value
+        elif isinstance(value, Missing):               # x(i) = f(…) of a skipped result
+            raise NeedsData(f"uses a value from line {value.line}, which was skipped")
         elif target.type == "function_call":           # x(i) = v, c{i} = v
             name_node = target.named_children[0]
             container = self._lvalue(name_node, scope)

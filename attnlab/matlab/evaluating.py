@@ -15,6 +15,7 @@ from .script_values import (
     _EVAL,
     _WORK,
     Part,
+    Passed,
     _arith,
     _child,
     _count,
@@ -183,6 +184,9 @@ class Evaluating(Part):
         name = _text(node, self.src)
         if name in scope:
             v = scope[name]
+            if isinstance(v, Passed):           # an argument its caller could not compute
+                raise NeedsData(f"uses '{name}', which line {v.line} passed without a value "
+                                f"({v.why})", v.var)
             if isinstance(v, Missing):
                 raise NeedsData(f"uses '{name}' from line {v.line}, which was skipped" if v.line
                                 else f"needs '{name}', {v.why} (give it with --set "
@@ -416,8 +420,15 @@ class Evaluating(Part):
             if c.type == "spread_operator":
                 pos.append(slice(None))
             else:
-                v = self.eval_in(c, scope)
-                if isinstance(v, Missing):
+                try:
+                    v = self.eval_in(c, scope)
+                except NeedsData as e:
+                    # a function of the script's own gets the argument unset: what in it needs
+                    # the value is skipped there, and the rest (its layers) runs
+                    if not (self.analyze and function in self.functions and function not in scope):
+                        raise
+                    v = Passed(c.start_point.row + 1, e.why, e.var or _root(c, self.src))
+                if isinstance(v, Missing) and not isinstance(v, Passed):
                     if function in B.DATA:
                         raise NeedsData(f"{function} needs data the script does not have")
                     raise NeedsData(f"uses a value from line {v.line}, which was skipped")
@@ -575,3 +586,11 @@ def _indexes_with_end(args) -> bool:
         if n.type != "function_call":
             stack.extend(n.named_children)
     return False
+
+
+def _root(node, src: bytes) -> str | None:
+    """The variable an argument is made of (`data_train` in `data_train{j}`)."""
+    while node.type in ("function_call", "field_expression", "parenthesis") and \
+            node.named_children:
+        node = node.named_children[0]
+    return _text(node, src) if node.type == "identifier" else None

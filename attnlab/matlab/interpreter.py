@@ -140,6 +140,9 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
         # runs of skipped statements outside the network slice: last statement id -> group
         self._groups: dict[int, _Group] = {}
         self._grouped: set[int] = set()
+        # statements the run got to, and those it skipped (what a name no path assigns needs)
+        self._reached: set[int] = set()
+        self._skipped_ids: set[int] = set()
 
     # ---------------------------------------------------------------------------- running --
     def run(self) -> dict:
@@ -152,7 +155,9 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
             sys.setrecursionlimit(needed)
         try:
             with np.errstate(all="ignore"):      # 1/0 is Inf, as in MATLAB: no warnings
-                return self._run_tree(root)
+                ws = self._run_tree(root)
+            self._undefined_in_skipped()
+            return ws
         finally:
             if needed > old:
                 sys.setrecursionlimit(old)
@@ -240,6 +245,7 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
             return
         self._tick(node)
         self._nest(node)
+        self._reached.add(node.id)
         try:
             undefined = self.plan.undefined(node)
             if undefined is not None:            # MATLAB stops here: no path assigns the name
@@ -271,6 +277,19 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
                               node.start_point.column + 1) from e
         finally:
             self.depth -= 1
+
+    def _undefined_in_skipped(self) -> None:
+        """A name no path assigns, used in a statement the run never got to because a loop,
+        branch or statement around it was skipped (it needed data): given the data, MATLAB
+        would get there and stop, so the reader stops too, at the first such use."""
+        for stmt, name, ident, why in self.plan.undefined_uses():
+            if stmt in self._reached:
+                continue
+            n = ident.parent
+            while n is not None and n.type not in ("function_definition", "source_file"):
+                if n.id in self._skipped_ids:
+                    raise Undefined(name, why, ident)
+                n = n.parent
 
     def _outside_slice(self, node, e) -> bool:
         """Whether analyze skips a statement that failed: one no network needs (outside the
@@ -349,6 +368,7 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
         a statement that builds a network and had to be skipped stops analyze (exit 2)."""
         kept, held = [], []
         line = node.start_point.row + 1
+        self._skipped_ids.add(node.id)
         trained = self._trained_network(node, scope)
         builds = trained is None and self._builds_network(node)
         # a skipped loop or branch leaves unset what its body assigns, as a statement does
@@ -437,6 +457,7 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
         calls, targets = self._walks[key]
         if not calls:
             return False
+        self._skipped_ids.add(node.id)
         first, last = node.start_point.row + 1, node.end_point.row + 1
         why = f"set in the custom training loop at lines {first}-{last}"
         for name in targets:

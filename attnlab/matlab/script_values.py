@@ -10,7 +10,7 @@ from ..errors import AttnlabError
 from ..layers.base import Layer
 from ..network import Network
 from . import builtins as B
-from .values import Categorical, Cell, Lambda, MatlabError, NeedsData, String, Struct
+from .values import Categorical, Cell, Lambda, MatlabError, Missing, NeedsData, String, Struct
 
 _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
 # toolbox functions that allocate a network's weights (checked against Limits.learnables)
@@ -58,6 +58,12 @@ class _Return(Exception):
 
 # what passes through a statement unchanged: control flow, and analyze's skips
 _FLOW = (_Break, _Continue, _Return, NeedsData)
+
+
+class Passed(Missing):
+    """An argument analyze passes to a function of the script's own although it could not be
+    computed (it needs data): the statements of the function that use it are skipped, the
+    others run. `var` names what to give with --set (the caller's variable)."""
 
 
 class Undefined(MatlabError):

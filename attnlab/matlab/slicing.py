@@ -157,6 +157,12 @@ class Plan:
     def undefined(self, node):
         return self._undefined.get(node.id)
 
+    def undefined_uses(self) -> list[tuple[int, str, Any, str]]:
+        """(statement id, name, identifier, why) of every use of a name no path assigns, in
+        the order of the source."""
+        return sorted(((stmt, *found) for stmt, found in self._undefined.items()),
+                      key=lambda u: u[2].start_byte)
+
     def loaded_by(self, identifier) -> int | None:
         lines = [self._load_lines[d] for d in self._reach.get(identifier.id, ())
                  if d in self._load_lines]

@@ -314,3 +314,48 @@ def test_eval_is_skipped_with_a_clean_note(capsys, tmp_path):
     with pytest.raises(ScriptError, match="s.m:1:1: eval runs text as MATLAB code, which "
                                           "attnlab's reader never does"):
         run_code("eval('x = 1');", file="s.m")
+
+
+def test_an_undefined_name_in_code_skipped_for_data_is_still_reported(capsys, tmp_path):
+    code, out, err = _analyze(capsys, tmp_path,
+                              "function acc = evaluate(X, n)\n"
+                              "layers = [featureInputLayer(4) fullyConnectedLayer(n)];\n"
+                              "acc = 0;\n"
+                              "for i = 1:size(X, 2)\n"            # X: data, the loop is skipped
+                              "  acc = acc + sum(testLoc);\n"     # no path assigns testLoc
+                              "end\n"
+                              "end\n", "n=2")
+    assert code == 2 and "s.m:5:19: Unrecognized function or variable 'testLoc'." in err
+
+
+def test_a_local_function_runs_with_an_argument_only_its_data_statements_need(capsys,
+                                                                            tmp_path):
+    text = ("load(\"users.mat\", \"data\");\n"
+            "[len, ch] = size(data{1});\n"
+            "for j = 1:3\n"
+            "  net = build(ch, data{j});\n"
+            "end\n"
+            "function net = build(numChannels, dataset)\n"
+            "  layers = [sequenceInputLayer(numChannels) lstmLayer(8) fullyConnectedLayer(2)];\n"
+            "  net = trainnet(dataset.X, dataset.T, layers, 'mse', trainingOptions('adam'));\n"
+            "end\n")
+    code, out, err = _analyze(capsys, tmp_path, text)
+    assert code == 2 and "Give it with --set ch=VALUE." in err
+    code, out, err = _analyze(capsys, tmp_path, text, "ch=6")
+    assert code == 0, out + err
+    assert "network 'net': 3 layers" in out and "no issues" in out
+
+
+def test_a_skipped_result_stored_into_an_array_is_a_skip_not_an_error(capsys, tmp_path):
+    code, out, err = _analyze(capsys, tmp_path, NET +
+                              "acc = zeros(1, 3);\n"
+                              "for k = 1:3\n  acc(k) = score(net, XTest);\nend\n"
+                              "function a = score(net, X)\n  a = mean(predict(net, X));\nend\n")
+    assert code == 0, out + err
+    assert "s.m:8: skipped: uses a value from line 11, which was skipped" in out
+    assert "Missing" not in out
+
+
+def test_return_in_a_script_ends_it():
+    ws = run_code("a = 1;\nif a > 0\n  return\nend\nb = 2;")
+    assert ws == {"a": 1}

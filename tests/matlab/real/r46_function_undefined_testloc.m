@@ -11,7 +11,6 @@
 % 'testLoc'." (inside a function no caller's workspace can supply it).
 % Expect: exit 2 "Unrecognized function or variable 'testLoc'."
 % Expect-with: --set "R={ones(4, 6), ones(4, 6), ones(4, 6)}" --set "dir=[1 2 1]" --set nFolds=3 --set nNode=8 -> exit 2 "Unrecognized function or variable 'testLoc'."
-% Xfail: a name no path of a function assigns (testLoc) is reported only when execution reaches it; analyze stops first at the data the network needs (--set inputSize)
 function i1_m = run_lstm_classification(R, dir, nFolds, nNode)
 % run_lstm_classification trains a BiLSTM per fold and scores every time step.
 %   R      - cell array, one features-by-time matrix per observation
