@@ -359,3 +359,11 @@ def test_a_skipped_result_stored_into_an_array_is_a_skip_not_an_error(capsys, tm
 def test_return_in_a_script_ends_it():
     ws = run_code("a = 1;\nif a > 0\n  return\nend\nb = 2;")
     assert ws == {"a": 1}
+
+
+def test_the_note_of_an_unknown_function_reads_cleanly(capsys, tmp_path):
+    code, out, err = _analyze(capsys, tmp_path, NET + "z = numell(4);\n")
+    assert code == 0, out + err
+    assert "s.m:6: skipped: 'numell' is neither a function attnlab knows nor a variable the " \
+           "script defines (did you mean 'numel'" in out
+    assert "defines Did" not in out
