@@ -102,6 +102,8 @@ def _parse(fn: str, args: tuple, kwargs: dict, options: dict[str, Any],
             raise ArgumentError(
                 f"{fn}: expected an option among {', '.join(options) or 'none'}, received "
                 f"'{name}'.{close_matches(name, options)} {hint}".rstrip())
+    if "Name" in out and isinstance(out["Name"], str) and out["Name"] == "":
+        out["Name"] = None                   # MATLAB's default name '': named automatically
     return pos, out
 
 
