@@ -17,7 +17,6 @@
 % ff1 512*128 + 512 = 66,048, ff2 128*512 + 128 = 65,664, fc 258: 180,146 learnables.
 % Expect: exit 2 "--set inputSize=VALUE"
 % Expect-with: --set inputSize=306 --set "cats={'NoSpike';'Spike'}" --set "w=[0.6;1.4]" -> exit 0 "16 layers" "no issues" learnables=180146
-% Xfail: a function file analysed without arguments gets a placeholder in varargin (odd numel), so its own name-value check errors; --set values (inputSize, cats, w) do not reach a function file's workspace, though the message asks for --set cats
 function run_spike_classifier(varargin)
 %% settings
 opts.dataFile = '/data/MEG/SpikeDetection/trials.mat';

@@ -13,7 +13,6 @@
 % that will hold it); without them the arguments block stops it ("Not enough input arguments").
 % Expect: exit 2 "--set hiddenSize=VALUE"
 % Expect-with: --set hiddenSize=64 --set numSlices=32 --set numHeads=8 -> exit 0 "8 layers"
-% Xfail: a function file's trailing name-value argument (args of an arguments block) is given a placeholder value; the positional sizes are not asked with --set; functionLayer lacks MATLAB's Acceleratable option
 function layer = transolverLayer(hiddenSize, numSlices, numHeads, args)
 arguments
     hiddenSize (1,1) {mustBePositive, mustBeInteger}
