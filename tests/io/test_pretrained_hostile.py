@@ -352,9 +352,9 @@ def test_a_file_shorter_than_the_length_field_is_refused(folder):
     ({"dtype": "F32", "shape": [16, 9], "data_offsets": [0, 512]}, "takes 512 bytes"),
     ({"dtype": "F32", "shape": [2**62, 2**62], "data_offsets": [0, 512]}, "takes 512 bytes"),
     ({"dtype": "F32", "shape": [-16, 8], "data_offsets": [0, 512]}, "not a list of sizes"),
-    ({"dtype": "F32", "shape": [16, 8]}, "not given as dtype, shape and two data_offsets"),
+    ({"dtype": "F32", "shape": [16, 8]}, "a shape and two data_offsets"),
     ({"dtype": "F8_E4M3", "shape": [16, 8], "data_offsets": [0, 128]}, "dtype F8_E4M3"),
-    ([1, 2, 3], "not given as dtype, shape and two data_offsets"),
+    ([1, 2, 3], "a shape and two data_offsets"),
 ])
 def test_a_header_entry_that_lies_about_its_tensor_is_refused(folder, entry, words):
     _raw_weights(folder, json.dumps({"wte.weight": entry}).encode(), data=bytes(512))
@@ -396,3 +396,40 @@ def test_the_tensor_limit_can_be_raised_for_a_folder_one_trusts(folder, monkeypa
     _refused(folder, "its header lists 28 tensors, more than attnlab reads from one file (10")
     monkeypatch.setitem(LIMITS, "tensors", 28)
     from_pretrained(folder)
+
+
+@pytest.mark.parametrize("metadata, ok", [(None, True), ({"format": "pt"}, True),
+                                          ({"format": 1}, False), ([], False)])
+def test_the_header_metadata_is_null_or_strings(folder, metadata, ok):
+    from safetensors.torch import load_file
+    tensors = {k: v.clone() for k, v in load_file(folder / "model.safetensors").items()}
+    header, offset, blobs = {"__metadata__": metadata}, 0, []
+    for name, t in tensors.items():
+        blob = t.numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(blob)]}
+        offset += len(blob)
+        blobs.append(blob)
+    _raw_weights(folder, json.dumps(header).encode(), data=b"".join(blobs))
+    if ok:
+        net = from_pretrained(folder)
+        assert torch.equal(net.learnables["wte/weight"], tensors["wte.weight"])
+    else:
+        _refused(folder, "its __metadata__ is not an object of strings")
+
+
+def test_attnlabs_own_reader_gives_what_safetensors_gives(tmp_path):
+    from safetensors.torch import save_file
+
+    from attnlab.pretrained.weights import Checkpoint
+    tensors = {"bf16": torch.randn(3, 4).bfloat16(), "f16": torch.randn(5).half(),
+               "i64": torch.arange(6).reshape(2, 3), "bool": torch.tensor([True, False]),
+               "empty": torch.zeros(0, 3), "f64": torch.tensor(3.5, dtype=torch.float64),
+               "u8": torch.randint(0, 255, (7,), dtype=torch.uint8)}
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    with Checkpoint(tmp_path) as ckpt:
+        assert set(ckpt.header) == set(tensors)
+        for name, t in tensors.items():
+            got = ckpt.tensor(name)
+            assert ckpt.header[name] == (tuple(t.shape), t.dtype)
+            assert got.dtype == t.dtype and torch.equal(got, t), name
