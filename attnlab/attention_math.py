@@ -17,7 +17,7 @@ in the gradients, and without synchronising with the device.
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple, Union, cast
+from typing import Callable, Optional, Tuple, Union, cast
 
 import torch
 import torch.nn.functional as F
@@ -25,9 +25,9 @@ from torch import Tensor
 
 from . import attention_rules as rules
 from ._calls import checked_as
-from .attention_bias import (aligned_relative_positions, alibi_bias, alibi_slopes_tensor,
-                             window_mask)
-from .errors import FormatError, SizeError
+from .attention_bias import (WIDEST_WINDOW, aligned_relative_positions, alibi_bias,
+                             alibi_slopes_tensor, window_mask)
+from .errors import AttnlabError, FormatError, SizeError, where
 
 __all__ = ["attention", "naive_attention"]
 
@@ -36,6 +36,9 @@ _ALIGNMENTS = rules.ALIGNMENTS
 _SDPA_GQA = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
 MaskArg = Union[None, str, Tensor]
 _FN = "attention:"   # the prefix of al.attention's argument errors
+# where a tensor argument came from: `at(argument) → (layer name, port or None)`, given by
+# the modules of named layers; None for al.attention itself
+Locate = Optional[Callable[[str], Tuple[Optional[str], Optional[str]]]]
 
 
 # --------------------------------------------------------------------------------------------
@@ -49,53 +52,78 @@ def _size(t: Tensor) -> str:
     return "×".join(str(s) for s in t.shape) if t.dim() else "a scalar"
 
 
-def _check_mask_tensor(name: str, mask: Tensor, ref: Tensor, expected: list, wanted: str) -> None:
+def _fail(cls: type[AttnlabError], at: Locate, arg: str, text: str, expected: str,
+          received: str, fix: str) -> AttnlabError:
+    """The error of a tensor argument `arg` that does not fit: al.attention's own words
+    (`attention: ` + `text`), or, when `at` places the argument at a layer's port, that
+    layer's: `layer 'NAME' port 'PORT': expected …, received …. fix` (`.layer`, `.port`)."""
+    if at is None:
+        return cls(f"attention: {text}")
+    layer, port = at(arg)
+    if layer is None:
+        return cls(f"attention: {text}")
+    what = "" if port is not None else f"{arg}: "
+    err = cls(f"{where(layer, port)}{what}expected {expected}, received {received}. {fix}")
+    err.layer, err.port = layer, port
+    return err
+
+
+def _check_mask_tensor(name: str, mask: Tensor, ref: Tensor, expected: list, wanted: str,
+                       at: Locate = None) -> None:
     if not isinstance(mask, Tensor):
-        raise FormatError(
-            f"attention: {name} must be a boolean tensor (True = attend), received "
-            f"{type(mask).__name__}. Pass a torch.bool tensor of size {wanted}.")
+        raise _fail(FormatError, at, name, f"{name} must be a boolean tensor (True = attend), "
+                    f"received {type(mask).__name__}. Pass a torch.bool tensor of size {wanted}.",
+                    f"a boolean tensor of size {wanted}", type(mask).__name__,
+                    "Pass a torch.bool tensor (True = attend).")
     if mask.dtype != torch.bool:
-        raise FormatError(
-            f"attention: {name} must be boolean with True = attend, received dtype {mask.dtype}. "
-            + ("Convert it: mask == 0 for a PyTorch-style additive float mask (0 = attend, "
+        fix = ("Convert it: mask == 0 for a PyTorch-style additive float mask (0 = attend, "
                "-inf = ignore), or mask > 0 for a Keras-style 1.0 = attend mask."
                if mask.is_floating_point() else
                "Convert it, e.g. mask > 0 for a Keras-style 1 = attend mask, or ~mask for a "
-               "PyTorch key_padding_mask (True = ignore)."))
+               "PyTorch key_padding_mask (True = ignore).")
+        raise _fail(FormatError, at, name, f"{name} must be boolean with True = attend, "
+                    f"received dtype {mask.dtype}. {fix}", "a boolean tensor (True = attend)",
+                    f"dtype {mask.dtype}", fix)
     if mask.device != ref.device:
-        raise FormatError(
-            f"attention: {name} is on {mask.device} but the queries are on {ref.device}. "
-            f"Move it with mask.to(q.device).")
+        raise _fail(FormatError, at, name, f"{name} is on {mask.device} but the queries are on "
+                    f"{ref.device}. Move it with mask.to(q.device).",
+                    f"a tensor on {ref.device} (the queries' device)", f"one on {mask.device}",
+                    "Move it with mask.to(q.device).")
     if list(mask.shape) not in expected:
-        raise SizeError(
-            f"attention: {name} must be {wanted}, received {_size(mask)}. "
-            f"Give one entry per (query,) key as described; True = attend.")
+        raise _fail(SizeError, at, name, f"{name} must be {wanted}, received {_size(mask)}. "
+                    f"Give one entry per (query,) key as described; True = attend.",
+                    wanted, _size(mask), "Give one entry per (query,) key step; True = attend.")
 
 
-def _check_bias(bias: Tensor, ref: Tensor, B: int, H: int, Tq: int, Tk: int) -> None:
+def _check_bias(bias: Tensor, ref: Tensor, B: int, H: int, Tq: int, Tk: int,
+                at: Locate = None) -> None:
     wanted = f"B×H×Tq×Tk = {B}×{H}×{Tq}×{Tk}"
     if not isinstance(bias, Tensor) or not bias.is_floating_point():
-        raise FormatError(
-            f"attention: bias must be a floating-point tensor broadcastable to {wanted} (added "
-            f"to the scores before the softmax), received "
-            f"{bias.dtype if isinstance(bias, Tensor) else type(bias).__name__}. "
-            f"Give a float tensor; a boolean mask goes to attention_mask instead.")
+        got = str(bias.dtype) if isinstance(bias, Tensor) else type(bias).__name__
+        fix = "Give a float tensor; a boolean mask goes to attention_mask instead."
+        raise _fail(FormatError, at, "bias", f"bias must be a floating-point tensor "
+                    f"broadcastable to {wanted} (added to the scores before the softmax), "
+                    f"received {got}. {fix}",
+                    f"a floating-point tensor broadcastable to {wanted}", got, fix)
     if bias.device != ref.device:
-        raise FormatError(
-            f"attention: bias is on {bias.device} but the queries are on {ref.device}. "
-            f"Move it with bias.to(q.device).")
+        raise _fail(FormatError, at, "bias", f"bias is on {bias.device} but the queries are on "
+                    f"{ref.device}. Move it with bias.to(q.device).",
+                    f"a tensor on {ref.device} (the queries' device)", f"one on {bias.device}",
+                    "Move it with bias.to(q.device).")
     shape = list(bias.shape)
     full = [B, H, Tq, Tk]
     if len(shape) > 4 or any(s not in (1, f) for s, f in zip(shape[::-1], full[::-1])):
-        raise SizeError(
-            f"attention: bias must be broadcastable to {wanted}, received {_size(bias)}. "
-            f"Give it sizes 1 or B, 1 or H, Tq and Tk, e.g. 1×{H}×{Tq}×{Tk}.")
+        fix = f"Give it sizes 1 or B, 1 or H, Tq and Tk, e.g. 1×{H}×{Tq}×{Tk}."
+        raise _fail(SizeError, at, "bias", f"bias must be broadcastable to {wanted}, received "
+                    f"{_size(bias)}. {fix}", f"a tensor broadcastable to {wanted}",
+                    _size(bias), fix + " The bias is added to the scores before the softmax.")
 
 
 def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
               causal_alignment, dropout, need_weights=False, training=False, bias=None,
-              window=None, alibi=False):
-    """Check every argument; return (B, Tq, Tk, dk, dv, num_kv_heads, scale as float)."""
+              window=None, alibi=False, at: Locate = None):
+    """Check every argument; return (B, Tq, Tk, dk, dv, num_kv_heads, scale as float).
+    `at`: where each tensor argument came from, for errors in a layer's words (`_fail`)."""
     for name, t in (("query", q), ("key", k), ("value", v)):
         if not isinstance(t, Tensor):
             raise FormatError(
@@ -123,13 +151,16 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
     Bk, Tk, Ckk = k.shape
     Bv, Tv, Cv = v.shape
     if not (B == Bk == Bv):
-        raise SizeError(
-            f"attention: query, key and value must have the same batch size B, received "
-            f"{B}, {Bk} and {Bv}. Give all three the same number of observations.")
+        arg, got = ("key", Bk) if Bk != B else ("value", Bv)
+        raise _fail(SizeError, at, arg, f"query, key and value must have the same batch size "
+                    f"B, received {B}, {Bk} and {Bv}. Give all three the same number of "
+                    f"observations.", f"{B} observations (the query's batch size)",
+                    f"{got}", "Give every input of the layer the same number of observations.")
     if Tk != Tv:
-        raise SizeError(
-            f"attention: key has {Tk} time steps (Tk) but value has {Tv}; they must match. "
-            f"Compute keys and values from the same sequence.")
+        raise _fail(SizeError, at, "value", f"key has {Tk} time steps (Tk) but value has {Tv}; "
+                    f"they must match. Compute keys and values from the same sequence.",
+                    f"{Tk} time steps (as the key)", f"{Tv}",
+                    "Keys and values come from the same sequence: give them the same length.")
 
     num_heads = rules.num_heads(_FN, num_heads)
     kv_heads = rules.num_kv_heads(_FN, num_kv_heads, num_heads, SizeError) or num_heads
@@ -140,20 +171,23 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
     dk = Ck // num_heads
     if Ckk != kv_heads * dk:
         if kv_heads == num_heads:
-            raise SizeError(
-                f"attention: query has {Ck} channels but key has {Ckk} (Ck); they must match. "
-                f"Project both to the same size, e.g. with a Dense({Ck}) on the keys.")
-        raise SizeError(
-            f"attention: with num_kv_heads {kv_heads} the key must have {kv_heads}×{dk} = "
-            f"{kv_heads * dk} channels (num_kv_heads × query channels / num_heads), received "
-            f"{Ckk}. Project the keys to {kv_heads * dk} channels.")
+            raise _fail(SizeError, at, "key", f"query has {Ck} channels but key has {Ckk} (Ck); "
+                        f"they must match. Project both to the same size, e.g. with a "
+                        f"Dense({Ck}) on the keys.", f"keys of {Ck} channels (as the queries)",
+                        f"{Ckk}", "Project queries and keys to the same number of channels.")
+        raise _fail(SizeError, at, "key", f"with num_kv_heads {kv_heads} the key must have "
+                    f"{kv_heads}×{dk} = {kv_heads * dk} channels (num_kv_heads × query channels "
+                    f"/ num_heads), received {Ckk}. Project the keys to {kv_heads * dk} channels.",
+                    f"keys of {kv_heads * dk} channels (num_kv_heads × query channels / "
+                    f"num_heads)", f"{Ckk}", f"Project the keys to {kv_heads * dk} channels.")
     if Cv % kv_heads:
         common = math.gcd(Cv, Ck) if kv_heads == num_heads else Cv
-        raise SizeError(
-            f"attention: {'num_heads' if kv_heads == num_heads else 'num_kv_heads'} "
-            f"{kv_heads} does not divide value channels {Cv} (Cv). Use value channels "
-            f"divisible by {kv_heads}, or a head count that divides both"
-            f"{_divisor_hint(common, kv_heads)}.")
+        heads = 'num_heads' if kv_heads == num_heads else 'num_kv_heads'
+        fix = (f"Use value channels divisible by {kv_heads}, or a head count that divides both"
+               f"{_divisor_hint(common, kv_heads)}.")
+        raise _fail(SizeError, at, "value", f"{heads} {kv_heads} does not divide value channels "
+                    f"{Cv} (Cv). {fix}", f"values whose channels {heads} {kv_heads} divides",
+                    f"{Cv}", fix)
     dv = Cv // kv_heads
 
     scale = rules.scale(_FN, scale)
@@ -165,13 +199,13 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
     rules.flag(_FN, "training", training)
     if key_padding_mask is not None:
         _check_mask_tensor("key_padding_mask", key_padding_mask, q, [[B, Tk]],
-                           f"B×Tk = {B}×{Tk}")
+                           f"B×Tk = {B}×{Tk}", at)
     rules.attention_mask(_FN, attention_mask, tensors_ok=True)
     if isinstance(attention_mask, Tensor):
         _check_mask_tensor("attention_mask", attention_mask, q, [[Tq, Tk], [B, Tq, Tk]],
-                           f"Tq×Tk = {Tq}×{Tk} or B×Tq×Tk = {B}×{Tq}×{Tk}")
+                           f"Tq×Tk = {Tq}×{Tk} or B×Tq×Tk = {B}×{Tq}×{Tk}", at)
     if bias is not None:
-        _check_bias(bias, q, B, num_heads, Tq, Tk)
+        _check_bias(bias, q, B, num_heads, Tq, Tk, at)
     if window is not None:
         rules.window(_FN, window)
     rules.flag(_FN, "alibi", alibi)
@@ -325,6 +359,8 @@ def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causa
     B, Tq, Tk, dk, dv = sizes
     p = float(dropout) if training else 0.0
     H = num_heads
+    if window is not None and window >= WIDEST_WINDOW:
+        window = None                     # wider than any sequence: no window (exactly)
     fused = not need_weights and Tk > 0  # softmax over zero keys is the explicit path's job
     # torch's is_causal kernels mask before they scale (-inf · 0 is NaN on the CPU), so scale 0
     # takes the causal rule as an explicit mask; a negative scale reaches the kernel as
@@ -391,11 +427,13 @@ def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causa
 
 def _attention(q, k, v, num_heads, scale="auto", key_padding_mask=None, attention_mask=None,
                causal_alignment="top-left", dropout=0.0, need_weights=False, training=False,
-               num_kv_heads=None, bias=None, window=None, alibi=False, offset=None):
-    """`attention` without the wrapper frame, as the modules call it (`offset` as `_attend`)."""
+               num_kv_heads=None, bias=None, window=None, alibi=False, offset=None,
+               at: Locate = None):
+    """`attention` without the wrapper frame, as the modules call it (`offset` as `_attend`,
+    `at` as `_validate`)."""
     B, Tq, Tk, dk, dv, kv_heads, scale_f = _validate(
         q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
-        causal_alignment, dropout, need_weights, training, bias, window, alibi)
+        causal_alignment, dropout, need_weights, training, bias, window, alibi, at)
     return _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask,
                    causal_alignment, dropout, need_weights, training, kv_heads, bias, window,
                    alibi, offset, (B, Tq, Tk, dk, dv))

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from . import attention_rules as rules
 from .errors import FormatError, SizeError
-from .attention_math import MaskArg, _attention, _divisor_hint, _size
+from .attention_math import MaskArg, _attention, _divisor_hint, _fail, _size
 from .rotary import Rotary
 
 __all__ = ["AttentionModule", "MultiHeadAttentionModule", "SelfAttentionModule",
@@ -41,15 +41,49 @@ def _init_linear(lin: nn.Linear) -> None:
 
 _UNSET: Any = object()   # "the module's own setting" for a keyword left out
 
+# the registries of hooks that run on every module (torch.nn.modules.module.
+# register_module_forward_hook, …): mutated in place, so held once here
+_GLOBAL_HOOKS = tuple(getattr(nn.modules.module, n) for n in (
+    "_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_pre_hooks",
+    "_global_forward_hooks", "_global_forward_hooks_always_called",
+    "_global_forward_hooks_with_kwargs") if hasattr(nn.modules.module, n))
 
-def _key_mask(key_padding_mask, port_mask, mask_port):
+
+def global_module_hooks() -> bool:
+    """Whether a hook that runs on every module is registered."""
+    return any(_GLOBAL_HOOKS)
+
+
+def plain_linear(m: Optional[nn.Module]) -> bool:
+    """Whether `m` is a bare `nn.Linear` that nothing watches, so that reading its weight and
+    bias (to fuse q, k and v into one matmul) computes exactly what calling it does.
+
+    Anything else is called as a module: a subclass, a wrapper (peft's LoRA `Linear`), a
+    parametrized Linear (`torch.nn.utils.parametrize` changes its class), a Linear with hooks
+    of its own (forward, pre-forward, backward: weight_norm and spectral_norm are pre-forward
+    hooks) or a `forward` set on the instance, and every projection while a global module hook
+    is registered. Python checks only: cheap enough for every call, never a device sync."""
+    return type(m) is nn.Linear and not (
+        m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or
+        m._backward_pre_hooks or "forward" in m.__dict__)
+
+
+def _key_mask(key_padding_mask, port_mask, mask_port, keys: Tensor, at=None):
     """The key padding mask (B×Tk, True = attend): the explicit one AND the key sequence's
-    padding (`masks=`) AND the optional `mask` port (B×Tk or B×Tk×C, nonzero = attend)."""
+    padding (`masks=`) AND the optional `mask` port (B×Tk or B×Tk×C, nonzero = attend), which
+    must have the keys' (`keys`, B×Tk×C) batch and length (a B×1 mask would broadcast)."""
     key_mask = key_padding_mask
     if port_mask is not None:
         key_mask = port_mask if key_mask is None else key_mask & port_mask
     if mask_port:
         m = mask_port[0]
+        if not isinstance(m, Tensor) or m.dim() not in (2, 3) or m.shape[:2] != keys.shape[:2]:
+            b, t = keys.shape[:2]
+            got = _size(m) if isinstance(m, Tensor) else type(m).__name__
+            fix = "Give one entry per key step (nonzero or True = attend)."
+            raise _fail(SizeError, at, "mask", f"the mask port must be B×Tk = {b}×{t} (or "
+                        f"B×Tk×C), received {got}. {fix}", f"B×Tk = {b}×{t} (or B×Tk×C)", got,
+                        fix)
         m = (m[..., 0] if m.dim() == 3 else m) != 0                          # B×Tk×C → B×Tk
         key_mask = m if key_mask is None else key_mask & m
     return key_mask
@@ -73,15 +107,25 @@ class AttentionModule(nn.Module):
     `attention_rules.rotary`; `head_size` is the channels per head), `window` (sliding window,
     keys a query sees), `alibi` (ALiBi distance bias), `bias_input` (the last positional port
     is a float bias added to the scores).
+
+    `layer_name`: the layer that built the module; a tensor that does not fit at run time
+    (the `bias` or `mask` port, key and value lengths) is then reported as
+    `layer 'NAME' port 'PORT': expected …, received ….` with the fix.
     """
+
+    # the layer's port of each tensor the attention math checks
+    PORTS = {"query": "query", "key": "key", "value": "value", "key_padding_mask": "mask",
+             "mask": "mask", "bias": "bias"}
 
     def __init__(self, num_heads: int, scale="auto", dropout: float = 0.0,
                  attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
                  need_weights: bool = False, num_kv_heads: Optional[int] = None, *,
                  rotary: Any = False, head_size: Optional[int] = None,
-                 window: Optional[int] = None, alibi: bool = False, bias_input: bool = False):
+                 window: Optional[int] = None, alibi: bool = False, bias_input: bool = False,
+                 layer_name: Optional[str] = None):
         super().__init__()
         name = type(self).__name__
+        self.layer_name = layer_name
         self.num_heads = rules.num_heads(name, num_heads)
         self.num_kv_heads = rules.num_kv_heads(name, num_kv_heads, self.num_heads, SizeError) \
             or self.num_heads
@@ -111,6 +155,13 @@ class AttentionModule(nn.Module):
 
     def _gqa(self) -> Optional[int]:
         return None if self.num_kv_heads == self.num_heads else self.num_kv_heads
+
+    def _port(self, arg: str) -> Tuple[Optional[str], Optional[str]]:
+        """(the layer's name, its port) of an attention argument, for errors."""
+        return self.layer_name, self.PORTS.get(arg)
+
+    def _at(self):
+        return None if self.layer_name is None else self._port
 
     def project_q(self, x: Tensor) -> Tensor:
         return x
@@ -142,7 +193,7 @@ class AttentionModule(nn.Module):
         i + offset (a stream's queries against its cache), else `causal_alignment` decides."""
         r = _attention(q, k, v, self.num_heads, self.scale, key_padding_mask, attention_mask,
                        causal_alignment, self.dropout, need_weights, self.training, self._gqa(),
-                       bias, self.window, self.alibi, offset)
+                       bias, self.window, self.alibi, offset, self._at())
         if need_weights:
             return self.output_map(r[0]), r[1]
         return self.output_map(r)
@@ -163,7 +214,8 @@ class AttentionModule(nn.Module):
                 attention_mask: MaskArg = _UNSET, causal_alignment: Optional[str] = None,
                 need_weights: Optional[bool] = None, bias: Optional[Tensor] = None):
         mask_port, bias = self._ports(ports, bias)
-        kpm = _key_mask(key_padding_mask, masks[1] if masks else None, mask_port)
+        kpm = _key_mask(key_padding_mask, masks[1] if masks else None, mask_port, key,
+                        self._at())
         am, align, nw = self._settings(attention_mask, causal_alignment, need_weights)
         k, v = self.project_kv(key, value)
         q, k = self.transform_qk(self.project_q(query), k, 0, 0)
@@ -190,16 +242,22 @@ class MultiHeadAttentionModule(AttentionModule):
                  scale="auto", dropout: float = 0.0, bias: bool = True,
                  attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
                  need_weights: bool = False, *, rotary: Any = False,
-                 window: Optional[int] = None, alibi: bool = False, bias_input: bool = False):
+                 window: Optional[int] = None, alibi: bool = False, bias_input: bool = False,
+                 layer_name: Optional[str] = None):
         value_channels = key_channels if value_channels is None else value_channels
         output_channels = query_channels if output_channels is None else output_channels
         kv = _check_module_heads(type(self).__name__, num_heads, num_kv_heads, key_channels,
                                  value_channels)
         super().__init__(num_heads, scale, dropout, attention_mask, causal_alignment,
                          need_weights, kv, rotary=rotary, head_size=key_channels // num_heads,
-                         window=window, alibi=alibi, bias_input=bias_input)
+                         window=window, alibi=alibi, bias_input=bias_input,
+                         layer_name=layer_name)
         kv_key = key_channels // num_heads * kv
         kv_value = value_channels // num_heads * kv
+        # the sizes, kept apart from the projections, which a wrapper may replace: channels in
+        # (query, key, value) and out of the three input projections (q, k, v)
+        self.in_channels = (query_channels, key_channels_in, value_channels_in)
+        self.qkv_channels = (key_channels, kv_key, kv_value)
         self.query = nn.Linear(query_channels, key_channels, bias=bias)
         self.key = nn.Linear(key_channels_in, kv_key, bias=bias)
         self.value = nn.Linear(value_channels_in, kv_value, bias=bias)
@@ -229,35 +287,55 @@ class SelfAttentionModule(MultiHeadAttentionModule):
     separate). `forward(x, *mask_port, masks=…)`: the plan's calling convention.
     """
 
+    PORTS = {"query": "in", "key": "in", "value": "in", "key_padding_mask": "mask",
+             "mask": "mask", "bias": "bias"}
+
     def __init__(self, channels: int, num_heads: int, key_channels: int,
                  value_channels: Optional[int] = None, output_channels: Optional[int] = None,
                  num_kv_heads: Optional[int] = None, scale="auto", dropout: float = 0.0,
                  bias: bool = True, attention_mask: Optional[str] = None,
                  need_weights: bool = False, *, rotary: Any = False,
-                 window: Optional[int] = None, alibi: bool = False, bias_input: bool = False):
+                 window: Optional[int] = None, alibi: bool = False, bias_input: bool = False,
+                 layer_name: Optional[str] = None):
         super().__init__(channels, channels, channels, num_heads, key_channels, value_channels,
                          output_channels, num_kv_heads, scale, dropout, bias, attention_mask,
                          "top-left", need_weights, rotary=rotary, window=window, alibi=alibi,
-                         bias_input=bias_input)
+                         bias_input=bias_input, layer_name=layer_name)
 
-    def fused_qkv(self) -> Tuple[Tensor, Optional[Tensor]]:
-        """The q, k, v weights (and biases) concatenated: one matmul projects all three."""
-        w = torch.cat((self.query.weight, self.key.weight, self.value.weight))
-        b = None if self.query.bias is None else torch.cat(
-            (self.query.bias, self.key.bias, self.value.bias))
-        return w, b
+    def fusable(self) -> bool:
+        """Whether q, k and v may run as one matmul against their concatenated weights: the
+        three projections are bare `nn.Linear`s (`plain_linear`) and no global module hook is
+        registered. Otherwise each projection is called as the module it is."""
+        mods = self._modules
+        return plain_linear(mods["query"]) and plain_linear(mods["key"]) and \
+            plain_linear(mods["value"]) and not global_module_hooks()
 
-    def qkv(self, x: Tensor, fused: Optional[Tuple[Tensor, Optional[Tensor]]] = None) -> Tensor:
-        """q, k, v of x side by side, B×T×(Ck + Ck_kv + Cv_kv), in one matmul; `fused`: weights
-        from `fused_qkv` made beforehand (a stream makes them once)."""
-        w, b = self.fused_qkv() if fused is None else fused
-        return F.linear(x, w, b)
+    def fused_qkv(self) -> Optional[Tuple[Tensor, Optional[Tensor]]]:
+        """The q, k, v weights (and biases) concatenated, so that one matmul projects all
+        three; None when the projections must be called as modules (see `fusable`)."""
+        if not self.fusable():
+            return None
+        q, k, v = self.query, self.key, self.value
+        biases = (q.bias, k.bias, v.bias)
+        if all(b is None for b in biases):
+            return torch.cat((q.weight, k.weight, v.weight)), None
+        if any(b is None for b in biases):
+            return None                         # a bias on some only: one call each
+        return torch.cat((q.weight, k.weight, v.weight)), torch.cat(biases)
+
+    def qkv(self, x: Tensor, fused: Tuple[Tensor, Optional[Tensor]]) -> Tensor:
+        """q, k, v of x side by side, B×T×(Ck + Ck_kv + Cv_kv), in one matmul against `fused`,
+        weights from `fused_qkv` made beforehand (a stream makes them once)."""
+        return F.linear(x, *fused)
 
     def project_qkv(self, x: Tensor, fused: Optional[Tuple[Tensor, Optional[Tensor]]] = None):
-        """q, k, v of x in one pass: views of `qkv(x, fused)`, no copies."""
-        qkv = self.qkv(x, fused)
-        return qkv.split((self.query.out_features, self.key.out_features,
-                          self.value.out_features), dim=-1)
+        """q, k, v of x: views of one matmul (`qkv`) against `fused` or the weights
+        concatenated now when the projections allow it, else each projection called."""
+        if fused is None:
+            fused = self.fused_qkv()
+            if fused is None:
+                return self.query(x), self.key(x), self.value(x)
+        return self.qkv(x, fused).split(self.qkv_channels, dim=-1)
 
     # one input instead of three: a narrower signature than the parent's, by design
     def forward(self, x: Tensor, *ports: Tensor, masks=None,  # type: ignore[override]
@@ -268,13 +346,13 @@ class SelfAttentionModule(MultiHeadAttentionModule):
                 f"{type(self).__name__}: input must be B×T×C (3 dimensions), received "
                 f"{_size(x) if isinstance(x, Tensor) else type(x).__name__}. "
                 f"Add a batch dimension with x.unsqueeze(0) or reshape it to B×T×C.")
-        if x.shape[-1] != self.query.in_features:
+        c = self.in_channels[0]
+        if x.shape[-1] != c:
             raise SizeError(
-                f"{type(self).__name__}: input has {x.shape[-1]} channels, expected "
-                f"{self.query.in_features}. Give it {self.query.in_features} channels or "
-                f"build the module for {x.shape[-1]}.")
+                f"{type(self).__name__}: input has {x.shape[-1]} channels, expected {c}. Give "
+                f"it {c} channels or build the module for {x.shape[-1]}.")
         mask_port, bias = self._ports(ports, bias)
-        kpm = _key_mask(key_padding_mask, masks[0] if masks else None, mask_port)
+        kpm = _key_mask(key_padding_mask, masks[0] if masks else None, mask_port, x, self._at())
         am, _, nw = self._settings(attention_mask, None, need_weights)
         q, k, v = self.project_qkv(x)
         q, k = self.transform_qk(q, k, 0, 0)
@@ -310,12 +388,12 @@ class AttentionPoolModule(nn.Module):
                 need_weights: bool = False):
         """`masks=(mask,)`: the input's padding (the plan's calling convention), ANDed with
         `key_padding_mask`."""
-        key_padding_mask = _key_mask(key_padding_mask, masks[0] if masks else None, ())
         if not isinstance(x, Tensor) or x.dim() != 3:
             raise FormatError(
                 f"{type(self).__name__}: input must be B×T×C (3 dimensions), received "
                 f"{_size(x) if isinstance(x, Tensor) else type(x).__name__}. "
                 f"Add a batch dimension with x.unsqueeze(0).")
+        key_padding_mask = _key_mask(key_padding_mask, masks[0] if masks else None, (), x)
         q = self.query_vector.expand(x.shape[0], 1, -1)  # B×1×C
         r = _attention(q, self.key(x), self.value(x), self.num_heads, "auto", key_padding_mask,
                       None, "top-left", self.dropout, need_weights, self.training)

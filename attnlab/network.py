@@ -282,6 +282,10 @@ class Network(ModuleHost):
     def config(self) -> dict:
         return {}
 
+    # Hugging Face tools (peft's merge_and_unload) read `model.config` as a model configuration
+    # and call its `to_dict()`: a network answers with peft's own stand-in for "no such config"
+    config.to_dict = lambda: {"model_type": "custom"}    # type: ignore[attr-defined]
+
     def __repr__(self):
         return (f"Network({len(self._layers)} layers, inputs={self.input_names}, "
                 f"outputs={self.output_names})")

@@ -80,7 +80,8 @@ class Attention(_Heads):
     window : int, optional
         Sliding window: with `attention_mask="causal"` a query sees itself and the
         `window − 1` keys before it (Mistral's `sliding_window`); without, the keys less than
-        `window` steps away.
+        `window` steps away. Any positive int: one of 2^53 or more is wider than any
+        sequence and reads as None (no window).
     alibi : bool
         ALiBi: −slope_h · abs(i − j) added to the scores of head h, BLOOM's slopes.
     has_bias_input : bool
@@ -171,7 +172,7 @@ class Attention(_Heads):
                                rotary=self.rotary,
                                head_size=None if cq is None else cq // self.num_heads,
                                window=self.window, alibi=self.alibi,
-                               bias_input=self.has_bias_input)
+                               bias_input=self.has_bias_input, layer_name=self.name)
 
 
 # -- shared pieces of the learned attention layers ------------------------------------------
@@ -244,8 +245,9 @@ def _projections_fit(layer, port, query_channels, kv_channels):
 
 
 def _module_options(layer) -> dict:
+    # the layer's name: the module's run-time size errors name the layer and its port
     return {"rotary": layer.rotary, "window": layer.window, "alibi": layer.alibi,
-            "bias_input": layer.has_bias_input}
+            "bias_input": layer.has_bias_input, "layer_name": layer.name}
 
 
 def _sequence_only(layer, spec, port):

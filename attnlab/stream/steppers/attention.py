@@ -7,19 +7,27 @@ stream, a sliding window keeps only the keys a later query can see, ALiBi and a 
 the cached keys' columns) add their terms for the new queries against the cached keys."""
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from ... import attention_math as AF
-from ...attention_bias import alibi_bias, alibi_slopes_tensor, relative_positions
-from ...attention_modules import AttentionModule
+from ...attention_math import _fail, _size
+from ...attention_bias import alibi_bias, alibi_slopes_tensor, relative_positions, window_mask
+from ...attention_modules import AttentionModule, global_module_hooks, plain_linear
 from ...attention_rules import scale_value
+from ...errors import SizeError
 from ...layers import Attention, MultiHeadAttention, RelativePositionBias, SelfAttention
 from .cache import KVCache
 from .registry import NotStreamable, Stepper, linear_of, register_stepper
 
 _compiling = torch.compiler.is_compiling
+# the registries of forward hooks that run on every module (mutated in place: held once)
+_GLOBAL_FORWARD_HOOKS = tuple(getattr(torch.nn.modules.module, n) for n in (
+    "_global_forward_pre_hooks", "_global_forward_hooks", "_global_forward_hooks_always_called",
+    "_global_forward_hooks_with_kwargs") if hasattr(torch.nn.modules.module, n))
 
 
 class CachedAttentionStepper(Stepper):
@@ -33,13 +41,19 @@ class CachedAttentionStepper(Stepper):
     views of them, no mask (the newest query sees every cached key) and no argument checks.
     Several new steps (a prefill) go through the module's `attend`. The module's
     `transform_qk` hook sees every new step's queries and keys with their positions in the
-    stream (the fused one-step path is taken only while the hook is the identity)."""
+    stream (the fused one-step path is taken only while the hook is the identity).
 
-    def __init__(self, module, project, out, num_heads, num_kv_heads, key_channels,
-                 value_channels, scale, capacity, refresh=None, bias=None) -> None:
+    `bind() → (project, out, fused)` reads the module's projections: `project(*xs) → (q B×t×Ck,
+    k B×t×Ckv, v B×t×Cv)`, `out` maps B×t×Cv → B×t×Cout, `fused` is self-attention's
+    concatenated q/k/v weights {"w", "b"} (or None). It runs at creation, at `reset()`, and
+    whenever the projections named `watched` are no longer what it read (`_Watch`: replaced,
+    wrapped or hooked since), so a stream honours them as the forward pass does."""
+
+    def __init__(self, module, bind: Callable, num_heads, num_kv_heads, key_channels,
+                 value_channels, scale, capacity, bias=None, watched=()) -> None:
         # key_channels: the query's (num_heads·dk); value_channels: the cached values'
         # (num_kv_heads·dv, fewer than the output's num_heads·dv with grouped-query attention)
-        self.module, self.project, self.out = module, project, out
+        self.module = module
         self.h, self.hkv = num_heads, num_kv_heads
         self.dk = key_channels // num_heads
         self.dv = value_channels // num_kv_heads
@@ -49,24 +63,29 @@ class CachedAttentionStepper(Stepper):
         self.fast = not self.gqa or AF._SDPA_GQA
         self.window = getattr(module, "window", None)
         self.cache = KVCache(capacity, num_kv_heads, self.window)
-        self.refresh = refresh
         # the bias port: "streamed" (the last streamed input, columns for every key since the
         # stream began), a static tensor (rows: query positions, columns: key positions), None
         self.bias = bias
         # ALiBi or a bias: every step goes through `attend`, with its additive terms
         self.additive = bias is not None or getattr(module, "alibi", False)
-        # set by self-attention: its fused q/k/v weights {"w", "b"}; with equal head counts and
-        # sizes one step's q, k, v are then views of one B×3×H×d tensor (no split, no views)
+        # self-attention's fused q/k/v weights {"w", "b"} (from `bind`); with equal head counts
+        # and sizes one step's q, k, v are then views of one B×3×H×d tensor (no split, no views)
         self.fused: dict | None = None
         self.same_heads = not self.gqa and key_channels == value_channels
         self.key_positions: Tensor | None = None       # static shapes: 0…capacity−1
         # a module whose transform_qk is not the identity: every path calls it
         self.hooked = _hooked(module)
+        self._bind, self._watched = bind, tuple(watched)
+        self.rebind()
+
+    def rebind(self) -> None:
+        """Reads the module's projections again (`bind`), and watches what it read."""
+        self.watch = _Watch(self.module, self._watched)
+        self.project, self.out, self.fused = self._bind()
 
     def reset(self):
         self.cache.reset()
-        if self.refresh is not None:
-            self.refresh()
+        self.rebind()
 
     needs_snapshot = False          # a failed step is undone by the position alone
 
@@ -74,6 +93,8 @@ class CachedAttentionStepper(Stepper):
         self.cache.rewind(pos)
 
     def step(self, *xs):
+        if not self.watch.holds():             # a projection replaced, wrapped or hooked
+            self.rebind()
         m = self.module
         bias = None
         if self.bias is not None:
@@ -150,7 +171,12 @@ class CachedAttentionStepper(Stepper):
 
     def prepare(self, end, batch, device, dtype):
         """Zeroed buffers (a masked-out slot must hold a finite value) of the activation type,
-        holding steps up to `end`, and the key positions 0…capacity−1 the mask compares with."""
+        holding steps up to `end`, and the key positions 0…capacity−1 the mask compares with.
+        The projections are checked here, outside the traced step."""
+        if not self.watch.holds():
+            self.rebind()
+        if isinstance(self.bias, Tensor):
+            _check_reach(self.module, self.bias, end, end)
         c = self.cache
         if not c.holds(end, batch, dtype, device):
             # empty B×0×C stand-ins for the keys and values: grow reads their sizes and types
@@ -184,7 +210,7 @@ class CachedAttentionStepper(Stepper):
         rel = relative_positions(positions, self.key_positions)              # t×capacity
         mask = rel <= 0
         if self.window is not None:
-            mask = mask & (rel > -self.window)
+            mask = mask & window_mask(rel, self.window, True)
         attn_mask = _additive(m, rel, bias, mask, kc.dtype, kc.shape[2])
         keys, values = kc, vc
         if self.gqa and not AF._SDPA_GQA:
@@ -201,12 +227,15 @@ class CachedAttentionStepper(Stepper):
         module's `attend` (attention and output map), bottom-right causal over the cache (it
         holds the steps start…pos+t−1, so bottom-right alignment is the stream's positions)."""
         m, c, b, t = self.module, self.cache, q.shape[0], q.shape[1]
+        static = not isinstance(self.bias, str)
+        if bias is not None:                                # before the cache takes the steps
+            _check_reach(m, bias, pos + t if static else 0, pos + t, static)
         keys, values = c.append(k, v)                        # B×Hkv×n×dk, B×Hkv×n×dv
         end = keys.shape[2]
         keys = keys.transpose(1, 2).reshape(b, end, self.hkv * self.dk)    # B×n×Ckv
         values = values.transpose(1, 2).reshape(b, end, self.hkv * self.dv)
         if bias is not None:
-            if not isinstance(self.bias, str):              # static: the new queries' rows
+            if static:                                      # the new queries' rows
                 bias = _rows(bias, pos, t)
             if bias.shape[-1] > 1:                          # the cached keys' columns
                 bias = bias[..., c.start:c.start + end]
@@ -234,6 +263,10 @@ class CrossAttentionStepper(Stepper):
         self.needs_pos = self.offset or self.hooked or isinstance(bias, Tensor)
         self.need_weights = need_weights
 
+    def prepare(self, end, batch, device, dtype):
+        if isinstance(self.bias, Tensor):       # a static bias's rows, outside the traced step
+            _check_reach(self.module, self.bias, end, 0)
+
     def step(self, *args):
         if self.needs_pos:
             pos, *xs = args
@@ -244,6 +277,8 @@ class CrossAttentionStepper(Stepper):
             xs, bias = xs[:-1], xs[-1]
         (xq,) = xs
         if isinstance(self.bias, Tensor):
+            if isinstance(pos, int):              # a compiled stream checks in `prepare`
+                _check_reach(self.module, self.bias, pos + xq.shape[1], 0)
             bias = _rows(self.bias, pos, xq.shape[1])
         m = self.module
         q, keys = m.project_q(xq), self.keys
@@ -254,11 +289,57 @@ class CrossAttentionStepper(Stepper):
                         offset=pos if self.offset else None)
 
 
+class _Watch:
+    """What a stepper read of its attention module's projections (`names`: "query", "key",
+    "value", "output"), and `holds()`: whether it still stands, checked at every step in
+    Python alone (about a microsecond, no device sync). It fails when a child module of the
+    attention module is replaced (peft's `get_peft_model` and `merge_and_unload`, an
+    assignment) and, while the projections read were bare `nn.Linear`s read by their weights
+    (`plain_linear`), when one of them gets a hook or a submodule (`torch.nn.utils.
+    parametrize` adds one), or a hook on every module is registered. (A `forward` set on a
+    projection's instance is seen at creation and at `reset()`.)"""
+
+    def __init__(self, module, names: tuple[str, ...]):
+        mods = module._modules
+        self.children = mods.values()
+        self.bound = tuple(self.children)
+        read = tuple(mods[n] for n in names)
+        plain = all(plain_linear(m) for m in read) and not global_module_hooks()
+        # bare projections must stay bare (forward hooks only: a stream computes without
+        # gradients; a bare Linear has no submodules); the ones called as modules run their
+        # hooks anyway. Dicts mutated in place, held here and tested with one C-level any().
+        self.dicts = tuple(d for m in read for d in (
+            m._forward_hooks, m._forward_pre_hooks, m._modules)) + _GLOBAL_FORWARD_HOOKS \
+            if plain else ()
+
+    def holds(self) -> bool:
+        return tuple(self.children) == self.bound and not any(self.dicts)
+
+
 def _hooked(module) -> bool:
     """Whether the module's transform_qk does something: overridden, or a rotary embedding."""
     hook = getattr(type(module), "transform_qk", None)
     return hook is not None and (hook is not AttentionModule.transform_qk or
                                  getattr(module, "rotary", None) is not None)
+
+
+def _check_reach(m, bias: Tensor, rows: int, cols: int, static: bool = True) -> None:
+    """A bias that a stream reads at query rows below `rows` and key columns below `cols`
+    must reach them (or have size 1 there, which broadcasts): slicing would silently cut a
+    smaller one, and the static-shape step would pad its missing keys with zeros."""
+    if bias.dim() == 4 and bias.shape[2] in (1, max(bias.shape[2], rows)) and \
+            bias.shape[3] in (1, max(bias.shape[3], cols)):
+        return
+    got = _size(bias)
+    need = [f"{n} ≥ {k}" for n, k in (("Tq", rows), ("Tk", cols)) if k]
+    expected = (f"B×{m.num_heads}×Tq×Tk with {' and '.join(need)} (this step reaches position "
+                f"{max(rows, cols) - 1}; a size of 1 broadcasts)")
+    fix = ("A bias given whole covers every position the stream reaches: give it "
+           "B×heads×T×T for the longest stream, or reset() the stream." if static else
+           "A streamed bias has a column for every key since the stream began, as "
+           "RelativePositionBias gives it.")
+    raise _fail(SizeError, m._at(), "bias", f"the bias must be {expected}, received {got}. "
+                f"{fix}", expected, got, fix)
 
 
 def _rows(bias: Tensor, pos, t: int | None = None) -> Tensor:
@@ -289,15 +370,22 @@ def _additive(m, rel, bias, mask, dtype, capacity):
 
 
 def _qkv(ctx):
-    """(num_heads, num_kv_heads, query channels, projected value channels, scale, output map)
-    of an attention layer's module; `Attention` has no learned maps."""
+    """(num_heads, num_kv_heads, query channels, projected value channels, scale) of an
+    attention layer's module; `Attention` has no learned maps."""
     m = ctx.module
     if isinstance(ctx.layer, Attention):
         ck = ctx.in_specs["query"].channels
         cv = ctx.in_specs["value"].channels
-        return m.num_heads, m.num_kv_heads, ck, cv, m.scale, m.output_map
-    return (m.num_heads, m.num_kv_heads, m.query.out_features, m.value.out_features, m.scale,
-            linear_of(m.output))
+        return m.num_heads, m.num_kv_heads, ck, cv, m.scale
+    return m.num_heads, m.num_kv_heads, m.qkv_channels[0], m.qkv_channels[2], m.scale
+
+
+def _output_of(ctx):
+    """The output map as a step calls it, and the projections to watch for it."""
+    m = ctx.module
+    if isinstance(ctx.layer, Attention):
+        return m.output_map, ()
+    return linear_of(m.output), ("output",)
 
 
 def _static_key_mask(ctx):
@@ -320,24 +408,25 @@ def _self_attention(ctx):
                             "step sees only itself and earlier steps, or give its input in "
                             "static_inputs")
     _no_scores_or_mask(layer)
-    ck, ckv, cv = m.query.out_features, m.key.out_features, m.value.out_features
-    fused = {}
+    ck, ckv, cv = m.qkv_channels
 
-    def refresh():
+    def bind():
         # one matmul for q, k and v against their concatenated weights (as the module does),
-        # concatenated once here rather than at every step
+        # concatenated once here rather than at every step; projections that are not bare
+        # nn.Linear (a LoRA wrapper, hooks) are called as modules, as the forward pass does
         with torch.no_grad():
-            fused["w"], fused["b"] = m.fused_qkv()
+            f = m.fused_qkv()
+        out = linear_of(m.output)
+        if f is None:
+            return (lambda x: (m.query(x), m.key(x), m.value(x))), out, None
 
-    def project(x):
-        return m.project_qkv(x, (fused["w"], fused["b"]))           # views, no copies
+        def project(x):
+            return m.project_qkv(x, f)                              # views, no copies
+        return project, out, {"w": f[0], "b": f[1]} if ck == ckv == cv else None
 
-    refresh()
-    stepper = CachedAttentionStepper(m, project, linear_of(m.output), m.num_heads,
-                                     m.num_kv_heads, ck, cv, m.scale, ctx.capacity, refresh,
-                                     _bias_of(ctx))
-    stepper.fused = fused if ck == ckv == cv else None
-    return stepper
+    return CachedAttentionStepper(m, bind, m.num_heads, m.num_kv_heads, ck, cv, m.scale,
+                                  ctx.capacity, _bias_of(ctx),
+                                  ("query", "key", "value", "output"))
 
 
 def _bias_of(ctx):
@@ -361,7 +450,7 @@ def _no_scores_or_mask(layer):
 @register_stepper(MultiHeadAttention, Attention)
 def _multi_head_attention(ctx):
     layer, m = ctx.layer, ctx.module
-    heads, kv_heads, ck, cv, scale, out = _qkv(ctx)
+    heads, kv_heads, ck, cv, scale = _qkv(ctx)
     streamed = set(ctx.streamed)
     if "query" not in streamed:
         raise NotStreamable("its keys/values are streamed but its query is not, so every output "
@@ -382,10 +471,14 @@ def _multi_head_attention(ctx):
         _no_scores_or_mask(layer)
 
         def project(xq, xk, xv):
-            return (m.project_q(xq), *m.project_kv(xk, xv))
+            return (m.project_q(xq), *m.project_kv(xk, xv))      # the modules, called
 
-        return CachedAttentionStepper(m, project, out, heads, kv_heads, ck, cv, scale,
-                                      ctx.capacity, bias=_bias_of(ctx))
+        def bind():
+            out, _ = _output_of(ctx)
+            return project, out, None
+
+        return CachedAttentionStepper(m, bind, heads, kv_heads, ck, cv, scale, ctx.capacity,
+                                      _bias_of(ctx), _output_of(ctx)[1])
     # cross-attention: keys and values given whole, projected once
     if layer.attention_mask == "causal" and layer.causal_alignment == "bottom-right":
         raise NotStreamable("bottom-right causal alignment lines queries up with keys from the "
