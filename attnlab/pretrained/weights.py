@@ -623,6 +623,7 @@ def load(net, table: list[Weight], ckpt: Checkpoint, family: str, ignored: tuple
             for p, piece in zip(parts, t.split([p.shape[0] for p in parts]) if len(parts) > 1
                                 else (t,)):
                 p.copy_(piece)
+        _check_tied_copies(table, record, found, params, ckpt)
     read = set(found.values())
     unused = [n for n in ckpt.header if n not in read and not n.endswith(ignored)]
     if unused:
@@ -631,6 +632,31 @@ def load(net, table: list[Weight], ckpt: Checkpoint, family: str, ignored: tuple
                       f"part of the {family} model its config.json describes and were not read: "
                       f"{listed}.", stacklevel=3)
     return record
+
+
+def _check_tied_copies(table: list[Weight], record: dict[str, list], found: dict[str, str],
+                       params: dict[str, nn.Parameter], ckpt: Checkpoint) -> None:
+    """A tied row the file also holds must hold the values of the tensor it is tied to: a file
+    whose config ties the head to the embeddings but stores a different head would otherwise
+    load silently as another model (transformers' versions disagree on which one wins)."""
+    for w in table:
+        if not w.tied or w.name not in record:
+            continue
+        parts = _parts(w, params)
+        t = ckpt.tensor(found[w.name])
+        if w.reshape:
+            t = t.reshape(_expected(w, parts))
+        if w.transpose:
+            t = t.t()
+        mine = torch.cat([p.detach() for p in parts]) if len(parts) > 1 else parts[0].detach()
+        if not torch.equal(t.to(mine.dtype), mine):
+            source = w.tied if isinstance(w.tied, str) else "the tensor it shares values with"
+            raise CheckpointError(
+                f"cannot load '{ckpt.folder}': config.json ties '{w.name}' to {source}, but the "
+                f"file stores a '{w.name}' with other values (largest difference "
+                f"{(t.to(mine.dtype) - mine).abs().max().item():.3g}), so it is not one model. "
+                "If the stored head is the one meant, set \"tie_word_embeddings\": false in "
+                "config.json; if the embeddings are, remove the head's tensor from the file.")
 
 
 def collect(net, table: list[Weight], record: dict[str, list], family: str,

@@ -433,3 +433,37 @@ def test_attnlabs_own_reader_gives_what_safetensors_gives(tmp_path):
             got = ckpt.tensor(name)
             assert ckpt.header[name] == (tuple(t.shape), t.dtype)
             assert got.dtype == t.dtype and torch.equal(got, t), name
+
+
+def test_a_config_that_ties_a_head_the_file_stores_apart_is_refused(family_folders, tmp_path):
+    """Llama stores its own head: a config saying `tie_word_embeddings` true would make the
+    loaded network another model than the file's, so the head's values are compared."""
+    import shutil
+    folder = shutil.copytree(family_folders / "llama", tmp_path / "llama")
+    config = json.loads((folder / "config.json").read_text())
+    assert config.get("tie_word_embeddings") is False
+    config["tie_word_embeddings"] = True
+    (folder / "config.json").write_text(json.dumps(config))
+    message = _refused(folder, "lm_head.weight", "other values", '"tie_word_embeddings": false')
+    assert "largest difference" in message
+
+
+def test_a_tied_head_stored_with_the_embeddings_values_loads(tmp_path):
+    """A file holding both copies of a tied matrix, equal, is one model and loads."""
+    from pretrained_helpers import quiet_transformers
+    transformers = pytest.importorskip("transformers")
+    quiet_transformers()
+    T = transformers
+    torch.manual_seed(0)
+    model = T.LlamaForCausalLM(T.LlamaConfig(
+        hidden_size=8, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+        intermediate_size=12, vocab_size=16, head_dim=4, tie_word_embeddings=True)).eval()
+    model.save_pretrained(tmp_path)
+    from safetensors.torch import load_file, save_file
+    tensors = load_file(str(tmp_path / "model.safetensors"))
+    tensors["lm_head.weight"] = tensors["model.embed_tokens.weight"].clone()
+    save_file(tensors, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    net = from_pretrained(tmp_path)
+    ids = torch.tensor([[1, 5, 3]])
+    with torch.no_grad():
+        assert torch.allclose(net(ids), model(ids).logits, atol=1e-5)
