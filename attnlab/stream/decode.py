@@ -128,7 +128,8 @@ def generate(net: Any, static_inputs: dict | None = None,
     torch.Size([1, 5])
     """
     _check_net(net)
-    max_length = check.integer(_GEN, "max_length", max_length, example=20)
+    # positions are int64: 2**53 keeps every count exact in a float too, and no run gets there
+    max_length = check.integer(_GEN, "max_length", max_length, most=2**53, example=20)
     strategy = check.choice(_GEN, "strategy", strategy, ("greedy", "top-k"))
     k = check.integer(_GEN, "k", k, example=10)
     temperature = check.positive(_GEN, "temperature", temperature, example="0.7")

@@ -43,6 +43,7 @@ BAD = [
     (dict(max_length=0), ARG, ["'max_length'", "positive int", "received 0"]),
     (dict(max_length=2.0), ARG, ["'max_length'", "Use max_length=2"]),
     (dict(max_length="10"), ARG, ["'max_length'", "'10' (str)"]),
+    (dict(max_length=10**30), ARG, ["'max_length'", "≤ 9007199254740992"]),
     (dict(k=0), ARG, ["'k'", "positive int", "received 0"]),
     (dict(k=2.5), ARG, ["'k'", "received 2.5"]),
     (dict(temperature="x"), ARG, ["'temperature'", "finite number > 0", "'x' (str)",
