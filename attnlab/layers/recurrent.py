@@ -1,6 +1,8 @@
 """Recurrent layers. With a padding mask they run on each sequence's true length (packed)."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 from torch.nn.utils import rnn as rnn_utils
@@ -59,10 +61,55 @@ class _Recurrent(Layer):
         return self.module_class(self, check.known(self, "in", specs["in"].channels))
 
 
+class StateCarry:
+    """The state LSTM and GRU modules hand from one call to the next while it is installed
+    (`carried`): training on sequences split into pieces (TrainingOptions.sequence_length)
+    starts each piece where the previous piece of the same mini-batch ended. The state is kept
+    detached (truncated backpropagation through time: no gradient crosses a piece). A sequence
+    with no step in a piece keeps its state. `reset()` starts the next mini-batch from zeros."""
+
+    def __init__(self) -> None:
+        self.states: dict[nn.Module, tuple[torch.Tensor, ...]] = {}
+
+    def reset(self) -> None:
+        self.states.clear()
+
+    def initial(self, module: nn.Module):
+        """The state to start from (dirs×B×H tensors, as torch takes it), or None: zeros."""
+        state = self.states.get(module)
+        if state is None:
+            return None
+        return state if len(state) > 1 else state[0]
+
+    def keep(self, module: nn.Module, final, init, lengths) -> None:
+        final = final if isinstance(final, tuple) else (final,)
+        if init is not None and lengths is not None:
+            start = init if isinstance(init, tuple) else (init,)
+            ran = (lengths > 0).view(1, -1, 1)
+            final = tuple(torch.where(ran, f, s) for f, s in zip(final, start))
+        self.states[module] = tuple(f.detach() for f in final)
+
+
+@contextmanager
+def carried(root: nn.Module, carry: StateCarry | None):
+    """While active, every LSTM and GRU module under `root` starts from `carry`'s state and
+    leaves its final state there (None: each call starts from zeros, as usual)."""
+    mods = [m for m in root.modules() if isinstance(m, _RecurrentModule)]
+    before = [m.carry for m in mods]
+    try:
+        for m in mods:
+            m.carry = carry
+        yield mods
+    finally:
+        for m, c in zip(mods, before):
+            m.carry = c
+
+
 class _RecurrentModule:
     """Mixin run over an nn.LSTM/nn.GRU subclass: masks, output modes and state ports."""
 
     hidden_size: int                       # nn.LSTM's / nn.GRU's, next in the MRO
+    carry: StateCarry | None = None        # installed by `carried` (pieces of sequences)
 
     def _setup(self, layer):
         self.last = layer.output_mode == "last"
@@ -78,6 +125,8 @@ class _RecurrentModule:
             init = tuple(s.reshape(b, self.dirs, self.hidden_size).transpose(0, 1).contiguous()
                          for s in states)
             init = init[0] if len(init) == 1 else init
+        elif self.carry is not None:
+            init = self.carry.initial(self)  # type: ignore[arg-type]
         if mask is None:
             y, final = super().forward(x, init)  # type: ignore[misc]  # y: B×T×(dirs·H)
             lengths = None
@@ -87,6 +136,8 @@ class _RecurrentModule:
                                                     batch_first=True, enforce_sorted=False)
             y, final = super().forward(packed, init)  # type: ignore[misc]
             y, _ = rnn_utils.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
+        if self.carry is not None:
+            self.carry.keep(self, final, init, lengths)  # type: ignore[arg-type]
         if self.last:
             y = y[:, -1] if lengths is None else \
                 y[torch.arange(b, device=y.device), (lengths - 1).clamp(min=0)]  # B×(dirs·H)

@@ -146,9 +146,11 @@ def trainingOptions(solverName: str, *args: Any, **kwargs: Any) -> TrainingOptio
     MaxEpochs 30, MiniBatchSize 128, learning rate 0.01 for sgdm, else 0.001).
     Inf (ValidationPatience, GradientThreshold) means no limit; Plots "none" means none.
 
-    Every option MATLAB's trainingOptions takes is accepted. SequenceLength "longest" is
-    attnlab's padding; "shortest" and a number are applied by trainnet/trainNetwork (sequences
-    cut to the mini-batch's shortest; split into pieces of that length). Options attnlab does
+    Every option MATLAB's trainingOptions takes is accepted. SequenceLength is
+    `sequence_length`: "longest" is attnlab's padding, "shortest" cuts each mini-batch to its
+    shortest sequence, a number N splits each mini-batch into pieces of N steps trained in
+    consecutive iterations with the LSTM/GRU state carried between them (see
+    attnlab.training.pieces). Options attnlab does
     not honour (WorkerLoad, DispatchInBackground=true, a SequencePaddingValue other than 0,
     BatchNormalizationStatistics="population", metrics it does not compute, …) are kept with
     one note naming them. The solvers "lbfgs" and "lm" are accepted here and refused when
@@ -194,6 +196,7 @@ def trainingOptions(solverName: str, *args: Any, **kwargs: Any) -> TrainingOptio
             raise ArgumentError(f"{fn}: expected an option attnlab's TrainingOptions supports, "
                                 f"received {matlab} (attnlab's '{field}' is not there). Leave it out.")
         values[field] = _training_value(fn, matlab, value)
+    values["sequence_length"] = _sequence_length(fn, o.get("SequenceLength"))
     best = output_network in ("best-validation-loss", "best-validation") or (
         output_network == "auto" and values.get("validation_data") is not None)
     if best and values.get("validation_data") is None:
@@ -231,7 +234,6 @@ def trainingOptions(solverName: str, *args: Any, **kwargs: Any) -> TrainingOptio
     # what the script gave, by MATLAB name (options.X reads it; options.X = v remakes them)
     opts.__dict__["_matlab_given"] = given
     opts.__dict__["_matlab_solver"] = solver
-    opts.__dict__["_matlab_sequence_length"] = _sequence_length(fn, o.get("SequenceLength"))
     # MATLAB's ResetInputNormalization, read by trainnet (not a TrainingOptions field)
     opts.__dict__["_matlab_reset_normalization"] = \
         True if reset is None else _flag(fn, "ResetInputNormalization", reset)
@@ -392,7 +394,7 @@ def _training_value(fn, matlab, value):
 
 def _training_noop(fn, matlab, value) -> str | None:
     """None when the value is what attnlab does; else the note naming it (MATLAB accepts it,
-    attnlab does not honour it). SequenceLength "shortest" or a number is applied by trainnet."""
+    attnlab does not honour it). SequenceLength is checked here and set as sequence_length."""
     if matlab == "SequenceLength":
         _sequence_length(fn, value)
         return None
@@ -540,9 +542,6 @@ def _train(fn, X, T, net, loss, options, classes=None):
     X, T = arrange(fn, net, X, T, options)        # MATLAB data formats → attnlab's layouts
     if T is not None:
         T = _labels(net, T, classes)
-    length = options.__dict__.get("_matlab_sequence_length")
-    if length is not None:
-        X, T = _sequence_pieces(fn, net, X, T, length)
     vd = options.validation_data
     if isinstance(vd, tuple) and len(vd) == 2 and isinstance(vd[1], Categorical):
         options = _replace(options, validation_data=(
@@ -564,77 +563,6 @@ def _train(fn, X, T, net, loss, options, classes=None):
     info = train(net, *data, loss=loss, options=options)
     net.training_info = info
     return net
-
-
-def _sequence_pieces(fn, net, X, T, length):
-    """SequenceLength="shortest" or a number N. MATLAB splits each mini-batch's sequences into
-    pieces of N steps and trains on each piece in turn, carrying the state of recurrent layers
-    from one piece to the next. Without recurrent layers no state crosses a piece, so for
-    sequence-to-sequence data the same pieces are trained as separate observations (a note
-    says so: the mini-batches mix pieces of different sequences). What that cannot give
-    exactly — recurrent layers, one label per sequence, "shortest" (cut per mini-batch) — is
-    refused, naming the option."""
-    if length == "shortest":
-        raise ArgumentError(f"{fn}: SequenceLength=\"shortest\" cuts each mini-batch to its "
-                            "shortest sequence, which attnlab's training does not do (it pads "
-                            "each mini-batch to its longest and masks the padding). Use "
-                            "SequenceLength=\"longest\", or cut the sequences to one length "
-                            "before training.")
-    recurrent = [l.name for l in net.layers if type(l).__name__ in ("LSTM", "GRU")]
-    if recurrent:
-        raise ArgumentError(f"{fn}: SequenceLength={length} trains on pieces of {length} steps "
-                            f"and carries the state of {', '.join(repr(r) for r in recurrent)} "
-                            "from one piece to the next, which attnlab's training does not do. "
-                            "Use SequenceLength=\"longest\" (whole sequences), or split the "
-                            "sequences yourself if they are independent.")
-    seqs = _sequences(X)
-    steps = _step_targets(T, [len(x) for x in seqs]) if seqs is not None else None
-    if seqs is None or steps is None:
-        raise ArgumentError(f"{fn}: SequenceLength={length} splits sequences and their "
-                            "per-step targets into pieces of that length; these data are "
-                            + ("not sequences" if seqs is None else
-                               "sequences with one target each (sequence-to-one), where "
-                               "MATLAB's result depends on the state carried across pieces")
-                            + ". Use SequenceLength=\"longest\".")
-    xs, ts = [], []
-    for x, t in zip(seqs, steps):
-        for start in range(0, max(len(x), 1), length):
-            xs.append(x[start:start + length])
-            ts.append(t[start:start + length])
-    warnings.warn(f"{fn}: SequenceLength={length}: the {len(seqs)} sequences are split into "
-                  f"{len(xs)} pieces of at most {length} steps, trained as separate "
-                  "observations (no layer of this network carries state across pieces, as in "
-                  "MATLAB; mini-batches mix pieces of different sequences)", MatlabNote,
-                  stacklevel=3)
-    if isinstance(T, Categorical) or ts and isinstance(ts[0], Categorical):
-        return xs, Cell(ts)
-    return xs, ts
-
-
-def _sequences(X):
-    """X as a list of T×C sequences (a list of them, or a B×T×C array), else None."""
-    if isinstance(X, (list, tuple)) and X and all(hasattr(x, "shape") and len(x.shape) == 2
-                                                  for x in X):
-        return list(X)
-    if hasattr(X, "shape") and len(X.shape) == 3:
-        return [X[i] for i in range(X.shape[0])]
-    return None
-
-
-def _step_targets(T, lengths):
-    """Per-step targets, one sequence per observation with its length, else None."""
-    if T is None:
-        return None
-    if isinstance(T, (list, tuple)) and len(T) == len(lengths):
-        items = list(T)
-    elif hasattr(T, "shape") and len(T.shape) >= 2 and T.shape[0] == len(lengths):
-        items = [T[i] for i in range(T.shape[0])]
-    else:
-        return None
-    if all(len(t) == n for t, n in zip(items, lengths)) and \
-            any(n > 1 for n in lengths):
-        return items
-    return None
 
 
 def _replace(options, **changes):

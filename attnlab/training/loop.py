@@ -23,11 +23,13 @@ from ..errors import ArgumentError, DataError, TrainingError
 from . import checkpoint as ck
 from . import distributed as dd
 from . import setup as S
+from ..layers.recurrent import carried
 from .finite import ActivationWatch, NonFinite, diverged, first_nonfinite
 from .history import Recorder, TrainingInfo
 from .losses import trained_from_logits
 from .optim import clipper, current_lr, make_optimizer, make_scheduler
 from .options import DEFAULT_LEARNING_RATE, TrainingOptions, make_options
+from .pieces import Pieces, make_pieces
 from .plots import Plotter
 from .progress import TensorBoard, make_progress
 from .sampler import draw_epoch, usable
@@ -54,6 +56,7 @@ class Feed:
     heads: list
     batches_per_epoch: int
     generator: torch.Generator
+    pieces: Pieces | None = None        # sequence_length: each batch cut along time
 
 
 @dataclass
@@ -137,7 +140,9 @@ def _train(net, X, Y, loss, o, d) -> TrainingInfo:
     net.train()
     elapsed_before = info.elapsed_s
     try:
-        with trained_from_logits(net, {h.output: h.loss for h in run.feed.heads}):
+        carry = run.feed.pieces.carry if run.feed.pieces is not None else None
+        with trained_from_logits(net, {h.output: h.loss for h in run.feed.heads}), \
+                carried(net, carry):
             _loop(run, st)
             _finish(run, st)
     finally:
@@ -179,6 +184,10 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
     if per_epoch == 0:
         raise DataError(f"{len(data)} observation(s) cannot be split across {d.world} processes: "
                         "give at least one observation per process.")
+    pieces = make_pieces(net, heads, o, d.world, data)
+    if pieces is not None:
+        # iterations are pieces: the first epoch's count (the same every epoch where it matters)
+        per_epoch = pieces.per_epoch(first, data) or per_epoch
     scheduler, unit = make_scheduler(opt, o, per_epoch)
     info = TrainingInfo()
     names = [col for h in heads for col, _, _ in h.metrics]
@@ -194,7 +203,7 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
     info.plot_file = str(plot_path) if plot_path else None
     fwd = maybe_compile(dd.wrap(net, d, device), o.compile, device, "training")
     run = Run(net, o, Placement(d, device, cdev),
-              Feed(data, val, heads, per_epoch, generator),
+              Feed(data, val, heads, per_epoch, generator, pieces),
               Optimisation(fwd, opt, scheduler, unit, clipper(params, o),
                            ActivationWatch(net) if o.check_finite else None, amp, scaler),
               Reporting(recorder, info, make_progress(o.verbose, d.main),
@@ -224,27 +233,53 @@ def _loop(r: Run, st: State) -> None:
     o, at, step, rep = r.o, r.place, r.optim, r.report
     rep.progress.start(o.max_epochs * r.feed.batches_per_epoch, o.max_epochs, st.iteration)
     while st.epoch < o.max_epochs and not st.stop_reason:
-        for k, batch in r.feed.data.batches(st.order, st.batch, at.d.rank, at.d.world, at.device):
-            lr = current_lr(step.opt)
-            try:
-                record, denominators = train_step(step.fwd, batch, r.feed.heads, step.opt, step.clip,
-                                                  at.d.world, step.watch, at.d, at.cdev, step.amp,
-                                                  step.scaler)
-            except NonFinite as e:
-                raise diverged(st.iteration + 1, st.epoch + 1, e.loss, lr, e.layer, checked=True) from None
-            st.iteration += 1
-            st.batch = k + 1
-            if step.scheduler is not None and step.sched_unit == "iteration":
-                step.scheduler.step()
-            rep.recorder.add(record, st.iteration, st.epoch + 1, lr, sum(batch.units.values()),
-                             denominators)
-            rep.progress.advance(st.iteration, st.epoch)
-            _after_iteration(r, st)
+        for k, whole in r.feed.data.batches(st.order, st.batch, at.d.rank, at.d.world, at.device):
+            for batch, trains in _pieces(r, whole):
+                if not trains:
+                    _advance(r, batch)
+                    continue
+                lr = current_lr(step.opt)
+                try:
+                    record, denominators = train_step(step.fwd, batch, r.feed.heads, step.opt,
+                                                      step.clip, at.d.world, step.watch, at.d,
+                                                      at.cdev, step.amp, step.scaler)
+                except NonFinite as e:
+                    raise diverged(st.iteration + 1, st.epoch + 1, e.loss, lr, e.layer,
+                                   checked=True) from None
+                st.iteration += 1
+                st.batch = k + 1
+                if step.scheduler is not None and step.sched_unit == "iteration":
+                    step.scheduler.step()
+                rep.recorder.add(record, st.iteration, st.epoch + 1, lr, sum(batch.units.values()),
+                                 denominators)
+                rep.progress.advance(st.iteration, st.epoch)
+                _after_iteration(r, st)
+                if st.stop_reason:
+                    break
             if st.stop_reason:
                 break
         if st.stop_reason:
             break
         _end_epoch(r, st)
+
+
+def _pieces(r: Run, batch):
+    """The (batch, trains) pairs one mini-batch is trained as: itself, or its pieces along
+    time (TrainingOptions.sequence_length). A stop between pieces ends the mini-batch."""
+    if r.feed.pieces is None:
+        yield batch, True
+        return
+    yield from r.feed.pieces.split(batch)
+
+
+@torch.no_grad()
+def _advance(r: Run, batch) -> None:
+    """A piece with nothing to learn from: the forward alone, to advance the carried state."""
+    if r.optim.amp is None:
+        r.optim.fwd(batch.inputs)
+    else:
+        with r.optim.amp():
+            r.optim.fwd(batch.inputs)
 
 
 def _after_iteration(r: Run, st: State) -> None:
@@ -327,7 +362,7 @@ def _validate(r: Run, st: State, early_stop: bool = True) -> None:
     _log(r)
     at = r.place
     row = evaluate(r.net, r.feed.val, r.feed.heads, r.o.batch_size, at.d, at.device, at.cdev,
-                   r.optim.amp)
+                   r.optim.amp, r.feed.pieces)
     st.last_validation = st.iteration
     epoch = st.epoch + 1 if st.batch > 0 or st.epoch == 0 else st.epoch    # of the last step
     full = {"iteration": st.iteration, "epoch": epoch, **row}
@@ -397,7 +432,7 @@ _TRAJECTORY = ("learning_rate", "l2", "momentum", "gradient_decay", "squared_gra
                "epsilon", "learning_rate_schedule", "learning_rate_drop_period",
                "learning_rate_drop_factor", "warmup_iterations", "warmup_fraction",
                "schedule_step", "shuffle", "sort_by_length", "gradient_threshold",
-               "gradient_threshold_method", "precision", "ignore_index")
+               "gradient_threshold_method", "precision", "ignore_index", "sequence_length")
 _KEPT = ("learning_rate", "l2", "momentum", "gradient_decay", "squared_gradient_decay", "epsilon")
 
 

@@ -87,6 +87,13 @@ class TrainingOptions:
     it are left out of the "crossentropy" loss (the mean is over the other targets) and of the
     metrics, are never a class, and a batch whose every target is ignored gives loss 0. None
     turns it off; then a target of -100 is a DataError rather than a class.
+
+    Sequences (MATLAB's SequenceLength): `sequence_length` None or "longest" (each mini-batch
+    padded to its longest sequence, the padding masked), "shortest" (each mini-batch cut to its
+    shortest sequence, nothing padded) or a positive int N (each mini-batch padded to its
+    longest, then split along time into pieces of N steps trained in consecutive iterations,
+    the LSTM/GRU state carried from one piece to the next and detached between them: truncated
+    backpropagation through time). See `attnlab.training.pieces` for what a piece trains on.
     """
 
     solver: str = "sgdm"
@@ -129,6 +136,7 @@ class TrainingOptions:
     precision: str = "fp32"
     compile: Any = False
     ignore_index: Optional[int] = -100
+    sequence_length: Any = None
 
     def __post_init__(self):
         _choice("solver", self.solver, SOLVERS)
@@ -206,6 +214,7 @@ class TrainingOptions:
                                 f"got {_short(self.ignore_index)}")
         if self.ignore_index is not None:
             self.ignore_index = int(self.ignore_index)      # numpy ints compare and save as ints
+        self.sequence_length = _sequence_length(self.sequence_length)
         if self.output_fn is not None and not callable(self.output_fn):
             raise ArgumentError(f"TrainingOptions output_fn must be callable (state -> bool), got "
                                 f"{_short(self.output_fn)}")
@@ -246,6 +255,20 @@ def make_options(options: TrainingOptions | None, overrides: dict) -> TrainingOp
         if k not in names:
             raise ArgumentError(f"unknown training option '{k}'.{close_matches(k, names)}")
     return options.replace(**overrides) if overrides else options
+
+
+def _sequence_length(v):
+    """None | "longest" | "shortest" | a positive int; "longest" is read as None."""
+    if v is None or (isinstance(v, str) and v == "longest"):
+        return None
+    if isinstance(v, str) and v == "shortest":
+        return v
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool) and int(v) >= 1:
+        return int(v)
+    hint = close_matches(v, ["longest", "shortest"]) if isinstance(v, str) else ""
+    raise ArgumentError(f"TrainingOptions sequence_length must be None, \"longest\", "
+                        f"\"shortest\" or a positive int (steps per piece), got {_short(v)}."
+                        f"{hint}")
 
 
 def _choice(name, value, allowed):

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from ..errors import DataError
+from ..layers.recurrent import carried
 from .data import Batch
 from .finite import NonFinite
 from .sampler import EpochOrder, shard
@@ -91,15 +92,32 @@ def train_step(fwd, batch: Batch, heads: list, opt, clip, world: int, watch=None
     return record, denominators
 
 
+def _evaluate_batch(net, batch: Batch, slots: list, sums: torch.Tensor, units: list) -> None:
+    """Adds one batch's loss and metric sums (and units) to the running totals."""
+    outs, _ = net.forward_with_masks(batch.inputs)
+    for i, (h, m, mult) in enumerate(slots):
+        out = outs[h.output]
+        y, mask = batch.targets[h.output]
+        u = batch.local_units[h.output]
+        if m is None:
+            check_shapes(h, out, y)
+        fn = h.loss if m is None else m
+        sums[i] += fn.sum(out, y, mask, u).double() / mult
+        units[i] += u
+
+
 def _located(watch, total):
     return NonFinite(watch.first_bad(), float(total.detach()))
 
 
 @torch.no_grad()
-def evaluate(net, source, heads: list, batch_size: int, d, device, cdev, amp=None) -> dict:
+def evaluate(net, source, heads: list, batch_size: int, d, device, cdev, amp=None,
+             pieces=None) -> dict:
     """Loss and metrics over the whole validation data, in eval mode; each process takes a
     contiguous part and the sums meet in one all-reduce. Returns {"loss": …, column: …}; the
-    loss of several outputs is the sum of their mean losses, as in training."""
+    loss of several outputs is the sum of their mean losses, as in training. With `pieces`
+    (TrainingOptions.sequence_length) each batch is cut as in training, the recurrent state
+    carried from piece to piece in a carry of validation's own."""
     was = net.training
     net.eval()
     slots = [(h, None, h.loss_mult) for h in heads] + \
@@ -110,17 +128,12 @@ def evaluate(net, source, heads: list, batch_size: int, d, device, cdev, amp=Non
         lo, hi = shard(0, len(source), d.rank, d.world)
         starts = np.append(np.arange(0, hi - lo, batch_size, dtype=np.int64), hi - lo)
         part = EpochOrder(np.arange(lo, hi, dtype=np.int64), starts if hi > lo else starts[-1:])
-        for _, batch in source.batches(part, 0, 0, 1, device, reduce=False):
-            outs, _ = net.forward_with_masks(batch.inputs)
-            for i, (h, m, mult) in enumerate(slots):
-                out = outs[h.output]
-                y, mask = batch.targets[h.output]
-                u = batch.local_units[h.output]
-                if m is None:
-                    check_shapes(h, out, y)
-                fn = h.loss if m is None else m
-                sums[i] += fn.sum(out, y, mask, u).double() / mult
-                units[i] += u
+        carry = pieces.evaluation_carry() if pieces is not None else None
+        with carried(net, carry):
+            for _, whole in source.batches(part, 0, 0, 1, device, reduce=False):
+                cut = [whole] if pieces is None else (p.batch for p in pieces.split(whole, carry))
+                for batch in cut:
+                    _evaluate_batch(net, batch, slots, sums, units)
         totals = d.sum_(torch.cat([sums.to(cdev), torch.tensor(units, dtype=torch.float64,
                                                                device=cdev)])).tolist()
     finally:

@@ -1,6 +1,7 @@
 """trainingOptions as MATLAB has them: every option of every solver accepted, the ones attnlab
 cannot honour named in one note, properties read and set with dot syntax (values: copies keep
 theirs), and SequenceLength "longest", "shortest" or a number."""
+import copy
 import warnings
 
 import numpy as np
@@ -11,7 +12,6 @@ import attnlab as al
 from attnlab import matlab as M
 from attnlab.errors import ArgumentError
 from attnlab.matlab import MatlabNote, ScriptError, run_code
-from attnlab.matlab.training import _sequence_pieces
 
 pytest.importorskip("tree_sitter_matlab")
 
@@ -116,37 +116,44 @@ def _seq2seq(n=6, c=2):
     return X, T
 
 
-def test_a_numeric_sequence_length_splits_stateless_sequence_to_sequence_data():
+def test_sequence_length_is_the_training_option_sequence_length():
+    for value, field in (("longest", None), ("shortest", "shortest"), (300, 300), (4.0, 4)):
+        opts = M.trainingOptions("adam", SequenceLength=value)
+        assert opts.sequence_length == field
+        assert M.training.get_option(opts, "SequenceLength") == value
+    ws = run_code("o = trainingOptions('adam'); o.SequenceLength = 7; n = o.SequenceLength;",
+                  out=_quiet)
+    assert ws["n"] == 7 and ws["o"].sequence_length == 7
+
+
+def test_trainnet_splits_sequences_with_the_lstm_state_carried_as_al_train_does():
     X, T = _seq2seq()
-    net = M.dlnetwork([M.sequenceInputLayer(2), M.convolution1dLayer(1, 4),
-                       M.fullyConnectedLayer(1)])
-    with pytest.warns(MatlabNote, match="6 sequences are split into 13 pieces of at most 4"):
-        xs, ts = _sequence_pieces("trainnet", net, X, T, 4)
-    # lengths 7, 9, 4, 8, 5, 10 in pieces of 4: MATLAB's chunks of each sequence
-    assert [len(x) for x in xs] == [4, 3, 4, 4, 1, 4, 4, 4, 4, 1, 4, 4, 2]
-    assert all(len(x) == len(t) for x, t in zip(xs, ts)) and sum(map(len, xs)) == 43
-    assert np.array_equal(np.concatenate(xs[:2]), X[0])                # in order, whole
-    opts = M.trainingOptions("adam", SequenceLength=4, MaxEpochs=1, MiniBatchSize=4,
-                             Verbose=False)
-    with pytest.warns(MatlabNote, match="split into 13 pieces"):
-        trained = M.trainnet(X, T, net, "mse", opts)
-    assert trained.training_info is not None
+    torch.manual_seed(0)
+    net = M.dlnetwork([M.sequenceInputLayer(2), M.lstmLayer(3), M.fullyConnectedLayer(1)])
+    twin = copy.deepcopy(net)
+    opts = M.trainingOptions("sgdm", SequenceLength=4, MaxEpochs=2, MiniBatchSize=3,
+                             Shuffle="never", L2Regularization=0, Verbose=False)
+    trained = M.trainnet(X, T, net, "mse", opts)
+    info = al.train(twin, X, T, loss="mse", options=al.TrainingOptions(
+        solver="sgdm", learning_rate=0.01, max_epochs=2, batch_size=3, shuffle="never",
+        verbose=False, sequence_length=4))
+    for p, q in zip(trained.state_dict().values(), twin.state_dict().values()):
+        assert torch.allclose(p, q, atol=1e-6)
+    # lengths (7, 9, 4) and (8, 5, 10) in pieces of 4: 3 + 3 iterations an epoch
+    assert trained.training_info.iterations["iteration"][-1] == \
+        info.iterations["iteration"][-1] == 12
 
 
 def test_what_a_numeric_sequence_length_cannot_give_exactly_is_refused():
     X, T = _seq2seq()
     opts = M.trainingOptions("adam", SequenceLength=4, MaxEpochs=1, Verbose=False)
-    lstm = M.dlnetwork([M.sequenceInputLayer(2), M.lstmLayer(3), M.fullyConnectedLayer(1)])
-    with pytest.raises(ArgumentError, match="carries the state of 'lstm' from one piece to "
-                                            "the next"):
-        M.trainnet(X, T, lstm, "mse", opts)
-    one = M.dlnetwork([M.sequenceInputLayer(2), M.globalAveragePooling1dLayer(),
-                       M.fullyConnectedLayer(1)])
-    with pytest.raises(ArgumentError, match="sequence-to-one"):
-        M.trainnet(X, np.zeros((6, 1), dtype=np.float32), one, "mse", opts)
+    bi = M.dlnetwork([M.sequenceInputLayer(2), M.bilstmLayer(3, Name="bi"),
+                      M.fullyConnectedLayer(1)])
+    with pytest.raises(ArgumentError, match="SequenceLength=4\\): 'bi' is a bidirectional LSTM"):
+        M.trainnet(X, T, bi, "mse", opts)
     shortest = M.trainingOptions("adam", SequenceLength="shortest", MaxEpochs=1, Verbose=False)
-    with pytest.raises(ArgumentError, match="SequenceLength=\"shortest\" cuts each mini-batch"):
-        M.trainnet(X, T, lstm, "mse", shortest)
+    trained = M.trainnet(X, T, bi, "mse", shortest)         # nothing carried: trains
+    assert trained.training_info.iterations["iteration"][-1] == 1
 
 
 def test_full_batch_solvers_are_accepted_and_refused_when_training():
