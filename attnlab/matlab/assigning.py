@@ -176,8 +176,11 @@ class Assigning(Part):
                 raise MatlabError(f"{what}: {e}") from None
         if container is None:
             container = [] if _is_layerish(value) else Cell() if brace else np.zeros(0)
-        if isinstance(container, list) and len(idx) == 2 and (idx[0] == 0 or idx[1] == 0) \
-                and all(isinstance(i, int) for i in idx):
+        column = None                                # a cell vector's orientation
+        if isinstance(container, Cell):
+            idx, column = _cell_position(container, idx)
+        if isinstance(container, list) and not isinstance(container, Cell) and len(idx) == 2 \
+                and (idx[0] == 0 or idx[1] == 0) and all(isinstance(i, int) for i in idx):
             idx = [idx[1] if idx[0] == 0 else idx[0]]  # c{1, j}, c{i, 1}: a vector's element
         elif _is_layerish(container) and not isinstance(container, (list, Network)):
             container = [container]                  # one layer is a 1×1 layer array
@@ -191,7 +194,8 @@ class Assigning(Part):
             if len(idx) != 1 or not isinstance(idx[0], int):
                 if len(idx) == 1 and isinstance(value, np.ndarray) and value.size == 0:
                     drop = set(np.atleast_1d(idx[0]).tolist())
-                    return type(container)(x for i, x in enumerate(items) if i not in drop)
+                    kept = type(container)(x for i, x in enumerate(items) if i not in drop)
+                    return _cell_dims(kept, container, column)
                 raise MatlabError(f"{what}: expected one index when assigning into a list")
             i = idx[0]
             count = container.__dict__.get("_count") if isinstance(container, Cell) else None
@@ -209,7 +213,7 @@ class Assigning(Part):
                     count += _count(value)
             if not isinstance(container, Cell):
                 return items
-            new = type(container)(items)
+            new = _cell_dims(type(container)(items), container, column)
             if count is not None:                # c{i} = v: counted from c's count
                 new.__dict__["_count"] = count
             return new
@@ -292,3 +296,33 @@ class Assigning(Part):
             raise B.Exhausted(f"assigning element {top + 1:,} would grow the array past the "
                               f"limit of {self.limits.elements:,} elements (Limits.elements). "
                               f"{Limits.hint('elements')}", "elements")
+
+
+def _cell_position(c: Cell, idx: list) -> tuple[list, bool | None]:
+    """(the index, whether a vector it makes is a column): c{i, j} inside c is its linear
+    position; c{i, 1} past the end of a column (or of an empty cell array) grows a column,
+    c{1, j} a row."""
+    if len(idx) != 2 or not all(isinstance(i, int) for i in idx):
+        return idx, None
+    rows, cols = c.dims
+    if idx[0] < rows and idx[1] < cols:
+        return [idx[0] + idx[1] * rows], None
+    if idx[1] == 0 and cols <= 1:
+        return [idx[0]], True
+    if idx[0] == 0 and rows <= 1:
+        return [idx[1]], False
+    return idx, None
+
+
+def _cell_dims(new, old, column: bool | None):
+    """`new` (the cells after an assignment into `old`) with old's size when it still fits,
+    else as a vector of old's orientation (or `column`'s)."""
+    if not isinstance(new, Cell) or not isinstance(old, Cell):
+        return new
+    rows, cols = old.dims
+    if len(new) == rows * cols:
+        return new.with_dims((rows, cols))
+    if column is None:
+        column = cols == 1 and rows > 1
+    return new.with_dims((len(new), 1) if column else (1, len(new)))
+

@@ -148,6 +148,8 @@ def _shape(x) -> tuple[int, ...]:
         return (1, x.shape[0]) if x.ndim == 1 else tuple(x.shape)
     if hasattr(x, "shape"):
         return tuple(x.shape)
+    if isinstance(x, Cell):
+        return x.dims
     if isinstance(x, (list, str)):
         return (1, len(x)) if isinstance(x, str) or isinstance(x, Cell) else (len(x), 1)
     return (1, 1)
@@ -198,19 +200,35 @@ def _elementwise(fn):
 
 
 def struct(ctx, *args):
+    """struct('a', 1, 'b', 'x') is one struct; a cell array value makes a struct array of its
+    size, each element taking its cell ({1, 2}: 1×2), the other values (and one-cell values,
+    {{1, 2}}: the cell array {1, 2}) given to every element, as MATLAB does."""
     if len(args) % 2:
         raise MatlabError("struct: expected field–value pairs")
-    return Struct((str(k), v) for k, v in zip(args[::2], args[1::2]))
+    names = [str(k) for k in args[::2]]
+    values = list(args[1::2])
+    sizes = {len(v) for v in values if isinstance(v, Cell) and len(v) != 1}
+    if len(sizes) > 1:
+        raise MatlabError("struct: the cell array values must be of one size (or hold one "
+                          "value each)")
+    if not sizes:
+        return Struct((k, v[0] if isinstance(v, Cell) else v) for k, v in zip(names, values))
+    n = sizes.pop()
+    from .objects import StructArray
+    return StructArray(Struct((k, v[i] if isinstance(v, Cell) and len(v) == n else
+                               v[0] if isinstance(v, Cell) else v)
+                              for k, v in zip(names, values)) for i in range(n))
 
 
 def cell(ctx, *args):
     if not args:
         return Cell()
-    n = _product(_size_args(args, "cell"))
+    shape = _size_args(args, "cell")
+    n = _product(shape)
     check_elements(ctx, n, "the cell array")
     out = Cell([None] * n)
     out.__dict__["_count"] = 1 + n               # what the interpreter's size check counts
-    return out
+    return out.with_dims(shape) if len(shape) == 2 else out
 
 
 def isfield(ctx, s, name):

@@ -355,6 +355,8 @@ class Calling(Part):
         if isinstance(f, str):
             return self._call(str(f), rest, kw, node, scope, nargout)
         if callable(f):
+            if nargout != 1 and hasattr(f, "call_with"):
+                return f.call_with(nargout, *rest, **kw)       # [a, b] = feval(@f, x)
             return f(*rest, **kw)
         raise MatlabError(f"feval: expected a function name or handle first, received "
                           f"{_describe([f])}.", node=node)

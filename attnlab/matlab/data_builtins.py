@@ -20,29 +20,44 @@ from .values import Categorical, Cell, Lambda, MatlabError, String, Struct
 
 
 def cell2mat(ctx, c):
-    """The contents of a cell array joined into one array: a row of cells side by side (a
-    column of cells one above the other); numbers, or text joined into one text."""
+    """The contents of a cell array joined into one array as its cells lie: the cells of a
+    row side by side, the rows one above the other ({a, b} is [a, b], {a; b} is [a; b]);
+    numbers, or text joined into one text (a row of cells)."""
     if not isinstance(c, list):
         raise MatlabError(f"cell2mat: expected a cell array, received {_what(c)}")
     items = list(c)
     if not items:
         return np.zeros(0)
+    rows = c.grid() if isinstance(c, Cell) else [items]
     if all(isinstance(x, str) for x in items):
+        if len(rows) > 1:
+            raise MatlabError("cell2mat: a column of text would be a character matrix, which "
+                              "attnlab's reader does not have: use a string array "
+                              "(string(c)) or join the texts (strjoin(c, ''))")
         return "".join(items)
     if any(isinstance(x, (Cell, Struct)) for x in items):
         raise MatlabError("cell2mat: the cells must hold numbers or text, not cell arrays or "
                           "structs")
-    arrays = [np.asarray(_num(x), dtype=float) for x in items]
-    if all(a.ndim <= 1 for a in arrays):
-        out = np.concatenate([np.atleast_1d(a) for a in arrays])
+    if len(rows) == 1 and all(np.ndim(_num(x)) <= 1 for x in items):
+        out = np.concatenate([np.atleast_1d(np.asarray(_num(x), dtype=float)) for x in items])
         return _scalar(out) if out.size == 1 else out
-    parts = [a.reshape(1, -1) if a.ndim == 1 else a.reshape(1, 1) if a.ndim == 0 else a
-             for a in arrays]
     try:
-        return np.concatenate(parts, axis=1)
+        joined = [np.concatenate([_matrix(x) for x in r], axis=1) for r in rows]
     except ValueError:
         raise MatlabError("cell2mat: the contents must have the same number of rows to be "
                           "joined side by side") from None
+    try:
+        out = np.concatenate(joined, axis=0)
+    except ValueError:
+        raise MatlabError("cell2mat: the rows of cells must have the same number of columns "
+                          "to be joined one above the other") from None
+    return _scalar(out) if out.size == 1 else out
+
+
+def _matrix(x) -> np.ndarray:
+    """A cell's content as a 2-D array (a row vector 1×n, a number 1×1)."""
+    a = np.asarray(_num(x), dtype=float)
+    return a.reshape(1, -1) if a.ndim <= 1 else a
 
 
 def num2cell(ctx, x):
@@ -55,7 +70,8 @@ def num2cell(ctx, x):
         return Cell(x.take(np.array([i])) for i in range(len(x)))
     arr = np.asarray(_num(x))
     check_elements(ctx, arr.size, "num2cell's cell array")
-    return Cell(_scalar(v) for v in arr.ravel(order="F"))
+    out = Cell(_scalar(v) for v in arr.ravel(order="F"))
+    return out.with_dims(arr.shape) if arr.ndim == 2 else out
 
 
 def _call(f, args, fn):
@@ -134,7 +150,13 @@ def cellfun(ctx, f, *args):
                               f"{_what(a)}")
     if len({len(a) for a in args}) > 1:
         raise MatlabError("cellfun: all the cell arrays must have the same size")
-    return _apply(f, [list(a) for a in args], uniform, handler, "cellfun")
+    out = _apply(f, [list(a) for a in args], uniform, handler, "cellfun")
+    dims = args[0].dims if isinstance(args[0], Cell) else None
+    if isinstance(out, Cell) and dims is not None:
+        return out.with_dims(dims)
+    if isinstance(out, np.ndarray) and dims is not None and dims[0] > 1:
+        return out.reshape(dims, order="F")            # as the cells lie: a column stays one
+    return out
 
 
 def arrayfun(ctx, f, *args):

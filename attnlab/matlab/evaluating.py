@@ -25,7 +25,8 @@ from .script_values import (
     _size_text,
     _text,
 )
-from .values import Categorical, Cell, Handle, Lambda, MatlabError, Missing, NeedsData, String, Struct
+from .values import (Categorical, Cell, Handle, Lambda, MatlabError, Missing, NamedHandle,
+                     NeedsData, String, Struct)
 
 
 class Evaluating(Part):
@@ -102,8 +103,7 @@ class Evaluating(Part):
         if kind == "matrix":
             return self._matrix(node, scope)
         if kind == "cell":
-            return Cell(v for row in node.named_children if row.type == "row"
-                        for v in self._row(row, scope))
+            return self._cell(node, scope)
         if kind == "function_call":
             return self._function_call(node, scope, nargout)
         if kind == "field_expression":
@@ -130,6 +130,8 @@ class Evaluating(Part):
             v = self._value(node.named_children[0], scope)
             if isinstance(v, np.ndarray):
                 return v.reshape(-1, 1) if v.ndim == 1 else (v.ravel() if v.shape[1] == 1 else v.T)
+            if isinstance(v, Cell):
+                return v.transposed()
             return v
         if kind == "range":
             return self._range(node, scope)
@@ -139,7 +141,7 @@ class Evaluating(Part):
             return Lambda(params, node.named_children[-1], dict(scope), self)
         if kind == "handle_operator":
             name = _text(node.named_children[0], self.src)
-            return lambda *a, **kw: self._call(name, list(a), kw, node, scope)
+            return NamedHandle(name, lambda a, kw, n: self._call(name, a, kw, node, scope, n))
         if kind == "end_keyword":
             stack = getattr(self, "_end_stack", [])
             if not stack:
@@ -227,6 +229,34 @@ class Evaluating(Part):
                 out.append(v)
         return out
 
+    def _cell(self, node, scope) -> Cell:
+        """{a, b} is 1×2, {a; b} 2×1, {a, b; c, d} 2×2: rows of one length, as MATLAB needs."""
+        rows = [r for r in (self._row(row, scope) for row in node.named_children
+                            if row.type == "row") if r]
+        if len({len(r) for r in rows}) > 1:
+            self._fail(node, "Dimensions of arrays being concatenated are not consistent: the "
+                       f"rows of this cell array have {', '.join(str(len(r)) for r in rows)} "
+                       "cells.")
+        return Cell.from_rows(rows)
+
+    def _cells(self, node, rows) -> Cell:
+        """[c1, c2] side by side, [c1; c2] one above the other: cell arrays joined as MATLAB
+        joins arrays (empty ones left out)."""
+        grids = []
+        for r in rows:
+            parts = [v.grid() for v in r if isinstance(v, Cell) and len(v)]
+            if not parts:
+                continue
+            if len({len(g) for g in parts}) > 1:
+                self._fail(node, "Dimensions of arrays being concatenated are not consistent: "
+                           "cell arrays side by side need the same number of rows.")
+            grids.append([sum((g[i] for g in parts), []) for i in range(len(parts[0]))])
+        joined = [row for g in grids for row in g]
+        if len({len(r) for r in joined}) > 1:
+            self._fail(node, "Dimensions of arrays being concatenated are not consistent: cell "
+                       "arrays one above the other need the same number of columns.")
+        return Cell.from_rows(joined)
+
     def _matrix(self, node, scope):
         rows = [self._row(r, scope) for r in node.named_children if r.type == "row"]
         items = [v for r in rows for v in r]
@@ -242,7 +272,7 @@ class Evaluating(Part):
                        for v in items):
                 self._fail(node, "cannot concatenate a cell array with other values: put them "
                            "in the cell array ({c{:}, x}) or use {c, x}")
-            return Cell(x for v in items if isinstance(v, Cell) for x in v)
+            return self._cells(node, rows)
         total = sum(len(v) if isinstance(v, (str, list)) else int(np.size(v))
                     if isinstance(v, (np.ndarray, int, float, bool, np.generic)) else 1
                     for v in items)
@@ -376,6 +406,8 @@ class Evaluating(Part):
                                        f"at most {len(container.params)} arguments, received "
                                        f"{len(pos)}")
                     try:
+                        if nargout != 1 and hasattr(container, "call_with"):
+                            return container.call_with(nargout, *pos, **kw)   # [a, b] = h(x)
                         return container(*pos, **kw)
                     except MatlabError as e:
                         if not isinstance(container, Lambda):
@@ -497,6 +529,8 @@ class Evaluating(Part):
             raise
         what = _text(node, self.src)
         try:
+            if isinstance(container, Cell):
+                return _cell_index(container, idx, what, brace)
             if isinstance(container, (list, tuple, str)):
                 if len(idx) == 2 and (idx[0] == 0 or idx[0] == slice(None)):
                     idx = idx[1:]
@@ -544,6 +578,12 @@ class Evaluating(Part):
                     pos, kw = self._arguments(_child(part, "arguments"), scope, function=name)
                     obj = self._call(name, [obj, *pos], kw, part, scope)
                     continue
+            if part.type == "function_call" and \
+                    _text(part.named_children[0], self.src) in getattr(obj, "matlab_methods", ()):
+                name = _text(part.named_children[0], self.src)     # m.isKey(k): isKey(m, k)
+                pos, kw = self._arguments(_child(part, "arguments"), scope, function=name)
+                obj = self._call(name, [obj, *pos], kw, part, scope)
+                continue
             if isinstance(obj, B.Namespace):     # parallel.gpu.rng(42, "Philox")
                 name = _text(part.named_children[0] if part.type == "function_call" else part,
                              self.src)
@@ -594,3 +634,39 @@ def _root(node, src: bytes) -> str | None:
             node.named_children:
         node = node.named_children[0]
     return _text(node, src) if node.type == "identifier" else None
+
+
+def _positions(i, n: int) -> list[int]:
+    """One index (an int, a slice, an array of positions) as a list of positions below n."""
+    if isinstance(i, slice):
+        return list(range(n))[i]
+    return [int(i)] if isinstance(i, (int, np.integer)) else [int(j) for j in np.ravel(i)]
+
+
+def _cell_index(c: Cell, idx: list, what: str, brace: bool = False):
+    """c(i), c(i, j), c{…}: one cell's content for whole-number indices (and for c{…} that
+    picks one cell), else the cell array of the cells picked (a vector keeps its orientation;
+    c(rows, cols) is rows × cols)."""
+    picked = _cell_pick(c, idx, what)
+    if brace and isinstance(picked, Cell) and len(picked) == 1:
+        return picked[0]
+    return picked
+
+
+def _cell_pick(c: Cell, idx: list, what: str):
+    rows, cols = c.dims
+    if len(idx) == 1:
+        if isinstance(idx[0], (int, np.integer)):
+            return c[int(idx[0])]
+        picked = Cell(c[j] for j in _positions(idx[0], len(c)))
+        return picked.with_dims((len(picked), 1) if cols == 1 and rows != 1 else
+                                (1, len(picked)))
+    if len(idx) != 2 or any(isinstance(i, (int, np.integer)) and i > 0 for i in idx[2:]):
+        raise MatlabError(f"{what}: expected one or two indices into a cell array")
+    rs, ks = _positions(idx[0], rows), _positions(idx[1], cols)
+    if any(r >= rows for r in rs) or any(k >= cols for k in ks):
+        raise IndexError
+    if all(isinstance(i, (int, np.integer)) for i in idx):
+        return c[rs[0] + ks[0] * rows]
+    return Cell(c[r + k * rows] for k in ks for r in rs).with_dims((len(rs), len(ks)))
+

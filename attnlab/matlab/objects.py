@@ -277,6 +277,9 @@ class MapObject:
     """`containers.Map`: keys (text or numbers) to values. A handle object, as in MATLAB:
     `m(key) = v` changes the map every variable holding it sees."""
 
+    # the functions MATLAB also lets a script call as methods: m.isKey(k), m.keys(), …
+    matlab_methods = ("isKey", "keys", "values", "remove", "length")
+
     def __init__(self, key_type: str = "char", value_type: str = "any"):
         self.key_type, self.value_type = key_type, value_type
         self.items: dict = {}

@@ -15,7 +15,45 @@ class String(str):
 
 
 class Cell(list):
-    """A MATLAB cell array {…}."""
+    """A MATLAB cell array {…}: its cells in MATLAB's linear order (down each column, then the
+    next column) and its size `dims`, rows × columns: 1×n unless made otherwise ({a; b} is
+    2×1, {a, b; c, d} 2×2, cell(3, 1) 3×1). A vector that grows or shrinks keeps its
+    orientation."""
+
+    @property
+    def dims(self) -> tuple[int, int]:
+        given = self.__dict__.get("_dims")
+        n = len(self)
+        if given is not None and given[0] * given[1] == n:
+            return given
+        if given is not None and given[1] == 1 and given[0] != 1:
+            return (n, 1)                          # a column that grew or shrank
+        return (1, n)
+
+    def with_dims(self, dims) -> "Cell":
+        """Itself with the size `dims` (rows, columns), when its cells fill it."""
+        rows, cols = int(dims[0]), int(dims[1])
+        if rows * cols == len(self):
+            self.__dict__["_dims"] = (rows, cols)
+        return self
+
+    def grid(self) -> list[list]:
+        """The cells by row: [[row 1's cells], [row 2's cells], …]."""
+        rows, cols = self.dims
+        return [[self[r + k * rows] for k in range(cols)] for r in range(rows)]
+
+    @classmethod
+    def from_rows(cls, rows: list[list]) -> "Cell":
+        """The cell array whose rows are `rows` (each a list of cells, all as long)."""
+        rows = [r for r in rows if r]
+        if not rows:
+            return cls()
+        cols = len(rows[0])
+        return cls(rows[r][k] for k in range(cols) for r in range(len(rows))).with_dims(
+            (len(rows), cols))
+
+    def transposed(self) -> "Cell":
+        return Cell.from_rows([list(col) for col in zip(*self.grid())]) if len(self) else Cell()
 
 
 class Struct(dict):
@@ -332,9 +370,30 @@ class Lambda:
         self.params, self.body, self.scope, self.interp = params, body, scope, interp
 
     def __call__(self, *args):
+        return self.call_with(1, *args)
+
+    def call_with(self, nargout: int, *args):
+        """The body's value; `[a, b] = h(x)` asks the body (a call) for `nargout` outputs."""
         scope = dict(self.scope)
         scope.update(zip(self.params, args))
-        return self.interp.eval_in(self.body, scope)
+        return self.interp.eval_in(self.body, scope, nargout)
+
+
+class NamedHandle:
+    """`@name`: a handle to a function (the script's own, a toolbox or base function), called
+    by name when used; `[a, b] = h(x)` gets all of its outputs."""
+
+    def __init__(self, name: str, call):
+        self.name, self._call = name, call           # call(args, kwargs, nargout)
+
+    def __call__(self, *args, **kwargs):
+        return self._call(list(args), kwargs, 1)
+
+    def call_with(self, nargout: int, *args, **kwargs):
+        return self._call(list(args), kwargs, nargout)
+
+    def __repr__(self):
+        return f"@{self.name}"
 
 
 class Handle:

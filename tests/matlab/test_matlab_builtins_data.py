@@ -220,3 +220,65 @@ def test_a_learnables_value_is_what_the_network_holds():
         net.learnables["fc/bias"].fill_(0.25)
     ws = run("b = net.Learnables.Value{2};", {"net": net})
     assert ws["b"].ravel().tolist() == [0.25, 0.25]
+
+
+# -- cell arrays with rows and columns -------------------------------------------------------------
+
+def test_a_cell_array_has_rows_and_columns():
+    ws = run("a = [1 2]; b = [3 4];\n"
+             "v = cell2mat({a; b}); h = cell2mat({a, b}); sv = size({a; b}); sh = size({a, b});\n"
+             "m = {1, 2; 3, 4}; x = m{2, 1}; y = m{3}; sm = size(m); t = m'; tt = t{1, 2};\n"
+             "g = cell2mat(m); col = m(:, 2); sc = size(col); two = cell2mat(col);")
+    assert ws["v"].tolist() == [[1, 2], [3, 4]]                 # {a; b}: one above the other
+    assert ws["h"].tolist() == [1, 2, 3, 4]                     # {a, b}: side by side
+    assert (list(ws["sv"]), list(ws["sh"]), list(ws["sm"])) == ([2, 1], [1, 2], [2, 2])
+    assert (ws["x"], ws["y"], ws["tt"]) == (3, 2, 3)            # linear order down the columns
+    assert ws["g"].tolist() == [[1, 2], [3, 4]]
+    assert list(ws["sc"]) == [2, 1] and ws["two"].ravel().tolist() == [2, 4]
+
+
+def test_cell_vectors_keep_their_orientation():
+    ws = run("c = cell(3, 1); c{4} = 5; s1 = size(c); d = [{1; 2}; {3}]; s2 = size(d);\n"
+             "e = [{1, 2}, {3}]; s3 = size(e); n = num2cell([1; 2]); s4 = size(n);\n"
+             "k = cellfun(@(z) z * 2, {1; 2; 3}); s5 = size(k);\n"
+             "r = {}; r{1, 3} = 1; s6 = size(r); q = {}; q{3, 1} = 2; s7 = size(q);\n"
+             "d(2) = []; s8 = size(d);")
+    sizes = [list(ws[f"s{i}"]) for i in range(1, 9)]
+    assert sizes == [[4, 1], [3, 1], [1, 3], [2, 1], [3, 1], [1, 3], [3, 1], [2, 1]]
+    assert ws["k"].ravel().tolist() == [2, 4, 6]
+
+
+def test_cell_arrays_that_do_not_fit_together_are_matlab_s_error():
+    with pytest.raises(ScriptError, match="Dimensions of arrays being concatenated are not "
+                                          "consistent"):
+        run("c = {1, 2; 3};")
+    with pytest.raises(ScriptError, match="Dimensions of arrays being concatenated"):
+        run("c = [{1, 2}; {3}];")
+
+
+# -- function handles, methods, struct arrays ---------------------------------------------------------
+
+def test_a_function_handle_gives_every_output_asked_for():
+    ws = run("h = @two; [a, b] = h(3); g = @max; [m, i] = g([3 9 2]);\n"
+             "f = @(v) max(v); [fm, fi] = f([4 1 8]); [p, q] = feval(h, 5);\n"
+             "function [x, y] = two(v)\nx = v; y = 2 * v;\nend\n")
+    assert (ws["a"], ws["b"], ws["m"], ws["i"]) == (3, 6, 9, 2)
+    assert (ws["fm"], ws["fi"], ws["p"], ws["q"]) == (8, 3, 5, 10)
+
+
+def test_a_map_s_functions_as_methods():
+    ws = run("m = containers.Map(); m('lstm') = 64; m('gru') = 32;\n"
+             "t = m.isKey('lstm'); f = m.isKey('cnn'); k = m.keys(); v = m.values({'gru'});\n"
+             "m.remove('gru'); n = m.Count; l = m.length();")
+    assert (ws["t"], ws["f"], list(ws["k"]), list(ws["v"])) == (True, False, ["gru", "lstm"],
+                                                                   [32])
+    assert (ws["n"], ws["l"]) == (1, 1)
+
+
+def test_struct_with_cell_values_makes_a_struct_array():
+    ws = run("s = struct('a', {1, 2}, 'b', 'same'); n = numel(s); z = size(s); x = s(2).a;\n"
+             "y = s(1).b; one = struct('c', {{1, 2}}); c = one.c; e = numel(struct('a', {}));")
+    assert (ws["n"], list(ws["z"]), ws["x"], ws["y"]) == (2, [1, 2], 2, "same")
+    assert list(ws["c"]) == [1, 2] and ws["e"] == 0            # {{…}}: the cell array itself
+    with pytest.raises(ScriptError, match="cell array values must be of one size"):
+        run("s = struct('a', {1, 2}, 'b', {1, 2, 3});")
