@@ -22,13 +22,13 @@ from torch import Tensor
 from .attention_bias import WIDEST_WINDOW
 from .errors import ArgumentError, AttnlabError, SizeError
 from .layers import _checks as check
+from .rotary import DEFAULTS as ROTARY_DEFAULTS   # the rotary settings' one home
 
 __all__ = ["ALIGNMENTS", "num_heads", "num_kv_heads", "scale", "attention_mask",
            "scale_value", "causal_alignment", "dropout", "flag", "divisors_near", "divisor_hint",
            "rotary", "rotary_dims", "window", "ROTARY_DEFAULTS"]
 
 ALIGNMENTS = ("top-left", "bottom-right")
-ROTARY_DEFAULTS = {"base": 10000.0, "fraction": 1.0, "interleaved": False}
 # the smallest rotary base, 2^-64: the frequencies 1 / base^(2i/r) (float32, as transformers
 # computes them) reach 1/base, and times any int64 position (< 2^63) they stay below float32's
 # largest number (2^128); a smaller base turns later positions by infinite angles (NaN)

@@ -21,6 +21,8 @@ from torch import Tensor
 
 __all__ = ["Rotary", "DEFAULTS"]
 
+# the settings `rotary=True` stands for (`attention_rules.rotary` fills a dict's missing keys
+# from them)
 DEFAULTS = {"base": 10000.0, "fraction": 1.0, "interleaved": False}
 
 Positions = Union[int, Tensor]
