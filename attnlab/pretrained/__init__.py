@@ -6,10 +6,13 @@ config describes as an `al.Network` of attnlab layers, and copies the weights in
 downloaded and nothing is unpickled; the loader needs safetensors and json only.
 `save_pretrained(net, folder)` writes the same layout back, tensor for tensor.
 
-One family, one module
-----------------------
-`FAMILIES` maps a config's `model_type` to the module of this package that builds it. Adding a
-family is one file and one line here. The module defines:
+One family, one description
+---------------------------
+`FAMILIES` maps a config's `model_type` to the family that builds it: the name of a module of
+this package, or a family given to `register_family`. A family is a description (a
+`builder.Decoder`, whose fields say what the config maps to; `llama.py`, `mistral.py` and
+`gpt2.py` are one each) or, for the families not yet described (bert, vit, t5), a module with
+the same parts:
 
 - ``KEYS``: a `config.Keys` saying what it does with each key of its transformers config class
   (reads it, builds it at one value only — any other is refused —, or knows it leaves the model
@@ -36,7 +39,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import types
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +49,10 @@ from .config import CONFIG_FILE, Config, CheckpointError, Keys, file_problem, ke
 from .weights import (Checkpoint, W, Weight, check_counts, check_sizes, load, no_random_init,
                       small_table)
 from .saving import write_pretrained
+from .builder import Decoder, Names
 
-# model_type → the module of this package that builds it
-FAMILIES = {
+# model_type → the module of this package that builds it, or a registered family
+FAMILIES: dict[str, Any] = {
     "gpt2": "gpt2",
     "bert": "bert",
     "vit": "vit",
@@ -60,17 +63,54 @@ FAMILIES = {
 
 META_KEY = "huggingface"
 
-__all__ = ["from_pretrained", "save_pretrained", "FAMILIES", "Config", "CheckpointError", "Keys",
-           "keys", "W", "Weight", "Checkpoint"]
+__all__ = ["from_pretrained", "save_pretrained", "register_family", "Decoder", "Names", "FAMILIES",
+           "Config", "CheckpointError", "Keys", "keys", "W", "Weight", "Checkpoint"]
 
 
-def family(model_type: Any, where: str = CONFIG_FILE) -> types.ModuleType:
-    """The module that builds `model_type` (a key of `FAMILIES`)."""
+def register_family(model_type: str, family: Any) -> None:
+    """Adds a model family from outside the package: `from_pretrained` then reads folders
+    whose config.json says this `model_type` (and `save_pretrained` writes them back).
+
+    Parameters
+    ----------
+    model_type : str
+        The config's `model_type` (e.g. "qwen2"); a family already there is replaced.
+    family : Decoder, or callable
+        A description like the package's own (`al.pretrained.Decoder`, often
+        ``dataclasses.replace(al.pretrained.llama.FAMILY, ...)``), or a callable that gets the
+        folder's `Config` (its `data`, and `where`: the path of its config.json) and returns
+        the loaded `Network`; `save_pretrained` writes such a network when it carries the
+        layout of a described family (e.g. it was loaded through one).
+    """
+    if not isinstance(model_type, str) or not model_type:
+        raise ArgumentError(f"register_family(model_type): expected a non-empty str such as "
+                            f"\"qwen2\", received {model_type!r}.")
+    if not _described(family) and not callable(family):
+        raise ArgumentError(f"register_family(family) for \"{model_type}\": expected a "
+                            "description (al.pretrained.Decoder) or a callable that gets the "
+                            f"config and returns the loaded Network, received "
+                            f"{type(family).__name__}.")
+    FAMILIES[model_type] = family
+
+
+def family(model_type: Any, where: str = CONFIG_FILE) -> Any:
+    """The family that builds `model_type` (a key of `FAMILIES`): a description, a module of
+    this package, or a registered loading function."""
     if not isinstance(model_type, str) or model_type not in FAMILIES:
         shown = json.dumps(model_type) if model_type is not None else "missing"
         raise CheckpointError(f"'{where}' key \"model_type\" is {shown}: attnlab builds "
                               f"{', '.join(sorted(FAMILIES))}. Nothing was loaded.")
-    return importlib.import_module(f"{__name__}.{FAMILIES[model_type]}")
+    found = FAMILIES[model_type]
+    if not isinstance(found, str):
+        return found
+    module = importlib.import_module(f"{__name__}.{found}")
+    return getattr(module, "FAMILY", module)
+
+
+def _described(fam: Any) -> bool:
+    """Whether `fam` describes its graph and table (else it is a loading function)."""
+    return all(hasattr(fam, part) for part in
+               ("ARCHITECTURES", "KEYS", "IGNORED_TENSORS", "network", "weights"))
 
 
 def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | None = None) -> Any:
@@ -105,6 +145,8 @@ def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | None = None) -
                             f"torch.float32 or torch.bfloat16, received {dtype!r}.")
     cfg = Config.from_folder(folder)
     fam = family(cfg.model_type, cfg.where)
+    if not _described(fam):
+        return _loaded(fam, cfg, dtype)
     with Checkpoint(folder) as ckpt:          # headers only, every file checked first
         arch = _architecture(cfg, fam, ckpt)
         cfg.check_keys(fam.KEYS)
@@ -181,7 +223,20 @@ def _folder(path) -> Path:
     return p
 
 
-def _architecture(cfg: Config, fam: types.ModuleType, ckpt: Checkpoint) -> str:
+def _loaded(load_family: Any, cfg: Config, dtype: torch.dtype | None) -> Any:
+    """A registered loading function's network, in evaluation mode and `dtype`."""
+    from ..network import Network
+    net = load_family(cfg)
+    if not isinstance(net, Network):
+        raise CheckpointError(f"the family registered for model_type \"{cfg.model_type}\" "
+                              f"returned {type(net).__name__}, not an al.Network: give "
+                              "register_family a callable that returns the loaded network.")
+    if dtype is not None:
+        net.to(dtype)
+    return net.eval()
+
+
+def _architecture(cfg: Config, fam: Any, ckpt: Checkpoint) -> str:
     supported = tuple(fam.ARCHITECTURES)
     arch = cfg.architecture
     if arch is not None:

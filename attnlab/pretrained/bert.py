@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import layers as L
 from ..network import Network
-from .common import activation, dropout, output, under
+from .common import activation, dropout, output, residual, under
 from .config import Config, keys
 from .weights import W, Weight
 
@@ -156,6 +156,7 @@ def network(cfg: Config, architecture: str) -> Network:
 def _add_norm(net: Network, skip: str, x: str, name: str, eps: float) -> str:
     """LayerNorm(skip + x), BERT's post-norm residual: the layers `{name}.add` and
     `{name}.LayerNorm`."""
-    net.add([L.Addition(2, name=f"{name}.add"), L.LayerNorm(eps, name=f"{name}.LayerNorm")])
-    net.connect(skip, f"{name}.add/in1").connect(x, f"{name}.add/in2")
+    added = residual(net, skip, x, f"{name}.add")
+    net.add(L.LayerNorm(eps, name=f"{name}.LayerNorm"))
+    net.connect(added, f"{name}.LayerNorm")
     return f"{name}.LayerNorm"

@@ -56,8 +56,9 @@ def dropout(net, x: str, p: float, name: str) -> str:
     return name
 
 
-def add(net, a: str, b: str, name: str) -> str:
-    """Adds `Addition` of `a` and `b` (a residual connection); returns its name."""
+def residual(net, skip: str, branch: str, name: str) -> str:
+    """Adds `Addition` of `skip` (its `in1`) and `branch` (`in2`): the one way the families
+    write a residual connection (or any sum of two layers); returns its name."""
     net.add(L.Addition(2, name=name))
-    net.connect(a, f"{name}/in1").connect(b, f"{name}/in2")
+    net.connect(skip, f"{name}/in1").connect(branch, f"{name}/in2")
     return name

@@ -20,7 +20,6 @@ import math
 import os
 import re
 import time
-import types
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,7 +106,7 @@ SAYABLE: dict[str, Sayable] = {
 # -- the call ---------------------------------------------------------------------
 
 def write_pretrained(net: Any, path: str | os.PathLike, dtype: torch.dtype | None,
-                     families: Callable[[str], types.ModuleType], key: str) -> None:
+                     families: Callable[[str], Any], key: str) -> None:
     """`attnlab.pretrained.save_pretrained`: `families(model_type)` is the module of a family,
     `key` the entry of ``net.metadata`` that `from_pretrained` filled."""
     meta = getattr(net, "metadata", {}).get(key)
@@ -132,19 +131,30 @@ class Layout:
     network is known to be the model they describe."""
 
     def __init__(self, data: dict, architecture: str, family_name: str, record: dict,
-                 module: types.ModuleType):
+                 module: Any):
         self.data, self.architecture, self.family_name = data, architecture, family_name
         self.family = module
         self.record = record
         self._net_head_untied = False
 
     @classmethod
-    def of(cls, net: Any, meta: dict, families: Callable[[str], types.ModuleType]) -> Layout:
+    def of(cls, net: Any, meta: dict, families: Callable[[str], Any]) -> Layout:
         data = dict(meta["config"])
         name = str(Config(data, "the saved config").model_type)
-        layout = cls(data, meta["architecture"], name, meta["tensors"], families(name))
+        family = families(name)
+        if not hasattr(family, "network") or not hasattr(family, "weights"):
+            raise CheckpointError(f"save_pretrained: the {name} family was registered as a "
+                                  "loading function, which says no layout to write back. "
+                                  "Register a description (al.pretrained.Decoder) to save in "
+                                  "this layout, or keep the network with net.save(path).")
+        layout = cls(data, meta["architecture"], name, meta["tensors"], family)
         layout.check(net)
         return layout
+
+    @property
+    def sayable(self) -> Sayable:
+        """What the family's config.json can say: its description's, else the table's."""
+        return getattr(self.family, "sayable", None) or SAYABLE.get(self.family_name, Sayable())
 
     @property
     def cfg(self) -> Config:
@@ -158,15 +168,15 @@ class Layout:
             raise CheckpointError(f"save_pretrained: the network needs a {self.family_name} "
                                   f"config.json that cannot be written: {e} Nothing was written. "
                                   "Use net.save(path) for attnlab's own file.") from None
-        say = SAYABLE.get(self.family_name)
-        if say is not None and say.head_in_file is not None:
+        say = self.sayable
+        if say.head_in_file is not None:
             _own_head_in_file(ref, self._net_head_untied, say.head_in_file)
         return ref
 
     def check(self, net: Any) -> None:
         """Updates the config with what it can say about `net`, then refuses any difference
         left between `net` and the network the config describes."""
-        say = SAYABLE.get(self.family_name, Sayable())
+        say = self.sayable
         self._net_head_untied = say.head_in_file is not None and \
             _untied(net, *say.head_in_file)
         _derive(self.data, net, say)

@@ -34,7 +34,7 @@ from .. import layers as L
 from ..graph import format_port
 from ..layers.base import Layer
 from ..network import Network
-from .common import ACTIVATIONS, output, under
+from .common import ACTIVATIONS, output, residual, under
 from .config import CONFIG_FILE, CheckpointError, Config, keys
 from .weights import Checkpoint, W, Weight
 
@@ -170,9 +170,7 @@ class _Builder:
         return x if self.p == 0 else self.add(L.Dropout(self.p, name=name), x)
 
     def residual(self, skip: str, x: str, name: str) -> str:
-        self.net.add(L.Addition(2, name=name))
-        self.net.connect(skip, f"{name}/in1").connect(x, f"{name}/in2")
-        return name
+        return residual(self.net, skip, x, name)
 
     def norm(self, x: str, name: str) -> str:
         return self.add(L.RMSNorm(self.eps, name=name), x)

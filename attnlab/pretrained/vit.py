@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .. import layers as L
 from ..network import Network
-from .common import activation, add, dropout, output, under
+from .common import activation, dropout, output, residual, under
 from .config import Config, keys
 from .weights import W, Weight
 
@@ -92,7 +92,7 @@ def network(cfg: Config, architecture: str) -> Network:
                    L.EmbeddingConcatenation(name=f"{e}.cls_token")])
     net.add(L.PositionEmbedding((h // ph) * (w // pw) + 1, name=f"{e}.position_embeddings"))
     net.connect(f"{e}.cls_token", f"{e}.position_embeddings")
-    x = dropout(net, add(net, f"{e}.cls_token", f"{e}.position_embeddings", f"{e}.add"), drop,
+    x = dropout(net, residual(net, f"{e}.cls_token", f"{e}.position_embeddings", f"{e}.add"), drop,
                 f"{e}.dropout")
     for i in range(cfg.int("num_hidden_layers")):
         b = f"encoder.layer.{i}"
@@ -100,14 +100,14 @@ def network(cfg: Config, architecture: str) -> Network:
                  L.SelfAttention(heads, c, dropout=cfg.probability("attention_probs_dropout_prob", 0.0),
                                  name=f"{b}.attention")])
         net.connect(x, f"{b}.layernorm_before")
-        x = add(net, x, dropout(net, f"{b}.attention", drop, f"{b}.attention.output.dropout"),
+        x = residual(net, x, dropout(net, f"{b}.attention", drop, f"{b}.attention.output.dropout"),
                 f"{b}.attention.add")
         net.add([L.LayerNorm(eps, name=f"{b}.layernorm_after"),
                  L.Dense(cfg.int("intermediate_size"), name=f"{b}.intermediate.dense"),
                  activation(cfg, "hidden_act", f"{b}.intermediate.act", "gelu"),
                  L.Dense(c, name=f"{b}.output.dense")])
         net.connect(x, f"{b}.layernorm_after")
-        x = add(net, x, dropout(net, f"{b}.output.dense", drop, f"{b}.output.dropout"), f"{b}.add")
+        x = residual(net, x, dropout(net, f"{b}.output.dense", drop, f"{b}.output.dropout"), f"{b}.add")
     net.add(L.LayerNorm(eps, name="layernorm"))
     net.connect(x, "layernorm")
     if architecture == "ViTModel":
