@@ -247,7 +247,8 @@ def _architecture(cfg: Config, fam: Any, ckpt: Checkpoint) -> str:
         return arch
     for arch in supported:             # no "architectures": the first whose tensors are there
         table, _ = small_table(fam.weights, cfg, arch)      # (its first block: counts come next)
-        if all(ckpt.find(w.name, getattr(fam, "PREFIX", "")) for w in table if not w.tied):
+        if all(ckpt.find(w.name, getattr(fam, "PREFIX", "")) for w in table
+               if not w.tied and not w.zero):
             return arch
     return supported[-1]                # the loader then names the missing tensors
 

@@ -2,6 +2,8 @@
 a prefix, and the output layers named like a model's output fields."""
 from __future__ import annotations
 
+import dataclasses
+
 from .. import layers as L
 from ..layers.base import Layer
 from .config import Config
@@ -37,8 +39,8 @@ def activation(cfg: Config, key: str, name: str, default: str | None = None) -> 
 def under(rows: list[Weight], tensors: str, layers: str) -> list[Weight]:
     """`rows` with `tensors` put before each tensor name and `layers` before each learnable
     (a block's table, written once, for block i: ``under(BLOCK, f"h.{i}.", f"h.{i}.")``)."""
-    return [Weight(tensors + w.name, tuple(layers + n for n in w.learnables), w.transpose,
-                   w.reshape, w.tied) for w in rows]
+    return [dataclasses.replace(w, name=tensors + w.name,
+                                learnables=tuple(layers + n for n in w.learnables)) for w in rows]
 
 
 def output(name: str) -> Layer:

@@ -284,8 +284,10 @@ def _table_and_record(table: list[Weight], record: dict, params: dict) -> tuple[
         rows.append(w)
     kinds = Counter(r[0] for r in record.values())
     kind = kinds.most_common(1)[0][0] if kinds else "float32"
-    fresh = any(w.name not in record for w in rows)
+    fresh = any(w.name not in record for w in rows if not w.zero)
     for w in rows:
+        if w.zero:
+            continue                                   # no tensor: collect checks it is zero
         parts = [params[n] for n in w.learnables if n in params]
         shape = _file_shape(w, parts)
         old = record.get(w.name)

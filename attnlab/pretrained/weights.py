@@ -69,6 +69,10 @@ class Weight:
         ``tied_to="wte"``; `analyze()` and saved files count it once). True: another row fills
         the same learnable (BERT's decoder bias). Not read (the tensor it is tied to wins, as in
         transformers); written back when the original file had it.
+    zero : bool
+        The model has no such tensor (`name` says which it would be) and the learnable is
+        zero: a bias the layer has for all its projections where the model has some (Qwen2's
+        ``o_proj``). Loaded as zeros; `save_pretrained` refuses it when it is no longer zero.
     """
 
     name: str
@@ -76,12 +80,13 @@ class Weight:
     transpose: bool = False
     reshape: bool = False
     tied: bool | str = False
+    zero: bool = False
 
 
 def W(name: str, *learnables: str, transpose: bool = False, reshape: bool = False,
-      tied: bool | str = False) -> Weight:
+      tied: bool | str = False, zero: bool = False) -> Weight:
     """A table row: ``W("h.0.ln_1.weight", "h.0.ln_1/weight")``."""
-    return Weight(name, learnables, transpose, reshape, tied)
+    return Weight(name, learnables, transpose, reshape, tied, zero)
 
 
 def _shape(shape) -> str:
@@ -422,7 +427,7 @@ def check_counts(weights: Callable[[Config, str], list[Weight]], cfg: Config, ar
     names = {w.name for w in base}
     for key, value in capped.items():
         grown, _ = small_table(weights, cfg, architecture, {key: 2})
-        blocks = [at for w in grown if not w.tied and w.name not in names
+        blocks = [at for w in grown if not w.tied and not w.zero and w.name not in names
                   and (at := _indexed(w.name, names)) is not None]
         if not blocks or value * len(blocks) <= len(ckpt.header):
             continue                       # not a count of tensors, or one the file has room for
@@ -530,7 +535,7 @@ def _fit(table: list[Weight], expected: Callable[[Weight], tuple[int, ...] | Non
     found: dict[str, str] = {}
     sizes = _config_sizes(cfg)
     for w in table:
-        mine = expected(w)
+        mine = None if w.zero else expected(w)
         if mine is None:
             continue
         name = ckpt.find(w.name, prefix)
@@ -612,6 +617,9 @@ def load(net, table: list[Weight], ckpt: Checkpoint, family: str, ignored: tuple
                          family)
     with torch.no_grad():
         for w in table:
+            if w.zero:
+                for p in _parts(w, params):
+                    p.zero_()
             if w.name not in record or w.tied:
                 continue            # a tied tensor takes the values of the one it is tied to
             parts = _parts(w, params)
@@ -667,6 +675,8 @@ def collect(net, table: list[Weight], record: dict[str, list], family: str,
     out: dict[str, torch.Tensor] = {}
     seen: set[int] = set()
     for w in table:
+        if w.zero:
+            _check_zero(w, params)
         if w.name not in record:
             continue                                   # a tied tensor the original left out
         missing = [n for n in w.learnables if n not in params]
@@ -693,6 +703,17 @@ def collect(net, table: list[Weight], record: dict[str, list], family: str,
         seen.add(t.untyped_storage().data_ptr())
         out[record[w.name][2] if len(record[w.name]) > 2 else w.name] = t
     return out
+
+
+def _check_zero(w: Weight, params: dict[str, nn.Parameter]) -> None:
+    """A learnable the model does not have must still be zero to be left out of the file."""
+    for n in w.learnables:
+        if n in params and bool(params[n].detach().ne(0).any()):
+            raise CheckpointError(f"save_pretrained: learnable {n} is no longer zero, but the "
+                                  f"model has no tensor '{w.name}' to hold it (the layer has it "
+                                  "only because it has all its projections' biases or none). "
+                                  "Set it to zero (or freeze it while training) to save in this "
+                                  "layout, or keep the network with net.save(path).")
 
 
 @contextlib.contextmanager
