@@ -210,3 +210,37 @@ def test_register_family_refuses_what_is_no_family(model_type, family, message):
     with pytest.raises(al.ArgumentError, match=message):
         register_family(model_type, family)
     assert FAMILIES == before
+
+
+def _sources(net, layer):
+    return sorted(c.source for c in net.connections if c.destination.split("/")[0] == layer)
+
+
+def test_a_description_builds_post_norm_and_parallel_blocks():
+    from attnlab.pretrained import Config
+    cfg = Config({"model_type": "llama", "vocab_size": 16, "hidden_size": 8,
+                  "intermediate_size": 12, "num_hidden_layers": 1, "num_attention_heads": 2})
+    post = dataclasses.replace(llama.FAMILY, placement="post").network(cfg, "LlamaModel")
+    # post-norm: each norm follows its residual, and the sublayers read the residual stream
+    assert _sources(post, "layers.0.input_layernorm") == ["layers.0.add_1"]
+    assert _sources(post, "layers.0.self_attn") == ["embed_tokens"]
+    assert _sources(post, "layers.0.mlp") == ["layers.0.input_layernorm"]
+    assert _sources(post, "layers.0.post_attention_layernorm") == ["layers.0.add_2"]
+    parallel = dataclasses.replace(llama.FAMILY, layout="parallel").network(cfg, "LlamaModel")
+    # parallel: attention and MLP read the block's input; both are added to it
+    assert _sources(parallel, "layers.0.input_layernorm") == ["embed_tokens"]
+    assert _sources(parallel, "layers.0.post_attention_layernorm") == ["embed_tokens"]
+    assert _sources(parallel, "layers.0.add_1") == ["embed_tokens", "layers.0.self_attn"]
+    assert _sources(parallel, "layers.0.add_2") == ["layers.0.add_1", "layers.0.mlp.down_proj"]
+    x = torch.randint(0, 16, (1, 5))
+    for net in (post, parallel):
+        net.initialize()
+        assert net(x).shape == (1, 5, 8)
+
+
+def test_a_description_refuses_an_unknown_choice():
+    with pytest.raises(al.ArgumentError, match="Decoder placement: expected one of pre, post, "
+                                               "received 'middle'"):
+        dataclasses.replace(llama.FAMILY, placement="middle")
+    with pytest.raises(al.ArgumentError, match=r"heads\['X'\]: expected one of lm, classifier"):
+        dataclasses.replace(llama.FAMILY, heads={"X": "pooler"})
