@@ -119,11 +119,27 @@ def _check_bias(bias: Tensor, ref: Tensor, B: int, H: int, Tq: int, Tk: int,
                     _size(bias), fix + " The bias is added to the scores before the softmax.")
 
 
-def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
-              causal_alignment, dropout, need_weights=False, training=False, bias=None,
-              window=None, alibi=False, at: Locate = None):
-    """Check every argument; return (B, Tq, Tk, dk, dv, num_kv_heads, scale as float).
-    `at`: where each tensor argument came from, for errors in a layer's words (`_fail`)."""
+def _check_arguments(num_heads, num_kv_heads, scale, attention_mask, causal_alignment, dropout,
+                     need_weights, training, window, alibi):
+    """al.attention's argument rules (`attention_rules`); return (num_heads, the number of
+    key/value heads, scale). A module's options were checked when it was made: it skips this."""
+    num_heads = rules.num_heads(_FN, num_heads)
+    kv_heads = rules.num_kv_heads(_FN, num_kv_heads, num_heads, SizeError) or num_heads
+    # any finite number: negative, or 0 (uniform over the allowed keys)
+    scale = rules.scale(_FN, scale)
+    rules.causal_alignment(_FN, causal_alignment)
+    rules.dropout(_FN, dropout)
+    rules.flag(_FN, "need_weights", need_weights)
+    rules.flag(_FN, "training", training)
+    rules.attention_mask(_FN, attention_mask, tensors_ok=True)
+    if window is not None:
+        rules.window(_FN, window)
+    rules.flag(_FN, "alibi", alibi)
+    return num_heads, kv_heads, scale
+
+
+def _check_inputs(q, k, v, at: Locate = None) -> None:
+    """The three tensors: types, dimensions, dtypes, devices, batch sizes, key/value lengths."""
     for name, t in (("query", q), ("key", k), ("value", v)):
         if not isinstance(t, Tensor):
             raise FormatError(
@@ -147,9 +163,8 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
         raise FormatError(
             f"attention: query, key and value must be on one device, received {q.device}, "
             f"{k.device} and {v.device}. Move them with .to(device).")
-    B, Tq, Ck = q.shape
-    Bk, Tk, Ckk = k.shape
-    Bv, Tv, Cv = v.shape
+    B, Bk, Bv = q.shape[0], k.shape[0], v.shape[0]
+    Tk, Tv = k.shape[1], v.shape[1]
     if not (B == Bk == Bv):
         arg, got = ("key", Bk) if Bk != B else ("value", Bv)
         raise _fail(SizeError, at, arg, f"query, key and value must have the same batch size "
@@ -162,8 +177,15 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
                     f"{Tk} time steps (as the key)", f"{Tv}",
                     "Keys and values come from the same sequence: give them the same length.")
 
-    num_heads = rules.num_heads(_FN, num_heads)
-    kv_heads = rules.num_kv_heads(_FN, num_kv_heads, num_heads, SizeError) or num_heads
+
+def _check_sizes(q, k, v, num_heads: int, kv_heads: int, key_padding_mask, attention_mask,
+                 bias=None, at: Locate = None):
+    """The sizes of a call against the (checked) head counts: channels into heads, masks and
+    the bias. Runtime data checks, on every call: shape compares only. Return (B, Tq, Tk, dk,
+    dv). `at`: where each tensor argument came from, for errors in a layer's words (`_fail`)."""
+    B, Tq, Ck = q.shape
+    Tk, Ckk = k.shape[1], k.shape[2]
+    Cv = v.shape[2]
     if Ck % num_heads:
         raise SizeError(
             f"attention: num_heads {num_heads} does not divide key channels {Ck} (Ck). "
@@ -189,27 +211,29 @@ def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attenti
                     f"{Cv} (Cv). {fix}", f"values whose channels {heads} {kv_heads} divides",
                     f"{Cv}", fix)
     dv = Cv // kv_heads
-
-    scale = rules.scale(_FN, scale)
-    scale_f = rules.scale_value(scale, dk)
-    # any finite number: negative, or 0 (uniform over the allowed keys)
-    rules.causal_alignment(_FN, causal_alignment)
-    rules.dropout(_FN, dropout)
-    rules.flag(_FN, "need_weights", need_weights)
-    rules.flag(_FN, "training", training)
     if key_padding_mask is not None:
         _check_mask_tensor("key_padding_mask", key_padding_mask, q, [[B, Tk]],
                            f"B×Tk = {B}×{Tk}", at)
-    rules.attention_mask(_FN, attention_mask, tensors_ok=True)
     if isinstance(attention_mask, Tensor):
         _check_mask_tensor("attention_mask", attention_mask, q, [[Tq, Tk], [B, Tq, Tk]],
                            f"Tq×Tk = {Tq}×{Tk} or B×Tq×Tk = {B}×{Tq}×{Tk}", at)
     if bias is not None:
         _check_bias(bias, q, B, num_heads, Tq, Tk, at)
-    if window is not None:
-        rules.window(_FN, window)
-    rules.flag(_FN, "alibi", alibi)
-    return B, Tq, Tk, dk, dv, kv_heads, scale_f
+    return B, Tq, Tk, dk, dv
+
+
+def _validate(q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
+              causal_alignment, dropout, need_weights=False, training=False, bias=None,
+              window=None, alibi=False):
+    """al.attention's checks, every argument and tensor: return (B, Tq, Tk, dk, dv,
+    num_kv_heads, scale as float)."""
+    _check_inputs(q, k, v)
+    num_heads, kv_heads, scale = _check_arguments(num_heads, num_kv_heads, scale,
+                                                  attention_mask, causal_alignment, dropout,
+                                                  need_weights, training, window, alibi)
+    B, Tq, Tk, dk, dv = _check_sizes(q, k, v, num_heads, kv_heads, key_padding_mask,
+                                     attention_mask, bias)
+    return B, Tq, Tk, dk, dv, kv_heads, rules.scale_value(scale, dk)
 
 
 # --------------------------------------------------------------------------------------------
@@ -425,18 +449,19 @@ def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causa
     return (out, cast(Tensor, weights)) if need_weights else out
 
 
-def _attention(q, k, v, num_heads, scale="auto", key_padding_mask=None, attention_mask=None,
-               causal_alignment="top-left", dropout=0.0, need_weights=False, training=False,
-               num_kv_heads=None, bias=None, window=None, alibi=False, offset=None,
-               at: Locate = None):
-    """`attention` without the wrapper frame, as the modules call it (`offset` as `_attend`,
-    `at` as `_validate`)."""
-    B, Tq, Tk, dk, dv, kv_heads, scale_f = _validate(
-        q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
-        causal_alignment, dropout, need_weights, training, bias, window, alibi, at)
-    return _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask,
-                   causal_alignment, dropout, need_weights, training, kv_heads, bias, window,
-                   alibi, offset, (B, Tq, Tk, dk, dv))
+def _module_attention(q, k, v, num_heads: int, scale, key_padding_mask, attention_mask,
+                      causal_alignment: str, dropout: float, need_weights: bool, training: bool,
+                      kv_heads: int, bias=None, window=None, alibi=False, offset=None,
+                      at: Locate = None):
+    """`attention` as the modules call it: their options (heads, scale, dropout, window, …)
+    were checked when they were made, so only the tensors of the call are checked here (`at`
+    as `_check_sizes`); `offset` as `_attend`."""
+    _check_inputs(q, k, v, at)
+    B, Tq, Tk, dk, dv = _check_sizes(q, k, v, num_heads, kv_heads, key_padding_mask,
+                                     attention_mask, bias, at)
+    return _attend(q, k, v, num_heads, rules.scale_value(scale, dk), key_padding_mask,
+                   attention_mask, causal_alignment, dropout, need_weights, training, kv_heads,
+                   bias, window, alibi, offset, (B, Tq, Tk, dk, dv))
 
 
 def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",

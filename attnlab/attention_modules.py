@@ -2,34 +2,116 @@
 `AttentionModule` (no learnables), `MultiHeadAttentionModule`, `SelfAttentionModule` and
 `AttentionPoolModule`. Each computes through `attnlab.functional.attention`; their stages (`project_q`, `project_kv`, `transform_qk`,
 `attend`, `output_map`) are what streaming reuses one by one.
+
+A module made by a layer takes the layer's `AttentionOptions` whole and trusts them: the rules
+ran once, when the layer was made. Made directly from loose arguments (`SelfAttentionModule(
+channels, num_heads, key_channels, …)`), it checks them by the same rules first.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Tuple, Union, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import attention_rules as rules
+from .attention_rules import AttentionOptions
 from .errors import FormatError, SizeError
-from .attention_math import MaskArg, _attention, _divisor_hint, _fail, _size
+from .attention_math import MaskArg, _divisor_hint, _fail, _module_attention, _size
 from .rotary import Rotary
 
-__all__ = ["AttentionModule", "MultiHeadAttentionModule", "SelfAttentionModule",
-           "AttentionPoolModule"]
+__all__ = ["AttentionOptions", "AttentionModule", "MultiHeadAttentionModule",
+           "SelfAttentionModule", "AttentionPoolModule"]
 
 
-def _check_module_heads(cls: str, num_heads, num_kv_heads, key_channels, value_channels):
-    num_heads = rules.num_heads(cls, num_heads)
-    kv = rules.num_kv_heads(cls, num_kv_heads, num_heads, SizeError) or num_heads
-    for what, c in (("key", key_channels), ("value", value_channels)):
-        if c % num_heads:
+# -- loose arguments: a module made directly, not by a layer ---------------------------------
+# Each takes its module's loose signature, checks it by the rules (`rules.options`, as a layer
+# does) and returns (the options, the module's sizes).
+
+_MODULE_FLAGS = ("mask_input", "need_weights", "bias_input")
+
+
+def _module_options(owner: str, sizes: dict, **kw) -> AttentionOptions:
+    return rules.options(owner, kv_error=SizeError, flag_names=_MODULE_FLAGS, **kw, **sizes)
+
+
+def _channels_fit(owner: str, opts: AttentionOptions) -> None:
+    """The projections' channels split into whole heads (a size rule of a module's own)."""
+    heads = opts.num_heads
+    for what, c in (("key", opts.key_channels), ("value", opts.value_channels)):
+        if c is not None and c % heads:
             raise SizeError(
-                f"{cls}: num_heads {num_heads} does not divide {what} channels {c}. Use a "
-                f"num_heads that divides {c}{_divisor_hint(c, num_heads)}, or {what} "
-                f"channels that are a multiple of {num_heads}.")
-    return kv
+                f"{owner}: num_heads {heads} does not divide {what} channels {c}. Use a "
+                f"num_heads that divides {c}{_divisor_hint(c, heads)}, or {what} "
+                f"channels that are a multiple of {heads}.")
+
+
+def _loose_attention(owner: str, num_heads: int, scale="auto", dropout: float = 0.0,
+                     attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
+                     need_weights: bool = False, num_kv_heads: Optional[int] = None, *,
+                     rotary: Any = False, head_size: Optional[int] = None,
+                     window: Optional[int] = None, alibi: bool = False,
+                     bias_input: bool = False):
+    opts = _module_options(owner, {}, num_heads=num_heads, scale=scale, dropout=dropout,
+                           attention_mask=attention_mask, causal_alignment=causal_alignment,
+                           need_weights=need_weights, num_kv_heads=num_kv_heads, rotary=rotary,
+                           window=window, alibi=alibi, bias_input=bias_input)
+    if opts.rotary:
+        if head_size is None:
+            raise rules._fail(owner, "head_size", "the channels per head (an int) with "
+                              "rotary", head_size, "Pass head_size=key channels / num_heads.")
+        rules.rotary_dims(owner, opts.rotary, head_size, SizeError)
+    return opts, (head_size,)
+
+
+def _loose_multi_head(owner: str, query_channels: int, key_channels_in: int,
+                      value_channels_in: int, num_heads: int, key_channels: int,
+                      value_channels: Optional[int] = None,
+                      output_channels: Optional[int] = None, num_kv_heads: Optional[int] = None,
+                      scale="auto", dropout: float = 0.0, bias: bool = True,
+                      attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
+                      need_weights: bool = False, *, rotary: Any = False,
+                      window: Optional[int] = None, alibi: bool = False,
+                      bias_input: bool = False):
+    sizes = {"key_channels": key_channels, "value_channels": value_channels,
+             "output_channels": output_channels, "projection_bias": bias}
+    opts = _module_options(owner, sizes, num_heads=num_heads, scale=scale, dropout=dropout,
+                           attention_mask=attention_mask, causal_alignment=causal_alignment,
+                           need_weights=need_weights, num_kv_heads=num_kv_heads, rotary=rotary,
+                           window=window, alibi=alibi, bias_input=bias_input)
+    _channels_fit(owner, opts)
+    if opts.rotary:
+        rules.rotary_dims(owner, opts.rotary, key_channels // opts.num_heads, SizeError)
+    return opts, (query_channels, key_channels_in, value_channels_in)
+
+
+def _loose_self(owner: str, channels: int, num_heads: int, key_channels: int,
+                value_channels: Optional[int] = None, output_channels: Optional[int] = None,
+                num_kv_heads: Optional[int] = None, scale="auto", dropout: float = 0.0,
+                bias: bool = True, attention_mask: Optional[str] = None,
+                need_weights: bool = False, **kw):
+    opts, _ = _loose_multi_head(owner, channels, channels, channels, num_heads, key_channels,
+                                value_channels, output_channels, num_kv_heads, scale, dropout,
+                                bias, attention_mask, "top-left", need_weights, **kw)
+    return opts, (channels,)
+
+
+def _loose_pool(owner: str, channels: int, num_heads: int, dropout: float = 0.0,
+                bias: bool = True):
+    opts = _module_options(owner, {"key_channels": channels, "value_channels": channels,
+                                   "projection_bias": bias},
+                           num_heads=num_heads, dropout=dropout)
+    _channels_fit(owner, opts)
+    return opts, (channels,)
+
+
+def _given(loose: Callable, owner: str, options: Any, sizes: tuple, kw: dict):
+    """(the options, the sizes) of a module's arguments: the options a layer checked, or the
+    loose arguments checked now by `loose`."""
+    if isinstance(options, AttentionOptions):
+        return options, sizes
+    return loose(owner, *((options,) if options is not None else ()), *sizes, **kw)
 
 
 def _init_linear(lin: nn.Linear) -> None:
@@ -117,34 +199,34 @@ class AttentionModule(nn.Module):
     PORTS = {"query": "query", "key": "key", "value": "value", "key_padding_mask": "mask",
              "mask": "mask", "bias": "bias"}
 
-    def __init__(self, num_heads: int, scale="auto", dropout: float = 0.0,
-                 attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
-                 need_weights: bool = False, num_kv_heads: Optional[int] = None, *,
-                 rotary: Any = False, head_size: Optional[int] = None,
-                 window: Optional[int] = None, alibi: bool = False, bias_input: bool = False,
-                 layer_name: Optional[str] = None):
+    def __init__(self, options: Any = None, *sizes: Any, layer_name: Optional[str] = None,
+                 **loose: Any):
+        """`AttentionModule(options, head_size)`: a layer's checked options, and the channels
+        per head (the rotary embedding's size; None without rotary). Or the loose arguments,
+        checked here: `AttentionModule(num_heads, scale="auto", dropout=0.0,
+        attention_mask=None, causal_alignment="top-left", need_weights=False,
+        num_kv_heads=None, *, rotary=False, head_size=None, window=None, alibi=False,
+        bias_input=False)`."""
         super().__init__()
-        name = type(self).__name__
+        opts, (head_size,) = _given(_loose_attention, type(self).__name__, options, sizes,
+                                    loose)
+        self.options = opts                   # the layer's, trusted: checked when it was made
         self.layer_name = layer_name
-        self.num_heads = rules.num_heads(name, num_heads)
-        self.num_kv_heads = rules.num_kv_heads(name, num_kv_heads, self.num_heads, SizeError) \
-            or self.num_heads
-        self.scale = rules.scale(name, scale)
-        self.dropout = rules.dropout(name, dropout)
-        self.attention_mask = rules.attention_mask(name, attention_mask)
-        self.causal_alignment = rules.causal_alignment(name, causal_alignment)
-        self.scores = rules.flag(name, "need_weights", need_weights)   # weights by default
-        self.window = rules.window(name, window)
-        self.alibi = rules.flag(name, "alibi", alibi)
-        self.bias_input = rules.flag(name, "bias_input", bias_input)
-        settings = rules.rotary(name, rotary)
+        self.head_size = head_size
+        self.num_heads = opts.num_heads
+        self.num_kv_heads = opts.kv_heads
+        self.scale = opts.scale
+        self.dropout = opts.dropout
+        self.attention_mask = opts.attention_mask
+        self.causal_alignment = opts.causal_alignment
+        self.scores = opts.need_weights                    # weights by default
+        self.window = opts.window
+        self.alibi = opts.alibi
+        self.bias_input = opts.bias_input
+        settings = opts.rotary
         self.rotary: Optional[Rotary] = None
-        if settings:
-            if head_size is None:
-                raise rules._fail(name, "head_size", "the channels per head (an int) with "
-                                  "rotary", head_size, "Pass head_size=key channels / num_heads.")
-            rules.rotary_dims(name, settings, head_size, SizeError)
-            self.rotary = Rotary(head_size, settings["base"], settings["fraction"],
+        if isinstance(settings, dict):      # head_size given: checked when the options were
+            self.rotary = Rotary(cast(int, head_size), settings["base"], settings["fraction"],
                                  settings["interleaved"])
 
     @property
@@ -191,17 +273,24 @@ class AttentionModule(nn.Module):
         """Attention of projected (and transformed) q, k, v, then the output map. `bias`: the
         additive score term (B×H×Tq×Tk broadcastable); `offset`: query i sits at key position
         i + offset (a stream's queries against its cache), else `causal_alignment` decides."""
-        r = _attention(q, k, v, self.num_heads, self.scale, key_padding_mask, attention_mask,
-                       causal_alignment, self.dropout, need_weights, self.training, self._gqa(),
-                       bias, self.window, self.alibi, offset, self._at())
+        r = _module_attention(q, k, v, self.num_heads, self.scale, key_padding_mask,
+                              attention_mask, causal_alignment, self.dropout, need_weights,
+                              self.training, self.num_kv_heads, bias, self.window, self.alibi,
+                              offset, self._at())
         if need_weights:
             return self.output_map(r[0]), r[1]
         return self.output_map(r)
 
     def _settings(self, attention_mask, causal_alignment, need_weights):
-        return (self.attention_mask if attention_mask is _UNSET else attention_mask,
-                self.causal_alignment if causal_alignment is None else causal_alignment,
-                self.scores if need_weights is None else need_weights)
+        """The module's settings, or those a call gives instead: checked here, as al.attention
+        checks its arguments (the module's own were checked when it was made)."""
+        fn = "attention:"
+        return (self.attention_mask if attention_mask is _UNSET else
+                rules.attention_mask(fn, attention_mask, tensors_ok=True),
+                self.causal_alignment if causal_alignment is None else
+                rules.causal_alignment(fn, causal_alignment),
+                self.scores if need_weights is None else
+                rules.flag(fn, "need_weights", need_weights))
 
     def _ports(self, ports: tuple, bias: Optional[Tensor]):
         """(the mask port as a 0- or 1-tuple, the bias): the bias port comes last."""
@@ -236,24 +325,25 @@ class MultiHeadAttentionModule(AttentionModule):
     The stages and the calling convention are those of `AttentionModule`.
     """
 
-    def __init__(self, query_channels: int, key_channels_in: int, value_channels_in: int,
-                 num_heads: int, key_channels: int, value_channels: Optional[int] = None,
-                 output_channels: Optional[int] = None, num_kv_heads: Optional[int] = None,
-                 scale="auto", dropout: float = 0.0, bias: bool = True,
-                 attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
-                 need_weights: bool = False, *, rotary: Any = False,
-                 window: Optional[int] = None, alibi: bool = False, bias_input: bool = False,
-                 layer_name: Optional[str] = None):
-        value_channels = key_channels if value_channels is None else value_channels
-        output_channels = query_channels if output_channels is None else output_channels
-        kv = _check_module_heads(type(self).__name__, num_heads, num_kv_heads, key_channels,
-                                 value_channels)
-        super().__init__(num_heads, scale, dropout, attention_mask, causal_alignment,
-                         need_weights, kv, rotary=rotary, head_size=key_channels // num_heads,
-                         window=window, alibi=alibi, bias_input=bias_input,
-                         layer_name=layer_name)
-        kv_key = key_channels // num_heads * kv
-        kv_value = value_channels // num_heads * kv
+    def __init__(self, options: Any = None, *sizes: Any, layer_name: Optional[str] = None,
+                 **loose: Any):
+        """`MultiHeadAttentionModule(options, query_channels, key_channels_in,
+        value_channels_in)`: a layer's checked options and the channels arriving at its three
+        inputs. Or the loose arguments, checked here: `MultiHeadAttentionModule(query_channels,
+        key_channels_in, value_channels_in, num_heads, key_channels, value_channels=None,
+        output_channels=None, num_kv_heads=None, scale="auto", dropout=0.0, bias=True,
+        attention_mask=None, causal_alignment="top-left", need_weights=False, *, rotary=False,
+        window=None, alibi=False, bias_input=False)`."""
+        opts, (query_channels, key_channels_in, value_channels_in) = _given(
+            _loose_multi_head, type(self).__name__, options, sizes, loose)
+        key_channels = cast(int, opts.key_channels)            # options of a projection
+        value_channels = key_channels if opts.value_channels is None else opts.value_channels
+        output_channels = query_channels if opts.output_channels is None else \
+            opts.output_channels
+        heads, kv, bias = opts.num_heads, opts.kv_heads, opts.projection_bias
+        super().__init__(opts, key_channels // heads, layer_name=layer_name)
+        kv_key = key_channels // heads * kv
+        kv_value = value_channels // heads * kv
         # the sizes, kept apart from the projections, which a wrapper may replace: channels in
         # (query, key, value) and out of the three input projections (q, k, v)
         self.in_channels = (query_channels, key_channels_in, value_channels_in)
@@ -290,17 +380,15 @@ class SelfAttentionModule(MultiHeadAttentionModule):
     PORTS = {"query": "in", "key": "in", "value": "in", "key_padding_mask": "mask",
              "mask": "mask", "bias": "bias"}
 
-    def __init__(self, channels: int, num_heads: int, key_channels: int,
-                 value_channels: Optional[int] = None, output_channels: Optional[int] = None,
-                 num_kv_heads: Optional[int] = None, scale="auto", dropout: float = 0.0,
-                 bias: bool = True, attention_mask: Optional[str] = None,
-                 need_weights: bool = False, *, rotary: Any = False,
-                 window: Optional[int] = None, alibi: bool = False, bias_input: bool = False,
-                 layer_name: Optional[str] = None):
-        super().__init__(channels, channels, channels, num_heads, key_channels, value_channels,
-                         output_channels, num_kv_heads, scale, dropout, bias, attention_mask,
-                         "top-left", need_weights, rotary=rotary, window=window, alibi=alibi,
-                         bias_input=bias_input, layer_name=layer_name)
+    def __init__(self, options: Any = None, *sizes: Any, layer_name: Optional[str] = None,
+                 **loose: Any):
+        """`SelfAttentionModule(options, channels)`: a layer's checked options and the input's
+        channels. Or the loose arguments, checked here: `SelfAttentionModule(channels,
+        num_heads, key_channels, value_channels=None, output_channels=None, num_kv_heads=None,
+        scale="auto", dropout=0.0, bias=True, attention_mask=None, need_weights=False, *,
+        rotary=False, window=None, alibi=False, bias_input=False)`."""
+        opts, (channels,) = _given(_loose_self, type(self).__name__, options, sizes, loose)
+        super().__init__(opts, channels, channels, channels, layer_name=layer_name)
 
     def fusable(self) -> bool:
         """Whether q, k and v may run as one matmul against their concatenated weights: the
@@ -369,10 +457,14 @@ class AttentionPoolModule(nn.Module):
     (then `output`). A sequence with every step padded pools to 0 before `output`.
     """
 
-    def __init__(self, channels: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, options: Any = None, *sizes: Any, **loose: Any):
+        """`AttentionPoolModule(options, channels)`: a layer's checked options (num_heads,
+        dropout) and the input's channels. Or the loose arguments, checked here:
+        `AttentionPoolModule(channels, num_heads, dropout=0.0, bias=True)`."""
         super().__init__()
-        _check_module_heads(type(self).__name__, num_heads, None, channels, channels)
-        self.num_heads, self.dropout = num_heads, dropout
+        opts, (channels,) = _given(_loose_pool, type(self).__name__, options, sizes, loose)
+        self.options = opts
+        self.num_heads, self.dropout, bias = opts.num_heads, opts.dropout, opts.projection_bias
         self.query_vector = nn.Parameter(torch.zeros(1, 1, channels))
         self.key = nn.Linear(channels, channels, bias=bias)
         self.value = nn.Linear(channels, channels, bias=bias)
@@ -395,8 +487,9 @@ class AttentionPoolModule(nn.Module):
                 f"Add a batch dimension with x.unsqueeze(0).")
         key_padding_mask = _key_mask(key_padding_mask, masks[0] if masks else None, (), x)
         q = self.query_vector.expand(x.shape[0], 1, -1)  # B×1×C
-        r = _attention(q, self.key(x), self.value(x), self.num_heads, "auto", key_padding_mask,
-                      None, "top-left", self.dropout, need_weights, self.training)
+        r = _module_attention(q, self.key(x), self.value(x), self.num_heads, "auto",
+                              key_padding_mask, None, "top-left", self.dropout, need_weights,
+                              self.training, self.num_heads)
         y = r[0] if isinstance(r, tuple) else r
         out = self.output(y.squeeze(1))  # B×C
         return (out, r[1]) if need_weights else out

@@ -15,7 +15,9 @@ canonical form. The checks compare Python values only: cheap enough for every ca
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from numbers import Integral
+from typing import Optional, Union
 
 from torch import Tensor
 
@@ -24,7 +26,7 @@ from .errors import ArgumentError, AttnlabError, SizeError
 from .layers import _checks as check
 from .rotary import DEFAULTS as ROTARY_DEFAULTS   # the rotary settings' one home
 
-__all__ = ["ALIGNMENTS", "num_heads", "num_kv_heads", "scale", "attention_mask",
+__all__ = ["AttentionOptions", "options", "ALIGNMENTS", "num_heads", "num_kv_heads", "scale", "attention_mask",
            "scale_value", "causal_alignment", "dropout", "flag", "divisors_near", "divisor_hint",
            "rotary", "rotary_dims", "window", "ROTARY_DEFAULTS"]
 
@@ -182,3 +184,68 @@ def window(owner, value) -> int | None:
     as None."""
     w = check.integer(owner, "window", value, none_ok=True, example=4096)
     return None if w is None or w >= WIDEST_WINDOW else w
+
+
+@dataclass(frozen=True)
+class AttentionOptions:
+    """The options of one attention layer as one object, each in its canonical form: made by
+    `options` (which checks every rule above), once, where the layer is constructed, and
+    handed whole to the module the layer builds, which trusts them.
+
+    The projection sizes (`key_channels`, `value_channels`, `output_channels`,
+    `projection_bias`) are those of the layers with learned projections; the channels that
+    arrive at the inputs are the module's own arguments, known when it is built."""
+
+    num_heads: int
+    scale: Union[str, float] = "auto"
+    attention_mask: Optional[str] = None
+    causal_alignment: str = "top-left"
+    dropout: float = 0.0
+    mask_input: bool = False              # the layer's has_padding_mask_input (a `mask` port)
+    need_weights: bool = False            # the layer's has_scores_output
+    num_kv_heads: Optional[int] = None    # None: one key/value head per query head
+    rotary: Union[bool, dict] = False     # False, or the settings dict with every key
+    window: Optional[int] = None
+    alibi: bool = False
+    bias_input: bool = False              # the layer's has_bias_input
+    key_channels: Optional[int] = None
+    value_channels: Optional[int] = None
+    output_channels: Optional[int] = None
+    projection_bias: bool = True
+
+    @property
+    def kv_heads(self) -> int:
+        """The number of key/value heads (num_heads without grouped-query attention)."""
+        return self.num_kv_heads or self.num_heads
+
+
+# the rules under other names: `options` takes arguments of the same names as them
+_heads_rule, _kv_rule, _scale_rule, _mask_rule, _alignment_rule, _dropout_rule, _rotary_rule, \
+    _window_rule = num_heads, num_kv_heads, scale, attention_mask, causal_alignment, dropout, \
+    rotary, window
+
+
+def options(owner, num_heads, scale="auto", attention_mask=None, causal_alignment="top-left",
+            dropout=0.0, mask_input=False, need_weights=False, num_kv_heads=None, rotary=False,
+            window=None, alibi=False, bias_input=False,
+            kv_error: type[AttnlabError] = ArgumentError,
+            flag_names: tuple[str, str, str] = ("has_padding_mask_input", "has_scores_output",
+                                                "has_bias_input"),
+            **sizes) -> AttentionOptions:
+    """Every argument rule of attention, applied once, in the order of the layers' arguments:
+    the `AttentionOptions` of `owner`. `flag_names`: the names of mask_input, need_weights and
+    bias_input in messages (a layer's `has_…` ones, or a module's own); `kv_error`: the class
+    of a num_kv_heads that does not divide num_heads; `sizes`: the projection sizes, checked
+    by the caller (a layer's constructor, a module's)."""
+    heads = _heads_rule(owner, num_heads)
+    return AttentionOptions(
+        num_heads=heads, scale=_scale_rule(owner, scale),
+        attention_mask=_mask_rule(owner, attention_mask),
+        causal_alignment=_alignment_rule(owner, causal_alignment),
+        dropout=_dropout_rule(owner, dropout),
+        mask_input=flag(owner, flag_names[0], mask_input),
+        need_weights=flag(owner, flag_names[1], need_weights),
+        num_kv_heads=_kv_rule(owner, num_kv_heads, heads, kv_error),
+        rotary=_rotary_rule(owner, rotary), window=_window_rule(owner, window),
+        alibi=flag(owner, "alibi", alibi), bias_input=flag(owner, flag_names[2], bias_input),
+        **sizes)

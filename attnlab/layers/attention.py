@@ -1,5 +1,13 @@
-"""Attention layers. The math and the modules they build live in `attnlab.functional`."""
+"""Attention layers. The math and the modules they build live in `attnlab.functional`.
+
+A layer checks its arguments once, when it is made (`attention_rules.options`), and keeps them
+as one `AttentionOptions` (`layer.options`) besides its attributes; `build` hands them whole to
+its class's `module_class`, which trusts them. A layer kind that computes differently (QK-norm,
+another position map of queries and keys) is a subclass that names another `module_class`."""
 from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar
 
 from torch import nn
 
@@ -20,8 +28,20 @@ def _check_heads(layer, port, channels, num_heads, what):
                           "channels.")
 
 
+# the attributes of the options, under the layers' argument names → AttentionOptions fields
+_OPTION_ATTRS = {"num_heads": "num_heads", "scale": "scale", "attention_mask": "attention_mask",
+                 "causal_alignment": "causal_alignment", "dropout": "dropout",
+                 "has_padding_mask_input": "mask_input", "has_scores_output": "need_weights",
+                 "num_kv_heads": "num_kv_heads", "rotary": "rotary", "window": "window",
+                 "alibi": "alibi", "has_bias_input": "bias_input"}
+_SIZE_ATTRS = ("key_channels", "value_channels", "output_channels", "projection_bias")
+
+
 class _Heads(Layer):
-    # the options `_options` sets, declared for the type checker
+    # the module class that `build` makes from the options: a subclass may name another
+    module_class: ClassVar[type[nn.Module]]
+    _options: rules.AttentionOptions
+    # the options `_set_options` sets, declared for the type checker
     num_heads: int
     scale: str | float
     attention_mask: str | None
@@ -35,6 +55,21 @@ class _Heads(Layer):
     alibi: bool
     has_bias_input: bool
 
+    @property
+    def options(self) -> rules.AttentionOptions:
+        """The layer's options as one object, checked when the layer was made (an attribute
+        changed since then is checked here, when the options are next asked for)."""
+        if not self._agrees():
+            self._check_options()
+        return self._options
+
+    def _agrees(self) -> bool:
+        o = self._options
+        return all(getattr(self, a) == getattr(o, f) for a, f in _OPTION_ATTRS.items())
+
+    def _check_options(self) -> None:
+        _set_options(self, **{a: getattr(self, a) for a in _OPTION_ATTRS})
+
 
 class _Projected(_Heads):
     # the sizes `_projection_sizes` sets
@@ -42,6 +77,15 @@ class _Projected(_Heads):
     value_channels: int | None
     output_channels: int | None
     projection_bias: bool
+
+    def _agrees(self) -> bool:
+        return super()._agrees() and \
+            all(getattr(self, a) == getattr(self._options, a) for a in _SIZE_ATTRS)
+
+    def _check_options(self) -> None:
+        super()._check_options()
+        _projection_sizes(self, self.key_channels, self.value_channels, self.output_channels,
+                          self.projection_bias)
 
 
 class Attention(_Heads):
@@ -121,9 +165,11 @@ class Attention(_Heads):
                  window: int | None = None, alibi: bool = False, has_bias_input: bool = False,
                  name: str | None = None):
         super().__init__(name)
-        _options(self, num_heads, scale, attention_mask, causal_alignment, dropout,
-                 has_padding_mask_input, has_scores_output, num_kv_heads, rotary, window,
-                 alibi, has_bias_input)
+        _set_options(self, num_heads=num_heads, scale=scale, attention_mask=attention_mask,
+                     causal_alignment=causal_alignment, dropout=dropout,
+                     has_padding_mask_input=has_padding_mask_input,
+                     has_scores_output=has_scores_output, num_kv_heads=num_kv_heads,
+                     rotary=rotary, window=window, alibi=alibi, has_bias_input=has_bias_input)
 
     @property
     def input_ports(self) -> tuple[str, ...]:
@@ -165,33 +211,25 @@ class Attention(_Heads):
             out["scores"] = Spec("BHQK", (None, self.num_heads, q.time, k.time))
         return out
 
+    module_class = AttentionModule
+
     def build(self, specs: dict[str, Spec]) -> nn.Module:
+        # the channels per head: the rotary embedding's size (infer checked that they fit)
         cq = specs["query"].channels
-        return AttentionModule(self.num_heads, self.scale, self.dropout, self.attention_mask,
-                               self.causal_alignment, self.has_scores_output, self.num_kv_heads,
-                               rotary=self.rotary,
-                               head_size=None if cq is None else cq // self.num_heads,
-                               window=self.window, alibi=self.alibi,
-                               bias_input=self.has_bias_input, layer_name=self.name)
+        head_size = None if cq is None else cq // self.num_heads
+        return self.module_class(self.options, head_size, layer_name=self.name)
 
 
 # -- shared pieces of the learned attention layers ------------------------------------------
 
-def _options(layer, num_heads, scale, attention_mask, causal_alignment, dropout,
-             has_padding_mask_input, has_scores_output, num_kv_heads, rotary=False, window=None,
-             alibi=False, has_bias_input=False):
-    layer.num_heads = rules.num_heads(layer, num_heads)
-    layer.scale = rules.scale(layer, scale)
-    layer.attention_mask = rules.attention_mask(layer, attention_mask)
-    layer.causal_alignment = rules.causal_alignment(layer, causal_alignment)
-    layer.dropout = rules.dropout(layer, dropout)
-    layer.has_padding_mask_input = rules.flag(layer, "has_padding_mask_input", has_padding_mask_input)
-    layer.has_scores_output = rules.flag(layer, "has_scores_output", has_scores_output)
-    layer.num_kv_heads = rules.num_kv_heads(layer, num_kv_heads, layer.num_heads)
-    layer.rotary = rules.rotary(layer, rotary)
-    layer.window = rules.window(layer, window)
-    layer.alibi = rules.flag(layer, "alibi", alibi)
-    layer.has_bias_input = rules.flag(layer, "has_bias_input", has_bias_input)
+def _set_options(layer, **given: Any) -> None:
+    """Checks the options by the rules (`attention_rules.options`, their one place) and keeps
+    them on `layer` as one object (`_options`) and, under the constructor's names, as
+    attributes in their canonical forms (what config(), repr and saving read)."""
+    opts = rules.options(layer, **{_OPTION_ATTRS[k]: v for k, v in given.items()})
+    for attr, field in _OPTION_ATTRS.items():
+        setattr(layer, attr, getattr(opts, field))
+    layer._options = opts
 
 
 def _bias_port(layer, specs, tq, tk):
@@ -233,6 +271,8 @@ def _projection_sizes(layer, key_channels, value_channels, output_channels, proj
                              f"a multiple of {heads}.")
     if layer.rotary:
         rules.rotary_dims(layer, layer.rotary, layer.key_channels // heads, heads=heads)
+    layer._options = dataclasses.replace(layer._options, **{a: getattr(layer, a)
+                                                            for a in _SIZE_ATTRS})
 
 
 def _projections_fit(layer, port, query_channels, kv_channels):
@@ -242,12 +282,6 @@ def _projections_fit(layer, port, query_channels, kv_channels):
                             "key weight": (layer.key_channels, kv_channels),
                             "value weight": (value, kv_channels),
                             "output weight": (layer.output_channels or query_channels, value)})
-
-
-def _module_options(layer) -> dict:
-    # the layer's name: the module's run-time size errors name the layer and its port
-    return {"rotary": layer.rotary, "window": layer.window, "alibi": layer.alibi,
-            "bias_input": layer.has_bias_input, "layer_name": layer.name}
 
 
 def _sequence_only(layer, spec, port):
@@ -322,9 +356,11 @@ class SelfAttention(_Projected):
                  has_bias_input: bool = False, projection_bias: bool = True,
                  name: str | None = None):
         super().__init__(name)
-        _options(self, num_heads, scale, attention_mask, "top-left", dropout,
-                 has_padding_mask_input, has_scores_output, num_kv_heads, rotary, window,
-                 alibi, has_bias_input)
+        _set_options(self, num_heads=num_heads, scale=scale, attention_mask=attention_mask,
+                     causal_alignment="top-left", dropout=dropout,
+                     has_padding_mask_input=has_padding_mask_input,
+                     has_scores_output=has_scores_output, num_kv_heads=num_kv_heads,
+                     rotary=rotary, window=window, alibi=alibi, has_bias_input=has_bias_input)
         _projection_sizes(self, key_channels, value_channels, output_channels, projection_bias)
 
     @property
@@ -349,13 +385,12 @@ class SelfAttention(_Projected):
             out["scores"] = Spec("BHQK", (None, self.num_heads, s.time, s.time))
         return out
 
+    module_class = SelfAttentionModule
+
     def build(self, specs: dict[str, Spec]) -> nn.Module:
-        return SelfAttentionModule(check.known(self, "in", specs["in"].channels), self.num_heads,
-                                   self.key_channels, self.value_channels, self.output_channels,
-                                   self.num_kv_heads, self.scale, self.dropout,
-                                   bias=self.projection_bias,
-                                   attention_mask=self.attention_mask,
-                                   need_weights=self.has_scores_output, **_module_options(self))
+        # the layer's name: the module's run-time size errors name the layer and its port
+        return self.module_class(self.options, check.known(self, "in", specs["in"].channels),
+                                 layer_name=self.name)
 
 
 class MultiHeadAttention(_Projected):
@@ -399,9 +434,11 @@ class MultiHeadAttention(_Projected):
                  window: int | None = None, alibi: bool = False, has_bias_input: bool = False,
                  projection_bias: bool = True, name: str | None = None):
         super().__init__(name)
-        _options(self, num_heads, scale, attention_mask, causal_alignment, dropout,
-                 has_padding_mask_input, has_scores_output, num_kv_heads, rotary, window,
-                 alibi, has_bias_input)
+        _set_options(self, num_heads=num_heads, scale=scale, attention_mask=attention_mask,
+                     causal_alignment=causal_alignment, dropout=dropout,
+                     has_padding_mask_input=has_padding_mask_input,
+                     has_scores_output=has_scores_output, num_kv_heads=num_kv_heads,
+                     rotary=rotary, window=window, alibi=alibi, has_bias_input=has_bias_input)
         _projection_sizes(self, key_channels, value_channels, output_channels, projection_bias)
 
     input_ports = Attention.input_ports
@@ -425,16 +462,11 @@ class MultiHeadAttention(_Projected):
             out["scores"] = Spec("BHQK", (None, self.num_heads, q.time, k.time))
         return out
 
+    module_class = MultiHeadAttentionModule
+
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         cq, ck, cv = (check.known(self, p, specs[p].channels) for p in ("query", "key", "value"))
-        return MultiHeadAttentionModule(cq, ck, cv, self.num_heads, self.key_channels,
-                                        self.value_channels, self.output_channels,
-                                        self.num_kv_heads, self.scale, self.dropout,
-                                        bias=self.projection_bias,
-                                        attention_mask=self.attention_mask,
-                                        causal_alignment=self.causal_alignment,
-                                        need_weights=self.has_scores_output,
-                                        **_module_options(self))
+        return self.module_class(self.options, cq, ck, cv, layer_name=self.name)
 
 
 class AttentionPool1d(_Heads):
@@ -460,7 +492,9 @@ class AttentionPool1d(_Heads):
 
     def __init__(self, num_heads: int = 1, dropout: float = 0.0, name: str | None = None):
         super().__init__(name)
-        _options(self, num_heads, "auto", None, "top-left", dropout, False, False, None)
+        _set_options(self, num_heads=num_heads, scale="auto", attention_mask=None,
+                     causal_alignment="top-left", dropout=dropout, has_padding_mask_input=False,
+                     has_scores_output=False, num_kv_heads=None)
 
     def config(self) -> dict:
         return {"num_heads": self.num_heads, "dropout": self.dropout}
@@ -471,9 +505,10 @@ class AttentionPool1d(_Heads):
         _check_heads(self, "in", s.channels, self.num_heads, "input")
         return Spec.features(s.channels)
 
+    module_class = AttentionPoolModule
+
     def build(self, specs: dict[str, Spec]) -> nn.Module:
-        return AttentionPoolModule(check.known(self, "in", specs["in"].channels), self.num_heads,
-                                    self.dropout)
+        return self.module_class(self.options, check.known(self, "in", specs["in"].channels))
 
 
 class ImageToSequence(Layer):
