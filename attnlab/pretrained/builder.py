@@ -24,7 +24,10 @@ from .weights import W, Weight
 GLU_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu",
                    "gelu_pytorch_tanh": "gelu-tanh", "gelu_new": "gelu-tanh"}
 
-HEADS = ("lm", "classifier", "hidden")     # what a model class puts after the final norm
+# what a model class puts after the blocks (and the final norm)
+HEADS = ("lm", "classifier", "hidden", "pooled", "masked-lm", "pooled-classifier",
+         "token-classifier")
+BASE = ("hidden", "pooled")                # a base model: its tensors without `prefix`
 
 
 def value(v: Any, cfg: Config, *more: Any) -> Any:
@@ -47,7 +50,9 @@ class Names:
 
     tokens: str = "embed_tokens"
     positions: str = "wpe"
+    token_types: str = "token_type_embeddings"
     embeddings: str = "embed"                  # the sum of token and position embeddings
+    embeddings_norm: str = "embeddings.LayerNorm"
     embeddings_dropout: str = "drop"
     block: str = "layers.{i}"
     norm_1: str = "input_layernorm"
@@ -63,6 +68,9 @@ class Names:
     final_norm: str = "norm"
     lm_head: str = "lm_head"
     classifier: str = "score"
+    head_dropout: str = "dropout"
+    pooler: str = "pooler"
+    masked_lm: str = "cls.predictions"
 
 
 @dataclass(frozen=True)
@@ -72,8 +80,11 @@ class Decoder:
     Every field but `architectures`, `keys`, `heads`, `block_table`, `names` and the text
     choices (`norm`, `placement`, `ffn`, `layout`) is a value or a callable of the `Config`
     (`scale`: of the config and the block's index). `heads` maps each model class to what
-    follows the final norm: "lm" (the output projection, `logits`), "classifier" (the last
-    token's scores, `logits`), "hidden" (the base model's `last_hidden_state`).
+    follows the blocks and the final norm: "lm" (the output projection, `logits`), "classifier"
+    (the last token's scores, `logits`), "hidden" (the base model's `last_hidden_state`),
+    "pooled" (that and BERT's `pooler_output`: the first token → Dense → Tanh), "masked-lm"
+    (BERT's transform and decoder), "pooled-classifier" (the pooler's scores),
+    "token-classifier" (each token's scores).
     `block_table(cfg)` is a block's rows of the weight table, its tensor names after the
     block's prefix ("layers.0."); the embeddings', final norm's and heads' rows follow the
     layer names. `prefix` is where the base model's tensors sit in a head model's file
@@ -105,7 +116,12 @@ class Decoder:
     mlp_bias: Any = False
     residual_dropout: Any = 0.0
     positions: Any = None                  # learned positions: their number, or None
+    token_types: Any = None                # token-type embeddings: their number, or None
+    embedding_norm: bool = False           # a norm after the embeddings' sum
     embedding_dropout: Any = 0.0
+    final_norm: bool = True
+    classifier_bias: bool = False
+    classifier_dropout: Any = 0.0
     tied: Any = False
     prefix: str = ""
     cross_prefix: bool = False
@@ -144,22 +160,44 @@ class Decoder:
     # -- the weight table ---------------------------------------------------------------------
     def weights(self, cfg: Config, architecture: str) -> list[Weight]:
         n, head = self.names, self.heads[architecture]
-        p = "" if head == "hidden" else self.prefix
+        p = "" if head in BASE else self.prefix
         table = [W(f"{p}{n.tokens}.weight", f"{n.tokens}/weight")]
         if value(self.positions, cfg) is not None:
             table.append(W(f"{p}{n.positions}.weight", f"{n.positions}/weight"))
+        if value(self.token_types, cfg) is not None:
+            table.append(W(f"{p}{n.token_types}.weight", f"{n.token_types}/weight"))
+        if self.embedding_norm:
+            table += self._norm_rows(p, n.embeddings_norm)
         rows = self.block_table(cfg)
         for i in range(value(self.blocks, cfg)):
             block = n.block.format(i=i)
             table += under(rows, f"{p}{block}.", f"{block}.")
-        table += self._norm_rows(p, n.final_norm)
+        if self.final_norm:
+            table += self._norm_rows(p, n.final_norm)
+        if head in ("pooled", "pooled-classifier"):
+            table += self._dense_rows(p, f"{n.pooler}.dense", True)
+        return table + self._head_rows(cfg, head)
+
+    def _head_rows(self, cfg: Config, head: str) -> list[Weight]:
+        n = self.names
+        tied = f"{n.tokens}/weight" if value(self.tied, cfg) else False
         if head == "lm":
-            tied = value(self.tied, cfg)
-            table.append(W(f"{n.lm_head}.weight", f"{n.lm_head}/weight",
-                           tied=f"{n.tokens}/weight" if tied else False))
-        elif head == "classifier":
-            table.append(W(f"{n.classifier}.weight", f"{n.classifier}/weight"))
-        return table
+            return [W(f"{n.lm_head}.weight", f"{n.lm_head}/weight", tied=tied)]
+        if head in ("classifier", "pooled-classifier", "token-classifier"):
+            return self._dense_rows("", n.classifier, self.classifier_bias)
+        if head == "masked-lm":
+            t, d = f"{n.masked_lm}.transform", f"{n.masked_lm}.decoder"
+            return self._dense_rows("", f"{t}.dense", True) + \
+                self._norm_rows("", f"{t}.LayerNorm") + \
+                [W(f"{d}.weight", f"{d}/weight", tied=tied),
+                 W(f"{n.masked_lm}.bias", f"{d}/bias"),       # the same tensor twice in the file
+                 W(f"{d}.bias", f"{d}/bias", tied=True)]
+        return []
+
+    @staticmethod
+    def _dense_rows(p: str, name: str, bias: bool) -> list[Weight]:
+        rows = [W(f"{p}{name}.weight", f"{name}/weight")]
+        return rows + [W(f"{p}{name}.bias", f"{name}/bias")] if bias else rows
 
     def _norm_rows(self, p: str, name: str) -> list[Weight]:
         rows = [W(f"{p}{name}.weight", f"{name}/weight")]
@@ -199,13 +237,34 @@ class _Build:
 
     def embeddings(self) -> str:
         n, net = self.n, self.net
-        x = n.tokens
+        parts = [n.tokens]
+        types = value(self.d.token_types, self.cfg)
+        if types is not None:
+            net.add([L.TokenInput(name="token_type_ids"),
+                     L.Embedding(types, self.width, name=n.token_types)])
+            parts.append(n.token_types)
         positions = value(self.d.positions, self.cfg)
         if positions is not None:
             net.add(L.PositionEmbedding(positions, name=n.positions))
             net.connect(n.tokens, n.positions)
-            x = residual(net, n.tokens, n.positions, n.embeddings)
+            parts.append(n.positions)
+        x = self.total(parts)
+        if self.d.embedding_norm:
+            net.add(self.norm(n.embeddings_norm))
+            net.connect(x, n.embeddings_norm)
+            x = n.embeddings_norm
         return dropout(net, x, value(self.d.embedding_dropout, self.cfg), n.embeddings_dropout)
+
+    def total(self, parts: list[str]) -> str:
+        """The sum of the embeddings `parts`."""
+        if len(parts) == 1:
+            return parts[0]
+        if len(parts) == 2:
+            return residual(self.net, parts[0], parts[1], self.n.embeddings)
+        self.net.add(L.Addition(len(parts), name=self.n.embeddings))
+        for port, part in enumerate(parts):
+            self.net.connect(part, f"{self.n.embeddings}/in{port + 1}")
+        return self.n.embeddings
 
     def norm(self, name: str) -> L.Layer:
         return L.RMSNorm(self.eps, name=name) if self.d.norm == "rms" else \
@@ -256,18 +315,42 @@ class _Build:
 
     def head(self, x: str, head: str) -> Network:
         n, net = self.n, self.net
-        net.add(self.norm(n.final_norm))
-        net.connect(x, n.final_norm)
+        if self.d.final_norm:
+            net.add(self.norm(n.final_norm))
+            net.connect(x, n.final_norm)
+            x = n.final_norm
+        pooled = f"{n.pooler}.activation"
+        if head in ("pooled", "pooled-classifier"):
+            self.chain(x, [L.Index1d("first", name=f"{n.pooler}.first"),
+                           L.Dense(self.width, name=f"{n.pooler}.dense"),
+                           L.Tanh(name=pooled)])
+        tied = n.tokens if value(self.d.tied, self.cfg) else None
         if head == "lm":
-            tied = n.tokens if value(self.d.tied, self.cfg) else None
-            last: list = [L.Dense(self.vocab, bias=False, tied_to=tied, name=n.lm_head),
-                          output("logits")]
+            self.chain(x, [L.Dense(self.vocab, bias=False, tied_to=tied, name=n.lm_head),
+                           output("logits")])
         elif head == "classifier":
-            last = [L.Index1d("last", name="last_token"),
-                    L.Dense(self.cfg.num_labels(), bias=False, name=n.classifier),
-                    output("logits")]
+            self.chain(x, [L.Index1d("last", name="last_token"), self.classifier(),
+                           output("logits")])
+        elif head == "masked-lm":
+            t = f"{n.masked_lm}.transform"
+            self.chain(x, [L.Dense(self.width, name=f"{t}.dense"), self.act(f"{t}.act"),
+                           self.norm(f"{t}.LayerNorm"),
+                           L.Dense(self.vocab, tied_to=tied, name=f"{n.masked_lm}.decoder"),
+                           output("logits")])
+        elif head in ("pooled-classifier", "token-classifier"):
+            src = pooled if head == "pooled-classifier" else x
+            p = value(self.d.classifier_dropout, self.cfg)
+            self.chain(dropout(net, src, p, n.head_dropout), [self.classifier(), output("logits")])
         else:
-            last = [output("last_hidden_state")]
-        net.add(last)
-        net.connect(n.final_norm, last[0].name)
+            self.chain(x, [output("last_hidden_state")])
+            if head == "pooled":
+                self.chain(pooled, [output("pooler_output")])
         return net
+
+    def classifier(self) -> L.Dense:
+        return L.Dense(self.cfg.num_labels(), bias=self.d.classifier_bias, name=self.n.classifier)
+
+    def chain(self, x: str, layers: list) -> None:
+        """`layers` in order, the first fed from `x`."""
+        self.net.add(layers)
+        self.net.connect(x, layers[0].name)
