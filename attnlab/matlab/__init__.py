@@ -80,7 +80,8 @@ from .data import *  # noqa: F401,F403
 from .data import __all__ as _data_names
 from .factors import *  # noqa: F401,F403
 from .factors import __all__ as _factor_names
-from .mlayers import FrameFlatten, SequenceFolding, SequenceUnfolding, WordEmbedding
+from .mlayers import (ELU, ClippedReLU, CrossChannelNormalization, FrameFlatten, Resize2d,
+                      SequenceFolding, SequenceUnfolding, Softplus, WordEmbedding)
 # generic layer types the MATLAB functions make, defined in attnlab.layers
 from ..layers import (EmbeddingConcatenation, GroupedConv2d, Identity, InputNormalization,
                       PatchEmbedding, Pool1d, Scaling, SpatialDropout, Swish, TanhGELU)
@@ -91,4 +92,5 @@ __all__ = [*_layer_names, *_utility_names, *_data_names, *_factor_names, *_extra
            "InputNormalization", "Pool1d", "Scaling", "Identity", "GroupedConv2d",
            "SpatialDropout", "PatchEmbedding", "EmbeddingConcatenation", "Swish", "TanhGELU",
            "FrameFlatten", "SequenceFolding", "SequenceUnfolding", "WordEmbedding",
+           "ELU", "ClippedReLU", "Softplus", "CrossChannelNormalization", "Resize2d",
            "run_code", "run_file", "Limits", "LimitError"]

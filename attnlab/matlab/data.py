@@ -271,6 +271,8 @@ def isundefined(c: Categorical) -> np.ndarray:
 
 
 def isordinal(c: Categorical) -> bool:
+    """`isordinal(c)`: whether the categorical array's categories have an order (made with
+    `categorical(…, Ordinal=true)`), which `<` and `>` compare by."""
     return _categorical("isordinal", c).ordinal
 
 
