@@ -26,7 +26,7 @@ GLU_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu",
 
 # what a model class puts after the blocks (and the final norm)
 HEADS = ("lm", "classifier", "hidden", "pooled", "masked-lm", "pooled-classifier",
-         "token-classifier")
+         "token-classifier", "first-classifier")
 BASE = ("hidden", "pooled")                # a base model: its tensors without `prefix`
 
 
@@ -51,6 +51,8 @@ class Names:
     tokens: str = "embed_tokens"
     positions: str = "wpe"
     token_types: str = "token_type_embeddings"
+    patches: str = "embeddings.patch_embeddings"
+    class_token: str = "embeddings.cls_token"
     embeddings: str = "embed"                  # the sum of token and position embeddings
     embeddings_norm: str = "embeddings.LayerNorm"
     embeddings_dropout: str = "drop"
@@ -84,7 +86,9 @@ class Decoder:
     (the last token's scores, `logits`), "hidden" (the base model's `last_hidden_state`),
     "pooled" (that and BERT's `pooler_output`: the first token → Dense → Tanh), "masked-lm"
     (BERT's transform and decoder), "pooled-classifier" (the pooler's scores),
-    "token-classifier" (each token's scores).
+    "token-classifier" (each token's scores), "first-classifier" (the first token's scores).
+    `patches`: the model reads images (ViT): (channels, (H, W), (patch H, patch W)), embedded
+    patch by patch after a class token; `embedding_table(cfg)` then gives the embeddings' rows.
     `block_table(cfg)` is a block's rows of the weight table, its tensor names after the
     block's prefix ("layers.0."); the embeddings', final norm's and heads' rows follow the
     layer names. `prefix` is where the base model's tensors sit in a head model's file
@@ -97,8 +101,8 @@ class Decoder:
     blocks: Any
     width: Any
     num_heads: Any
-    vocab: Any
     inner: Any
+    vocab: Any = None
     head_dim: Any = None                   # None: width // num_heads, output channels implied
     num_kv_heads: Any = None
     norm: str = "rms"                      # "rms" or "layer"
@@ -117,11 +121,15 @@ class Decoder:
     residual_dropout: Any = 0.0
     positions: Any = None                  # learned positions: their number, or None
     token_types: Any = None                # token-type embeddings: their number, or None
+    patches: Any = None                    # images: (channels, (H, W), (pH, pW)), or None
+    embedding_table: Any = None            # the embeddings' rows, where not the layers' names
     embedding_norm: bool = False           # a norm after the embeddings' sum
     embedding_dropout: Any = 0.0
     final_norm: bool = True
     classifier_bias: bool = False
     classifier_dropout: Any = 0.0
+    pooler_width: Any = None               # None: the model's width
+    pooler_activation: tuple[str, str] | None = None      # (config key, default); None: tanh
     tied: Any = False
     prefix: str = ""
     cross_prefix: bool = False
@@ -161,8 +169,11 @@ class Decoder:
     def weights(self, cfg: Config, architecture: str) -> list[Weight]:
         n, head = self.names, self.heads[architecture]
         p = "" if head in BASE else self.prefix
-        table = [W(f"{p}{n.tokens}.weight", f"{n.tokens}/weight")]
-        if value(self.positions, cfg) is not None:
+        if self.embedding_table is not None:
+            table = under(self.embedding_table(cfg), p, "")
+        else:
+            table = [W(f"{p}{n.tokens}.weight", f"{n.tokens}/weight")]
+        if self.embedding_table is None and value(self.positions, cfg) is not None:
             table.append(W(f"{p}{n.positions}.weight", f"{n.positions}/weight"))
         if value(self.token_types, cfg) is not None:
             table.append(W(f"{p}{n.token_types}.weight", f"{n.token_types}/weight"))
@@ -183,7 +194,7 @@ class Decoder:
         tied = f"{n.tokens}/weight" if value(self.tied, cfg) else False
         if head == "lm":
             return [W(f"{n.lm_head}.weight", f"{n.lm_head}/weight", tied=tied)]
-        if head in ("classifier", "pooled-classifier", "token-classifier"):
+        if head in ("classifier", "pooled-classifier", "token-classifier", "first-classifier"):
             return self._dense_rows("", n.classifier, self.classifier_bias)
         if head == "masked-lm":
             t, d = f"{n.masked_lm}.transform", f"{n.masked_lm}.decoder"
@@ -226,8 +237,19 @@ class _Build:
         self.rotary, self.window = value(d.rotary, cfg), value(d.window, cfg)
         key, default = d.activation
         self.act = cfg.choice(key, GLU_ACTIVATIONS if d.ffn == "glu" else ACTIVATIONS, default)
-        self.net = Network([L.TokenInput(name="input_ids"),
-                            L.Embedding(self.vocab, self.width, name=d.names.tokens)])
+        self.net, self.start = self.inputs()
+
+    def inputs(self) -> tuple[Network, str]:
+        """The network with its input and first embedding; the layer the sequence starts at."""
+        n, patches = self.n, value(self.d.patches, self.cfg)
+        if patches is None:
+            return Network([L.TokenInput(name="input_ids"),
+                            L.Embedding(self.vocab, self.width, name=n.tokens)]), n.tokens
+        channels, size, patch = patches
+        return Network([L.ImageInput((channels, *size), name="pixel_values"),
+                        L.PatchEmbedding(patch, self.width, flatten_mode="row-major",
+                                         name=n.patches),
+                        L.EmbeddingConcatenation(name=n.class_token)]), n.class_token
 
     def network(self, architecture: str) -> Network:
         x = self.embeddings()
@@ -237,7 +259,7 @@ class _Build:
 
     def embeddings(self) -> str:
         n, net = self.n, self.net
-        parts = [n.tokens]
+        parts = [self.start]
         types = value(self.d.token_types, self.cfg)
         if types is not None:
             net.add([L.TokenInput(name="token_type_ids"),
@@ -246,7 +268,7 @@ class _Build:
         positions = value(self.d.positions, self.cfg)
         if positions is not None:
             net.add(L.PositionEmbedding(positions, name=n.positions))
-            net.connect(n.tokens, n.positions)
+            net.connect(self.start, n.positions)
             parts.append(n.positions)
         x = self.total(parts)
         if self.d.embedding_norm:
@@ -322,8 +344,8 @@ class _Build:
         pooled = f"{n.pooler}.activation"
         if head in ("pooled", "pooled-classifier"):
             self.chain(x, [L.Index1d("first", name=f"{n.pooler}.first"),
-                           L.Dense(self.width, name=f"{n.pooler}.dense"),
-                           L.Tanh(name=pooled)])
+                           L.Dense(value(self.d.pooler_width, self.cfg) or self.width,
+                                   name=f"{n.pooler}.dense"), self.pooler_activation(pooled)])
         tied = n.tokens if value(self.d.tied, self.cfg) else None
         if head == "lm":
             self.chain(x, [L.Dense(self.vocab, bias=False, tied_to=tied, name=n.lm_head),
@@ -337,6 +359,8 @@ class _Build:
                            self.norm(f"{t}.LayerNorm"),
                            L.Dense(self.vocab, tied_to=tied, name=f"{n.masked_lm}.decoder"),
                            output("logits")])
+        elif head == "first-classifier":
+            self.chain(x, [L.Index1d("first", name="cls"), self.classifier(), output("logits")])
         elif head in ("pooled-classifier", "token-classifier"):
             src = pooled if head == "pooled-classifier" else x
             p = value(self.d.classifier_dropout, self.cfg)
@@ -346,6 +370,12 @@ class _Build:
             if head == "pooled":
                 self.chain(pooled, [output("pooler_output")])
         return net
+
+    def pooler_activation(self, name: str) -> L.Layer:
+        if self.d.pooler_activation is None:
+            return L.Tanh(name=name)
+        key, default = self.d.pooler_activation
+        return self.cfg.choice(key, ACTIVATIONS, default)(name)
 
     def classifier(self) -> L.Dense:
         return L.Dense(self.cfg.num_labels(), bias=self.d.classifier_bias, name=self.n.classifier)

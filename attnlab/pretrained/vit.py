@@ -9,27 +9,9 @@ activation → Dense → residual); a final LayerNorm; then the classifier on th
 """
 from __future__ import annotations
 
-from .. import layers as L
-from ..network import Network
-from .common import activation, dropout, output, residual, under
+from .builder import Decoder, Names, divisor
 from .config import Config, keys
-from .weights import W, Weight
-
-ARCHITECTURES = ("ViTForImageClassification", "ViTModel")
-
-KEYS = keys(
-    read="hidden_size num_hidden_layers num_attention_heads intermediate_size hidden_act "
-         "hidden_dropout_prob attention_probs_dropout_prob layer_norm_eps image_size patch_size "
-         "num_channels qkv_bias pooler_output_size pooler_act",
-    # a query, key and value without biases but an output projection with one: not built yet
-    fixed={"qkv_bias": (True,)},
-    ignored="encoder_stride",            # ViTForMaskedImageModeling's decoder only
-)
-
-# where the base model's tensors sit in a head model's file
-PREFIX = "vit."
-
-IGNORED_TENSORS = ()
+from .weights import W
 
 # checkpoint tensor (after "encoder.layer.{i}.")   learnable(s) (after "encoder.layer.{i}.")
 BLOCK = [
@@ -60,65 +42,53 @@ EMBEDDINGS = [
 ]
 
 
-def weights(cfg: Config, architecture: str) -> list[Weight]:
-    base = "vit." if architecture == "ViTForImageClassification" else ""
-    table = under(EMBEDDINGS, base, "")
-    for i in range(cfg.int("num_hidden_layers")):
-        table += under(BLOCK, f"{base}encoder.layer.{i}.", f"encoder.layer.{i}.")
-    table += [W(f"{base}layernorm.weight", "layernorm/weight"),
-              W(f"{base}layernorm.bias", "layernorm/bias")]
-    if architecture == "ViTModel":
-        table += [W("pooler.dense.weight", "pooler.dense/weight"),
-                  W("pooler.dense.bias", "pooler.dense/bias")]
-    else:
-        table += [W("classifier.weight", "classifier/weight"),
-                  W("classifier.bias", "classifier/bias")]
-    return table
 
-
-def network(cfg: Config, architecture: str) -> Network:
-    c, heads = cfg.int("hidden_size"), cfg.int("num_attention_heads")
-    eps, drop = cfg.float("layer_norm_eps", 1e-12), cfg.probability("hidden_dropout_prob", 0.0)
+def patches(cfg: Config) -> tuple[int, tuple[int, int], tuple[int, int]]:
+    """(channels, image size, patch size), the patches fitting the image."""
     (h, w), (ph, pw) = cfg.pair("image_size", 224), cfg.pair("patch_size", 16)
-    if c % heads:
-        raise cfg.bad("num_attention_heads", heads, f"a divisor of hidden_size ({c})")
     if h % ph or w % pw:
         raise cfg.bad("patch_size", [ph, pw], f"a divisor of image_size ({h}×{w})")
+    return cfg.int("num_channels", 3), (h, w), (ph, pw)
 
-    e = "embeddings"
-    net = Network([L.ImageInput((cfg.int("num_channels", 3), h, w), name="pixel_values"),
-                   L.PatchEmbedding((ph, pw), c, flatten_mode="row-major",
-                                    name=f"{e}.patch_embeddings"),
-                   L.EmbeddingConcatenation(name=f"{e}.cls_token")])
-    net.add(L.PositionEmbedding((h // ph) * (w // pw) + 1, name=f"{e}.position_embeddings"))
-    net.connect(f"{e}.cls_token", f"{e}.position_embeddings")
-    x = dropout(net, residual(net, f"{e}.cls_token", f"{e}.position_embeddings", f"{e}.add"), drop,
-                f"{e}.dropout")
-    for i in range(cfg.int("num_hidden_layers")):
-        b = f"encoder.layer.{i}"
-        net.add([L.LayerNorm(eps, name=f"{b}.layernorm_before"),
-                 L.SelfAttention(heads, c, dropout=cfg.probability("attention_probs_dropout_prob", 0.0),
-                                 name=f"{b}.attention")])
-        net.connect(x, f"{b}.layernorm_before")
-        x = residual(net, x, dropout(net, f"{b}.attention", drop, f"{b}.attention.output.dropout"),
-                f"{b}.attention.add")
-        net.add([L.LayerNorm(eps, name=f"{b}.layernorm_after"),
-                 L.Dense(cfg.int("intermediate_size"), name=f"{b}.intermediate.dense"),
-                 activation(cfg, "hidden_act", f"{b}.intermediate.act", "gelu"),
-                 L.Dense(c, name=f"{b}.output.dense")])
-        net.connect(x, f"{b}.layernorm_after")
-        x = residual(net, x, dropout(net, f"{b}.output.dense", drop, f"{b}.output.dropout"), f"{b}.add")
-    net.add(L.LayerNorm(eps, name="layernorm"))
-    net.connect(x, "layernorm")
-    if architecture == "ViTModel":
-        net.add(output("last_hidden_state")).connect("layernorm", "last_hidden_state")
-        net.add([L.Index1d("first", name="pooler.first"),
-                 L.Dense(cfg.int("pooler_output_size", c), name="pooler.dense"),
-                 activation(cfg, "pooler_act", "pooler.activation", "tanh"),
-                 output("pooler_output")])
-        net.connect("layernorm", "pooler.first")
-    else:
-        net.add([L.Index1d("first", name="cls"), L.Dense(cfg.num_labels(), name="classifier"),
-                 output("logits")])
-        net.connect("layernorm", "cls")
-    return net
+
+def positions(cfg: Config) -> int:
+    """The patches and the class token."""
+    _, (h, w), (ph, pw) = patches(cfg)
+    return (h // ph) * (w // pw) + 1
+
+
+FAMILY = Decoder(
+    architectures=("ViTForImageClassification", "ViTModel"),
+    keys=keys(
+        read="hidden_size num_hidden_layers num_attention_heads intermediate_size hidden_act "
+             "hidden_dropout_prob attention_probs_dropout_prob layer_norm_eps image_size "
+             "patch_size num_channels qkv_bias pooler_output_size pooler_act",
+        # a query, key and value without biases but an output projection with one: not built
+        fixed={"qkv_bias": (True,)},
+        ignored="encoder_stride"),          # ViTForMaskedImageModeling's decoder only
+    heads={"ViTForImageClassification": "first-classifier", "ViTModel": "pooled"},
+    block_table=lambda c: BLOCK,
+    embedding_table=lambda c: EMBEDDINGS,
+    blocks=lambda c: c.int("num_hidden_layers"),
+    width=lambda c: c.int("hidden_size"),
+    num_heads=lambda c: divisor(c, "num_attention_heads", c.int("hidden_size"), "hidden_size"),
+    inner=lambda c: c.int("intermediate_size"),
+    norm="layer", eps=lambda c: c.float("layer_norm_eps", 1e-12), causal=False,
+    attention_bias=True,
+    attention_dropout=lambda c: c.probability("attention_probs_dropout_prob", 0.0),
+    ffn="mlp", activation=("hidden_act", "gelu"), mlp_bias=True,
+    residual_dropout=lambda c: c.probability("hidden_dropout_prob", 0.0),
+    patches=patches, positions=positions,
+    embedding_dropout=lambda c: c.probability("hidden_dropout_prob", 0.0),
+    classifier_bias=True,
+    pooler_width=lambda c: c.int("pooler_output_size", c.int("hidden_size")),
+    pooler_activation=("pooler_act", "tanh"),
+    prefix="vit.", cross_prefix=True,
+    names=Names(embeddings="embeddings.add", embeddings_dropout="embeddings.dropout",
+                positions="embeddings.position_embeddings", block="encoder.layer.{i}",
+                norm_1="layernorm_before", attention="attention",
+                attention_dropout="attention.output.dropout", add_1="attention.add",
+                norm_2="layernorm_after", up="intermediate.dense", act="intermediate.act",
+                down="output.dense", mlp_dropout="output.dropout", add_2="add",
+                final_norm="layernorm", classifier="classifier"),
+)
