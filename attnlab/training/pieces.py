@@ -23,7 +23,8 @@ What a piece trains on:
   advances the state: no loss, no update, and it is not counted as an iteration.
 
 What cannot be made exact is refused when training starts, naming the option and the case: a
-bidirectional LSTM/GRU or one with state inputs (split), more than one sequence input, several
+bidirectional LSTM/GRU, one with state inputs, or a torch RNN module wrapped as a layer (split:
+their state cannot be carried as MATLAB carries it), more than one sequence input, several
 processes (torchrun), checkpoints every few iterations (split: one could fall between the
 pieces of a mini-batch, where the carried state is not saved), and a learning-rate schedule
 laid out over the run's iterations when their number changes from epoch to epoch.
@@ -35,9 +36,10 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 import torch
+from torch import nn
 
 from ..errors import ArgumentError
-from ..layers.recurrent import GRU, LSTM, StateCarry
+from ..layers.recurrent import GRU, LSTM, StateCarry, _RecurrentModule
 from ..sequences import Padded
 from .data import Batch, input_spec
 from .labels import IGNORED
@@ -230,6 +232,13 @@ def _check_split(net, o, what: str, data, input_name: str) -> None:
             raise ArgumentError(f"{what}: '{layer.name}' ({kind}) takes its initial state from "
                                 "its state inputs, and split training carries the state from "
                                 "one piece to the next. Use sequence_length=None (\"longest\").")
+    foreign = next((name for name, m in net.named_modules() if isinstance(m, nn.RNNBase)
+                    and not isinstance(m, _RecurrentModule)), None)
+    if foreign is not None:
+        raise ArgumentError(f"{what}: '{foreign}' is a torch recurrent module of its own (not "
+                            "an attnlab LSTM or GRU layer), whose state attnlab cannot carry "
+                            "from one piece to the next. Use L.LSTM/L.GRU, or "
+                            "sequence_length=None (\"longest\").")
     if o.checkpoint_dir and o.checkpoint_frequency_unit == "iteration":
         raise ArgumentError(f"{what} with checkpoint_frequency_unit=\"iteration\": a checkpoint "
                             "could fall between two pieces of a mini-batch, where the state "

@@ -250,6 +250,23 @@ def test_what_splitting_cannot_give_exactly_is_refused(tmp_path):
         sequence_length="shortest", max_epochs=1))
 
 
+class _TorchLSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(2, 3, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+def test_a_torch_rnn_wrapped_as_a_layer_is_refused_when_split():
+    torch.manual_seed(0)
+    net = al.Network([L.SequenceInput(2), L.Module(_TorchLSTM(), name="mine"), L.Dense(1)])
+    X, Y = _data(False, lengths=(6, 6, 6, 6))
+    _refused(net, "'.*mine.*' is a torch recurrent module of its own", X=X, Y=Y,
+             sequence_length=3)
+
+
 def test_an_output_that_changes_the_time_steps_is_refused_when_split():
     X, Y = _data(False, lengths=(8, 8, 8, 8))
     torch.manual_seed(0)
