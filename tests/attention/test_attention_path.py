@@ -3,11 +3,13 @@ layer is made or `al.attention` is called, the options handed on as one object, 
 kind that changes only its module class."""
 import pytest
 import torch
+from torch import nn
 
 import attnlab as al
 from attnlab import attention_math, attention_rules as rules, rotary
 from attnlab import functional as AF
 from attnlab import layers as L
+from attnlab.functional import naive_attention
 
 
 def test_rotary_defaults_have_one_home():
@@ -82,3 +84,97 @@ def test_an_option_changed_after_construction_is_checked_when_built():
     layer.dropout = 1.5
     with pytest.raises(al.ArgumentError, match="argument 'dropout'"):
         layer.options
+
+
+# -- a layer kind that changes only its module class: QK-norm (Qwen3, Gemma 3) ---------------
+
+class HeadRMSNorm(nn.Module):
+    """RMS normalisation of each head's channels, with one learned gain per channel."""
+
+    def __init__(self, head_size, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(head_size))
+
+    def forward(self, x):                                      # B×T×(H·d)
+        b, t, c = x.shape
+        d = self.weight.shape[0]
+        h = x.reshape(b, t, c // d, d)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        return h.reshape(b, t, c)
+
+
+class PathQKNormModule(AF.SelfAttentionModule):
+    def __init__(self, options, channels, layer_name=None):
+        super().__init__(options, channels, layer_name=layer_name)
+        self.q_norm = HeadRMSNorm(self.head_size)
+        self.k_norm = HeadRMSNorm(self.head_size)
+
+    def transform_qk(self, q, k, q_pos, k_pos):
+        return super().transform_qk(self.q_norm(q), self.k_norm(k), q_pos, k_pos)
+
+
+class PathQKNormSelfAttention(L.SelfAttention):
+    module_class = PathQKNormModule
+
+
+def _qk_net(**kw):
+    torch.manual_seed(0)
+    net = al.Network([L.SequenceInput(8, name="x"),
+                      PathQKNormSelfAttention(2, 8, attention_mask="causal", name="sa", **kw)])
+    net.initialize().eval()
+    with torch.no_grad():                                     # gains away from 1
+        for name, p in net.named_parameters():
+            if "norm" in name:
+                p.uniform_(0.5, 1.5)
+    return net
+
+
+def _rms(x, w, heads):
+    h = x.unflatten(-1, (heads, -1))
+    return (h / h.pow(2).mean(-1, keepdim=True).add(1e-6).sqrt() * w).flatten(-2)
+
+
+@pytest.mark.parametrize("kw", [{}, {"rotary": True}, {"rotary": True, "num_kv_heads": 1}])
+def test_a_subclass_that_sets_module_class_computes_through_it(kw):
+    net = _qk_net(**kw)
+    m = net.layer_modules["sa"]
+    assert type(m) is PathQKNormModule and m.options is net.layers["sa"].options
+    assert {"sa/q_norm.weight", "sa/k_norm.weight"} <= set(net.learnables)
+    x = torch.randn(2, 6, 8)
+    q = _rms(m.query(x), m.q_norm.weight, 2)
+    k = _rms(m.key(x), m.k_norm.weight, m.num_kv_heads)
+    if m.rotary is not None:
+        q, k = m.rotary(q, 0), m.rotary(k, 0)
+    want = m.output(naive_attention(q, k, m.value(x), 2, attention_mask="causal",
+                                    num_kv_heads=kw.get("num_kv_heads")))
+    torch.testing.assert_close(net(x), want, atol=1e-5, rtol=1e-5)
+
+
+def test_a_qk_norm_subclass_streams_on_the_one_matmul_step(monkeypatch):
+    from attnlab.stream.steppers.attention import CachedAttentionStepper
+    fused, one = [], []
+    real_fused, real_one = CachedAttentionStepper._step_fused, CachedAttentionStepper._step_one
+    monkeypatch.setattr(CachedAttentionStepper, "_step_fused",
+                        lambda self, *a: fused.append(1) or real_fused(self, *a))
+    monkeypatch.setattr(CachedAttentionStepper, "_step_one",
+                        lambda self, *a: one.append(1) or real_one(self, *a))
+    net = _qk_net(rotary=True)
+    x = torch.randn(2, 7, 8)
+    s = net.stream()
+    steps = [s.step(x[:, :3])] + [s.step(x[:, t:t + 1]) for t in range(3, 7)]
+    torch.testing.assert_close(torch.cat(steps, 1), net(x), atol=1e-5, rtol=1e-5)
+    assert len(fused) == 4 and not one                        # every decoding step: fused
+
+
+def test_a_qk_norm_subclass_saves_loads_and_exports(tmp_path):
+    net = _qk_net(rotary=True)
+    x = torch.randn(2, 5, 8)
+    net.save(tmp_path / "qk.attnlab")
+    again = al.load(tmp_path / "qk.attnlab")
+    assert type(again.layers["sa"]) is PathQKNormSelfAttention
+    assert type(again.layer_modules["sa"]) is PathQKNormModule
+    torch.testing.assert_close(again(x), net(x), atol=0, rtol=0)
+    pytest.importorskip("onnxruntime")
+    exported = net.export_onnx(tmp_path / "qk.onnx", x)       # checked against PyTorch
+    assert exported.max_error < 1e-4

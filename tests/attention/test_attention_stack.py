@@ -39,11 +39,34 @@ class RotatedMultiHeadAttention(Rotated, AF.MultiHeadAttentionModule):
     pass
 
 
-def _rotated(net, name, cls):
-    mod = net.layer_modules[name]
-    mod.__class__ = cls                         # same parameters, the hook overridden
+class RotatedSA(L.SelfAttention):
+    module_class = RotatedSelfAttention
+
+
+class RotatedMHA(L.MultiHeadAttention):
+    module_class = RotatedMultiHeadAttention
+
+
+_ROTATED = {L.SelfAttention: RotatedSA, L.MultiHeadAttention: RotatedMHA}
+
+
+def _rotated(net, name):
+    """`net` again with the layer `name` of a subclass whose module overrides the hook (the
+    layer's `module_class`), the same parameters: (the new network, its module)."""
+    layers = [_ROTATED.get(type(v), type(v))(**v.config(), name=k) for k, v in net.layer_map.items()]
+    new = al.Network(layers[:1])
+    for layer in layers[1:]:
+        new.add(layer)
+    for (dst_layer, dst_port), (src_layer, src_port) in net.sources.items():
+        new.connect(new.port_name(src_layer, src_port, "output"),
+                    new.port_name(dst_layer, dst_port, "input"))
+    new.initialize()
+    new.load_state_dict(net.state_dict())
+    new.train(net.training)
+    mod = new.layer_modules[name]
+    assert type(mod) in (RotatedSelfAttention, RotatedMultiHeadAttention)
     mod.seen = []
-    return mod
+    return new, mod
 
 
 def _step_by_step(s, x, cuts):
@@ -85,7 +108,7 @@ def test_rotated_causal_self_attention_streams_as_its_full_forward(kv_heads):
                                       name="sa")]).initialize().eval()
     x = torch.randn(2, 6, 8)
     plain = net(x)
-    mod = _rotated(net, "sa", RotatedSelfAttention)
+    net, mod = _rotated(net, "sa")
     full = net(x)
     assert mod.seen == [(list(range(6)), list(range(6)))]          # the full forward: 0…T−1
     assert not torch.allclose(full, plain, atol=1e-4)               # the hook matters
@@ -104,7 +127,7 @@ def test_rotated_multi_head_attention_over_its_own_stream():
                       L.MultiHeadAttention(2, 8, attention_mask="causal", name="mha")])
     net.connect("x", "mha/key").connect("x", "mha/value")
     net.initialize().eval()
-    _rotated(net, "mha", RotatedMultiHeadAttention)
+    net, _ = _rotated(net, "mha")
     x = torch.randn(2, 5, 8)
     full = net(x)
     torch.testing.assert_close(_step_by_step(net.stream(), x, [1, 2, 5]), full)
@@ -114,7 +137,7 @@ def test_rotated_cross_attention_passes_the_query_positions():
     net = al.Network([L.SequenceInput(8, name="x"), L.MultiHeadAttention(2, 8, name="mha")])
     net.add(L.SequenceInput(8, name="mem")).connect("mem", "mha/key").connect("mem", "mha/value")
     net.initialize().eval()
-    mod = _rotated(net, "mha", RotatedMultiHeadAttention)
+    net, mod = _rotated(net, "mha")
     x, mem = torch.randn(2, 5, 8), torch.randn(2, 4, 8)
     full = net({"x": x, "mem": mem})
     s = net.stream({"mem": mem})
@@ -131,7 +154,7 @@ def test_rotated_self_attention_static_shape_stream(monkeypatch):
     monkeypatch.setattr(core, "maybe_compile", lambda fn, *a, **k: fn)
     net = al.Network([L.SequenceInput(8, name="x"),
                       L.SelfAttention(2, 8, attention_mask="causal", name="sa")]).initialize().eval()
-    mod = _rotated(net, "sa", RotatedSelfAttention)
+    net, mod = _rotated(net, "sa")
     x = torch.randn(2, 5, 8)
     full = net(x)
     s = net.stream(compile=True)
@@ -162,15 +185,23 @@ class QuietRotatedSelfAttention(AF.SelfAttentionModule):
         return _rotate(q, q_pos), _rotate(k, k_pos)
 
 
+class QuietRotatedSA(L.SelfAttention):
+    module_class = QuietRotatedSelfAttention
+
+
 def test_onnx_export_traces_the_hook(tmp_path):
     pytest.importorskip("onnxruntime")
     import numpy as np
     import onnxruntime as ort
-    net = al.Network([L.SequenceInput(8, name="x"),
-                      L.SelfAttention(2, 8, attention_mask="causal", name="sa")]).initialize().eval()
+    torch.manual_seed(0)
+    plain_net = al.Network([L.SequenceInput(8, name="x"), L.SelfAttention(
+        2, 8, attention_mask="causal", name="sa")]).initialize().eval()
+    torch.manual_seed(0)
+    net = al.Network([L.SequenceInput(8, name="x"), QuietRotatedSA(
+        2, 8, attention_mask="causal", name="sa")]).initialize().eval()
+    assert type(net.layer_modules["sa"]) is QuietRotatedSelfAttention
     x = torch.randn(2, 5, 8)
-    plain = net(x)
-    net.layer_modules["sa"].__class__ = QuietRotatedSelfAttention
+    plain = plain_net(x)
     full = net(x)
     assert not torch.allclose(full, plain, atol=1e-4)
     path = tmp_path / "rotated.onnx"

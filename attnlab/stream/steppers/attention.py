@@ -41,7 +41,7 @@ class CachedAttentionStepper(Stepper):
     views of them, no mask (the newest query sees every cached key) and no argument checks.
     Several new steps (a prefill) go through the module's `attend`. The module's
     `transform_qk` hook sees every new step's queries and keys with their positions in the
-    stream (the fused one-step path is taken only while the hook is the identity).
+    stream, on every path (the one-matmul decoding step included).
 
     `bind() → (project, out, fused)` reads the module's projections: `project(*xs) → (q B×t×Ck,
     k B×t×Ckv, v B×t×Cv)`, `out` maps B×t×Cv → B×t×Cout, `fused` is self-attention's
@@ -105,29 +105,37 @@ class CachedAttentionStepper(Stepper):
         decoding = xs[0].shape[1] == 1 and self.fast and not (m.training and m.dropout) \
             and not self.additive
         f = self.fused
-        if decoding and f is not None and self.same_heads and not self.hooked \
-                and not _compiling():
-            return self._step_fused(xs[0], f)
-        q, k, v = self.project(*xs)
         pos = self.cache.pos                                # the new steps' first position
+        if decoding and f is not None and self.same_heads and not _compiling():
+            return self._step_fused(xs[0], f, pos)
+        q, k, v = self.project(*xs)
         if self.hooked:
             q, k = m.transform_qk(q, k, pos, pos)
         if decoding:
             return self._step_one(q, k, v)
         return self._step_many(q, k, v, bias, pos)
 
-    def _step_fused(self, x, f):
+    def _step_fused(self, x, f, pos):
         """One step of self-attention with equal q/k/v heads: as `_step_one`, in fewer calls
-        (q, k and v as views of one B×3×H×d tensor: no split, no reshaping views)."""
-        c, b = self.cache, x.shape[0]
+        (q, k and v as views of one B×3×H×d tensor: no split, no reshaping views). A module's
+        `transform_qk` hook gets the step's q and k (B×1×H·d views) at position `pos`."""
+        c, b, h, d = self.cache, x.shape[0], self.h, self.dk
         if self.window is not None:
             c.compact(1)                                   # a window drops unseen steps
         n = c.n
-        qkv = self.module.qkv(x, (f["w"], f["b"]))                          # B×1×3·H·d
-        q, k, v = qkv.view(b, 3, self.h, self.dk).unbind(1)                 # B×H×d views
-        if n >= c.ready:
-            kv = qkv.view(b, 3, -1)[:, 1:]                                  # B×2×H·d: k, v
-            c.make_ready(kv, kv, n + 1)
+        m = self.module
+        qkv = m.qkv(x, (f["w"], f["b"]))                                    # B×1×3·H·d
+        if self.hooked:
+            q, k = m.transform_qk(qkv[..., :h * d], qkv[..., h * d:2 * h * d], pos, pos)
+            v = qkv[..., 2 * h * d:]
+            if n >= c.ready:
+                c.make_ready(k, v, n + 1)
+            q, k, v = q.reshape(b, h, d), k.reshape(b, h, d), v.reshape(b, h, d)  # B×H×d
+        else:
+            q, k, v = qkv.view(b, 3, h, d).unbind(1)                        # B×H×d views
+            if n >= c.ready:
+                kv = qkv.view(b, 3, -1)[:, 1:]                              # B×2×H·d: k, v
+                c.make_ready(kv, kv, n + 1)
         c.k_slots[n].copy_(k)
         c.v_slots[n].copy_(v)
         c.n = n + 1
