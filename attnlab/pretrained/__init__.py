@@ -10,9 +10,9 @@ One family, one description
 ---------------------------
 `FAMILIES` maps a config's `model_type` to the family that builds it: the name of a module of
 this package, or a family given to `register_family`. A family is a description (a
-`builder.Decoder`, whose fields say what the config maps to; `llama.py`, `mistral.py` and
-`gpt2.py` are one each) or, for the families not yet described (bert, vit, t5), a module with
-the same parts:
+`builder.Decoder`, whose fields say what the config maps to; `gpt2.py`, `llama.py`,
+`mistral.py`, `bert.py` and `vit.py` are one each) or, for T5 (an encoder–decoder, not yet
+described), a module with the same parts:
 
 - ``KEYS``: a `config.Keys` saying what it does with each key of its transformers config class
   (reads it, builds it at one value only — any other is refused —, or knows it leaves the model

@@ -1,12 +1,12 @@
-"""Pieces the family builders share: activations by their transformers names, table rows under
-a prefix, and the output layers named like a model's output fields."""
+"""Pieces the builder and the T5 family share: activations by their transformers names, table
+rows under a prefix, dropout, the residual connection, and the output layers named like a
+model's output fields."""
 from __future__ import annotations
 
 import dataclasses
 
 from .. import layers as L
 from ..layers.base import Layer
-from .config import Config
 from .weights import Weight
 
 # transformers' activation names (ACT2FN) → the attnlab layer that computes the same function
@@ -26,14 +26,6 @@ ACTIVATIONS = {
     "tanh": lambda name: L.Tanh(name=name),
     "sigmoid": lambda name: L.Sigmoid(name=name),
 }
-
-
-def activation(cfg: Config, key: str, name: str, default: str | None = None) -> Layer:
-    """The activation layer the config's `key` names (refused, naming it, when attnlab has
-    none that computes it)."""
-    make = cfg.choice(key, ACTIVATIONS, default) if default is not None else \
-        cfg.choice(key, ACTIVATIONS)
-    return make(name)
 
 
 def under(rows: list[Weight], tensors: str, layers: str) -> list[Weight]:
