@@ -10,7 +10,7 @@ One family, one description
 ---------------------------
 `FAMILIES` maps a config's `model_type` to the family that builds it: the name of a module of
 this package, or a family given to `register_family`. A family is a description (a
-`builder.Decoder`, whose fields say what the config maps to; `gpt2.py`, `llama.py`,
+`builder.Family`, whose fields say what the config maps to; `gpt2.py`, `llama.py`,
 `mistral.py`, `bert.py` and `vit.py` are one each) or, for T5 (an encoder–decoder, not yet
 described), a module with the same parts:
 
@@ -49,7 +49,7 @@ from .config import CONFIG_FILE, Config, CheckpointError, Keys, file_problem, ke
 from .weights import (Checkpoint, W, Weight, check_counts, check_sizes, load, no_random_init,
                       small_table)
 from .saving import write_pretrained
-from .builder import Decoder, Names
+from .builder import Family, Names
 
 # model_type → the module of this package that builds it, or a registered family
 FAMILIES: dict[str, Any] = {
@@ -63,7 +63,7 @@ FAMILIES: dict[str, Any] = {
 
 META_KEY = "huggingface"
 
-__all__ = ["from_pretrained", "save_pretrained", "register_family", "Decoder", "Names", "FAMILIES",
+__all__ = ["from_pretrained", "save_pretrained", "register_family", "Family", "Names", "FAMILIES",
            "Config", "CheckpointError", "Keys", "keys", "W", "Weight", "Checkpoint"]
 
 
@@ -75,8 +75,8 @@ def register_family(model_type: str, family: Any) -> None:
     ----------
     model_type : str
         The config's `model_type` (e.g. "qwen2"); a family already there is replaced.
-    family : Decoder, or callable
-        A description like the package's own (`al.pretrained.Decoder`, often
+    family : Family, or callable
+        A description like the package's own (`al.pretrained.Family`, often
         ``dataclasses.replace(al.pretrained.llama.FAMILY, ...)``), or a callable that gets the
         folder's `Config` (its `data`, and `where`: the path of its config.json) and returns
         the loaded `Network`; `save_pretrained` writes such a network when it carries the
@@ -87,7 +87,7 @@ def register_family(model_type: str, family: Any) -> None:
                             f"\"qwen2\", received {model_type!r}.")
     if not _described(family) and not callable(family):
         raise ArgumentError(f"register_family(family) for \"{model_type}\": expected a "
-                            "description (al.pretrained.Decoder) or a callable that gets the "
+                            "description (al.pretrained.Family) or a callable that gets the "
                             f"config and returns the loaded Network, received "
                             f"{type(family).__name__}.")
     FAMILIES[model_type] = family

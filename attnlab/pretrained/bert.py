@@ -9,7 +9,7 @@ named after the checkpoint's modules (`encoder.layer.0.attention`, `pooler.dense
 """
 from __future__ import annotations
 
-from .builder import Decoder, Names, divisor
+from .builder import Family, Names, divisor
 from .config import Config, keys
 from .weights import W
 
@@ -41,7 +41,7 @@ def classifier_dropout(cfg: Config) -> float:
     return cfg.probability("classifier_dropout")
 
 
-FAMILY = Decoder(
+FAMILY = Family(
     architectures=("BertForMaskedLM", "BertForSequenceClassification",
                    "BertForTokenClassification", "BertModel"),
     keys=keys(

@@ -1,12 +1,12 @@
-"""A decoder-only transformer family as a description, and the one builder that turns a
+"""A transformer family as a description, and the one builder that turns a
 description into a graph and a weight table.
 
 A family states what its config maps to — sizes, the norm, the attention's options, the
 feed-forward kind, the embeddings, the heads of its model classes, the layer names — in a
-`Decoder`; each field is a value, or a callable that gets the `Config` and returns the value
+`Family`; each field is a value, or a callable that gets the `Config` and returns the value
 (`width=lambda c: c.int("n_embd")`), so that reading a key, its default and its checks stay
-with the family while the graph is written once, here. `Decoder.network` and
-`Decoder.weights` are what the loader and `save_pretrained` call.
+with the family while the graph is written once, here. `Family.network` and
+`Family.weights` are what the loader and `save_pretrained` call.
 """
 from __future__ import annotations
 
@@ -76,8 +76,9 @@ class Names:
 
 
 @dataclass(frozen=True)
-class Decoder:
-    """A decoder-only transformer family (GPT-2, Llama, Mistral, Qwen2, …).
+class Family:
+    """A transformer family (GPT-2, Llama, Mistral, Qwen2, BERT, ViT, …): one stack of
+    blocks between its embeddings and the heads of its model classes.
 
     Every field but `architectures`, `keys`, `heads`, `block_table`, `names` and the text
     choices (`norm`, `placement`, `ffn`, `layout`) is a value or a callable of the `Config`
@@ -141,11 +142,11 @@ class Decoder:
         for name, allowed in (("norm", ("rms", "layer")), ("placement", ("pre", "post")),
                               ("layout", ("sequential", "parallel")), ("ffn", ("glu", "mlp"))):
             if getattr(self, name) not in allowed:
-                raise ArgumentError(f"Decoder {name}: expected one of {', '.join(allowed)}, "
+                raise ArgumentError(f"Family {name}: expected one of {', '.join(allowed)}, "
                                     f"received {getattr(self, name)!r}.")
         for arch, head in self.heads.items():
             if head not in HEADS:
-                raise ArgumentError(f"Decoder heads[{arch!r}]: expected one of "
+                raise ArgumentError(f"Family heads[{arch!r}]: expected one of "
                                     f"{', '.join(HEADS)}, received {head!r}.")
 
     # the loader's names for the description's parts
@@ -222,7 +223,7 @@ class Decoder:
 class _Build:
     """One description built for one config: its values read once, then the graph."""
 
-    def __init__(self, d: Decoder, cfg: Config):
+    def __init__(self, d: Family, cfg: Config):
         self.d, self.cfg, self.n = d, cfg, d.names
         self.width, self.heads = value(d.width, cfg), value(d.num_heads, cfg)
         self.vocab, self.eps = value(d.vocab, cfg), value(d.eps, cfg)

@@ -14,7 +14,7 @@ attention layer's `query`, `key` and `value` (its bias likewise).
 """
 from __future__ import annotations
 
-from .builder import Decoder, Names, divisor
+from .builder import Family, Names, divisor
 from .config import Config, keys
 from .weights import W
 
@@ -48,7 +48,7 @@ def scale(cfg: Config, i: int) -> str | float:
     return ((c // heads) ** -0.5 if scaled else 1.0) / (i + 1 if by_layer else 1)
 
 
-FAMILY = Decoder(
+FAMILY = Family(
     architectures=("GPT2LMHeadModel", "GPT2ForSequenceClassification", "GPT2Model"),
     keys=keys(
         read="vocab_size n_positions n_embd n_layer n_head n_inner activation_function "

@@ -14,7 +14,7 @@ Qwen2 (the example of docs/transformers.md) are this description with other fiel
 """
 from __future__ import annotations
 
-from .builder import Decoder, divisor
+from .builder import Family, divisor
 from .config import Config, keys
 from .saving import SAYABLE
 from .weights import W, Weight
@@ -66,7 +66,7 @@ def block_table(cfg: Config) -> list[Weight]:
         (biases(MLP) if mlp_bias else []) + NORMS
 
 
-FAMILY = Decoder(
+FAMILY = Family(
     architectures=("LlamaForCausalLM", "LlamaModel"),
     keys=keys(
         read="vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads "

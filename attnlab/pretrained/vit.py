@@ -9,7 +9,7 @@ activation → Dense → residual); a final LayerNorm; then the classifier on th
 """
 from __future__ import annotations
 
-from .builder import Decoder, Names, divisor
+from .builder import Family, Names, divisor
 from .config import Config, keys
 from .weights import W
 
@@ -57,7 +57,7 @@ def positions(cfg: Config) -> int:
     return (h // ph) * (w // pw) + 1
 
 
-FAMILY = Decoder(
+FAMILY = Family(
     architectures=("ViTForImageClassification", "ViTModel"),
     keys=keys(
         read="hidden_size num_hidden_layers num_attention_heads intermediate_size hidden_act "

@@ -239,7 +239,7 @@ def test_a_description_builds_post_norm_and_parallel_blocks():
 
 
 def test_a_description_refuses_an_unknown_choice():
-    with pytest.raises(al.ArgumentError, match="Decoder placement: expected one of pre, post, "
+    with pytest.raises(al.ArgumentError, match="Family placement: expected one of pre, post, "
                                                "received 'middle'"):
         dataclasses.replace(llama.FAMILY, placement="middle")
     with pytest.raises(al.ArgumentError, match=r"heads\['X'\]: expected one of lm, classifier"):

@@ -16,7 +16,7 @@ import torch
 
 import attnlab as al
 from attnlab.network import Network
-from attnlab.pretrained import CheckpointError, Decoder, from_pretrained
+from attnlab.pretrained import CheckpointError, Family, from_pretrained
 from attnlab.pretrained.config import LIMITS
 
 C, V, P, LAYERS = 8, 16, 8, 2
@@ -101,10 +101,10 @@ def test_a_million_layers_are_refused_before_a_table_or_graph_of_them(folder, no
                                                                       monkeypatch):
     def no_graph(*a, **k):
         raise AssertionError("a graph was built")
-    monkeypatch.setattr(Decoder, "network", no_graph)
+    monkeypatch.setattr(Family, "network", no_graph)
     rows = []
-    real = Decoder.weights
-    monkeypatch.setattr(Decoder, "weights",
+    real = Family.weights
+    monkeypatch.setattr(Family, "weights",
                         lambda self, cfg, arch: rows.append(1) or real(self, cfg, arch))
     (folder / "config.json").write_text(json.dumps({**CONFIG, "n_layer": 10**6}))
     _refused(folder, 'key "n_layer" is 1000000', "hold 2 of those blocks",
