@@ -187,9 +187,10 @@ def _check_sizes(q, k, v, num_heads: int, kv_heads: int, key_padding_mask, atten
     Tk, Ckk = k.shape[1], k.shape[2]
     Cv = v.shape[2]
     if Ck % num_heads:
-        raise SizeError(
-            f"attention: num_heads {num_heads} does not divide key channels {Ck} (Ck). "
-            f"Use a num_heads that divides {Ck}{_divisor_hint(Ck, num_heads)}.")
+        fix = f"Use a num_heads that divides {Ck}{_divisor_hint(Ck, num_heads)}."
+        raise _fail(SizeError, at, "query", f"num_heads {num_heads} does not divide key "
+                    f"channels {Ck} (Ck). {fix}", f"channels that num_heads {num_heads} "
+                    "divides", f"{Ck}", fix)
     dk = Ck // num_heads
     if Ckk != kv_heads * dk:
         if kv_heads == num_heads:

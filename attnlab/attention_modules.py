@@ -190,7 +190,9 @@ class AttentionModule(nn.Module):
     keys a query sees), `alibi` (ALiBi distance bias), `bias_input` (the last positional port
     is a float bias added to the scores).
 
-    `layer_name`: the layer that built the module; a tensor that does not fit at run time
+    `options`: the `AttentionOptions` it was made from (a layer's, checked when the layer was
+    made; the module trusts them). `layer_name`: the layer that built the module; a tensor
+    that does not fit at run time
     (the `bias` or `mask` port, key and value lengths) is then reported as
     `layer 'NAME' port 'PORT': expected …, received ….` with the fix.
     """

@@ -178,3 +178,17 @@ def test_a_qk_norm_subclass_saves_loads_and_exports(tmp_path):
     pytest.importorskip("onnxruntime")
     exported = net.export_onnx(tmp_path / "qk.onnx", x)       # checked against PyTorch
     assert exported.max_error < 1e-4
+
+
+def test_a_query_that_heads_do_not_divide_at_run_time_names_the_layer():
+    net = al.Network([L.SequenceInput(8, name="q"), L.Attention(2, name="att")])
+    net.add(L.SequenceInput(8, name="kv")).connect("kv", "att/key").connect("kv", "att/value")
+    net.initialize()
+    mod = net.layer_modules["att"]
+    q = torch.randn(1, 3, 7)
+    with pytest.raises(al.SizeError) as e:
+        mod(q, q, q)
+    assert str(e.value).startswith("layer 'att' port 'query': expected channels that "
+                                   "num_heads 2 divides, received 7.")
+    with pytest.raises(al.SizeError, match="^attention: num_heads 2 does not divide key"):
+        al.attention(q, q, q, 2)
