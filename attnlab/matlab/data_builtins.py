@@ -14,7 +14,7 @@ import numpy as np
 from .budget import check_chars, check_elements
 from .numeric import _num, _scalar
 from .objects import MapObject, StringArray, StructArray, Table
-from .values import Categorical, Cell, Lambda, MatlabError, String, Struct
+from .values import Categorical, Cell, Lambda, MatlabError, String, Struct, kind_of, matlab_shape
 
 # ============================================================================ cell arrays ===
 
@@ -779,8 +779,7 @@ def date_text(x) -> str | None:
 # ================================================================================ helpers ===
 
 def _shape(x):
-    from .builtins import _shape as shape
-    return shape(x)
+    return matlab_shape(x)
 
 
 def _size(x) -> int:
@@ -788,8 +787,7 @@ def _size(x) -> int:
 
 
 def _what(x) -> str:
-    from .script_values import _kind
-    return _kind(x)
+    return kind_of(x)
 
 
 FUNCTIONS = {

@@ -10,7 +10,8 @@ from ..errors import AttnlabError
 from ..layers.base import Layer
 from ..network import Network
 from . import builtins as B
-from .values import Categorical, Cell, Lambda, MatlabError, Missing, NeedsData, String, Struct
+from .values import (Categorical, Cell, Lambda, MatlabError, Missing, NeedsData, Struct,
+                     kind_of)
 
 _DISPLAY = {"plot", "analyzeNetwork", "figure", "deepNetworkDesigner"}
 # toolbox functions that allocate a network's weights (checked against Limits.learnables)
@@ -240,25 +241,9 @@ def _arith(op, a, b):
 
 def _kind(v) -> str:
     """A value's MATLAB kind, for messages."""
-    if isinstance(v, String):
-        return "a string"
-    if isinstance(v, str):
-        return "a char vector"
-    if isinstance(v, (bool, np.bool_)):
-        return "a logical"
-    if isinstance(v, (int, float, np.number)):
-        return "a number"
-    if isinstance(v, np.ndarray):
-        return f"a {_size_text(B._shape(v))} array"
-    if isinstance(v, Cell):
-        return "a cell array"
-    if isinstance(v, Struct):
-        return "a struct"
-    if isinstance(v, Lambda) or callable(v) and not isinstance(v, (Layer, Network)):
-        return "a function handle"
     if _is_layerish(v):
         return "a layer array" if isinstance(v, list) else f"a {type(v).__name__}"
-    return f"a {type(v).__name__}"
+    return kind_of(v)
 
 
 def _size_text(shape) -> str:

@@ -406,3 +406,38 @@ class Handle:
 
     def __repr__(self):
         return f"<{self.kind}>"
+
+
+def matlab_shape(x) -> tuple[int, ...]:
+    """A value's MATLAB size: a 1-D array is a row, a list a column, a scalar 1×1."""
+    if isinstance(x, np.ndarray):
+        return (1, x.shape[0]) if x.ndim == 1 else tuple(x.shape)
+    if hasattr(x, "shape"):
+        return tuple(x.shape)
+    if isinstance(x, Cell):
+        return x.dims
+    if isinstance(x, (list, str)):
+        return (1, len(x)) if isinstance(x, str) or isinstance(x, Cell) else (len(x), 1)
+    return (1, 1)
+
+
+def kind_of(v) -> str:
+    """A value's MATLAB kind, for messages (layers and networks: `script_values._kind`)."""
+    if isinstance(v, String):
+        return "a string"
+    if isinstance(v, str):
+        return "a char vector"
+    if isinstance(v, (bool, np.bool_)):
+        return "a logical"
+    if isinstance(v, (int, float, np.number)):
+        return "a number"
+    if isinstance(v, np.ndarray):
+        shape = matlab_shape(v)
+        return f"a {'×'.join(str(int(d)) for d in shape) if len(shape) else '1×1'} array"
+    if isinstance(v, Cell):
+        return "a cell array"
+    if isinstance(v, Struct):
+        return "a struct"
+    if isinstance(v, Lambda) or callable(v):
+        return "a function handle"
+    return f"a {type(v).__name__}"
