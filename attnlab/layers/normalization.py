@@ -358,14 +358,16 @@ class _GroupNorm(nn.Module):
 
     def forward(self, x, masks=(None,)):
         mask = masks[0] if masks else None
-        h = x.movedim(self.cdim, -1)                               # B×…×C, channels last
-        shape = h.shape
-        g = h.reshape(*shape[:-1], self.groups, shape[-1] // self.groups)   # B×…×G×C/G
+        # Shapes by unflatten/flatten and indexing, never Python ints read off a shape: an ONNX
+        # export would freeze those, and the batch and the length must stay dynamic.
+        last = x.dim() - 1               # not -1: the exporter writes a negative perm as is
+        h = x.movedim(self.cdim, last)                             # B×…×C, channels last
+        g = h.unflatten(-1, (self.groups, -1))                     # B×…×G×C/G
         if self.positions:
             dims = tuple(range(1, g.dim() - 2)) + (g.dim() - 1,)   # positions and channels
             if mask is not None:                                   # B×T: padding left out
-                w = mask.to(g.dtype).reshape(*mask.shape, 1, 1)
-                count = w.sum(dims, keepdim=True) * g.shape[-1]
+                w = mask.to(g.dtype)[..., None, None]
+                count = w.sum(dims, keepdim=True) * (self.weight.shape[0] // self.groups)
                 mean = (g * w).sum(dims, keepdim=True) / count.clamp(min=1)
                 var = (((g - mean) ** 2) * w).sum(dims, keepdim=True) / count.clamp(min=1)
             else:
@@ -374,9 +376,9 @@ class _GroupNorm(nn.Module):
         else:
             mean = g.mean(-1, keepdim=True)
             var = g.var(-1, keepdim=True, unbiased=False)
-        y = ((g - mean) / torch.sqrt(var + self.eps)).reshape(shape)
+        y = ((g - mean) / torch.sqrt(var + self.eps)).flatten(-2)
         y = y * self.weight + self.bias
-        return y.movedim(-1, self.cdim)
+        return y.movedim(last, self.cdim)
 
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0]}, groups={self.groups}, eps={self.eps}"

@@ -9,6 +9,7 @@ layers the MATLAB functions also make (`InputNormalization`, `Pool1d`, `Scaling`
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import cast
 
@@ -18,7 +19,7 @@ from torch import nn
 
 from ..errors import ArgumentError, DataError, FormatError, SizeError
 from ..layers.base import Layer
-from ..layers.combine import Concatenation
+from ..layers.combine import Concatenation, _Combine
 from ..layers.conv import GroupedConv2d
 from ..layers.dense import SpatialDropout
 from ..layers.embedding import Embedding
@@ -26,6 +27,7 @@ from ..layers.normalization import NORMALIZATIONS, InputNormalization
 from ..layers.pooling import Pool1d
 from ..layers.scaling import Identity, Scaling
 from ..spec import Spec
+from ..stream.steppers.registry import PER_STEP, LayerContext, NotStreamable, register_stepper
 
 __all__ = ["FrameFlatten", "SequenceFolding", "SequenceUnfolding", "WordEmbedding", "NORMALIZATIONS",
            "ELU", "ClippedReLU", "Softplus", "CrossChannelNormalization", "Resize2d",
@@ -340,7 +342,7 @@ class _ChannelsFirst(nn.Module):
 class Resize2d(Layer):
     """Resizes images [resize2dLayer]: by `scale` (one per side, or one for both) or to
     `size` (height, width); "nearest" (MATLAB's default, rounding half-pixel positions as
-    MATLAB's "round" mode does) or "bilinear" (half-pixel, without antialiasing). No
+    MATLAB's "round" mode does, in exact integer arithmetic) or "bilinear" (half-pixel, without antialiasing). No
     learnables. Shape: B×C×H×W → B×C×H'×W'."""
 
     stem = "resize"
@@ -385,10 +387,20 @@ class _Resize(nn.Module):
     def forward(self, x):
         size = self.size or [int(np.floor(x.shape[2] * self.scale[0])),
                              int(np.floor(x.shape[3] * self.scale[1]))]
-        if self.method == "nearest":
-            return torch.nn.functional.interpolate(x, size=size, mode="nearest-exact")
+        if self.method == "nearest":     # rows, then columns, as interpolate's "nearest-exact"
+            rows = _nearest_exact(x.shape[2], size[0], x.device)
+            return x.index_select(2, rows).index_select(3, _nearest_exact(x.shape[3], size[1],
+                                                                           x.device))
         return torch.nn.functional.interpolate(x, size=size, mode="bilinear",
                                                align_corners=False)
+
+
+def _nearest_exact(n_in: int, n_out: int, device: torch.device) -> torch.Tensor:
+    """The source index of each of `n_out` positions resized from `n_in`: the half-pixel centre
+    (i + 0.5)·n_in/n_out rounded down, in integers, so exact at every size and dtype (torch's
+    "nearest-exact" rounds it in floating point, and ONNX opset 17 cannot export it)."""
+    i = torch.arange(n_out, device=device)
+    return ((2 * i + 1) * n_in).div((2 * n_out), rounding_mode="floor").clamp(max=n_in - 1)
 
 
 class MatlabConcatenation(Concatenation):
@@ -402,7 +414,10 @@ class MatlabConcatenation(Concatenation):
     stem = "concat"
 
     def __init__(self, n: int = 2, matlab_dim: int = 1, name: str | None = None):
-        super().__init__(n, "channel", name)
+        # No `dim` of its own: which dimension `matlab_dim` names depends on the input's layout,
+        # so it is resolved at each analysis and never stored (a stored one would make the
+        # description depend on the last analysis, and the layer rebuilt from its config differ).
+        _Combine.__init__(self, n, name)
         if isinstance(matlab_dim, bool) or not isinstance(matlab_dim, (int, np.integer)) or \
                 matlab_dim < 1:
             raise self.error(ArgumentError, None, f"expected dim to be a positive integer, "
@@ -435,13 +450,29 @@ class MatlabConcatenation(Concatenation):
                          f"(MATLAB's \"SSCB\": {shown}); it joins channels (dim 3, "
                          "depthConcatenationLayer).")
 
+    def _as_concatenation(self, spec: Spec) -> MatlabConcatenation:
+        """This layer with `dim` resolved for `spec`: a copy, so this description stays as
+        built (errors still name this layer)."""
+        twin = copy.copy(self)
+        twin.dim = self._resolve(spec)
+        return twin
+
     def infer(self, specs: dict[str, Spec]) -> Spec:
-        self.dim = self._resolve(specs["in1"])
-        return super().infer(specs)
+        return Concatenation.infer(self._as_concatenation(specs["in1"]), specs)
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
-        self.dim = self._resolve(specs["in1"])
-        return super().build(specs)
+        return Concatenation.build(self._as_concatenation(specs["in1"]), specs)
+
+
+@register_stepper(MatlabConcatenation)
+def _matlab_concatenation(ctx: LayerContext) -> str:
+    layer = cast(MatlabConcatenation, ctx.layer)
+    if layer._resolve(ctx.in_specs["in1"]) == "time":
+        raise NotStreamable(f"concatenates along time (concatenationLayer({layer.matlab_dim}, "
+                            f"{layer.n}) of sequences), so its steps come from sequences of "
+                            "unknown length", "concatenate channels (dim 1) or give the "
+                            "concatenated inputs in static_inputs")
+    return PER_STEP
 
 
 _KIND = {"BTC": "sequence input", "BC": "feature input", "BCSS": "image input"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import math
 
@@ -370,8 +370,8 @@ _NO_COUNTERPART = {
 }
 
 
-def _refused(name: str, instead: str):
-    def make(*args: Any, **kwargs: Any):
+def _refused(name: str, instead: str) -> Callable[..., NoReturn]:
+    def make(*args: Any, **kwargs: Any) -> NoReturn:        # it only ever refuses
         raise ArgumentError(f"{name}: attnlab has no counterpart of {name}"
                             + (f" ({instead})" if instead else "") + ".")
     make.__name__ = name

@@ -65,6 +65,7 @@ SETUPS = {
     "GRU": (dict(hidden=4), chain(seq)),
     "LayerNorm": ({}, chain(seq)),
     "RMSNorm": ({}, chain(seq)),
+    "GroupNorm": (dict(groups=2), chain(seq)),
     "GLU": (dict(units=3), chain(seq)),
     "BatchNorm": ({}, chain(seq)),
     "MaxPool2d": (dict(pool_size=2), chain(img)),
