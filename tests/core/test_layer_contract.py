@@ -149,7 +149,9 @@ ALL = [(t, i, c) for t, cases in CASES.items() for i, c in enumerate(cases)]
 
 
 def test_every_layer_type_has_a_case():
-    missing = sorted(set(L.LAYER_TYPES) - set(CASES))
+    # the package's own kinds: test modules define kinds of their own (registered on import)
+    ours = {n for n, c in L.LAYER_TYPES.items() if c.__module__.partition(".")[0] == "attnlab"}
+    missing = sorted(ours - set(CASES))
     assert not missing, f"add contract cases for {missing}"
 
 
