@@ -42,3 +42,13 @@ def concrete(spec, batch=B, time=T):
     """The shape a spec must have for data of this batch and time length."""
     return tuple(s if s is not None else {"B": batch, "T": time, "Q": time, "K": time}[l]
                  for l, s in zip(spec.labels, spec.sizes))
+
+
+def naive_greedy(net, prompt, n):
+    """Greedy decoding by full forward passes over the whole prefix (the definition)."""
+    cur, out = prompt, []
+    for _ in range(n):
+        nxt = net(cur)[:, -1].argmax(-1)
+        out.append(nxt)
+        cur = torch.cat([cur, nxt[:, None]], 1)
+    return torch.stack(out, 1)

@@ -8,6 +8,7 @@ import torch
 import attnlab as al
 import attnlab.stream.decode as decode
 from attnlab import layers as L
+from helpers import naive_greedy
 
 V, D = 24, 8
 
@@ -21,15 +22,6 @@ def lm():
                       L.LayerNorm(name="ln"), L.Dense(V, name="head")])
     net.connect("wte", "add/in2")
     return net.eval()
-
-
-def naive(net, prompt, n):
-    cur, out = prompt, []
-    for _ in range(n):
-        nxt = net(cur)[:, -1].argmax(-1)
-        out.append(nxt)
-        cur = torch.cat([cur, nxt[:, None]], 1)
-    return torch.stack(out, 1)
 
 
 @pytest.fixture
@@ -49,7 +41,7 @@ def streams(monkeypatch):
 def test_a_huge_max_length_with_an_early_stop_holds_only_the_tokens_made(streams):
     net = lm()
     prompt = torch.tensor([[3, 1, 4]])
-    free = naive(net, prompt, 8)
+    free = naive_greedy(net, prompt, 8)
     stop = int(free[0, 3])
     first = int((free[0] == stop).nonzero()[0])
     got = al.generate(net, start=prompt, stop=stop, max_length=10**9)
@@ -68,7 +60,7 @@ def test_the_caches_double_as_decoding_goes_on_and_the_tokens_stay_exact(streams
     net = lm()
     prompt = torch.tensor([[3, 1, 4], [2, 7, 1]])
     got = al.generate(net, start=prompt, max_length=40)
-    assert torch.equal(got.tokens, naive(net, prompt, 40))
+    assert torch.equal(got.tokens, naive_greedy(net, prompt, 40))
     (s, capacity), = streams
     cache = s.steppers["att"].cache
     assert capacity == 3 + 8 and cache.capacity == 4 * 11 and cache.n == 3 + 39
@@ -89,7 +81,7 @@ def test_tokens_past_the_gathering_chunk_come_back_whole_and_in_order(monkeypatc
     monkeypatch.setattr(decode, "_GATHER", 4)     # gather every 4 steps: 10 tokens = 4 + 4 + 2
     net = lm()
     prompt = torch.tensor([[3, 1, 4], [2, 7, 1]])
-    want = naive(net, prompt, 10)
+    want = naive_greedy(net, prompt, 10)
     assert torch.equal(al.generate(net, start=prompt, max_length=10).tokens, want)
     stop = int(want[1, 6])
     got = al.generate(net, start=prompt, max_length=10, stop=stop)
@@ -106,5 +98,5 @@ def test_a_compiled_stream_grows_its_static_caches_and_gives_the_same_tokens(str
     eager = al.generate(net, start=prompt, max_length=12)
     compiled = al.generate(net, start=prompt, max_length=12, compile={"backend": "eager"})
     assert torch.equal(compiled.tokens, eager.tokens)
-    assert torch.equal(eager.tokens, naive(net, prompt, 12))
+    assert torch.equal(eager.tokens, naive_greedy(net, prompt, 12))
     assert streams[1][0].steppers["att"].cache.capacity == 2 * (3 + 4)     # it doubled

@@ -5,6 +5,7 @@ import torch
 
 import attnlab as al
 from attnlab import layers as L
+from helpers import naive_greedy
 
 V, D, P = 20, 8, 16
 
@@ -22,16 +23,6 @@ def gpt(vocab=V, d=D, positions=P):
              L.LayerNorm(name="ln"), L.Dense(vocab, name="head")])
     net.connect("add", "att")
     return net.eval()
-
-
-def naive_greedy(net, prompt, n):
-    """Greedy decoding by full forward passes over the whole prefix (the definition)."""
-    cur, out = prompt, []
-    for _ in range(n):
-        nxt = net(cur)[:, -1].argmax(-1)
-        out.append(nxt)
-        cur = torch.cat([cur, nxt[:, None]], 1)
-    return torch.stack(out, 1)
 
 
 def test_streaming_token_ids_equals_the_full_pass():
