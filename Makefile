@@ -42,9 +42,9 @@ test: $(STAMP) $(VENV)/.chromium
 
 # the inner loop (under a minute): ruff, then the tests of the graph, layers, attention,
 # streaming, saving, errors, the MATLAB reader and training; `make test` runs them all
-QUICK := core/network attention/functional_attention attention/attention_layers \
-	attention/attention_stack core/layer_contract core/combinators core/codegen core/arguments \
-	core/sequences stream/stream cli/error_catalogue core/layer_habits io/io io/persistence_habits \
+QUICK := network/network functional/functional_attention functional/attention_layers \
+	functional/attention_stack layers/layer_contract combinators graph/codegen core/arguments \
+	core/sequences stream/stream cli/error_catalogue layers/layer_habits io/io io/persistence_habits \
 	matlab/matlab matlab/matlab_limits training/train
 quick: $(STAMP)
 	$(PY) -m ruff check

@@ -2,12 +2,12 @@
 import importlib
 
 from . import layers
-from .analysis import Analysis, Issue
-from .errors import (ArgumentError, AttnlabError, DataError, FormatError, NetworkError,
-                     SignatureError, SizeError, TrainingError)
+from attnlab.graph.analysis import Analysis, Issue
+from attnlab.core.errors import (ArgumentError, AttnlabError, DataError, FormatError, NetworkError,
+                                 SignatureError, SizeError, TrainingError)
 from .network import Connection, Network
-from .sequences import Padded, pad_sequences
-from .spec import Spec
+from attnlab.core.sequences import Padded, pad_sequences
+from attnlab.core.spec import Spec
 
 from ._version import __version__ as __version__
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from . import layers as L
 from .combinators import Port
-from .errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from .layers.base import Layer
 from .network import Network
 

@@ -176,8 +176,8 @@ def _output_file(path: Path, who: str, formats: tuple[str, ...], example: str,
     """An output file once it is known to be writable: not a folder, not a device or other
     special file, in a folder that exists, with a known extension. `default_suffix` is
     added to a name without one (so the file written is the file reported)."""
-    from ._files import output_path
-    from .errors import ArgumentError
+    from attnlab.core.files import output_path
+    from attnlab.core.errors import ArgumentError
     candidates = [path]
     if default_suffix and not path.suffix and path.name:
         candidates.append(path.with_name(path.name + default_suffix))
@@ -205,7 +205,7 @@ def _demo(args) -> int:
     """Checks the arguments and the data extra before any work, then runs the demo; a missing
     package or an attnlab error is one line on stderr (exit 2), not a traceback."""
     from .demos import _common
-    from .errors import AttnlabError
+    from attnlab.core.errors import AttnlabError
 
     epochs = _epochs(args.epochs)
     if isinstance(epochs, str):
@@ -285,7 +285,7 @@ def _matlab_outputs(path: Path):
 
 
 def _on_file(args) -> int:
-    from .errors import AttnlabError
+    from attnlab.core.errors import AttnlabError
 
     out = None
     if args.command == "plot":
@@ -349,7 +349,7 @@ def _view(args) -> int:
     """`attnlab view`: 0 page written (or served), 2 file or sample unreadable, output not
     writable. A network with errors still gets its page (that is what the page is for): its
     issues are in it. A MATLAB script is read as `analyze` reads it: it never trains."""
-    from .errors import AttnlabError
+    from attnlab.core.errors import AttnlabError
 
     if not _import_modules(args.imports):
         return 2
@@ -413,7 +413,7 @@ def _view_network(path: Path, sets: list[str], notes: list[str]):
     """The network to show: a saved one, or the last network a MATLAB script builds, read
     without training (its notes are added to `notes`)."""
     if path.suffix.lower() == ".m":
-        from .errors import FormatError
+        from attnlab.core.errors import FormatError
         from .matlab import cli as matlab_cli
         with _matlab_outputs(path):
             loaded = matlab_cli._load(path, sets)       # (networks, the reader or its notes, …)
@@ -424,7 +424,7 @@ def _view_network(path: Path, sets: list[str], notes: list[str]):
                               "or layer array in its workspace when it ends).")
         return nets[-1][1]
     if sets:
-        from .errors import ArgumentError
+        from attnlab.core.errors import ArgumentError
         raise ArgumentError(f"--set gives workspace variables to a MATLAB script (.m); "
                             f"'{path}' is a saved network, which has none. Drop --set.")
     from .io import load

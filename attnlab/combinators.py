@@ -50,13 +50,13 @@ from typing import Sequence
 
 from torch import nn
 
-from .errors import ArgumentError, NetworkError
+from attnlab.core.errors import ArgumentError, NetworkError
 from .graph import format_port
-from .layers._checks import MAX_PORTS
+from attnlab.core.checks import MAX_PORTS
 from .layers.base import Layer
 from .layers.combine import Addition
 from .network import Network
-from .spec import Spec
+from attnlab.core.spec import Spec
 
 __all__ = ["Serial", "Parallel", "Branch", "Residual", "Select", "Port", "Pick"]
 

@@ -41,7 +41,7 @@ autodoc_typehints_format = "short"
 autodoc_preserve_defaults = True
 # classes named in annotations under `if TYPE_CHECKING:` (imports that would run upwards)
 autodoc_type_aliases = {"Stream": "attnlab.stream.core.Stream",
-                        "OnnxExport": "attnlab.onnx_export.OnnxExport",
+                        "OnnxExport": "attnlab.io.onnx.export.OnnxExport",
                         "WeightedCrossEntropy": "attnlab.matlab.losses.WeightedCrossEntropy"}
 autodoc_class_signature = "mixed"
 # `config()` is the layers' serialisation hook (attnlab/io/format.py), not an API a user calls.
@@ -71,7 +71,7 @@ nitpick_ignore_regex = [
     # plain words in NumPy-style types ("sequence of tensors", "binary file", "callable")
     ("py:class", r"sequence|tensors?|arrays?|callable|(binary )?file|of"),
     # private helpers named in annotations (base classes of layer modules, the module dict)
-    ("py:.*", r"attnlab\..*\._\w+|attnlab\.network(_modules)?\.LayerModules"),
+    ("py:.*", r"attnlab\..*\._\w+|attnlab\.network(\.modules)?\.LayerModules"),
     # the graph base of Network (editing returns the network itself) and its layers tuple
     ("py:class", r"attnlab\.graph\.(Graph|LayerList)"),
     ("py:.*", r"(int|float|str|bool|bytes|None|dict|list|tuple|set|object|type|slice)"),

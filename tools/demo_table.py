@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from attnlab.errors import DataError, FormatError
+from attnlab.core.errors import DataError, FormatError
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "demo-results.json"

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import attnlab as al
 from attnlab import layers as L
 from attnlab.demos import _common as C
-from attnlab.errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from attnlab.training.losses import CrossEntropy
 from attnlab.demos.baselines import resample
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
+from attnlab.core.errors import DataError
 
 EXTRA = "pip install 'attnlab[data]'"
 

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 
 
 # the data extra (pip install 'attnlab[data]'): the packages each demo's data or baseline comes from

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 
 # what a summary reports first, per demo: the figure the README's table shows
 HEADLINE = {"digits": "test_accuracy", "vowels": "test_accuracy", "forecast": "test_rmse",

@@ -33,7 +33,7 @@ import attnlab as al
 from attnlab import layers as L
 
 from . import _common as C
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from .baselines import logistic_sequences, resample
 from .report import write_report
 

@@ -11,7 +11,7 @@ import zipfile
 
 import torch
 
-from ..errors import NetworkError
+from attnlab.core.errors import NetworkError
 from .format import GRAPH_FILE, WEIGHTS_FILE
 from .messages import _show
 from .schema import LIMITS, _bad, _int, _keys, _kind, _parse_json

@@ -37,10 +37,10 @@ from pathlib import Path
 
 import torch
 
-from .._files import atomic_writer, output_path
-from ..errors import ArgumentError, AttnlabError, NetworkError
+from attnlab.core.files import atomic_writer, output_path
+from attnlab.core.errors import ArgumentError, AttnlabError, NetworkError
 from ..graph import Graph, format_port
-from ..spec import Spec
+from attnlab.core.spec import Spec
 from .messages import _first_line, _show
 from .modules import _MODULE_FACTORIES
 from .schema import LIMITS

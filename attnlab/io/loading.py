@@ -14,7 +14,7 @@ from typing import Any, BinaryIO, Callable, Mapping
 import torch
 from torch import nn
 
-from ..errors import ArgumentError, AttnlabError, NetworkError, close_matches
+from attnlab.core.errors import ArgumentError, AttnlabError, NetworkError, close_matches
 from .archive import _members, _read_member, _what_is
 from .format import FORMAT, GRAPH_FILE, SHARED_VERSION, VERSION, WEIGHTS_FILE, _make_layer
 from .messages import _first_line, _show
@@ -95,7 +95,7 @@ def _open_source(path):
                             "written by net.save() (e.g. 'model.attnlab'); a training "
                             "checkpoint_dir is resumed with TrainingOptions(resume=True).")
     try:
-        from .._files import open_regular         # a FIFO or device would block or never end
+        from attnlab.core.files import open_regular         # a FIFO or device would block or never end
         return str(p), open_regular(p, "load(path)"), True
     except FileNotFoundError:
         hint = f" The folder '{p.parent}' does not exist either." if not p.parent.exists() else ""

@@ -7,8 +7,8 @@ from typing import Any, Callable
 
 from torch import nn
 
-from ..errors import ArgumentError, NetworkError
-from ..spec import Spec
+from attnlab.core.errors import ArgumentError, NetworkError
+from attnlab.core.spec import Spec
 from .messages import _show
 from .schema import LIMITS, _IDENT, _SPEC_LABELS, _bad, _int, _string
 

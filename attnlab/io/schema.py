@@ -16,8 +16,8 @@ import json
 import re
 import sys
 
-from ..errors import AttnlabError, NetworkError, close_matches
-from ..spec import Spec
+from attnlab.core.errors import AttnlabError, NetworkError, close_matches
+from attnlab.core.spec import Spec
 from .messages import _show
 
 LIMITS = {

@@ -9,7 +9,7 @@ import math
 import torch
 from torch import nn
 
-from ..errors import AttnlabError, NetworkError
+from attnlab.core.errors import AttnlabError, NetworkError
 from .archive import _header, _read_tensors
 from .messages import _first_line, _friendly, _listing, _show
 from .schema import LIMITS, _bad, _kind, _string

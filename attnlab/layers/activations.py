@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..spec import Spec
+from attnlab.core.spec import Spec
 from .dense import GELU, _Elementwise
 
 

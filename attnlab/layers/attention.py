@@ -1,6 +1,6 @@
 """Attention layers. The math and the modules they build live in `attnlab.functional`.
 
-A layer checks its arguments once, when it is made (`attention_rules.options`), and keeps them
+A layer checks its arguments once, when it is made (`rules.options`), and keeps them
 as one `AttentionOptions` (`layer.options`) besides its attributes; `build` hands them whole to
 its class's `module_class`, which trusts them. A layer kind that computes differently (QK-norm,
 another position map of queries and keys) is a subclass that names another `module_class`."""
@@ -11,12 +11,12 @@ from typing import Any, ClassVar
 
 from torch import nn
 
-from ..errors import FormatError, SizeError
-from ..attention_modules import (AttentionModule, AttentionPoolModule,
-                                 MultiHeadAttentionModule, SelfAttentionModule)
-from ..spec import Spec
-from .. import attention_rules as rules
-from . import _checks as check
+from attnlab.core.errors import FormatError, SizeError
+from attnlab.functional.modules import (AttentionModule, AttentionPoolModule, MultiHeadAttentionModule,
+                                        SelfAttentionModule)
+from attnlab.core.spec import Spec
+from attnlab.functional import rules
+from attnlab.core import checks as check
 from .base import Layer
 
 
@@ -223,7 +223,7 @@ class Attention(_Heads):
 # -- shared pieces of the learned attention layers ------------------------------------------
 
 def _set_options(layer, **given: Any) -> None:
-    """Checks the options by the rules (`attention_rules.options`, their one place) and keeps
+    """Checks the options by the rules (`rules.options`, their one place) and keeps
     them on `layer` as one object (`_options`) and, under the constructor's names, as
     attributes in their canonical forms (what config(), repr and saving read)."""
     opts = rules.options(layer, **{_OPTION_ATTRS[k]: v for k, v in given.items()})

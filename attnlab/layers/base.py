@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, TypeVar
 import torch
 from torch import nn
 
-from .. import _calls as calls
-from ..errors import (ArgumentError, AttnlabError, DataError, FormatError, NetworkError,
-                      SignatureError, SizeError, close_matches, where)
-from ..spec import Spec, spec_of_tensor_shape
+from attnlab.core import calls
+from attnlab.core.errors import (ArgumentError, AttnlabError, DataError, FormatError, NetworkError,
+                                 SignatureError, SizeError, close_matches, where)
+from attnlab.core.spec import Spec, spec_of_tensor_shape
 
 LAYER_TYPES: dict[str, type["Layer"]] = {}
 

@@ -8,9 +8,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..errors import ArgumentError, SizeError
-from ..spec import Spec
-from . import _checks as check
+from attnlab.core.errors import ArgumentError, SizeError
+from attnlab.core.spec import Spec
+from attnlab.core import checks as check
 from .base import Layer
 
 

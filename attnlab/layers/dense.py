@@ -7,8 +7,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..spec import Spec
-from . import _checks as check
+from attnlab.core.spec import Spec
+from attnlab.core import checks as check
 from .base import Layer
 from .tying import TiesWeight, tied_to_argument
 

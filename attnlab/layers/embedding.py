@@ -4,9 +4,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import DataError
-from ..spec import Spec
-from . import _checks as check
+from attnlab.core.errors import DataError
+from attnlab.core.spec import Spec
+from attnlab.core import checks as check
 from .base import Layer
 from .tying import TiesWeight, tied_to_argument
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from torch import nn
 
-from ..spec import Spec
-from . import _checks as check
+from attnlab.core.spec import Spec
+from attnlab.core import checks as check
 from .base import Layer
 
 

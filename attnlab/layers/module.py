@@ -7,9 +7,9 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from ..errors import FormatError, SizeError
-from ..spec import Spec
-from . import _checks as check
+from attnlab.core.errors import FormatError, SizeError
+from attnlab.core.spec import Spec
+from attnlab.core import checks as check
 from .base import Layer
 
 _BY_NDIM = {2: "BC", 3: "BTC", 4: "BCSS"}

@@ -6,9 +6,9 @@ from typing import cast
 import torch
 from torch import nn
 
-from ..errors import SizeError
-from ..spec import Spec
-from . import _checks as check
+from attnlab.core.errors import SizeError
+from attnlab.core.spec import Spec
+from attnlab.core import checks as check
 from .base import Layer
 from .scaling import Values, _floats
 

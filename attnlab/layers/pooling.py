@@ -8,9 +8,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..errors import ArgumentError, DataError, FormatError, SizeError
-from ..spec import Spec
-from . import _checks as check
+from attnlab.core.errors import ArgumentError, DataError, FormatError, SizeError
+from attnlab.core.spec import Spec
+from attnlab.core import checks as check
 from .base import Layer
 from .conv import _out_size
 

@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..attention_bias import relative_position_bucket, relative_positions
-from ..errors import DataError, SizeError
-from ..spec import Spec
-from . import _checks as check
+from attnlab.functional.bias import relative_position_bucket, relative_positions
+from attnlab.core.errors import DataError, SizeError
+from attnlab.core.spec import Spec
+from attnlab.core import checks as check
 from .base import Layer
 
 

@@ -7,8 +7,8 @@ import torch
 from torch import nn
 from torch.nn.utils import rnn as rnn_utils
 
-from ..spec import Spec
-from . import _checks as check
+from attnlab.core.spec import Spec
+from attnlab.core import checks as check
 from .base import Layer
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import SizeError
-from ..spec import Spec
-from . import _checks as check
+from attnlab.core.errors import SizeError
+from attnlab.core.spec import Spec
+from attnlab.core import checks as check
 from .base import Layer
 
 Values = Union[float, Sequence[float], np.ndarray]     # a scalar or one value per channel

@@ -14,8 +14,8 @@ from typing import Any, Mapping
 
 from torch import nn
 
-from ..errors import NetworkError, SizeError, close_matches
-from . import _checks as check
+from attnlab.core.errors import NetworkError, SizeError, close_matches
+from attnlab.core import checks as check
 from .base import check_name
 
 

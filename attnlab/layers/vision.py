@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..errors import SizeError
-from ..spec import Spec
-from . import _checks as check
+from attnlab.core.errors import SizeError
+from attnlab.core.spec import Spec
+from attnlab.core import checks as check
 from .base import Layer
 
 _FLATTEN = ("column-major", "row-major")

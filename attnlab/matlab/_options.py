@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..errors import ArgumentError, close_matches
+from attnlab.core.errors import ArgumentError, close_matches
 
 
 class MatlabNote(UserWarning):

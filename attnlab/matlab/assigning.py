@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import AttnlabError
+from attnlab.core.errors import AttnlabError
 from ..network import Network
 from . import builtins as B
 from .reader import (

@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from ..errors import AttnlabError, NetworkError, close_matches
+from attnlab.core.errors import AttnlabError, NetworkError, close_matches
 from ..network import Network
 from . import builtins as B
 from ._options import MatlabNote

@@ -7,7 +7,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ..errors import ArgumentError, AttnlabError
+from attnlab.core.errors import ArgumentError, AttnlabError
 from ..layers.base import Layer
 from ..network import Network
 from .interpreter import Interpreter, _run

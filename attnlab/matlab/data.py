@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from ._options import _flag, _int, _parse, _word
 from .values import Categorical, Cell
 

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from ..errors import AttnlabError, close_matches
+from attnlab.core.errors import AttnlabError, close_matches
 from ..layers.base import Layer
 from ..network import Network
 from . import builtins as B

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from ..layers.base import Layer
 
 _KINDS = {"learnratefactor": "lr", "l2factor": "l2"}

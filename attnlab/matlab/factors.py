@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ArgumentError, close_matches
+from attnlab.core.errors import ArgumentError, close_matches
 from ..layers.base import Layer
 from .factor_store import get_factor, has_factors, set_factor, split_option  # noqa: F401
 

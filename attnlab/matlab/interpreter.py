@@ -26,7 +26,7 @@ from typing import NoReturn
 
 import numpy as np
 
-from ..errors import AttnlabError
+from attnlab.core.errors import AttnlabError
 from ..network import Network
 from . import builtins as B
 from ._options import MatlabNote
@@ -103,7 +103,7 @@ class Interpreter(Statements, Assigning, Evaluating, Calling):
                  folder: str | os.PathLike[str] | None = None):
         self.limits = limits or current_limits()
         if not isinstance(self.limits, Limits):
-            from ..errors import ArgumentError
+            from attnlab.core.errors import ArgumentError
             raise ArgumentError(f"limits: expected attnlab.matlab.Limits(...), received "
                                 f"{type(self.limits).__name__}")
         self.src = decode(source)                # UTF-8, or a Windows-1252/Latin-1 file's text

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from .. import layers as L
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from ..layers.base import Layer
 from ._options import (MatlabNote, _as_list, _auto, _flag, _int, _ints, _is_vector, _pair,
                        _mask_option, _normalization, _parse, _word)

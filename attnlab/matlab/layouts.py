@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ArgumentError, DataError
+from attnlab.core.errors import ArgumentError, DataError
 from .values import Cell
 
 _LABELS = set("SCBTU")

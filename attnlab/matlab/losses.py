@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from ..errors import DataError
+from attnlab.core.errors import DataError
 from ..training.losses import CrossEntropy, Loss
 
 

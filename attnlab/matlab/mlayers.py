@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ArgumentError, DataError, FormatError, SizeError
+from attnlab.core.errors import ArgumentError, DataError, FormatError, SizeError
 from ..layers.base import Layer
 from ..layers.combine import Concatenation, _Combine
 from ..layers.conv import GroupedConv2d
@@ -26,7 +26,7 @@ from ..layers.embedding import Embedding
 from ..layers.normalization import NORMALIZATIONS, InputNormalization
 from ..layers.pooling import Pool1d
 from ..layers.scaling import Identity, Scaling
-from ..spec import Spec
+from attnlab.core.spec import Spec
 from ..stream.steppers.registry import PER_STEP, LayerContext, NotStreamable, register_stepper
 
 __all__ = ["FrameFlatten", "SequenceFolding", "SequenceUnfolding", "WordEmbedding", "NORMALIZATIONS",

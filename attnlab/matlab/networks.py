@@ -12,7 +12,7 @@ import weakref
 import numpy as np
 import torch
 
-from ..errors import ArgumentError, FormatError, NetworkError, SizeError, close_matches
+from attnlab.core.errors import ArgumentError, FormatError, NetworkError, SizeError, close_matches
 from ..graph import format_port, parse_port
 from ..network import Network
 from ._options import MatlabNote, _flag, _int, _parse, _word, split_pairs
@@ -23,7 +23,7 @@ from .layouts import auto_predictors
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-    from ..analysis import Analysis
+    from attnlab.graph.analysis import Analysis
 
 __all__ = ['getLayerWeights', 'setLayerWeights', 'dlnetwork', 'layerGraph', 'addLayers', 'connectLayers', 'disconnectLayers', 'removeLayers', 'replaceLayer', 'analyzeNetwork', 'plot', 'initialize', 'predict', 'minibatchpredict', 'predictAndUpdateState', 'resetState']
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import close_matches
+from attnlab.core.errors import close_matches
 from .values import Cell, MatlabError, String, Struct
 
 

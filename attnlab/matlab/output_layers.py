@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 
 from .. import layers as L
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from ..layers.base import Layer
 from ._options import (MatlabNote, _parse, _word)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArgumentError, close_matches
+from attnlab.core.errors import ArgumentError, close_matches
 from ..layers.base import Layer
 from ..network import Network
 

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..errors import AttnlabError
+from attnlab.core.errors import AttnlabError
 
 # C0/C1 control characters (but newline and tab), DEL, and the bidirectional overrides that can
 # make text read in another order than it runs
@@ -91,7 +91,7 @@ class Limits:
     file_bytes: int = 2 * 2**20
 
     def __post_init__(self):
-        from ..errors import ArgumentError
+        from attnlab.core.errors import ArgumentError
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -162,7 +162,7 @@ def read_source(path: str | os.PathLike[str], limits: Limits | None = None) -> b
     """The bytes of the script file `path`: a regular file of at most `limits.file_bytes`
     bytes. ScriptError (`NAME.m:1:1: …`) for a missing file, a folder, FIFO or device, or a
     file over the limit; nothing blocking is done before those checks."""
-    from .._files import read_regular
+    from attnlab.core.files import read_regular
     limits = limits or current_limits()
     p = Path(path)
 

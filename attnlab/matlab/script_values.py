@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from ..errors import AttnlabError
+from attnlab.core.errors import AttnlabError
 from ..layers.base import Layer
 from ..network import Network
 from . import builtins as B

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import close_matches
+from attnlab.core.errors import close_matches
 from .script_values import _child, _text
 from .values import Categorical, Cell, MatlabError, String, Struct
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..errors import ArgumentError, DataError, NetworkError
+from attnlab.core.errors import ArgumentError, DataError, NetworkError
 from ..graph import parse_port
 from ..network import Network
 from ..training.losses import Loss
@@ -302,7 +302,7 @@ def get_option(opts, name: str):
     if name == "SolverName":
         return opts.__dict__.get("_matlab_solver", opts.solver)
     if name not in names:
-        from ..errors import close_matches
+        from attnlab.core.errors import close_matches
         raise ArgumentError(f"Unrecognized property '{name}' of the training options."
                             f"{close_matches(name, names)}")
     given = opts.__dict__.get("_matlab_given", {})
@@ -332,7 +332,7 @@ def set_option(opts, name: str, value):
                             "because it is read-only: make new options with "
                             "trainingOptions(solverName, ...).")
     if name not in names:
-        from ..errors import close_matches
+        from attnlab.core.errors import close_matches
         raise ArgumentError(f"Unrecognized property '{name}' of the training options."
                             f"{close_matches(name, names)}")
     given = opts.__dict__.get("_matlab_given")
@@ -613,7 +613,7 @@ def _launch_parallel(fn, options) -> None:
     if in_launch():
         return
     if torch.cuda.device_count() == 0 and word == "multi-gpu":
-        from ..errors import TrainingError
+        from attnlab.core.errors import TrainingError
         raise TrainingError(f"{fn}: ExecutionEnvironment=\"multi-gpu\" needs CUDA GPUs; torch "
                             "sees none on this machine. Use \"parallel\" (CPU processes), "
                             "\"cpu\" or \"auto\".")

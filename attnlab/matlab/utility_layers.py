@@ -10,7 +10,7 @@ import math
 from torch import nn
 
 from .. import layers as L
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from ..network import Network
 from ._options import _as_list, _flag, _int, _ints, _is_vector, _parse, _word
 from ._types import Size

@@ -142,7 +142,7 @@ class Categorical:
         """A copy with the elements at `idx` set to `value` (a label, labels, a categorical;
         a label not among the categories becomes one, as MATLAB adds it — an ordinal array
         refuses it); past the end the array grows with <undefined>; `[]` deletes."""
-        from ..errors import ArgumentError
+        from attnlab.core.errors import ArgumentError
         index = _linear(idx, self.shape, None)
         values = list(self.values)
         if isinstance(value, np.ndarray) and value.size == 0:
@@ -213,7 +213,7 @@ class Categorical:
         order of appearance; ordinal arrays need the same categories in the same order. Text
         (a label, a cell array or string array of labels) joins as those labels; an empty `[]`
         adds nothing."""
-        from ..errors import ArgumentError
+        from attnlab.core.errors import ArgumentError
         parts = [v for v in items if not (isinstance(v, np.ndarray) and v.size == 0)]
         cats = [v for v in parts if isinstance(v, Categorical)]
         ordinal = cats[0].ordinal
@@ -249,7 +249,7 @@ class Categorical:
     # -------------------------------------------------------------------- comparisons --
     def _labels_of(self, other, op: str):
         """`other` as labels to compare with, one per element of self (or one for all)."""
-        from ..errors import ArgumentError
+        from attnlab.core.errors import ArgumentError
         if isinstance(other, Categorical):
             if self.ordinal != other.ordinal:
                 raise ArgumentError(f"categorical {op}: expected two ordinal or two non-ordinal "
@@ -307,7 +307,7 @@ class Categorical:
     __hash__ = None  # type: ignore[assignment]
 
     def _order(self, other, op: str, test):
-        from ..errors import ArgumentError
+        from attnlab.core.errors import ArgumentError
         if not self.ordinal:
             raise ArgumentError(f"categorical {op}: expected an ordinal categorical array, "
                                 "received a non-ordinal one: its categories have no order. "

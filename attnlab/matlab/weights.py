@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..errors import ArgumentError, SizeError, close_matches
+from attnlab.core.errors import ArgumentError, SizeError, close_matches
 
 if TYPE_CHECKING:                          # annotations only: no import at run time
     from ..network import Network

@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from .config import CONFIG_FILE, Config, CheckpointError, Keys, file_problem, keys
 from .weights import (Checkpoint, W, Weight, check_counts, check_sizes, load, no_random_init,
                       small_table)

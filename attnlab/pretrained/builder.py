@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .. import layers as L
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from ..network import Network
 from .common import ACTIVATIONS, dropout, output, residual, under
 from .config import Config, Keys

@@ -3,7 +3,7 @@
 Pre-norm blocks (RMSNorm → causal SelfAttention with rotary positions and grouped key/value
 heads → residual; RMSNorm → GLU (SwiGLU: ``silu(gate(x)) * up(x)``) → Dense (the down
 projection) → residual), a final RMSNorm and, for the LM head, the output projection (tied to
-the token embedding when `tie_word_embeddings`); `attention_bias` and `mlp_bias` add biases.
+the token embedding when `tie_word_embeddings`); `bias` and `mlp_bias` add biases.
 Layers are named after the checkpoint's modules (`layers.0.self_attn`, `layers.0.mlp`,
 `norm`); the tensors of `LlamaForCausalLM` sit under ``model.``.
 

@@ -27,8 +27,8 @@ from typing import Any, Callable
 
 import torch
 
-from .. import _files
-from ..errors import ArgumentError, AttnlabError
+from attnlab.core import files as _files
+from attnlab.core.errors import ArgumentError, AttnlabError
 from .config import CONFIG_FILE, MAX_CONFIG_BYTES, CheckpointError, Config
 from .weights import INDEX, SAFETENSORS, Weight, check_table, collect
 

@@ -120,7 +120,7 @@ class _File:
     file (never reopened by name: what was checked is what is read)."""
 
     def __init__(self, path: Path):
-        from .._files import open_regular
+        from attnlab.core.files import open_regular
         self.path = path
         try:
             self.handle = cast(io.BufferedReader, open_regular(path, "from_pretrained(path)",
@@ -459,7 +459,7 @@ def check_sizes(net, table: list[Weight], ckpt: Checkpoint, family: str, prefix:
     config's key behind each size that differs. In a network with errors (a size too large
     to build, say) the layers the analysis could size are checked, the rest left to
     `initialize`, which names the errors."""
-    from ..analysis import flat_learnables
+    from attnlab.graph.analysis import flat_learnables
     shapes = flat_learnables(net.analyze())
 
     def expected(w: Weight) -> tuple[int, ...] | None:

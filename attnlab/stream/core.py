@@ -7,11 +7,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .. import precision as P
-from ..batching import check_values
-from ..codegen import layer_at
-from ..errors import ArgumentError, AttnlabError, DataError, NetworkError, close_matches
-from ..torch_compile import maybe_compile
+from attnlab.core import precision as P
+from attnlab.core.batching import check_values
+from attnlab.graph.codegen import layer_at
+from attnlab.core.errors import ArgumentError, AttnlabError, DataError, NetworkError, close_matches
+from attnlab.core.torch_compile import maybe_compile
 from .program import Static, build_program
 from .steppers import Stepper
 
@@ -82,7 +82,7 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
     ids = {n: n in net.token_inputs for n in specs}      # token ids: kept integers
     static, batch = {}, None
     for name, x in static_inputs.items():
-        from ..batching import as_batch   # the forward pass's own input conversion and checks
+        from attnlab.core.batching import as_batch   # the forward pass's own input conversion and checks
         value, mask = as_batch(x, specs[name], name, dtype, ids[name])
         value, mask = value.to(run_on), None if mask is None else mask.to(run_on)
         if batch is not None and value.shape[0] != batch:
@@ -314,7 +314,7 @@ class Stream:
 
     def _convert_ids(self, x, name):
         """B×t token ids (B×t×1 too) for a TokenInput: int64, on the stream's device."""
-        from ..batching import token_ids
+        from attnlab.core.batching import token_ids
         shape = "×".join(map(str, x.shape))
         if x.dim() == 3 and x.shape[2] == 1:
             x = x.squeeze(2)

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..errors import ArgumentError, DataError, SizeError, close_matches
-from ..layers import _checks as check
+from attnlab.core.errors import ArgumentError, DataError, SizeError, close_matches
+from attnlab.core import checks as check
 from ..layers.embedding import Embedding
 from .core import stream
 
@@ -420,7 +420,7 @@ def _start_ids(x, s) -> Tensor:
         raise DataError(f"generate: start must be a token id, B ids or a B×t prompt of ids, "
                         f"received {'×'.join(map(str, x.shape))}.")
     if x.is_floating_point() or x.dtype == torch.bool:
-        from ..batching import token_ids
+        from attnlab.core.batching import token_ids
         x = token_ids(x, "start", "generate")
     if s.batch_size is not None and x.shape[0] != s.batch_size:
         raise DataError(f"generate: start has batch size {x.shape[0]} but static_inputs have "

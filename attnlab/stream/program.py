@@ -6,12 +6,12 @@ One walk over the analysed graph, in topological order, splits the layers in two
   once, here, under `torch.no_grad()`: encoders, their key/value projections, ….
 - *streamed* layers (some input depends on a streamed input) get a line in a generated
   function `step(pos, t, x0, x1, …)` that runs them on the t new steps, in order, with local
-  variables, as the network's plan (`attnlab.plan`) does for the forward pass: per-step layers
+  variables, as the network's plan (`attnlab.graph.plan`) does for the forward pass: per-step layers
   call their module directly, stateful ones call their stepper (`attnlab.stream.steppers`). A
   nested `Network` layer gets a program of its own, called as one line.
 
-Both parts call modules by the one calling convention (`attnlab.convention`); the code is
-written and run by `attnlab.codegen`, which keeps layer names out of it.
+Both parts call modules by the one calling convention (`attnlab.graph.convention`); the code is
+written and run by `attnlab.graph.codegen`, which keeps layer names out of it.
 
 Every layer that cannot stream is collected as an `Issue` (the caller raises them together).
 """
@@ -24,10 +24,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import codegen
-from ..analysis import Issue
-from ..convention import call, call_code, convention, passed_masks, targets_code
-from ..errors import DataError
+from attnlab.graph import codegen
+from attnlab.graph.analysis import Issue
+from attnlab.graph.convention import call, call_code, convention, passed_masks, targets_code
+from attnlab.core.errors import DataError
 from ..graph import Graph, under_layer
 from ..layers.combine import _Sum
 from ..layers.embedding import Embedding, _Embedding

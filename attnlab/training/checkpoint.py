@@ -22,8 +22,8 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as st_save
 
-from .._files import atomic_write, remove_stale
-from ..errors import TrainingError
+from attnlab.core.files import atomic_write, remove_stale
+from attnlab.core.errors import TrainingError
 
 PATTERN = re.compile(r"^checkpoint-(\d{9})\.safetensors$")
 META_KEY = "attnlab.training"

@@ -7,8 +7,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..batching import predict
-from ..errors import ArgumentError, DataError
+from attnlab.core.batching import predict
+from attnlab.core.errors import ArgumentError, DataError
 from .labels import LABEL_TYPES
 from .losses import final_module
 

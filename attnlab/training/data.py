@@ -13,11 +13,11 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .. import batching as B
-from ..errors import DataError, close_matches
+from attnlab.core import batching as B
+from attnlab.core.errors import DataError, close_matches
 from ..graph import parse_port
-from ..sequences import Padded
-from ..spec import Spec
+from attnlab.core.sequences import Padded
+from attnlab.core.spec import Spec
 from .sampler import shard, usable
 
 

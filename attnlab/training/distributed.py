@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..errors import ArgumentError, TrainingError
+from attnlab.core.errors import ArgumentError, TrainingError
 
 
 @dataclass

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from ..errors import TrainingError
+from attnlab.core.errors import TrainingError
 
 
 class NonFinite(Exception):

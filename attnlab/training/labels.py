@@ -15,7 +15,7 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from ..errors import DataError
+from attnlab.core.errors import DataError
 
 # what a class label may be: an int, a bool, a string (or bytes), a whole real number
 LABEL_TYPES = (str, bytes, bool, np.bool_, Integral, Real)

@@ -12,8 +12,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
-from ..errors import DataError
-from ..sequences import Padded, as_tensor
+from attnlab.core.errors import DataError
+from attnlab.core.sequences import Padded, as_tensor
 from . import labels as lab
 from .data import Batch, check_shape
 from .sampler import DistributedBatchSampler, EpochOrder, usable

@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from .. import precision as P
-from ..torch_compile import maybe_compile
-from ..errors import ArgumentError, DataError, TrainingError
+from attnlab.core import precision as P
+from attnlab.core.torch_compile import maybe_compile
+from attnlab.core.errors import ArgumentError, DataError, TrainingError
 from . import checkpoint as ck
 from . import distributed as dd
 from . import setup as S

@@ -21,9 +21,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..errors import ArgumentError, close_matches
+from attnlab.core.errors import ArgumentError, close_matches
 from ..graph import parse_port
-from ..spec import Spec
+from attnlab.core.spec import Spec
 from .labels import IGNORED
 
 NAMES = ("crossentropy", "mse", "mae", "huber", "binary-crossentropy")

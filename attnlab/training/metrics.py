@@ -12,7 +12,7 @@ from typing import Callable, TypeVar
 
 import torch
 
-from ..errors import ArgumentError, close_matches
+from attnlab.core.errors import ArgumentError, close_matches
 from .labels import IGNORED
 from .losses import masked_sum
 

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.optim import lr_scheduler as sched
 
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from .options import TrainingOptions
 
 

@@ -16,8 +16,8 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from ..errors import ArgumentError, close_matches
-from ..precision import check_compile, check_precision
+from attnlab.core.errors import ArgumentError, close_matches
+from attnlab.core.precision import check_compile, check_precision
 from .metrics import NAMES as METRIC_NAMES
 
 SOLVERS = ("sgdm", "adam", "adamw", "rmsprop")
@@ -76,7 +76,7 @@ class TrainingOptions:
     schedule from the checkpoint's iteration. `check_finite` True checks every step (one host sync per
     step) and names the first layer whose activations went non-finite.
 
-    Hardware (`attnlab.precision`, `attnlab.torch_compile`): `device` None (the network's device) |
+    Hardware (`attnlab.core.precision`, `attnlab.core.torch_compile`): `device` None (the network's device) |
     "auto" | "cpu" | "cuda" | "cuda:N" | "mps"; a device this machine lacks fails when
     training starts. `precision` "fp32" | "bf16" | "fp16" (torch.autocast; fp16 with a
     GradScaler, kept in checkpoints) | "auto"; losses and metrics are computed in float32.

@@ -38,9 +38,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from ..layers.recurrent import GRU, LSTM, StateCarry, _RecurrentModule
-from ..sequences import Padded
+from attnlab.core.sequences import Padded
 from .data import Batch, input_spec
 from .labels import IGNORED
 from .sampler import EpochOrder

@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..errors import ArgumentError, DataError, NetworkError
+from attnlab.core.errors import ArgumentError, DataError, NetworkError
 from ..graph import parse_port
-from ..precision import machine_devices  # noqa: F401 (re-exported)
-from ..precision import resolve_device as resolve_device_choice
-from ..spec import Spec
+from attnlab.core.precision import machine_devices  # noqa: F401 (re-exported)
+from attnlab.core.precision import resolve_device as resolve_device_choice
+from attnlab.core.spec import Spec
 from . import data as D
 from . import labels as lab
 from . import targets as T

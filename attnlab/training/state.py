@@ -14,7 +14,7 @@ from typing import cast
 import numpy as np
 import torch
 
-from ..errors import TrainingError
+from attnlab.core.errors import TrainingError
 from . import checkpoint as ck
 from .history import TrainingInfo
 from .sampler import EpochOrder

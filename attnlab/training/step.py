@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import DataError
+from attnlab.core.errors import DataError
 from ..layers.recurrent import carried
 from .data import Batch
 from .finite import NonFinite

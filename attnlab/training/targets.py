@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import DataError, FormatError
+from attnlab.core.errors import DataError, FormatError
 from ..graph import parse_port
-from ..sequences import Padded, as_tensor
-from ..spec import Spec
+from attnlab.core.sequences import Padded, as_tensor
+from attnlab.core.spec import Spec
 from . import labels as lab
 from .data import Field, check_finite
 from .losses import Loss

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -9,8 +9,8 @@ from __future__ import annotations
 import functools
 import io
 
-from .._files import output_path
-from ..errors import ArgumentError
+from attnlab.core.files import output_path
+from attnlab.core.errors import ArgumentError
 from . import layout as _layout
 from .layout import (_CYCLE, _EDGE, _NAME_PT, _RANK_GAP, _SUB_PT, Edge, Layout, Node,  # noqa: F401
                      _crossings, _links, family_colors, layout)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..analysis import analyze
+from attnlab.graph.analysis import analyze
 
 TextWidth = Callable[[str, float, bool], float]     # (text, points, bold) → inches
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis import analyze
-from ..errors import DataError
+from attnlab.graph.analysis import analyze
+from attnlab.core.errors import DataError
 from ..graph import Graph, parse_port
 
 MAX_STEPS = 256                   # attention maps are cut to this many queries and keys

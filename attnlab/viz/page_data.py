@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ..analysis import analyze
+from attnlab.graph.analysis import analyze
 from ..graph import Graph
 from . import graph as G
 from .page_attention import attention_maps

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DataError
+from attnlab.core.errors import DataError
 
 
 def read_sample(path) -> tuple[dict | np.ndarray, dict]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ..errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 
 
 class PageServer:

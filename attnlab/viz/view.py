@@ -22,8 +22,8 @@ import webbrowser
 from importlib import resources
 from pathlib import Path
 
-from .._files import output_path
-from ..errors import ArgumentError
+from attnlab.core.files import output_path
+from attnlab.core.errors import ArgumentError
 from .page_attention import MAX_STEPS, attention_maps
 from .page_data import PX, page_data
 from .samples import read_folder, read_sample
@@ -115,7 +115,7 @@ def write_page(path, text: str, who: str = "view(path)") -> Path:
     if path.exists() and not path.is_file():
         raise ArgumentError(f"{who}: '{path}' is not a regular file (a device, a pipe or a "
                             "socket); give a file name such as 'net.html'.")
-    from .._files import atomic_write
+    from attnlab.core.files import atomic_write
     atomic_write(path, text.encode("utf-8"))
     return path
 

@@ -80,7 +80,7 @@ def test_view_output_that_cannot_be_written(files, capsys, monkeypatch):
     _error(capsys, ["view", "n.attnlab", "-o", "folder"], "view -o", "'folder' is a folder")
     _error(capsys, ["view", "s.m", "-o", "x.txt"], "view -o", "'.txt'", ".html")
 
-    import attnlab._files as F
+    import attnlab.core.files as F
 
     def full(path, data):
         raise OSError(28, "No space left on device", str(path))

@@ -531,7 +531,7 @@ def test_float16_and_float64_weights_are_taken_as_saved_and_run(tmp_path):
 # ======================================================================================
 import numpy as np  # noqa: E402
 
-from attnlab.sequences import Padded  # noqa: E402
+from attnlab.core.sequences import Padded  # noqa: E402
 
 
 def _in_seq(channels=3):
@@ -813,7 +813,7 @@ if not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available
          al.ArgumentError, ["device 'mps'", "not available", "This machine has"]))
 
 # Checks that need the forward pass's hot path (network.py) or the stream's input conversion
-# (stream/core.py) to call attnlab.batching: see the report to the lead. They pass once wired.
+# (stream/core.py) to call attnlab.core.batching: see the report to the lead. They pass once wired.
 INPUTS_PENDING = [
     ("in-complex-tensor", lambda: _in_seq()(torch.ones(2, 4, 3, dtype=torch.cfloat)), al.DataError,
      ["input 'x'", "complex64", "imaginary part"]),
@@ -1006,7 +1006,7 @@ def test_a_torch_failure_is_one_attnlab_message_quoting_torch():
     assert "layer 'conv'" in msg and "torch says" in msg
     assert info.value.__cause__ is None and info.value.__suppress_context__
     shown = "".join(traceback.format_exception(info.value))
-    assert shown.rstrip().splitlines()[-1].startswith("attnlab.errors.DataError")
+    assert shown.rstrip().splitlines()[-1].startswith("attnlab.core.errors.DataError")
     assert "During handling" not in shown and "direct cause" not in shown
 
 

@@ -1,7 +1,9 @@
-"""Imports follow the layering (layers → graph → analysis/codegen/plan/io/viz/stream → network): no
-module of attnlab imports one that imports it back, counting imports inside functions too (they
-are cycles all the same, only deferred)."""
+"""Imports follow the levels: each folder of attnlab/ is one level (docs/architecture.md lists
+them in order), a module imports from its own level and the levels below, and no module imports
+one that imports it back, counting imports inside functions too (they are cycles all the same,
+only deferred)."""
 import ast
+import re
 from pathlib import Path
 
 import attnlab
@@ -83,30 +85,61 @@ def test_attnlab_has_no_import_cycle():
     assert cycle is None, "import cycle: " + " → ".join(cycle)
 
 
-def test_the_graph_sits_below_everything_that_reads_it():
-    graph = _graph()
+LEVELS_DOC = ROOT.parent / "docs" / "architecture.md"
+EXEMPT = {"__init__.py", "_version.py", "py.typed", "__pycache__"}
 
-    def reaches(a, b):
-        seen, todo = set(), [a]
-        while todo:
-            m = todo.pop()
-            if m == b:
-                return True
-            if m not in seen:
-                seen.add(m)
-                todo.extend(graph[m])
-        return False
 
-    io = [m for m in graph if m == "attnlab.io" or m.startswith("attnlab.io.")]
-    assert "attnlab.io.loading" in io and "attnlab.io.format" in io
-    for lower in ("attnlab.graph", "attnlab.analysis", "attnlab.codegen", "attnlab.convention",
-                  "attnlab.plan", *io, "attnlab.onnx_export", "attnlab.onnx_model",
-                  "attnlab.onnx_culprits", "attnlab.network_modules", "attnlab.stream.program",
-                  "attnlab.viz.graph", "attnlab.viz.layout", "attnlab.viz.picture",
-                  "attnlab.viz.page_data", "attnlab.viz.page_attention", "attnlab.viz.server",
-                  "attnlab.viz.samples", "attnlab.viz.view"):
-        assert not reaches(lower, "attnlab.network"), f"{lower} imports attnlab.network"
-    assert reaches("attnlab.network", "attnlab.graph")
+def _levels() -> dict[str, int]:
+    """Top-level entry of attnlab/ (`core`, `cli`, …) → its level, read from the numbered list
+    under "Levels" in docs/architecture.md: the folders are the levels, the page says their order."""
+    text = LEVELS_DOC.read_text()
+    section = text.split("## Levels", 1)[1].split("\n## ", 1)[0]
+    levels = {}
+    for line in section.splitlines():
+        m = re.match(r"(\d+)\. \*\*[^*]+\*\*(.*)", line)
+        if m:
+            for entry in re.findall(r"`([\w]+)(?:/|\.py)`", m.group(2)):
+                levels[entry] = int(m.group(1))
+    return levels
+
+
+def _top(module: str) -> str:
+    """The top-level entry of attnlab/ a module lives in: `attnlab.graph.plan` → `graph`."""
+    return module.split(".")[1] if module.count(".") else ""
+
+
+def _upward_imports(graph, levels) -> list[str]:
+    bad = []
+    for name, targets in sorted(graph.items()):
+        if _top(name) not in levels:
+            continue              # attnlab/__init__.py is the face, above every level
+        for target in sorted(targets):
+            # _version.py is below every level
+            if levels.get(_top(target), 0) > levels[_top(name)]:
+                bad.append(f"{name} (level {levels[_top(name)]}) imports {target} "
+                           f"(level {levels[_top(target)]})")
+    return bad
+
+
+def test_every_top_level_entry_of_the_package_has_one_level():
+    levels = _levels()
+    entries = {p.stem for p in ROOT.iterdir() if p.name not in EXEMPT}
+    assert entries - set(levels) == set(), "add them to the Levels list of docs/architecture.md"
+    assert set(levels) - entries == set(), "the Levels list names entries that do not exist"
+    assert sorted(set(levels.values())) == list(range(1, max(levels.values()) + 1))
+
+
+def test_a_module_imports_from_its_own_level_and_the_levels_below():
+    # counting imports inside functions and importlib calls with a literal name
+    graph = {name: {t for t in _imported_names(path) if t in _modules()} | _graph()[name]
+             for name, path in _modules().items()}
+    assert _upward_imports(graph, _levels()) == []
+
+
+def test_the_level_checker_flags_an_upward_import():
+    graph = {"attnlab.core.errors": {"attnlab.graph"}, "attnlab.graph": {"attnlab.core.errors"}}
+    assert _upward_imports(graph, {"core": 1, "graph": 4}) == [
+        "attnlab.core.errors (level 1) imports attnlab.graph (level 4)"]
 
 
 def _imported_names(path: Path) -> set[str]:

@@ -11,9 +11,9 @@ import torch
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.torch_compile import Compiled, CompileWarning
+from attnlab.core.torch_compile import Compiled, CompileWarning
 from attnlab.demos.seed1 import answer_network
-from attnlab.precision import autocast_dtype, resolve_device
+from attnlab.core.precision import autocast_dtype, resolve_device
 from attnlab.training import checkpoint as ck
 from train_worker import attention_classifier, resume_case, separable
 

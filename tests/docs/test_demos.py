@@ -158,7 +158,7 @@ def test_vowels_drift_offsets_an_utterance_by_one_draw_of_the_within_speaker_spr
 def test_vowels_drift_and_transfer_must_not_be_negative(argument, value):
     import numpy as np
     from attnlab.demos.vowels import Augmented
-    from attnlab.errors import ArgumentError
+    from attnlab.core.errors import ArgumentError
     with pytest.raises(ArgumentError,
                        match=rf"{argument}: expected a number ≥ 0 .* Use 0 for none"):
         Augmented([np.zeros((5, 12), np.float32)] * 2, [0, 1], **{argument: value})
@@ -288,7 +288,7 @@ def test_demo_workers_come_from_the_environment(monkeypatch):
     monkeypatch.delenv("ATTNLAB_DEMO_WORKERS")
     assert 1 <= C.demo_workers() <= 2
     monkeypatch.setenv("ATTNLAB_DEMO_WORKERS", "two")
-    from attnlab.errors import ArgumentError
+    from attnlab.core.errors import ArgumentError
     with pytest.raises(ArgumentError, match="ATTNLAB_DEMO_WORKERS: expected a whole number ≥ 1 of "
                                          "processes, received 'two'"):
         C.demo_workers()
@@ -297,7 +297,7 @@ def test_demo_workers_come_from_the_environment(monkeypatch):
 def test_demo_threads_come_from_the_environment(monkeypatch):
     import attnlab.demos._common as C
     from attnlab.demos.seeds import machine
-    from attnlab.errors import ArgumentError
+    from attnlab.core.errors import ArgumentError
     monkeypatch.setenv("ATTNLAB_DEMO_THREADS", "2")
     assert C.demo_thread_count() == 2 == machine()["demo_threads"]
     monkeypatch.setenv("ATTNLAB_DEMO_THREADS", "x")
@@ -310,7 +310,7 @@ def test_demo_threads_come_from_the_environment(monkeypatch):
 def test_a_bad_worker_count_stops_a_demo_before_it_loads_anything(demo, tmp_path, monkeypatch):
     _skip_without(demo)
     import importlib
-    from attnlab.errors import ArgumentError
+    from attnlab.core.errors import ArgumentError
     monkeypatch.setenv("ATTNLAB_DEMO_WORKERS", "0")
     module = importlib.import_module(f"attnlab.demos.{demo}")
     with pytest.raises(ArgumentError, match="ATTNLAB_DEMO_WORKERS: expected a whole number ≥ 1"):

@@ -38,9 +38,9 @@ NOT_RUN = {
 # text blocks that are no code's output: (page, first words) → what they are
 ILLUSTRATIONS = {
     ("attention.md", "E = mha.embed_dim"): "the assignments to and from nn.MultiheadAttention "
-                                           "(tests/attention/test_functional_attention.py does them)",
+                                           "(tests/functional/test_functional_attention.py does them)",
     ("attention.md", "top-left"): "the two causal masks for Tq=2, Tk=4 "
-                                  "(tests/attention/test_functional_attention.py checks both alignments)",
+                                  "(tests/functional/test_functional_attention.py checks both alignments)",
 }
 
 

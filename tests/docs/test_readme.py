@@ -148,7 +148,7 @@ def test_benchmark_table_keeps_working_without_the_optional_keras_row():
 
 def test_demo_table_needs_its_markers():
     import demo_table as table
-    from attnlab.errors import FormatError
+    from attnlab.core.errors import FormatError
     with pytest.raises(FormatError, match="demo-table"):
         table.replace_block("no markers here", "demo-table", "| x |")
 

@@ -15,10 +15,10 @@ import attnlab as al
 from attnlab import layers as L
 from attnlab.demos.seed1 import answer_network, question_network
 from attnlab.layers.base import LAYER_TYPES, Layer
-from attnlab.spec import Spec
+from attnlab.core.spec import Spec
 
 from helpers import ID_LAYERS, data_for, single_layer_net
-from core.test_layer_contract import ALL   # the shared table of layer cases
+from layers.test_layer_contract import ALL   # the shared table of layer cases
 
 
 def _inputs(net, in_specs, type_name, padded):

@@ -8,7 +8,7 @@ import torch
 from torch.nn import functional as F
 
 import attnlab as al
-from attnlab.errors import ArgumentError, NetworkError
+from attnlab.core.errors import ArgumentError, NetworkError
 import attnlab.matlab as M
 from attnlab.matlab import run_code, run_file
 from attnlab.matlab.training import WeightedCrossEntropy

@@ -8,7 +8,7 @@ import torch
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.errors import ArgumentError, FormatError, SizeError
+from attnlab.core.errors import ArgumentError, FormatError, SizeError
 from attnlab.matlab import mlayers as ML
 from attnlab.matlab import run_code
 import attnlab.matlab as M

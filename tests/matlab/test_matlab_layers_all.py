@@ -9,9 +9,9 @@ import attnlab as al
 from attnlab import layers as L
 from attnlab import matlab as M
 from attnlab.cli import main
-from attnlab.errors import ArgumentError, NetworkError
+from attnlab.core.errors import ArgumentError, NetworkError
 from attnlab.matlab import ScriptError, run_code
-from attnlab.sequences import Padded
+from attnlab.core.sequences import Padded
 
 pytestmark = pytest.mark.filterwarnings("ignore::attnlab.matlab.MatlabNote")
 

@@ -10,7 +10,7 @@ import torch
 
 import attnlab as al
 from attnlab import matlab as M
-from attnlab.errors import ArgumentError
+from attnlab.core.errors import ArgumentError
 from attnlab.matlab import MatlabNote, ScriptError, run_code
 
 pytest.importorskip("tree_sitter_matlab")

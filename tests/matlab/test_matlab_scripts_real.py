@@ -12,7 +12,7 @@ import torch
 
 import attnlab as al
 from attnlab.cli import main
-from attnlab.errors import NetworkError
+from attnlab.core.errors import NetworkError
 from attnlab.matlab import run_code, run_file, ScriptError
 import attnlab.matlab as M
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attnlab.errors import ArgumentError, TrainingError
+from attnlab.core.errors import ArgumentError, TrainingError
 from attnlab.training.distributed import launch
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,7 @@ from safetensors.torch import load_file
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab._files import remove_stale, stale_temporaries
+from attnlab.core.files import remove_stale, stale_temporaries
 from attnlab.training import checkpoint as ck
 
 HERE = Path(__file__).resolve()

@@ -17,7 +17,7 @@ import attnlab as al
 from attnlab import layers as L
 from attnlab.cli import main
 from attnlab.demos.seed1 import answer_network, question_network
-from attnlab.errors import ArgumentError, DataError
+from attnlab.core.errors import ArgumentError, DataError
 from attnlab.viz import view as V
 
 HOSTILE = "<img src=x onerror=alert(1)>"

@@ -13,12 +13,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ... import attention_math as AF
-from ...attention_math import _fail, _size
-from ...attention_bias import alibi_bias, alibi_slopes_tensor, relative_positions, window_mask
-from ...attention_modules import AttentionModule, global_module_hooks, plain_linear
-from ...attention_rules import scale_value
-from ...errors import SizeError
+from attnlab.functional import math as AF
+from attnlab.functional.math import _fail, _size
+from attnlab.functional.bias import alibi_bias, alibi_slopes_tensor, relative_positions, window_mask
+from attnlab.functional.modules import AttentionModule, global_module_hooks, plain_linear
+from attnlab.functional.rules import scale_value
+from attnlab.core.errors import SizeError
 from ...layers import Attention, MultiHeadAttention, RelativePositionBias, SelfAttention
 from .cache import KVCache
 from .registry import NotStreamable, Stepper, linear_of, register_stepper

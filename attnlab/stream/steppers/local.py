@@ -10,7 +10,7 @@ from torch import nn
 
 from ...layers import (AttentionPool1d, BatchNorm, Concatenation, GlobalAvgPool1d,
                        GlobalMaxPool1d, Index1d, Module)
-from ...spec import Spec
+from attnlab.core.spec import Spec
 from .registry import PER_STEP, NotStreamable, register_stepper
 
 

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from ...layers.base import Layer
 from ...layers.embedding import _Embedding
-from ...spec import Spec
+from attnlab.core.spec import Spec
 
 PER_STEP = "per-step"   # a factory's answer: call the layer's module on the new steps
 

@@ -1,0 +1,592 @@
+"""The graph: named layers joined port to port, and its editing. No tensors, no modules.
+
+`Graph` is what analysis, compilation, pictures, persistence and streaming read; `Network`
+(attnlab.network) is a `Graph` that is also a `torch.nn.Module`, owning the built modules and
+the compiled plan. This module imports nothing above the layers, so imports flow one way:
+layers → graph → analysis/compile/io/viz/stream → network.
+"""
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Callable, Mapping, NamedTuple, Sequence
+
+from attnlab.core.errors import AttnlabError, NetworkError, close_matches
+from attnlab.layers.base import LAYER_TYPES, Layer, check_name
+
+
+class Connection(NamedTuple):
+    """One edge of a network: from `source` ("layer" or "layer/port", an output) to
+    `destination` (an input port, "layer/port"), as `Network.connections` lists them."""
+
+    source: str
+    destination: str
+
+    def __str__(self):
+        return f"{self.source} → {self.destination}"
+
+
+def parse_port(ref: str) -> tuple[str, str]:
+    """A port's name, "layer/port" or "layer", as (layer, port); port is "" when not named.
+    The one place a port name is read (a layer name never holds '/')."""
+    layer, _, port = ref.partition("/")
+    return layer, port
+
+
+def format_port(layer: str, port: str, ports: Sequence[str] | None = None) -> str:
+    """The name of port `port` of layer `layer`: "layer/port", or "layer" alone when `ports`
+    (the layer's ports on that side) is that one port. `ports=None` always names the port.
+    The one place a port name is written."""
+    return layer if ports is not None and len(ports) == 1 else f"{layer}/{port}"
+
+
+def learnable_name(layer: str, param: str) -> str:
+    """The name of a layer's learnable (or of any entry kept per layer, such as a stepper),
+    "layer/param"; a nested network's entries keep their own names after its layer's
+    ("block/self_attn/query.weight"). The one place such a name is written."""
+    return f"{layer}/{param}"
+
+
+def parse_learnable(name: str) -> tuple[str, str]:
+    """A learnable's name as (the layer, nested layers joined, and the parameter)."""
+    layer, _, param = name.rpartition("/")
+    return layer, param
+
+
+def under_layer(layer: str, entries: Mapping) -> dict:
+    """`entries` (parameter → value) named after `layer`, as `learnable_name` writes them."""
+    return {learnable_name(layer, k): v for k, v in entries.items()}
+
+
+class LayerList(tuple):
+    """The network's layers in order; also indexable by name."""
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            for layer in self:
+                if layer.name == key:
+                    return layer
+            raise KeyError(f"no layer named '{key}'.{close_matches(key, [l.name for l in self])}")
+        return tuple.__getitem__(self, key)
+
+
+# What every Layer offers those who write layer kinds (checks, messages, the default name's
+# stem). A graph is a layer and keeps them working, but they are not a network's API, so they
+# stay out of dir() and tab completion.
+LAYER_AUTHOR_HELPERS = frozenset({"error", "require", "require_channels", "infer_all", "stem"})
+
+
+class Graph(Layer):
+    """Layers by unique name and connections `(dst, dst_port) → (src, src_port)`."""
+
+    stem = "network"
+
+    def __init__(self, name: str | None = None):
+        Layer.__init__(self, name)
+        self._layers: dict[str, Layer] = {}
+        self._conns: dict[tuple[str, str], tuple[str, str]] = {}
+        self._names = _NameIndex()
+
+    # ------------------------------------------------------------------------- editing ---
+    def add(self, layers: Layer | list[Layer] | tuple[Layer, ...]) -> "Graph":
+        """Adds a layer, or a list of layers connected in order (each first output to the next
+        layer's first input). Returns the network, so calls can chain."""
+        new = list(layers) if isinstance(layers, (list, tuple)) else [layers]
+        for i, layer in enumerate(new):
+            if not isinstance(layer, Layer):
+                at = f" at position {i} of the list" if isinstance(layers, (list, tuple)) else ""
+                raise NetworkError(f"add(): expected attnlab layers, received {_what(layer)}{at}. "
+                                   f"{_layer_fix(layer)}")
+            check_name(layer.name)        # also a name set on the layer after it was made
+            if layer.name is not None and self._layers.get(layer.name) is layer:
+                raise NetworkError(f"layer '{layer.name}' is already in this network: a layer can be "
+                                   "added once; create another layer to use it twice.")
+        seen: dict[int, int] = {}
+        for i, layer in enumerate(new):
+            j = seen.setdefault(id(layer), i)
+            if j != i:
+                who = f"layer '{layer.name}' ({layer.type_name})" if layer.name else \
+                    f"a {layer.type_name} layer"
+                copy_ = "copy.deepcopy(layer) with a new name" if layer.name else \
+                    "copy.deepcopy(layer)"
+                raise NetworkError(f"add(): the same layer object, {who}, is at positions {j} and {i} "
+                                   "of the list; a layer object can be in a network once. Make a "
+                                   f"second layer for position {i}: another {layer.type_name}(...), "
+                                   f"or {copy_}.")
+        for layer in new:
+            if isinstance(layer, Graph):
+                _check_nesting(self, layer)
+        index = self._name_index()
+        saved = dict(index.start)
+        try:
+            names = self._new_names(new, index)
+            _check_chain(new, names)
+        except BaseException:
+            index.start = saved            # the default names found were not taken after all
+            raise
+        for layer, name in zip(new, names):
+            layer.name = name
+            self._layers[name] = layer
+            index.added(name)
+        for a, b in zip(new, new[1:]):
+            self._conns[(b.name, b.input_ports[0])] = (a.name, a.output_ports[0])
+        self._changed()
+        return self
+
+    def _new_names(self, new: list[Layer], index: "_NameIndex") -> list[str]:
+        """The names `new` will have (a default for each unnamed one), once known to clash
+        with none in use. The names in use are looked up, never listed: adding a layer costs
+        the same in a graph of ten layers as in one of a hundred thousand."""
+        pending: set[str] = set()
+
+        def taken(n: str) -> bool:
+            return n in self._layers or n in pending
+
+        names: list = []
+        for layer in new:
+            if layer.name is not None:
+                if taken(layer.name):
+                    raise NetworkError(f"duplicate layer name '{layer.name}': names are unique. "
+                                       f"Rename one, e.g. name='{index.fresh(layer.name, taken)}'.")
+                pending.add(layer.name)
+            names.append(layer.name)
+        for i, layer in enumerate(new):
+            if layer.name is None:
+                names[i] = index.fresh(layer.stem, taken, first_plain=True)
+                pending.add(names[i])
+        keys: dict[str, str] = {}
+        for n in names:
+            if "." in n or "\u2024" in n:
+                other = index.keys.get(module_key(n)) or keys.setdefault(module_key(n), n)
+                if other != n:
+                    raise NetworkError(f"layer names '{other}' and '{n}' differ only in '.' against "
+                                       "'\u2024', and both would store their module under the same "
+                                       "key. Rename one of them.")
+        return names
+
+    def connect(self, source: str, destination: str) -> "Graph":
+        """Connects an output ("layer" or "layer/port") to an input ("layer" or "layer/port")."""
+        src, sport = self._resolve(source, "output", "connect", "source")
+        dst, dport = self._resolve(destination, "input", "connect", "destination")
+        if (dst, dport) in self._conns:
+            old = self._conns[(dst, dport)]
+            raise NetworkError(f"layer '{dst}' port '{dport}': already connected from "
+                               f"'{_fmt(self._layers[old[0]], old[0], old[1], 'output')}'. An input "
+                               f"takes one source: net.disconnect('{old[0]}', '{dst}/{dport}') first, "
+                               "or combine the sources with Addition or Concatenation.")
+        self._conns[(dst, dport)] = (src, sport)
+        self._changed()
+        return self
+
+    def disconnect(self, source: str, destination: str) -> "Graph":
+        """Removes the connection `source` → `destination` (named as for `connect`)."""
+        src, sport = self._resolve(source, "output", "disconnect", "source")
+        dst, dport = self._resolve(destination, "input", "disconnect", "destination")
+        if self._conns.get((dst, dport)) != (src, sport):
+            have = [str(c) for c in self.connections if parse_port(c.destination)[0] == dst]
+            raise NetworkError(f"no connection {source} → {destination}. Connections into '{dst}': "
+                               f"{', '.join(have) or 'none'}.")
+        del self._conns[(dst, dport)]
+        self._changed()
+        return self
+
+    def remove(self, *names: str) -> "Graph":
+        """Removes layers and every connection that touches them."""
+        for n in names:
+            self._layer(n, "remove")
+        names = tuple(dict.fromkeys(names))        # a name given twice is removed once
+        index = self._name_index()
+        for n in names:
+            del self._layers[n]
+            index.removed(n)
+            self._forget(n)
+        self._conns = {d: s for d, s in self._conns.items()
+                       if d[0] not in names and s[0] not in names}
+        self._changed()
+        return self
+
+    def replace(self, name: str, layers: Layer | list[Layer] | tuple[Layer, ...]) -> "Graph":
+        """Replaces a layer by a layer or a list (connected in order); the old layer's input
+        connections go to the first new layer and its output connections leave from the last."""
+        old = self._layer(name, "replace")
+        new = list(layers) if isinstance(layers, (list, tuple)) else [layers]
+        if not new:
+            raise NetworkError(f"replace('{name}'): expected a layer or a non-empty list of layers, "
+                               f"received an empty {type(layers).__name__}, which replaces nothing. "
+                               f"To delete the layer use net.remove('{name}').")
+        for i, layer in enumerate(new):
+            if not isinstance(layer, Layer):
+                at = f" at position {i} of the list" if isinstance(layers, (list, tuple)) else ""
+                raise NetworkError(f"replace('{name}'): expected an attnlab layer or a list of them, "
+                                   f"received {_what(layer)}{at}. {_layer_fix(layer)}")
+        first, last = new[0], new[-1]
+        touching = {d: s for d, s in self._conns.items() if name in (d[0], s[0])}
+        for (dst, port), (src, sport) in touching.items():
+            if dst == name and old.input_ports.index(port) >= len(first.input_ports):
+                raise NetworkError(f"replace('{name}'): its input '{port}' is connected but the new "
+                                   f"layer {first.type_name} has only {len(first.input_ports)} input(s).")
+            if src == name and old.output_ports.index(sport) >= len(last.output_ports):
+                raise NetworkError(f"replace('{name}'): its output '{sport}' is connected but the new "
+                                   f"layer {last.type_name} has only {len(last.output_ports)} output(s).")
+        keep_order = list(self._layers)
+        at = keep_order.index(name)
+        saved = dict(self._conns)
+        self.remove(name)
+        if len(new) == 1 and new[0].name is None:
+            new[0].name = name
+        try:
+            self.add(new)
+        except AttnlabError:
+            index = self._name_index()
+            self._layers[name] = old   # put the old layer back so the network stays as it was
+            index.added(name)
+            self._conns = saved
+            self._reorder(keep_order)
+            raise
+        order = keep_order[:at] + [l.name for l in new] + keep_order[at + 1:]
+        self._reorder(order)
+        # inputs of the old layer enter the first new layer, its outputs leave from the last
+        # (both ends of a connection from the layer to itself move)
+        for (dst, port), (src, sport) in touching.items():
+            if dst == name:
+                dst, port = first.name, first.input_ports[old.input_ports.index(port)]
+            if src == name:
+                src, sport = last.name, last.output_ports[old.output_ports.index(sport)]
+            self._conns[(dst, port)] = (src, sport)
+        self._changed()
+        return self
+
+    def __dir__(self):
+        return sorted(n for n in super().__dir__() if n not in LAYER_AUTHOR_HELPERS)
+
+    # ------------------------------------------------------------------ reading -------
+    # What analysis, code generation, pictures, persistence and streaming read of a graph;
+    # none of them touches the attributes behind these.
+    @property
+    def layer_map(self) -> Mapping[str, Layer]:
+        """The layers by name, in the order they were added (a read-only mapping)."""
+        return MappingProxyType(self._layers)
+
+    @property
+    def sources(self) -> Mapping[tuple[str, str], tuple[str, str]]:
+        """The edges, as a read-only mapping from each connected input port, `(layer, port)`,
+        to the output port that feeds it, `(layer, port)`."""
+        return MappingProxyType(self._conns)
+
+    def source(self, layer: str, port: str) -> tuple[str, str] | None:
+        """`(layer, output port)` feeding input `port` of `layer`, or None when unconnected."""
+        return self._conns.get((layer, port))
+
+    def port_name(self, layer: str, port: str, side: str = "input") -> str:
+        """The public name of a port of one of the graph's layers: "layer" when it is the
+        layer's only port on that `side` ("input" or "output"), else "layer/port"."""
+        l = self._layers[layer]
+        return format_port(layer, port, l.output_ports if side == "output" else l.input_ports)
+
+    def port_of(self, ref: str, side: str = "input") -> tuple[str, str]:
+        """`(layer, port)` of a port name of this graph, "layer" standing for the layer's first
+        port on that `side` ("" for an input layer's input); the layer must exist (names from
+        `input_names`, `output_names`)."""
+        name, port = parse_port(ref)
+        if port:
+            return name, port
+        l = self._layers[name]
+        ports = l.output_ports if side == "output" else l.input_ports
+        return name, ports[0] if ports else ""
+
+    def open_outputs(self) -> list[tuple[str, str, str]]:
+        """`(layer, port, output name)` of each network output, in `output_names` order."""
+        return self._dangling_outputs()
+
+    @property
+    def data_specs(self) -> "dict | None":
+        """The input sizes taken from data, for a graph without input layers that has run or
+        been initialised; None otherwise (a Network keeps them)."""
+        return None
+
+    def _name_index(self) -> "_NameIndex":
+        """The index of the names in use (made again for a graph unpickled from before it)."""
+        index = self.__dict__.get("_names")
+        if index is None or len(index) != len(self._layers):
+            index = _NameIndex(self._layers)
+            self.__dict__["_names"] = index
+        return index
+
+    def _reorder(self, order):
+        self._layers = {n: self._layers[n] for n in order if n in self._layers}
+
+    def _changed(self):
+        """Called after every edit (a Network drops its plan here)."""
+
+    def _forget(self, name):
+        """Called for each removed layer (a Network drops its module here)."""
+
+    def _built_module(self, name, layer, specs):
+        """The module built for a layer at these sizes, if any (a Network has them)."""
+        return None
+
+    # --------------------------------------------------------------------- addressing ---
+    def _layer(self, name: str, fn: str | None = None) -> Layer:
+        if not isinstance(name, str):
+            call = f"{fn}(): " if fn else ""
+            raise NetworkError(f"{call}expected a layer name (a string), received {_what(name)}. "
+                               + _name_fix(self, name, f"net.{fn}('{{}}')" if fn else "'{}'"))
+        if name not in self._layers:
+            raise NetworkError(f"unknown layer '{name}'.{close_matches(name, self._layers)} "
+                               f"Layers: {', '.join(self._layers) or 'none'}.")
+        return self._layers[name]
+
+    def _resolve(self, ref: str, side: str, fn: str = "connect",
+                 arg: str = "") -> tuple[str, str]:
+        if not isinstance(ref, str):
+            what = f"{fn}() argument '{arg}'" if arg else f"{fn}()"
+            raise NetworkError(f"{what}: expected a string 'layer' or 'layer/port' naming an "
+                               f"{side}, received {_what(ref)}. "
+                               + _name_fix(self, ref, "'{}'"))
+        name, port = parse_port(ref)
+        layer = self._layer(name)
+        ports = layer.output_ports if side == "output" else layer.input_ports
+        if not ports:
+            raise NetworkError(f"layer '{name}' ({layer.type_name}) has no {side}s"
+                               + (": it is an input layer; connect from it instead." if side == "input" else "."))
+        if not port:
+            if side == "input" and len(ports) > 1:
+                raise NetworkError(f"layer '{name}' has inputs {', '.join(repr(p) for p in ports)}: "
+                                   f"name one, e.g. '{name}/{ports[0]}'.")
+            return name, ports[0]
+        if port not in ports:
+            raise NetworkError(f"layer '{name}' has no {side} port '{port}'.{close_matches(port, ports)} "
+                               f"Its {side}s: {', '.join(ports)}.")
+        return name, port
+
+    # ----------------------------------------------------------------------- views -----
+    @property
+    def layers(self) -> LayerList:
+        """The layers in the order they were added, read-only, also by name (`net.layers["fc"]`)."""
+        return LayerList(self._layers.values())
+
+    @property
+    def connections(self) -> tuple[Connection, ...]:
+        """The connections, each `Connection(source, destination)` as "layer" or "layer/port"."""
+        out = []
+        for (dst, dport), (src, sport) in self._conns.items():
+            out.append(Connection(_fmt(self._layers[src], src, sport, "output"),
+                                  _fmt(self._layers[dst], dst, dport, "input")))
+        return tuple(out)
+
+    @property
+    def input_names(self) -> list[str]:
+        """The names of the network's inputs (its input layers, or else its open input ports)."""
+        inputs = [n for n, l in self._layers.items() if l.is_input]
+        if inputs:
+            return inputs
+        return [_fmt(l, n, p, "input") for n, l in self._layers.items()
+                for p in l.input_ports if (n, p) not in self._conns]
+
+    @property
+    def output_names(self) -> list[str]:
+        """The names of the network's outputs (the layer outputs that feed no other layer)."""
+        return [o[2] for o in self._dangling_outputs()]
+
+    def choose_outputs(self, names: str | list[str] | tuple[str, ...] | None = None) -> "Graph":
+        """Makes these layer outputs ("layer" or "layer/port", inner ones too) the network's
+        outputs, in this order (MATLAB's `net.OutputNames = [...]`); None goes back to the
+        default, the unconnected outputs. A Network keeps the choice in
+        `metadata["output_names"]`, so saving and loading keep it."""
+        if names is None:
+            chosen = None
+        else:
+            names = [names] if isinstance(names, str) else list(names)
+            if not names:
+                raise NetworkError("choose_outputs: expected at least one output, received none. "
+                                   "Pass None to use the unconnected outputs.")
+            chosen = [self._output_port(n) for n in names]
+            if len(set(chosen)) != len(chosen):
+                raise NetworkError(f"choose_outputs: expected each output once, received "
+                                   f"{', '.join(map(str, names))}.")
+        meta = getattr(self, "metadata", None)
+        if isinstance(meta, dict):
+            if chosen is None:
+                meta.pop("output_names", None)
+            else:
+                meta["output_names"] = [format_port(n, p) for n, p in chosen]
+        self.__dict__["_chosen_outputs"] = chosen
+        self._changed()
+        return self
+
+    def _output_port(self, name) -> tuple[str, str]:
+        if not isinstance(name, str):
+            raise NetworkError(f"choose_outputs: expected output names (text), received "
+                               f"{type(name).__name__}.")
+        lname, port = parse_port(name)
+        layer = self._layers.get(lname)
+        if layer is None:
+            raise NetworkError(f"choose_outputs: the network has no layer '{lname}'."
+                               f"{close_matches(lname, list(self._layers))}")
+        if not port:
+            if len(layer.output_ports) != 1:
+                raise NetworkError(f"choose_outputs: layer '{lname}' has outputs "
+                                   f"{', '.join(layer.output_ports)}: name one, e.g. "
+                                   f"'{lname}/{layer.output_ports[0]}'.")
+            port = layer.output_ports[0]
+        if port not in layer.output_ports:
+            raise NetworkError(f"choose_outputs: layer '{lname}' has no output '{port}'; its "
+                               f"outputs: {', '.join(layer.output_ports)}.")
+        return lname, port
+
+    def _dangling_outputs(self):
+        chosen = self.__dict__.get("_chosen_outputs")
+        if chosen is None:                       # a loaded network: its saved choice
+            meta = getattr(self, "metadata", None)
+            saved = meta.get("output_names") if isinstance(meta, dict) else None
+            if saved:
+                chosen = [parse_port(s) for s in saved]
+        if chosen:
+            live = [(n, p) for n, p in chosen
+                    if n in self._layers and p in self._layers[n].output_ports]
+            if live:                             # a removed layer leaves the choice
+                return [(n, p, _fmt(self._layers[n], n, p, "output")) for n, p in live]
+        used = set(self._conns.values())
+        return [(n, p, _fmt(l, n, p, "output")) for n, l in self._layers.items() if not l.is_input
+                for p in l.output_ports if (n, p) not in used]
+
+
+LAYER_TYPES.pop("Graph", None)     # a graph is saved and loaded as a Network, never on its own
+
+
+def module_key(name: str) -> str:
+    """The key of a layer's module in `Network.layer_modules`. torch refuses '.' in module names,
+    so a layer named 'fc.1' keeps its name everywhere else and its module sits under 'fc\u20241'
+    (ONE DOT LEADER)."""
+    return name.replace(".", "\u2024")
+
+
+# ------------------------------------------------------------------------- helpers ---
+
+def _check_chain(new: list[Layer], names: list[str]) -> None:
+    """Refuses a list whose layers cannot be connected in order."""
+    for i, (a, b) in enumerate(zip(new, new[1:])):
+        if not b.input_ports:
+            raise NetworkError(f"layer '{names[i + 1]}' ({b.type_name}) has no input, so it "
+                               f"cannot follow '{names[i]}' in a list. Start a new list with it.")
+        if not a.output_ports:
+            raise NetworkError(f"layer '{names[i]}' has no output to connect.")
+
+
+def _fmt(layer, name, port, side):
+    return format_port(name, port, layer.output_ports if side == "output" else layer.input_ports)
+
+
+# Nested networks run, analyse and save recursively (a few Python frames a level), and
+# al.load() refuses files nested deeper than this (attnlab.io.LIMITS["network_depth"]).
+MAX_NESTING = 64
+
+
+def _check_nesting(outer: Graph, inner: Graph) -> None:
+    """Refuses a network that would contain itself, or nest deeper than MAX_NESTING."""
+    depth, level, seen = 0, [inner], set[int]()
+    while level:                                    # breadth first, one level of nesting at a time
+        if any(g is outer for g in level):
+            raise NetworkError("add(): the network would contain itself (directly or through the "
+                               "networks inside it), which never ends. Add a copy instead, e.g. "
+                               "copy.deepcopy(net), or build a new network.")
+        depth += 1
+        if depth >= MAX_NESTING:
+            raise NetworkError(f"add(): networks would be nested more than {MAX_NESTING} levels "
+                               f"deep (a Network inside a Network inside …), more than attnlab "
+                               "runs, saves and loads. Put the layers side by side in one "
+                               "network, e.g. al.Serial(*layers) instead of nesting Serials.")
+        seen.update(id(g) for g in level)
+        level = [l for g in level for l in g._layers.values()
+                 if isinstance(l, Graph) and id(l) not in seen]
+
+
+def _what(value) -> str:
+    """A wrong value in words: its type, and its repr when short."""
+    if value is None:
+        return "None"
+    if isinstance(value, Layer):
+        return f"layer '{value.name}' ({value.type_name})" if value.name else \
+            f"a {value.type_name} layer"
+    kind = type(value).__name__
+    if type(value).__module__.startswith("torch"):
+        if hasattr(value, "dim") and hasattr(value, "shape"):
+            return f"a tensor of size {'×'.join(map(str, value.shape)) or '()'}"
+        return f"a torch {'module' if hasattr(value, 'forward') else 'object'} {kind}"
+    text = repr(value)
+    return f"{text} ({kind})" if len(text) <= 40 else f"a {kind}"
+
+
+def _layer_fix(value) -> str:
+    """How to give a layer instead of `value`."""
+    if hasattr(value, "forward") and hasattr(value, "parameters"):          # a torch module
+        return f"A torch module must be wrapped: L.Module({_module_text(value)})."
+    if isinstance(value, type) and issubclass(value, Layer):
+        return f"Make a layer of it first, e.g. {value.__name__}(...)."
+    if isinstance(value, (list, tuple)):
+        return "Give the layers in one flat list."
+    return "Give a layer such as L.Dense(4), or a list of them."
+
+
+def _module_text(value) -> str:
+    kind = type(value)
+    where_ = "torch.nn." if kind.__module__.startswith("torch.nn") else ""
+    text = repr(value)
+    return f"{where_}{text}" if "\n" not in text and len(text) <= 60 else f"{where_}{kind.__name__}(...)"
+
+
+def _name_fix(graph, value, form: str) -> str:
+    """The fix for a non-string where a layer (or port) name belongs."""
+    if isinstance(value, Layer) and value.name is not None and \
+            graph._layers.get(value.name) is value:
+        return f"Name the layer by its name: {form.format(value.name)}."
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(graph._layers):
+        name = list(graph._layers)[value]
+        use = f": {form.format(name)}" if form != "'{}'" else ""
+        return f"Layers are named, not numbered: layer {value} is '{name}'{use}."
+    names = ", ".join(list(graph._layers)[:10])
+    return f"Name a layer by its name (layers: {names or 'none'})."
+
+
+class _NameIndex:
+    """What `Graph.add` asks of the names in use, kept up to date edit by edit (so that adding
+    a layer does not cost time in proportion to the layers already there): the module key of
+    each dotted name (two names must not share one, `module_key`) and, per stem, the suffix
+    from which to look for the next free default name ("relu_7": every "relu_1" … "relu_6" is
+    taken)."""
+
+    __slots__ = ("keys", "start", "count")
+
+    def __init__(self, names=()):
+        self.keys: dict[str, str] = {}
+        self.start: dict[str, int] = {}
+        self.count = 0
+        for n in names:
+            self.added(n)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def added(self, name: str) -> None:
+        self.count += 1
+        if "." in name or "\u2024" in name:
+            self.keys.setdefault(module_key(name), name)
+
+    def removed(self, name: str) -> None:
+        self.count -= 1
+        key = module_key(name)
+        if self.keys.get(key) == name:
+            del self.keys[key]
+        stem, _, suffix = name.rpartition("_")
+        if stem in self.start and suffix.isascii() and suffix.isdigit():
+            self.start[stem] = min(self.start[stem], int(suffix))      # free again
+
+    def fresh(self, stem: str, taken: Callable[[str], bool], first_plain: bool = False) -> str:
+        """The default name for a layer of this stem: the stem itself (`first_plain`) or
+        "stem_i" with the least i ≥ 1 not `taken`, as if counted from 1 each time."""
+        if first_plain and not taken(stem):
+            return stem
+        i = self.start.get(stem, 1)
+        while taken(f"{stem}_{i}"):
+            i += 1
+        self.start[stem] = i            # all below are taken; i itself maybe next
+        return f"{stem}_{i}"
