@@ -26,51 +26,70 @@ class PositionEmbedding(Layer):
     Parameters
     ----------
     max_length : int
-        The longest sequence it embeds.
+        The rows of its table: the longest sequence it embeds, plus `offset`.
     channels : int or None
         Channels of the embedding; None: the input's channels.
+    offset : int
+        The row of position 0 (OPT's learned positions start at row 2): position p is row
+        p + offset, so it embeds sequences of up to max_length − offset steps.
 
     Shape
     -----
-    - `in`: B×T×C with T ≤ max_length
+    - `in`: B×T×C with T ≤ max_length − offset
     - `out`: B×T×channels (channels defaults to C)
     """
 
     stem = "posembed"
 
-    def __init__(self, max_length: int, channels: int | None = None, name: str | None = None):
+    def __init__(self, max_length: int, channels: int | None = None, name: str | None = None, *,
+                 offset: int = 0):
         super().__init__(name)
         self.max_length = check.integer(self, "max_length", max_length, example=512)
         self.channels = check.integer(self, "channels", channels, none_ok=True)
+        self.offset = check.integer(self, "offset", offset, least=0, example=2)
+        if self.offset >= self.max_length:
+            raise check.fail(self, "offset", f"a row of the table (less than max_length "
+                             f"{self.max_length})", offset, "Raise max_length: it counts the "
+                             "rows before position 0 too.")
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
         self.require(s, "in", ("BTC",), "PositionEmbedding gives each time step its position.")
         check.learnables_fit(self, "in", "Use a smaller max_length or channels.",
                              weight=(self.max_length, self.channels or s.channels))
-        if s.time is not None and s.time > self.max_length:
-            raise self.error(SizeError, "in", f"expected at most {self.max_length} time steps, "
+        held = self.max_length - self.offset
+        if s.time is not None and s.time > held:
+            raise self.error(SizeError, "in", f"expected at most {held} time steps, "
                              f"received {s}. Raise max_length.")
         return Spec.sequence(self.channels or s.channels, s.time)
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
-        return _PositionEmbedding(self.max_length, self.channels or specs["in"].channels, self.name)
+        return _PositionEmbedding(self.max_length, self.channels or specs["in"].channels, self.name,
+                                  self.offset)
 
 
 class _PositionEmbedding(nn.Module):
-    def __init__(self, max_length, channels, name):
+    def __init__(self, max_length, channels, name, first: int = 0):
         super().__init__()
         self.weight = nn.Parameter(torch.randn(max_length, channels) * 0.02)
         self.name = name
+        self.first = first       # the row of position 0 (the layer's `offset`)
         self.offset = 0          # first position of the next call: a stream moves it on
+
+    @property
+    def positions(self) -> int:
+        """The positions it embeds: its rows from `first` on."""
+        return self.weight.shape[0] - self.first
 
     def forward(self, x):
         b, t, _ = x.shape
         start = self.offset
-        if start + t > self.weight.shape[0]:
+        if start + t > self.positions:
+            rows = f" (rows {self.first}… of {self.weight.shape[0]})" if self.first else ""
             raise DataError(f"layer '{self.name}': positions {start}…{start + t - 1} reach past "
-                            f"max_length {self.weight.shape[0]}. Raise max_length or shorten "
+                            f"max_length {self.positions}{rows}. Raise max_length or shorten "
                             "the sequences.")
+        start += self.first
         return self.weight[start:start + t].unsqueeze(0).expand(b, t, -1)   # B×T×channels
 
 

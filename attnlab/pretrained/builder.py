@@ -30,6 +30,20 @@ HEADS = ("lm", "classifier", "hidden", "pooled", "masked-lm", "pooled-classifier
 BASE = ("hidden", "pooled")                # a base model: its tensors without `prefix`
 
 
+# the text choices of a description, and those that may be callables of the config
+TEXT_CHOICES = {"norm": ("rms", "layer"), "placement": ("pre", "post"),
+                "layout": ("sequential", "parallel"), "ffn": ("glu", "mlp")}
+CALLABLE_CHOICES = ("placement", "layout")
+
+
+def _check_choice(name: str, choice: Any) -> Any:
+    allowed = TEXT_CHOICES[name]
+    if choice not in allowed:
+        raise ArgumentError(f"Family {name}: expected one of {', '.join(allowed)}, "
+                            f"received {choice!r}.")
+    return choice
+
+
 def value(v: Any, cfg: Config, *more: Any) -> Any:
     """A description's field for `cfg`: the value, or what the callable returns for it."""
     return v(cfg, *more) if callable(v) else v
@@ -68,6 +82,8 @@ class Names:
     mlp_dropout: str = "mlp.dropout"
     add_2: str = "add_2"
     final_norm: str = "norm"
+    project_in: str = "project_in"             # embeddings narrower than the blocks (OPT)
+    project_out: str = "project_out"
     lm_head: str = "lm_head"
     classifier: str = "score"
     head_dropout: str = "dropout"
@@ -81,9 +97,10 @@ class Family:
     blocks between its embeddings and the heads of its model classes.
 
     Every field but `architectures`, `keys`, `heads`, `block_table`, `names` and the text
-    choices (`norm`, `placement`, `ffn`, `layout`) is a value or a callable of the `Config`
-    (`scale`: of the config and the block's index). `heads` maps each model class to what
-    follows the blocks and the final norm: "lm" (the output projection, `logits`), "classifier"
+    choices `norm` and `ffn` is a value or a callable of the `Config` (`scale`: of the config
+    and the block's index); `placement` and `layout` are text or a callable that returns the
+    text (OPT's `do_layer_norm_before`, GPT-NeoX's `use_parallel_residual`). `heads` maps
+    each model class to what follows the blocks and the final norm: "lm" (the output projection, `logits`), "classifier"
     (the last token's scores, `logits`), "hidden" (the base model's `last_hidden_state`),
     "pooled" (that and BERT's `pooler_output`: the first token → Dense → Tanh), "masked-lm"
     (BERT's transform and decoder), "pooled-classifier" (the pooler's scores),
@@ -108,8 +125,8 @@ class Family:
     num_kv_heads: Any = None
     norm: str = "rms"                      # "rms" or "layer"
     eps: Any = 1e-6
-    placement: str = "pre"                 # norm before each sublayer, or after its residual
-    layout: str = "sequential"             # "parallel": attention and MLP read the same input
+    placement: Any = "pre"                 # norm before each sublayer, or after its residual
+    layout: Any = "sequential"             # "parallel": attention and MLP read the same input
     causal: bool = True
     rotary: Any = False
     window: Any = None
@@ -121,12 +138,14 @@ class Family:
     mlp_bias: Any = False
     residual_dropout: Any = 0.0
     positions: Any = None                  # learned positions: their number, or None
+    position_offset: Any = 0               # rows of the position table before position 0 (OPT)
+    embedding_width: Any = None            # None: the width; else project_in/out around blocks
     token_types: Any = None                # token-type embeddings: their number, or None
     patches: Any = None                    # images: (channels, (H, W), (pH, pW)), or None
     embedding_table: Any = None            # the embeddings' rows, where not the layers' names
     embedding_norm: bool = False           # a norm after the embeddings' sum
     embedding_dropout: Any = 0.0
-    final_norm: bool = True
+    final_norm: Any = True                 # a norm after the blocks
     classifier_bias: bool = False
     classifier_dropout: Any = 0.0
     pooler_width: Any = None               # None: the model's width
@@ -139,11 +158,9 @@ class Family:
     sayable: Any = None                    # saving.Sayable: what config.json can say of edits
 
     def __post_init__(self):
-        for name, allowed in (("norm", ("rms", "layer")), ("placement", ("pre", "post")),
-                              ("layout", ("sequential", "parallel")), ("ffn", ("glu", "mlp"))):
-            if getattr(self, name) not in allowed:
-                raise ArgumentError(f"Family {name}: expected one of {', '.join(allowed)}, "
-                                    f"received {getattr(self, name)!r}.")
+        for name, allowed in TEXT_CHOICES.items():
+            if not (callable(getattr(self, name)) and name in CALLABLE_CHOICES):
+                _check_choice(name, getattr(self, name))
         for arch, head in self.heads.items():
             if head not in HEADS:
                 raise ArgumentError(f"Family heads[{arch!r}]: expected one of "
@@ -176,6 +193,9 @@ class Family:
             table = [W(f"{p}{n.tokens}.weight", f"{n.tokens}/weight")]
         if self.embedding_table is None and value(self.positions, cfg) is not None:
             table.append(W(f"{p}{n.positions}.weight", f"{n.positions}/weight"))
+        projected = self._projected(cfg)
+        if projected:
+            table.append(W(f"{p}{n.project_in}.weight", f"{n.project_in}/weight"))
         if value(self.token_types, cfg) is not None:
             table.append(W(f"{p}{n.token_types}.weight", f"{n.token_types}/weight"))
         if self.embedding_norm:
@@ -184,8 +204,10 @@ class Family:
         for i in range(value(self.blocks, cfg)):
             block = n.block.format(i=i)
             table += under(rows, f"{p}{block}.", f"{block}.")
-        if self.final_norm:
+        if value(self.final_norm, cfg):
             table += self._norm_rows(p, n.final_norm)
+        if projected:
+            table.append(W(f"{p}{n.project_out}.weight", f"{n.project_out}/weight"))
         if head in ("pooled", "pooled-classifier"):
             table += self._dense_rows(p, f"{n.pooler}.dense", True)
         return table + self._head_rows(cfg, head)
@@ -205,6 +227,12 @@ class Family:
                  W(f"{n.masked_lm}.bias", f"{d}/bias"),       # the same tensor twice in the file
                  W(f"{d}.bias", f"{d}/bias", tied=True)]
         return []
+
+    def _projected(self, cfg: Config) -> bool:
+        """Whether the embeddings are narrower (or wider) than the blocks: OPT's
+        `word_embed_proj_dim`, projected in after the token embedding and out before the head."""
+        width = value(self.embedding_width, cfg)
+        return width is not None and width != value(self.width, cfg)
 
     @staticmethod
     def _dense_rows(p: str, name: str, bias: bool) -> list[Weight]:
@@ -236,8 +264,12 @@ class _Build:
         self.kv_heads = value(d.num_kv_heads, cfg)
         self.attention_bias, self.mlp_bias = value(d.attention_bias, cfg), value(d.mlp_bias, cfg)
         self.rotary, self.window = value(d.rotary, cfg), value(d.window, cfg)
+        self.placement = _check_choice("placement", value(d.placement, cfg))
+        self.layout = _check_choice("layout", value(d.layout, cfg))
         key, default = d.activation
         self.act = cfg.choice(key, GLU_ACTIVATIONS if d.ffn == "glu" else ACTIVATIONS, default)
+        self.embedding_width = self.width if not d._projected(cfg) else \
+            value(d.embedding_width, cfg)
         self.net, self.start = self.inputs()
 
     def inputs(self) -> tuple[Network, str]:
@@ -245,7 +277,7 @@ class _Build:
         n, patches = self.n, value(self.d.patches, self.cfg)
         if patches is None:
             return Network([L.TokenInput(name="input_ids"),
-                            L.Embedding(self.vocab, self.width, name=n.tokens)]), n.tokens
+                            L.Embedding(self.vocab, self.embedding_width, name=n.tokens)]), n.tokens
         channels, size, patch = patches
         return Network([L.ImageInput((channels, *size), name="pixel_values"),
                         L.PatchEmbedding(patch, self.width, flatten_mode="row-major",
@@ -261,6 +293,9 @@ class _Build:
     def embeddings(self) -> str:
         n, net = self.n, self.net
         parts = [self.start]
+        if self.embedding_width != self.width:           # OPT: tokens projected to the width
+            self.chain(self.start, [L.Dense(self.width, bias=False, name=n.project_in)])
+            parts = [n.project_in]
         types = value(self.d.token_types, self.cfg)
         if types is not None:
             net.add([L.TokenInput(name="token_type_ids"),
@@ -268,7 +303,10 @@ class _Build:
             parts.append(n.token_types)
         positions = value(self.d.positions, self.cfg)
         if positions is not None:
-            net.add(L.PositionEmbedding(positions, name=n.positions))
+            offset = value(self.d.position_offset, self.cfg)
+            channels = None if self.width == self.embedding_width else self.width
+            net.add(L.PositionEmbedding(positions + offset, channels, offset=offset,
+                                        name=n.positions))
             net.connect(self.start, n.positions)
             parts.append(n.positions)
         x = self.total(parts)
@@ -294,10 +332,10 @@ class _Build:
             L.LayerNorm(self.eps, name=name)
 
     def block(self, x: str, i: int, h: str) -> str:
-        n, net, pre = self.n, self.net, self.d.placement == "pre"
+        n, net, pre = self.n, self.net, self.placement == "pre"
         attn = self.sublayer(x, [self.attention(i, f"{h}.{n.attention}")], f"{h}.{n.norm_1}",
                              f"{h}.{n.attention_dropout}", pre)
-        if self.d.layout == "parallel":       # both sublayers read the block's input
+        if self.layout == "parallel":         # both sublayers read the block's input
             mlp = self.sublayer(x, self.mlp(h), f"{h}.{n.norm_2}", f"{h}.{n.mlp_dropout}", pre)
             return residual(net, residual(net, x, attn, f"{h}.{n.add_1}"), mlp, f"{h}.{n.add_2}")
         x = self.after(residual(net, x, attn, f"{h}.{n.add_1}"), f"{h}.{n.norm_1}", pre)
@@ -338,10 +376,13 @@ class _Build:
 
     def head(self, x: str, head: str) -> Network:
         n, net = self.n, self.net
-        if self.d.final_norm:
+        if value(self.d.final_norm, self.cfg):
             net.add(self.norm(n.final_norm))
             net.connect(x, n.final_norm)
             x = n.final_norm
+        if self.embedding_width != self.width:           # OPT: back to the embeddings' width
+            self.chain(x, [L.Dense(self.embedding_width, bias=False, name=n.project_out)])
+            x = n.project_out
         pooled = f"{n.pooler}.activation"
         if head in ("pooled", "pooled-classifier"):
             self.chain(x, [L.Index1d("first", name=f"{n.pooler}.first"),

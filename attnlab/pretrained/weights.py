@@ -73,6 +73,10 @@ class Weight:
         The model has no such tensor (`name` says which it would be) and the learnable is
         zero: a bias the layer has for all its projections where the model has some (Qwen2's
         ``o_proj``). Loaded as zeros; `save_pretrained` refuses it when it is no longer zero.
+    interleave : int
+        With several learnables: the file holds them in this many groups, each group a slice
+        of every learnable in turn (GPT-NeoX's fused ``query_key_value`` is laid out per head,
+        [heads, 3, head size]: ``interleave=heads``); 0 or 1: one after the other.
     """
 
     name: str
@@ -81,12 +85,36 @@ class Weight:
     reshape: bool = False
     tied: bool | str = False
     zero: bool = False
+    interleave: int = 0
 
 
 def W(name: str, *learnables: str, transpose: bool = False, reshape: bool = False,
-      tied: bool | str = False, zero: bool = False) -> Weight:
+      tied: bool | str = False, zero: bool = False, interleave: int = 0) -> Weight:
     """A table row: ``W("h.0.ln_1.weight", "h.0.ln_1/weight")``."""
-    return Weight(name, learnables, transpose, reshape, tied, zero)
+    return Weight(name, learnables, transpose, reshape, tied, zero, interleave)
+
+
+def split(w: Weight, t: torch.Tensor, sizes: list[int]) -> list[torch.Tensor]:
+    """The file's tensor `t` (after `transpose`) as the pieces of `w`'s learnables, of `sizes`
+    rows each: one after the other, or taken from each of `w.interleave` groups in turn."""
+    if len(sizes) == 1:
+        return [t]
+    g = w.interleave
+    if g <= 1:
+        return list(t.split(sizes))
+    groups = t.reshape(g, -1, *t.shape[1:])                 # G × (Σ sizes / G) × …
+    return [p.reshape(-1, *t.shape[1:]) for p in groups.split([n // g for n in sizes], 1)]
+
+
+def join(w: Weight, parts: list[torch.Tensor]) -> torch.Tensor:
+    """`split` undone: the learnables' tensors as the file's one tensor (before `transpose`)."""
+    if len(parts) == 1:
+        return parts[0]
+    g = w.interleave
+    if g <= 1:
+        return torch.cat(parts)
+    rest = parts[0].shape[1:]
+    return torch.cat([p.reshape(g, -1, *rest) for p in parts], 1).reshape(-1, *rest)
 
 
 def _shape(shape) -> str:
@@ -628,8 +656,7 @@ def load(net, table: list[Weight], ckpt: Checkpoint, family: str, ignored: tuple
                 t = t.reshape(_expected(w, parts))
             if w.transpose:
                 t = t.t()
-            for p, piece in zip(parts, t.split([p.shape[0] for p in parts]) if len(parts) > 1
-                                else (t,)):
+            for p, piece in zip(parts, split(w, t, [p.shape[0] for p in parts])):
                 p.copy_(piece)
         _check_tied_copies(table, record, found, params, ckpt)
     read = set(found.values())
@@ -656,7 +683,7 @@ def _check_tied_copies(table: list[Weight], record: dict[str, list], found: dict
             t = t.reshape(_expected(w, parts))
         if w.transpose:
             t = t.t()
-        mine = torch.cat([p.detach() for p in parts]) if len(parts) > 1 else parts[0].detach()
+        mine = join(w, [p.detach() for p in parts])
         if not torch.equal(t.to(mine.dtype), mine):
             source = w.tied if isinstance(w.tied, str) else "the tensor it shares values with"
             raise CheckpointError(
@@ -685,8 +712,7 @@ def collect(net, table: list[Weight], record: dict[str, list], family: str,
                                   f"{', '.join(missing)}, which the network no longer has "
                                   "(a layer removed or renamed?). The Hugging Face layout needs "
                                   "every tensor of the original file.")
-        parts = [params[n].detach() for n in w.learnables]
-        t = torch.cat(parts) if len(parts) > 1 else parts[0]
+        t = join(w, [params[n].detach() for n in w.learnables])
         if w.transpose:
             t = t.t()
         kind, shape = record[w.name][:2]

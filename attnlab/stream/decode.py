@@ -436,7 +436,7 @@ def _check_positions(s, prompt: int, max_length: int) -> None:
     for name, st in s.steppers.items():
         if not isinstance(st, PositionEmbeddingStepper):
             continue
-        held = st.module.weight.shape[0]
+        held = st.module.positions
         if prompt > held:
             raise DataError(f"generate: the prompt has {prompt} tokens, more than the {held} "
                             f"positions that layer '{name}' (PositionEmbedding max_length "

@@ -81,12 +81,13 @@ class PositionEmbeddingStepper(Stepper):
     def step(self, pos, x):
         m = self.module
         b, t = x.shape[0], x.shape[1]
-        if pos + t > m.weight.shape[0]:
+        if pos + t > m.positions:
             self._past_the_end(pos, x)
-        return m.weight[pos:pos + t].expand(b, t, -1)                 # B×t×channels
+        row = pos + m.first                                           # OPT's rows start at 2
+        return m.weight[row:row + t].expand(b, t, -1)                 # B×t×channels
 
     def prepare(self, end, batch, device, dtype):
-        if end > self.module.weight.shape[0]:
+        if end > self.module.positions:
             self._past_the_end(end - 1, torch.zeros(batch, 1, 1, device=device))
 
     def _past_the_end(self, start, x):
@@ -99,8 +100,9 @@ class PositionEmbeddingStepper(Stepper):
             m.offset = 0
 
     def static_step(self, positions, x):
-        w = self.module.weight
-        return w.index_select(0, positions).expand(x.shape[0], -1, -1)     # B×t×channels
+        m = self.module
+        rows = positions + m.first if m.first else positions
+        return m.weight.index_select(0, rows).expand(x.shape[0], -1, -1)   # B×t×channels
 
 
 class SinusoidalStepper(Stepper):
