@@ -11,9 +11,10 @@ from .embedding import Embedding
 from .inputs import FeatureInput, ImageInput, SequenceInput, TokenInput
 from .module import Module
 from .normalization import BatchNorm, GroupNorm, InputNormalization, LayerNorm, RMSNorm
-from .position import PositionEmbedding, RelativePositionBias, SinusoidalPositionEncoding
+from .position import (PositionEmbedding, RelativePositionBias, SinusoidalPositionEncoding,
+                       TokenPositionEmbedding)
 from .pooling import (AvgPool2d, Flatten, GlobalAvgPool1d, GlobalAvgPool2d, GlobalMaxPool1d,
-                      GlobalMaxPool2d, Index1d, MaxPool2d, Pool1d)
+                      GlobalMaxPool2d, Index1d, LastToken, MaxPool2d, Pool1d, SelectChannel)
 from .recurrent import GRU, LSTM
 from .scaling import Identity, Scaling
 from .vision import EmbeddingConcatenation, PatchEmbedding
@@ -26,10 +27,11 @@ __all__ = [
     "Conv1d", "Conv2d", "GroupedConv2d", "LSTM", "GRU", "LayerNorm", "RMSNorm", "BatchNorm",
     "GroupNorm",
     "InputNormalization", "Pool1d", "MaxPool2d", "AvgPool2d", "GlobalAvgPool1d", "GlobalMaxPool1d", "GlobalAvgPool2d",
-    "GlobalMaxPool2d", "Flatten", "Index1d",
+    "GlobalMaxPool2d", "Flatten", "Index1d", "LastToken", "SelectChannel",
     "Addition", "Concatenation", "Multiplication", "Embedding",
     "Attention", "SelfAttention", "MultiHeadAttention", "AttentionPool1d", "ImageToSequence",
     "PositionEmbedding", "SinusoidalPositionEncoding", "RelativePositionBias", "PatchEmbedding",
+    "TokenPositionEmbedding",
     "EmbeddingConcatenation", "Module",
 ]
 

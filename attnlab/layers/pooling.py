@@ -403,3 +403,142 @@ class _Pool1d(nn.Module):
         starts = torch.arange(y.shape[1], device=y.device) * layer.stride - before
         valid = starts.unsqueeze(0) < lengths.unsqueeze(1)
         return y.masked_fill(~valid.unsqueeze(-1), 0.0), valid
+
+
+class LastToken(Layer):
+    """Each sequence's last token that is not padding, picked by its id as transformers'
+    `*ForSequenceClassification` models pick the token they score.
+
+    The step taken is the last one whose id (port `ids`) is not `pad_id` and that the
+    padding mask does not mark as padding — so left padding, right padding and a padding id
+    at the end of a sequence all lead to the last real token; where no step qualifies, the
+    first. With `pad_id` None (a model without a padding token) it is each sequence's last
+    valid step, as `Index1d("last")`.
+
+    Parameters
+    ----------
+    pad_id : int or None
+        The padding token's id (a config's `pad_token_id`).
+
+    Shape
+    -----
+    - `in`: B×T×C (the values to pick from)
+    - `ids`: B×T token ids from a `TokenInput` (or B×T×1 from a `SequenceInput(1)`)
+    - `out`: B×C
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.TokenInput(name="ids"), L.Embedding(10, 1, name="embed"),
+    ...                   L.LastToken(pad_id=0, name="last")])
+    >>> net.connect("ids", "last/ids")
+    Network(...)
+    >>> with torch.no_grad():
+    ...     _ = net.learnables["embed/weight"].copy_(torch.arange(10.).view(10, 1))
+    >>> net(torch.tensor([[3, 4, 0, 0], [0, 5, 6, 7]])).flatten().tolist()
+    [4.0, 7.0]
+    """
+
+    stem = "lasttoken"
+    uses_mask = True
+    input_ports = ("in", "ids")
+    # the analysis refuses computed values at `ids`: they come from an input layer
+    reads_ids = ("ids",)
+
+    def __init__(self, pad_id: int | None = None, name: str | None = None):
+        super().__init__(name)
+        self.pad_id = check.integer(self, "pad_id", pad_id, least=0, none_ok=True, example=0)
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s, ids = specs["in"], specs["ids"]
+        self.require(s, "in", ("BTC",), "LastToken picks a time step of a sequence.")
+        self.require(ids, "ids", ("BT", "BTC"), "Connect the token ids the sequence came from, "
+                     "e.g. net.connect(\"input_ids\", \"<layer>/ids\").")
+        if ids.labels == "BTC":
+            self.require_channels(ids, "ids", 1, "Token ids come as one channel: SequenceInput(1).")
+        if s.time is not None and ids.time is not None and s.time != ids.time:
+            raise self.error(SizeError, "ids", f"expected the {s.time} steps of 'in', received "
+                             f"{ids}. Connect the token ids of the same sequence.")
+        return Spec.features(s.channels)
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _LastToken(self.pad_id)
+
+
+class _LastToken(nn.Module):
+    def __init__(self, pad_id):
+        super().__init__()
+        self.pad_id = pad_id
+
+    def forward(self, x, ids, masks=(None, None)):
+        mask = masks[0] if masks[0] is not None else masks[1]
+        if ids.dim() == 3:
+            ids = ids.squeeze(-1)                                     # B×T×1 → B×T
+        b, t = x.shape[0], x.shape[1]
+        if self.pad_id is None:
+            last = (lengths_of(mask) - 1).clamp(min=0) if mask is not None else \
+                torch.full((b,), t - 1, dtype=torch.long, device=x.device)
+        else:
+            # transformers: argmax of index × (id != pad), the rightmost real token (ties, as
+            # when there is none, go to the first step)
+            real = ids != self.pad_id
+            if mask is not None:
+                real = real & mask
+            steps = torch.arange(t, device=x.device, dtype=torch.int32)
+            last = (steps * real.to(torch.int32)).argmax(-1)
+        return x[torch.arange(b, device=x.device), last]                     # B×C
+
+
+class SelectChannel(Layer):
+    """One channel of each step, the channel axis dropped: B×T×C → B×T. Two of them split a
+    question-answering head's two scores per token into `start_logits` and `end_logits`, as
+    transformers' `logits.split(1, dim=-1)` and `squeeze(-1)` do.
+
+    Parameters
+    ----------
+    index : int
+        The channel, 0-based (negative counts from the last).
+
+    Shape
+    -----
+    - `in`: B×T×C
+    - `out`: B×T
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.SequenceInput(2), L.SelectChannel(1)])
+    >>> net(torch.tensor([[[1., 2.], [3., 4.], [5., 6.]]])).tolist()
+    [[2.0, 4.0, 6.0]]
+    """
+
+    stem = "selectchannel"
+    time_local = True
+
+    def __init__(self, index: int, name: str | None = None):
+        super().__init__(name)
+        self.index = check.integer(self, "index", index, least=-(2 ** 62), example=0)
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        self.require(s, "in", ("BTC",), "SelectChannel picks a channel of each step.")
+        c = s.channels
+        if c is not None and not -c <= self.index < c:
+            raise self.error(SizeError, "in", f"expected a channel {self.index} (0-based), "
+                             f"received {s}: it has channels 0…{c - 1}. Use an index in "
+                             f"-{c}…{c - 1}.")
+        return Spec("BT", (None, s.time))
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _SelectChannel(self.index)
+
+
+class _SelectChannel(nn.Module):
+    def __init__(self, index):
+        super().__init__()
+        self.index = index
+
+    def forward(self, x):
+        return x[..., self.index]                                       # B×T

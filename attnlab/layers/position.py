@@ -229,3 +229,109 @@ class RelativePositionBiasModule(nn.Module):
         dev = self.weight.device
         out = self.bias(torch.arange(tq, device=dev), torch.arange(tk, device=dev))
         return out.expand(b, -1, -1, -1)                                       # B×H×Tq×Tk
+
+
+class TokenPositionEmbedding(Layer):
+    """Learned position embedding whose positions count the tokens that are not padding, as
+    RoBERTa's (transformers' `create_position_ids_from_input_ids`).
+
+    It reads the token ids, not a sequence of vectors: a token equal to `padding_idx` gets
+    row `padding_idx`, any other the row `padding_idx + k`, k counting the tokens that are
+    not `padding_idx` up to and including it. A sequence without padding tokens therefore takes
+    rows padding_idx + 1, padding_idx + 2, …, left padding shifts nothing, and a padding
+    token inside a sequence takes the padding row and is not counted. Steps that the padding
+    mask marks as padding take the padding row too, whatever their ids. Learnable `weight`
+    (max_length×dim).
+
+    Parameters
+    ----------
+    max_length : int
+        The rows of the table (RoBERTa's `max_position_embeddings`, 514: 512 tokens after the
+        rows up to `padding_idx`).
+    dim : int
+        Channels of the embedding.
+    padding_idx : int
+        The padding token's id, also the padding row (RoBERTa: 1).
+
+    Shape
+    -----
+    - `in`: B×T token ids from a `TokenInput` (or B×T×1 from a `SequenceInput(1)`), with
+      T ≤ max_length − padding_idx − 1
+    - `out`: B×T×dim
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.TokenInput(), L.TokenPositionEmbedding(8, 2, padding_idx=1)])
+    >>> with torch.no_grad():
+    ...     _ = net.learnables["tokenposembed/weight"].copy_(torch.arange(16.).view(8, 2))
+    >>> net(torch.tensor([[0, 5, 1, 7]]))[0, :, 0].tolist()    # rows 2, 3, 1 (padding), 4
+    [4.0, 6.0, 2.0, 8.0]
+    """
+
+    stem = "tokenposembed"
+    uses_mask = True
+    # the analysis refuses computed values here: ids come from an input layer
+    reads_ids = ("in",)
+
+    def __init__(self, max_length: int, dim: int, padding_idx: int, name: str | None = None):
+        super().__init__(name)
+        self.max_length = check.integer(self, "max_length", max_length, least=2, example=514)
+        self.dim = check.integer(self, "dim", dim, example=768)
+        self.padding_idx = check.integer(self, "padding_idx", padding_idx, least=0,
+                                         most=self.max_length - 2, example=1)
+
+    @property
+    def most_steps(self) -> int:
+        """The longest sequence of tokens that are not padding it embeds."""
+        return self.max_length - self.padding_idx - 1
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        self.require(s, "in", ("BT", "BTC"), "TokenPositionEmbedding reads token ids.")
+        if s.labels == "BTC":
+            self.require_channels(s, "in", 1, "Token ids come as one channel: SequenceInput(1).")
+        check.learnables_fit(self, "in", "Use a smaller max_length or dim.",
+                             weight=(self.max_length, self.dim))
+        if s.time is not None and s.time > self.most_steps:
+            raise self.error(SizeError, "in", f"expected at most {self.most_steps} time steps "
+                             f"(max_length {self.max_length} rows, positions from padding_idx "
+                             f"{self.padding_idx} + 1), received {s}. Raise max_length or "
+                             "shorten the sequences.")
+        return Spec.sequence(self.dim, s.time)
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _TokenPositionEmbedding(self.max_length, self.dim, self.padding_idx, self.name)
+
+
+class _TokenPositionEmbedding(nn.Module):
+    def __init__(self, max_length, dim, padding_idx, name):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(max_length, dim) * 0.02)
+        self.padding_idx = padding_idx
+        self.name = name
+
+    def positions(self, ids, mask):
+        """The rows of each step (B×T int64), as transformers counts them."""
+        if ids.dim() == 3:
+            ids = ids.squeeze(-1)                                  # B×T×1 → B×T
+        counted = ids != self.padding_idx
+        if mask is not None:
+            counted = counted & mask
+        counted = counted.int()
+        return (torch.cumsum(counted, dim=1).type_as(counted) * counted).long() + self.padding_idx
+
+    def forward(self, ids, masks=(None,)):
+        rows = self.positions(ids, masks[0])
+        # only a sequence this long can reach past the table: the host reads the largest row
+        # then, never on the common path
+        if ids.shape[1] + self.padding_idx >= self.weight.shape[0]:
+            top = int(rows.max())
+            if top >= self.weight.shape[0]:
+                raise DataError(f"layer '{self.name}': position {top} reaches past the "
+                                f"{self.weight.shape[0]} rows of the table (max_length): at most "
+                                f"{self.weight.shape[0] - self.padding_idx - 1} tokens that are "
+                                f"not padding (id {self.padding_idx}) per sequence. Shorten the "
+                                "sequences.")
+        return F.embedding(rows, self.weight)                          # B×T×dim
