@@ -60,6 +60,7 @@ FAMILIES: dict[str, Any] = {
     "mistral": "mistral",
     "t5": "t5",
     "gpt_neox": "gpt_neox",
+    "opt": "opt",
 }
 
 META_KEY = "huggingface"
