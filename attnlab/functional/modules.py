@@ -73,9 +73,10 @@ def _loose_multi_head(owner: str, query_channels: int, key_channels_in: int,
                       attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
                       need_weights: bool = False, *, rotary: Any = False,
                       window: Optional[int] = None, alibi: bool = False,
-                      bias_input: bool = False):
+                      bias_input: bool = False, output_bias: Optional[bool] = None):
     sizes = {"key_channels": key_channels, "value_channels": value_channels,
-             "output_channels": output_channels, "projection_bias": bias}
+             "output_channels": output_channels, "projection_bias": bias,
+             "output_bias": rules.output_bias(owner, output_bias)}
     opts = _module_options(owner, sizes, num_heads=num_heads, scale=scale, dropout=dropout,
                            attention_mask=attention_mask, causal_alignment=causal_alignment,
                            need_weights=need_weights, num_kv_heads=num_kv_heads, rotary=rotary,
@@ -320,7 +321,8 @@ class MultiHeadAttentionModule(AttentionModule):
 
     Learnables: four `nn.Linear` named `query` (Cq→key_channels), `key` (Ck_in→key_channels,
     or num_kv_heads·dk with grouped-query attention), `value` (Cv_in→value_channels, or
-    num_kv_heads·dv) and `output` (value_channels→Cout), with biases unless `bias=False`;
+    num_kv_heads·dv) and `output` (value_channels→Cout), with biases unless `bias=False`
+    (the output's unless `output_bias=False`, or with `output_bias=True`);
     weights are out×in, so they copy
     to and from `torch.nn.MultiheadAttention` and MATLAB's QueryWeights… directly
     (docs/attention.md). `value_channels` defaults to `key_channels`, Cout to Cq.
@@ -335,7 +337,7 @@ class MultiHeadAttentionModule(AttentionModule):
         key_channels_in, value_channels_in, num_heads, key_channels, value_channels=None,
         output_channels=None, num_kv_heads=None, scale="auto", dropout=0.0, bias=True,
         attention_mask=None, causal_alignment="top-left", need_weights=False, *, rotary=False,
-        window=None, alibi=False, bias_input=False)`."""
+        window=None, alibi=False, bias_input=False, output_bias=None)`."""
         opts, (query_channels, key_channels_in, value_channels_in) = _given(
             _loose_multi_head, type(self).__name__, options, sizes, loose)
         key_channels = cast(int, opts.key_channels)            # options of a projection
@@ -353,7 +355,7 @@ class MultiHeadAttentionModule(AttentionModule):
         self.query = nn.Linear(query_channels, key_channels, bias=bias)
         self.key = nn.Linear(key_channels_in, kv_key, bias=bias)
         self.value = nn.Linear(value_channels_in, kv_value, bias=bias)
-        self.output = nn.Linear(value_channels, output_channels, bias=bias)
+        self.output = nn.Linear(value_channels, output_channels, bias=opts.output_has_bias)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -388,7 +390,7 @@ class SelfAttentionModule(MultiHeadAttentionModule):
         channels. Or the loose arguments, checked here: `SelfAttentionModule(channels,
         num_heads, key_channels, value_channels=None, output_channels=None, num_kv_heads=None,
         scale="auto", dropout=0.0, bias=True, attention_mask=None, need_weights=False, *,
-        rotary=False, window=None, alibi=False, bias_input=False)`."""
+        rotary=False, window=None, alibi=False, bias_input=False, output_bias=None)`."""
         opts, (channels,) = _given(_loose_self, type(self).__name__, options, sizes, loose)
         super().__init__(opts, channels, channels, channels, layer_name=layer_name)
 

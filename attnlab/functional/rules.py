@@ -28,7 +28,7 @@ from attnlab.functional.rotary import DEFAULTS as ROTARY_DEFAULTS   # the rotary
 
 __all__ = ["AttentionOptions", "options", "ALIGNMENTS", "num_heads", "num_kv_heads", "scale", "attention_mask",
            "scale_value", "causal_alignment", "dropout", "flag", "divisors_near", "divisor_hint",
-           "rotary", "rotary_dims", "window", "ROTARY_DEFAULTS"]
+           "rotary", "rotary_dims", "window", "ROTARY_DEFAULTS", "output_bias"]
 
 ALIGNMENTS = ("top-left", "bottom-right")
 # the smallest rotary base, 2^-64: the frequencies 1 / base^(2i/r) (float32, as transformers
@@ -186,6 +186,13 @@ def window(owner, value) -> int | None:
     return None if w is None or w >= WIDEST_WINDOW else w
 
 
+def output_bias(owner, value) -> bool | None:
+    """None (the output projection has a bias when the others do: `projection_bias`) or
+    whether it has one apart from the query, key and value projections (Qwen2's have biases,
+    its output projection none)."""
+    return None if value is None else check.flag(owner, "output_bias", value)
+
+
 @dataclass(frozen=True)
 class AttentionOptions:
     """The options of one attention layer as one object, each in its canonical form: made by
@@ -212,6 +219,12 @@ class AttentionOptions:
     value_channels: Optional[int] = None
     output_channels: Optional[int] = None
     projection_bias: bool = True
+    output_bias: Optional[bool] = None    # None: as projection_bias
+
+    @property
+    def output_has_bias(self) -> bool:
+        """Whether the output projection has a bias (`output_bias`, else `projection_bias`)."""
+        return self.projection_bias if self.output_bias is None else self.output_bias
 
     @property
     def kv_heads(self) -> int:

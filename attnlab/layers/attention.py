@@ -34,7 +34,8 @@ _OPTION_ATTRS = {"num_heads": "num_heads", "scale": "scale", "attention_mask": "
                  "has_padding_mask_input": "mask_input", "has_scores_output": "need_weights",
                  "num_kv_heads": "num_kv_heads", "rotary": "rotary", "window": "window",
                  "alibi": "alibi", "has_bias_input": "bias_input"}
-_SIZE_ATTRS = ("key_channels", "value_channels", "output_channels", "projection_bias")
+_SIZE_ATTRS = ("key_channels", "value_channels", "output_channels", "projection_bias",
+               "output_bias")
 
 
 class _Heads(Layer):
@@ -77,6 +78,7 @@ class _Projected(_Heads):
     value_channels: int | None
     output_channels: int | None
     projection_bias: bool
+    output_bias: bool | None
 
     def _agrees(self) -> bool:
         return super()._agrees() and \
@@ -85,7 +87,7 @@ class _Projected(_Heads):
     def _check_options(self) -> None:
         super()._check_options()
         _projection_sizes(self, self.key_channels, self.value_channels, self.output_channels,
-                          self.projection_bias)
+                          self.projection_bias, self.output_bias)
 
 
 class Attention(_Heads):
@@ -255,8 +257,10 @@ def _bias_ports(layer) -> tuple[str, ...]:
         (("bias",) if layer.has_bias_input else ())
 
 
-def _projection_sizes(layer, key_channels, value_channels, output_channels, projection_bias=True):
+def _projection_sizes(layer, key_channels, value_channels, output_channels, projection_bias=True,
+                      output_bias=None):
     layer.projection_bias = rules.flag(layer, "projection_bias", projection_bias)
+    layer.output_bias = rules.output_bias(layer, output_bias)
     layer.key_channels = check.integer(layer, "key_channels", key_channels, example=64)
     layer.value_channels = check.integer(layer, "value_channels", value_channels, none_ok=True)
     layer.output_channels = check.integer(layer, "output_channels", output_channels, none_ok=True)
@@ -324,6 +328,10 @@ class SelfAttention(_Projected):
         T5 `has_bias_input=True` fed by `RelativePositionBias`, with `scale=1.0`).
     projection_bias : bool
         False: the four projections have no `bias` (Llama, Mistral, T5).
+    output_bias : bool, optional
+        Whether the output projection has a `bias`, apart from the other three (Qwen2: biases
+        on the query, key and value projections, none on the output); None: as
+        `projection_bias`.
 
     Shape
     -----
@@ -354,14 +362,15 @@ class SelfAttention(_Projected):
                  has_scores_output: bool = False, num_kv_heads: int | None = None,
                  rotary: bool | dict = False, window: int | None = None, alibi: bool = False,
                  has_bias_input: bool = False, projection_bias: bool = True,
-                 name: str | None = None):
+                 name: str | None = None, *, output_bias: bool | None = None):
         super().__init__(name)
         _set_options(self, num_heads=num_heads, scale=scale, attention_mask=attention_mask,
                      causal_alignment="top-left", dropout=dropout,
                      has_padding_mask_input=has_padding_mask_input,
                      has_scores_output=has_scores_output, num_kv_heads=num_kv_heads,
                      rotary=rotary, window=window, alibi=alibi, has_bias_input=has_bias_input)
-        _projection_sizes(self, key_channels, value_channels, output_channels, projection_bias)
+        _projection_sizes(self, key_channels, value_channels, output_channels, projection_bias,
+                          output_bias)
 
     @property
     def input_ports(self) -> tuple[str, ...]:
@@ -402,7 +411,7 @@ class MultiHeadAttention(_Projected):
 
     Parameters
     ----------
-    num_heads, key_channels, value_channels, num_kv_heads, projection_bias
+    num_heads, key_channels, value_channels, num_kv_heads, projection_bias, output_bias
         As for `SelfAttention`.
     rotary, window, alibi, has_bias_input
         As for `Attention`; in cross-attention the query's positions count from the start of
@@ -432,14 +441,16 @@ class MultiHeadAttention(_Projected):
                  has_padding_mask_input: bool = False, has_scores_output: bool = False,
                  num_kv_heads: int | None = None, rotary: bool | dict = False,
                  window: int | None = None, alibi: bool = False, has_bias_input: bool = False,
-                 projection_bias: bool = True, name: str | None = None):
+                 projection_bias: bool = True, name: str | None = None, *,
+                 output_bias: bool | None = None):
         super().__init__(name)
         _set_options(self, num_heads=num_heads, scale=scale, attention_mask=attention_mask,
                      causal_alignment=causal_alignment, dropout=dropout,
                      has_padding_mask_input=has_padding_mask_input,
                      has_scores_output=has_scores_output, num_kv_heads=num_kv_heads,
                      rotary=rotary, window=window, alibi=alibi, has_bias_input=has_bias_input)
-        _projection_sizes(self, key_channels, value_channels, output_channels, projection_bias)
+        _projection_sizes(self, key_channels, value_channels, output_channels, projection_bias,
+                          output_bias)
 
     input_ports = Attention.input_ports
     output_ports = Attention.output_ports

@@ -59,6 +59,7 @@ FAMILIES: dict[str, Any] = {
     "llama": "llama",
     "mistral": "mistral",
     "t5": "t5",
+    "qwen2": "qwen2",
     "gpt_neox": "gpt_neox",
     "opt": "opt",
 }

@@ -130,7 +130,9 @@ class Family:
     causal: bool = True
     rotary: Any = False
     window: Any = None
+    block_window: Any = None               # a callable of (config, block index): its window
     attention_bias: Any = False
+    output_bias: Any = None                # the output projection's bias; None: attention_bias
     scale: Any = "auto"
     attention_dropout: Any = 0.0
     ffn: str = "glu"                       # "glu" (gated) or "mlp" (Dense → act → Dense)
@@ -264,6 +266,7 @@ class _Build:
         self.kv_heads = value(d.num_kv_heads, cfg)
         self.attention_bias, self.mlp_bias = value(d.attention_bias, cfg), value(d.mlp_bias, cfg)
         self.rotary, self.window = value(d.rotary, cfg), value(d.window, cfg)
+        self.output_bias = value(d.output_bias, cfg)
         self.placement = _check_choice("placement", value(d.placement, cfg))
         self.layout = _check_choice("layout", value(d.layout, cfg))
         key, default = d.activation
@@ -362,7 +365,9 @@ class _Build:
             self.heads, self.key_channels, output_channels=self.output_channels,
             attention_mask="causal" if self.d.causal else None, dropout=self.attn_drop,
             scale=value(self.d.scale, self.cfg, i), num_kv_heads=self.kv_heads,
-            rotary=self.rotary, window=self.window, projection_bias=self.attention_bias,
+            rotary=self.rotary, projection_bias=self.attention_bias,
+            window=self.window if self.d.block_window is None else self.d.block_window(self.cfg, i),
+            output_bias=self.output_bias,
             name=name)
 
     def mlp(self, h: str) -> list:
