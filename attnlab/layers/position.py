@@ -239,9 +239,9 @@ class TokenPositionEmbedding(Layer):
     row `padding_idx`, any other the row `padding_idx + k`, k counting the tokens that are
     not `padding_idx` up to and including it. A sequence without padding tokens therefore takes
     rows padding_idx + 1, padding_idx + 2, …, left padding shifts nothing, and a padding
-    token inside a sequence takes the padding row and is not counted. Steps that the padding
-    mask marks as padding take the padding row too, whatever their ids. Learnable `weight`
-    (max_length×dim).
+    token inside a sequence takes the padding row and is not counted. The ids alone decide,
+    as in transformers (not the padding mask: a batch padded at its end leaves the rows of
+    the valid steps as they are). Learnable `weight` (max_length×dim).
 
     Parameters
     ----------
@@ -271,7 +271,6 @@ class TokenPositionEmbedding(Layer):
     """
 
     stem = "tokenposembed"
-    uses_mask = True
     # the analysis refuses computed values here: ids come from an input layer
     reads_ids = ("in",)
 
@@ -312,18 +311,15 @@ class _TokenPositionEmbedding(nn.Module):
         self.padding_idx = padding_idx
         self.name = name
 
-    def positions(self, ids, mask):
+    def positions(self, ids):
         """The rows of each step (B×T int64), as transformers counts them."""
         if ids.dim() == 3:
             ids = ids.squeeze(-1)                                  # B×T×1 → B×T
-        counted = ids != self.padding_idx
-        if mask is not None:
-            counted = counted & mask
-        counted = counted.int()
+        counted = (ids != self.padding_idx).int()
         return (torch.cumsum(counted, dim=1).type_as(counted) * counted).long() + self.padding_idx
 
-    def forward(self, ids, masks=(None,)):
-        rows = self.positions(ids, masks[0])
+    def forward(self, ids):
+        rows = self.positions(ids)
         # only a sequence this long can reach past the table: the host reads the largest row
         # then, never on the common path
         if ids.shape[1] + self.padding_idx >= self.weight.shape[0]:

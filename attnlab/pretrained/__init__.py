@@ -55,6 +55,8 @@ from .builder import Family, Names
 FAMILIES: dict[str, Any] = {
     "gpt2": "gpt2",
     "bert": "bert",
+    "roberta": "roberta",
+    "distilbert": "distilbert",
     "vit": "vit",
     "llama": "llama",
     "mistral": "mistral",

@@ -26,7 +26,8 @@ GLU_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu",
 
 # what a model class puts after the blocks (and the final norm)
 HEADS = ("lm", "classifier", "hidden", "pooled", "masked-lm", "pooled-classifier",
-         "token-classifier", "first-classifier")
+         "token-classifier", "first-classifier", "first-mlp-classifier", "span",
+         "last-token-classifier")
 BASE = ("hidden", "pooled")                # a base model: its tensors without `prefix`
 
 
@@ -87,6 +88,10 @@ class Names:
     lm_head: str = "lm_head"
     classifier: str = "score"
     head_dropout: str = "dropout"
+    pre_classifier: str = "pre_classifier"     # "first-mlp-classifier": its hidden Dense,
+    pre_classifier_act: str = "pre_classifier_act"     # its activation
+    mlp_classifier: str = "classifier"         # and its scores
+    qa: str = "qa_outputs"                     # "span": the start and end scores
     pooler: str = "pooler"
     masked_lm: str = "cls.predictions"
 
@@ -104,7 +109,13 @@ class Family:
     (the last token's scores, `logits`), "hidden" (the base model's `last_hidden_state`),
     "pooled" (that and BERT's `pooler_output`: the first token → Dense → Tanh), "masked-lm"
     (BERT's transform and decoder), "pooled-classifier" (the pooler's scores),
-    "token-classifier" (each token's scores), "first-classifier" (the first token's scores).
+    "token-classifier" (each token's scores), "first-classifier" (the first token's scores),
+    "first-mlp-classifier" (the first token → Dense → activation → the scores: RoBERTa's and
+    DistilBERT's sequence classifiers), "span" (a question-answering head: two scores per
+    token, `start_logits` and `end_logits`), "last-token-classifier" (the scores of each
+    sequence's last token that is not the config's `pad_token_id`, as transformers picks it).
+    `token_positions`: (rows, padding id), positions counted from the ids as RoBERTa's
+    (`TokenPositionEmbedding`), in place of `positions`.
     `patches`: the model reads images (ViT): (channels, (H, W), (patch H, patch W)), embedded
     patch by patch after a class token; `embedding_table(cfg)` then gives the embeddings' rows.
     `block_table(cfg)` is a block's rows of the weight table, its tensor names after the
@@ -152,12 +163,18 @@ class Family:
     classifier_dropout: Any = 0.0
     pooler_width: Any = None               # None: the model's width
     pooler_activation: tuple[str, str] | None = None      # (config key, default); None: tanh
+    token_positions: Any = None            # (rows, padding id): positions from the ids (RoBERTa)
+    attention_output_dropout: Any = None   # after the attention's projection; None: residual_
+    token_classifier_dropout: Any = None   # "token-classifier"'s; None: classifier_dropout
+    pre_classifier_activation: str = "tanh"   # "first-mlp-classifier": an ACTIVATIONS name
+    pre_classifier_dropout: Any = 0.0      # "first-mlp-classifier": before its hidden Dense
+    qa_dropout: Any = 0.0                  # "span": before the scores
     tied: Any = False
     prefix: str = ""
     cross_prefix: bool = False
     ignored_tensors: tuple[str, ...] = ()
     names: Names = field(default_factory=Names)
-    sayable: Any = None                    # saving.Sayable: what config.json can say of edits
+    sayable: Any = None                    # saving.Sayable (or a callable of the model class)
 
     def __post_init__(self):
         for name, allowed in TEXT_CHOICES.items():
@@ -200,6 +217,8 @@ class Family:
             table.append(W(f"{p}{n.project_in}.weight", f"{n.project_in}/weight"))
         if value(self.token_types, cfg) is not None:
             table.append(W(f"{p}{n.token_types}.weight", f"{n.token_types}/weight"))
+        if value(self.token_positions, cfg) is not None:
+            table.append(W(f"{p}{n.positions}.weight", f"{n.positions}/weight"))
         if self.embedding_norm:
             table += self._norm_rows(p, n.embeddings_norm)
         rows = self.block_table(cfg)
@@ -228,6 +247,13 @@ class Family:
                 [W(f"{d}.weight", f"{d}/weight", tied=tied),
                  W(f"{n.masked_lm}.bias", f"{d}/bias"),       # the same tensor twice in the file
                  W(f"{d}.bias", f"{d}/bias", tied=True)]
+        if head == "last-token-classifier":
+            return self._dense_rows("", n.classifier, self.classifier_bias)
+        if head == "first-mlp-classifier":
+            return self._dense_rows("", n.pre_classifier, True) + \
+                self._dense_rows("", n.mlp_classifier, True)
+        if head == "span":
+            return self._dense_rows("", n.qa, True)
         return []
 
     def _projected(self, cfg: Config) -> bool:
@@ -259,6 +285,7 @@ class _Build:
         self.vocab, self.eps = value(d.vocab, cfg), value(d.eps, cfg)
         self.inner = value(d.inner, cfg)
         self.resid = value(d.residual_dropout, cfg)
+        self.attn_resid = value(d.attention_output_dropout, cfg)
         self.attn_drop = value(d.attention_dropout, cfg)
         head_dim = value(d.head_dim, cfg)
         self.key_channels = self.width if head_dim is None else self.heads * head_dim
@@ -304,6 +331,12 @@ class _Build:
             net.add([L.TokenInput(name="token_type_ids"),
                      L.Embedding(types, self.width, name=n.token_types)])
             parts.append(n.token_types)
+        token_positions = value(self.d.token_positions, self.cfg)
+        if token_positions is not None:          # RoBERTa: positions counted from the ids
+            rows, padding = token_positions
+            net.add(L.TokenPositionEmbedding(rows, self.width, padding, name=n.positions))
+            net.connect("input_ids", n.positions)
+            parts.append(n.positions)
         positions = value(self.d.positions, self.cfg)
         if positions is not None:
             offset = value(self.d.position_offset, self.cfg)
@@ -337,7 +370,7 @@ class _Build:
     def block(self, x: str, i: int, h: str) -> str:
         n, net, pre = self.n, self.net, self.placement == "pre"
         attn = self.sublayer(x, [self.attention(i, f"{h}.{n.attention}")], f"{h}.{n.norm_1}",
-                             f"{h}.{n.attention_dropout}", pre)
+                             f"{h}.{n.attention_dropout}", pre, self.attn_resid)
         if self.layout == "parallel":         # both sublayers read the block's input
             mlp = self.sublayer(x, self.mlp(h), f"{h}.{n.norm_2}", f"{h}.{n.mlp_dropout}", pre)
             return residual(net, residual(net, x, attn, f"{h}.{n.add_1}"), mlp, f"{h}.{n.add_2}")
@@ -345,12 +378,14 @@ class _Build:
         mlp = self.sublayer(x, self.mlp(h), f"{h}.{n.norm_2}", f"{h}.{n.mlp_dropout}", pre)
         return self.after(residual(net, x, mlp, f"{h}.{n.add_2}"), f"{h}.{n.norm_2}", pre)
 
-    def sublayer(self, x: str, layers: list, norm: str, drop: str, pre: bool) -> str:
-        """norm (pre-norm) → `layers` → dropout, from `x`: returns the branch's end."""
+    def sublayer(self, x: str, layers: list, norm: str, drop: str, pre: bool,
+                 p: float | None = None) -> str:
+        """norm (pre-norm) → `layers` → dropout (`p`; None: the residual dropout), from `x`:
+        returns the branch's end."""
         chain = ([self.norm(norm)] if pre else []) + layers
         self.net.add(chain)
         self.net.connect(x, chain[0].name)
-        return dropout(self.net, chain[-1].name, self.resid, drop)
+        return dropout(self.net, chain[-1].name, self.resid if p is None else p, drop)
 
     def after(self, x: str, norm: str, pre: bool) -> str:
         """The norm after a residual (post-norm); nothing with pre-norm."""
@@ -411,12 +446,45 @@ class _Build:
         elif head in ("pooled-classifier", "token-classifier"):
             src = pooled if head == "pooled-classifier" else x
             p = value(self.d.classifier_dropout, self.cfg)
+            if head == "token-classifier" and self.d.token_classifier_dropout is not None:
+                p = value(self.d.token_classifier_dropout, self.cfg)
             self.chain(dropout(net, src, p, n.head_dropout), [self.classifier(), output("logits")])
+        elif head in ("first-mlp-classifier", "span", "last-token-classifier"):
+            self.fine_tuning_head(x, head)
         else:
             self.chain(x, [output("last_hidden_state")])
             if head == "pooled":
                 self.chain(pooled, [output("pooler_output")])
         return net
+
+    def fine_tuning_head(self, x: str, head: str) -> None:
+        """The heads of RoBERTa's and DistilBERT's classifiers, of question answering, and of
+        a decoder's sequence classifier, after the blocks' output `x`."""
+        n, net, cfg = self.n, self.net, self.cfg
+        if head == "last-token-classifier":
+            pad = cfg.get("pad_token_id", None)
+            pad = None if pad is None else cfg.int("pad_token_id", least=0)
+            net.add([L.LastToken(pad, name="last_token"), self.classifier(), output("logits")])
+            net.connect(x, "last_token/in").connect("input_ids", "last_token/ids")
+        elif head == "first-mlp-classifier":
+            net.add(L.Index1d("first", name="first_token"))
+            net.connect(x, "first_token")
+            src = dropout(net, "first_token", value(self.d.pre_classifier_dropout, cfg),
+                          "first_token_dropout")
+            act = ACTIVATIONS[self.d.pre_classifier_activation](n.pre_classifier_act)
+            self.chain(src, [L.Dense(self.width, name=n.pre_classifier), act])
+            src = dropout(net, act.name, value(self.d.classifier_dropout, cfg), n.head_dropout)
+            self.chain(src, [L.Dense(cfg.num_labels(), name=n.mlp_classifier), output("logits")])
+        else:                                    # "span": start and end scores per token
+            labels = cfg.num_labels()
+            if labels != 2:
+                key = "id2label" if cfg.data.get("id2label") else "num_labels"
+                raise cfg.bad(key, cfg.data.get(key), "2 labels for a question-answering "
+                              "model (the scores of the answer's start and end)")
+            src = dropout(net, x, value(self.d.qa_dropout, cfg), n.head_dropout)
+            self.chain(src, [L.Dense(2, name=n.qa)])
+            for i, name in enumerate(("start_logits", "end_logits")):
+                self.chain(n.qa, [L.SelectChannel(i, name=name)])
 
     def pooler_activation(self, name: str) -> L.Layer:
         if self.d.pooler_activation is None:

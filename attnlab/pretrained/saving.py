@@ -153,8 +153,10 @@ class Layout:
 
     @property
     def sayable(self) -> Sayable:
-        """What the family's config.json can say: its description's, else the table's."""
-        return getattr(self.family, "sayable", None) or SAYABLE.get(self.family_name, Sayable())
+        """What the family's config.json can say: its description's, else the table's (a
+        callable of the model class gives the one for this network's)."""
+        say = getattr(self.family, "sayable", None) or SAYABLE.get(self.family_name, Sayable())
+        return say(self.architecture) if callable(say) else say      # one per model class
 
     @property
     def cfg(self) -> Config:
