@@ -1,5 +1,5 @@
-"""BERT (`model_type` "bert"): `BertModel`, `BertForMaskedLM`, `BertForSequenceClassification`
-and `BertForTokenClassification`.
+"""BERT (`model_type` "bert"): `BertModel`, `BertForMaskedLM`, `BertForSequenceClassification`,
+`BertForTokenClassification` and `BertForQuestionAnswering` (`start_logits`, `end_logits`).
 
 The graph: word, position and token-type embeddings added, LayerNorm; `num_hidden_layers`
 post-norm blocks (SelfAttention → residual → LayerNorm, Dense → activation → Dense →
@@ -43,7 +43,7 @@ def classifier_dropout(cfg: Config) -> float:
 
 FAMILY = Family(
     architectures=("BertForMaskedLM", "BertForSequenceClassification",
-                   "BertForTokenClassification", "BertModel"),
+                   "BertForTokenClassification", "BertForQuestionAnswering", "BertModel"),
     keys=keys(
         read="vocab_size hidden_size num_hidden_layers num_attention_heads intermediate_size "
              "hidden_act hidden_dropout_prob attention_probs_dropout_prob "
@@ -54,7 +54,8 @@ FAMILY = Family(
         ignored="directionality pooler_fc_size pooler_num_attention_heads "
                 "pooler_num_fc_layers pooler_size_per_head pooler_type output_past"),
     heads={"BertForMaskedLM": "masked-lm", "BertForSequenceClassification": "pooled-classifier",
-           "BertForTokenClassification": "token-classifier", "BertModel": "pooled"},
+           "BertForTokenClassification": "token-classifier",
+           "BertForQuestionAnswering": "span", "BertModel": "pooled"},
     block_table=lambda c: BLOCK,
     blocks=lambda c: c.int("num_hidden_layers"),
     width=lambda c: c.int("hidden_size"),

@@ -1,5 +1,6 @@
-"""GPT-NeoX (`model_type` "gpt_neox"; EleutherAI's Pythia and GPT-NeoX-20B): `GPTNeoXForCausalLM`
-and the base `GPTNeoXModel`.
+"""GPT-NeoX (`model_type` "gpt_neox"; EleutherAI's Pythia and GPT-NeoX-20B): `GPTNeoXForCausalLM`,
+`GPTNeoXForSequenceClassification` (the scores of each sequence's last token that is not
+`pad_token_id`) and the base `GPTNeoXModel`.
 
 Pre-norm blocks with LayerNorm, causal SelfAttention with biases and rotary positions on the
 first `rotary_pct` of each head's channels, and a Dense → GELU → Dense feed-forward. With
@@ -85,7 +86,7 @@ SAYABLE = Sayable(
 
 
 FAMILY = Family(
-    architectures=("GPTNeoXForCausalLM", "GPTNeoXModel"),
+    architectures=("GPTNeoXForCausalLM", "GPTNeoXForSequenceClassification", "GPTNeoXModel"),
     keys=keys(
         read="vocab_size hidden_size num_hidden_layers num_attention_heads intermediate_size "
              "hidden_act attention_dropout hidden_dropout max_position_embeddings "
@@ -93,7 +94,9 @@ FAMILY = Family(
              "rotary_pct rotary_emb_base rope_theta partial_rotary_factor rope_scaling",
         # the dropout of GPTNeoXForSequenceClassification's head, not built here
         ignored="classifier_dropout"),
-    heads={"GPTNeoXForCausalLM": "lm", "GPTNeoXModel": "hidden"},
+    heads={"GPTNeoXForCausalLM": "lm",
+           "GPTNeoXForSequenceClassification": "last-token-classifier",
+           "GPTNeoXModel": "hidden"},
     block_table=block_table,
     blocks=lambda c: c.int("num_hidden_layers"),
     width=lambda c: c.int("hidden_size"),

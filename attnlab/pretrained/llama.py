@@ -1,4 +1,5 @@
-"""Llama (`model_type` "llama"): `LlamaForCausalLM` and the base `LlamaModel`.
+"""Llama (`model_type` "llama"): `LlamaForCausalLM`, `LlamaForSequenceClassification` (the
+scores of each sequence's last token that is not `pad_token_id`) and the base `LlamaModel`.
 
 Pre-norm blocks (RMSNorm → causal SelfAttention with rotary positions and grouped key/value
 heads → residual; RMSNorm → GLU (SwiGLU: ``silu(gate(x)) * up(x)``) → Dense (the down
@@ -67,7 +68,7 @@ def block_table(cfg: Config) -> list[Weight]:
 
 
 FAMILY = Family(
-    architectures=("LlamaForCausalLM", "LlamaModel"),
+    architectures=("LlamaForCausalLM", "LlamaForSequenceClassification", "LlamaModel"),
     keys=keys(
         read="vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads "
              "num_key_value_heads head_dim hidden_act max_position_embeddings rms_norm_eps "
@@ -75,7 +76,8 @@ FAMILY = Family(
              "rope_scaling",
         # pretraining_tp > 1 splits the same products into slices: the same function
         ignored="pretraining_tp"),
-    heads={"LlamaForCausalLM": "lm", "LlamaModel": "hidden"},
+    heads={"LlamaForCausalLM": "lm", "LlamaForSequenceClassification": "last-token-classifier",
+           "LlamaModel": "hidden"},
     block_table=block_table,
     blocks=lambda c: c.int("num_hidden_layers"),
     width=lambda c: c.int("hidden_size"),

@@ -1,4 +1,5 @@
-"""Mistral (`model_type` "mistral"): `MistralForCausalLM` and the base `MistralModel`.
+"""Mistral (`model_type` "mistral"): `MistralForCausalLM`, `MistralForSequenceClassification`
+and the base `MistralModel`.
 
 Llama's description (`llama.py`: RMSNorm, rotary positions, grouped key/value heads, SwiGLU)
 without biases and with sliding-window attention: with `sliding_window` W a query sees itself
@@ -21,12 +22,14 @@ def window(cfg: Config) -> int | None:
 
 FAMILY = dataclasses.replace(
     llama.FAMILY,
-    architectures=("MistralForCausalLM", "MistralModel"),
+    architectures=("MistralForCausalLM", "MistralForSequenceClassification", "MistralModel"),
     keys=keys(
         read="vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads "
              "num_key_value_heads head_dim hidden_act max_position_embeddings rms_norm_eps "
              "attention_dropout tie_word_embeddings rope_theta rope_scaling sliding_window"),
-    heads={"MistralForCausalLM": "lm", "MistralModel": "hidden"},
+    heads={"MistralForCausalLM": "lm",
+           "MistralForSequenceClassification": "last-token-classifier",
+           "MistralModel": "hidden"},
     block_table=lambda c: llama.ATTENTION + llama.MLP + llama.NORMS,
     attention_bias=False, mlp_bias=False, window=window,
 )

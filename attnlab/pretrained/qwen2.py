@@ -1,4 +1,5 @@
-"""Qwen2 (`model_type` "qwen2"): `Qwen2ForCausalLM` and the base `Qwen2Model`.
+"""Qwen2 (`model_type` "qwen2"): `Qwen2ForCausalLM`, `Qwen2ForSequenceClassification` (the
+scores of each sequence's last token that is not `pad_token_id`) and the base `Qwen2Model`.
 
 Llama's description (`llama.py`: RMSNorm, rotary positions, grouped key/value heads, SwiGLU)
 with biases on the query, key and value projections and none on the output projection
@@ -43,13 +44,14 @@ def block_window(cfg: Config, i: int) -> int | None:
 
 FAMILY = dataclasses.replace(
     llama.FAMILY,
-    architectures=("Qwen2ForCausalLM", "Qwen2Model"),
+    architectures=("Qwen2ForCausalLM", "Qwen2ForSequenceClassification", "Qwen2Model"),
     keys=keys(
         read="vocab_size hidden_size intermediate_size num_hidden_layers num_attention_heads "
              "num_key_value_heads head_dim hidden_act max_position_embeddings rms_norm_eps "
              "attention_dropout tie_word_embeddings rope_theta rope_scaling use_sliding_window "
              "sliding_window max_window_layers layer_types"),
-    heads={"Qwen2ForCausalLM": "lm", "Qwen2Model": "hidden"},
+    heads={"Qwen2ForCausalLM": "lm", "Qwen2ForSequenceClassification": "last-token-classifier",
+           "Qwen2Model": "hidden"},
     block_table=lambda c: llama.ATTENTION + llama.biases(llama.ATTENTION[:3]) + llama.MLP +
     llama.NORMS,
     attention_bias=True, output_bias=False, mlp_bias=False, block_window=block_window,
