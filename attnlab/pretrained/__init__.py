@@ -60,7 +60,7 @@ FAMILIES: dict[str, Any] = {
     "vit": "vit",
     "llama": "llama",
     "mistral": "mistral",
-    "t5": "t5",
+    "t5": "t5_encoder",          # t5.py's encoder–decoder, and T5EncoderModel
     "qwen2": "qwen2",
     "gpt_neox": "gpt_neox",
     "opt": "opt",
