@@ -230,7 +230,7 @@ class AttentionModule(nn.Module):
         self.rotary: Optional[Rotary] = None
         if isinstance(settings, dict):      # head_size given: checked when the options were
             self.rotary = Rotary(cast(int, head_size), settings["base"], settings["fraction"],
-                                 settings["interleaved"])
+                                 settings["interleaved"], settings.get("scaling"), layer_name)
 
     @property
     def positional(self) -> bool:

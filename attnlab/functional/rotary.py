@@ -19,6 +19,8 @@ from typing import Union
 import torch
 from torch import Tensor
 
+from attnlab.core.errors import DataError
+
 __all__ = ["Rotary", "DEFAULTS"]
 
 # the settings `rotary=True` stands for (`rules.rotary` fills a dict's missing keys
@@ -26,6 +28,16 @@ __all__ = ["Rotary", "DEFAULTS"]
 DEFAULTS = {"base": 10000.0, "fraction": 1.0, "interleaved": False}
 
 Positions = Union[int, Tensor]
+
+
+# scaled rotary embeddings: the settings' optional key "scaling" (`rules.rotary_scaling`), a
+# dict with transformers' `rope_type` and that type's parameters, beside the keys of DEFAULTS.
+# "longrope" (Phi-3): each frequency divided by its short factor while a sequence is at most
+# original_max_position_embeddings long, by its long factor once it is longer (every position
+# of it, as transformers' `longrope_frequency_update` switches the whole table), and cos and
+# sin times attention_factor
+OPTIONAL = ("scaling",)
+SCALINGS = ("longrope",)
 
 
 class Rotary:
@@ -37,15 +49,19 @@ class Rotary:
     computed from the positions instead, so that no table length is frozen into the graph."""
 
     def __init__(self, head_size: int, base: float = 10000.0, fraction: float = 1.0,
-                 interleaved: bool = False):
+                 interleaved: bool = False, scaling: dict | None = None,
+                 name: str | None = None):
+        self.scaling = scaling     # None, or the checked settings of a scaled embedding
+        self.name = name           # the layer it turns for, named in errors
         self.head_size = int(head_size)
         self.dims = int(round(fraction * head_size))            # rotated channels per head
         self.base, self.interleaved = float(base), bool(interleaved)
         self._tables: dict[tuple, tuple] = {}    # (device, dtype) → cos, sin, their rows
 
     def __repr__(self) -> str:
+        scaled = "" if self.scaling is None else f", scaling={self.scaling['rope_type']!r}"
         return (f"Rotary(head_size={self.head_size}, dims={self.dims}, base={self.base}, "
-                f"interleaved={self.interleaved})")
+                f"interleaved={self.interleaved}{scaled})")
 
     def __getstate__(self):
         return {k: v for k, v in self.__dict__.items() if k != "_tables"}
@@ -55,23 +71,33 @@ class Rotary:
         self._tables = {}
 
     def __deepcopy__(self, memo):
-        return Rotary(self.head_size, self.base, self.dims / self.head_size, self.interleaved)
+        return Rotary(self.head_size, self.base, self.dims / self.head_size, self.interleaved,
+                      self.scaling, self.name)
 
     # -- tables ----------------------------------------------------------------------------
-    def inv_freq(self, device, dtype=torch.float32) -> Tensor:
-        """θ_i = 1 / base^(2i/r), as transformers' default rope parameters compute it."""
+    def inv_freq(self, device, dtype=torch.float32, long: bool = False) -> Tensor:
+        """θ_i = 1 / base^(2i/r), as transformers' default rope parameters compute it; with
+        longrope scaling 1 / (f_i · base^(2i/r)), f the short factors (the long ones if
+        `long`), as transformers' longrope parameters compute it."""
         r = self.dims
-        return 1.0 / (self.base ** (torch.arange(0, r, 2, dtype=dtype, device=device) / r))
+        powers = self.base ** (torch.arange(0, r, 2, dtype=dtype, device=device) / r)
+        if self.scaling is None:
+            return 1.0 / powers
+        factors = self.scaling["long_factor" if long else "short_factor"]
+        return 1.0 / (torch.tensor(factors, dtype=dtype, device=device) * powers)
 
-    def angles(self, positions: Tensor, dtype) -> tuple[Tensor, Tensor]:
+    def angles(self, positions: Tensor, dtype, long: bool = False) -> tuple[Tensor, Tensor]:
         """cos and sin, T×r in `dtype`, laid out for this map (duplicated by halves, or
         interleaved), for the 1-D `positions`."""
         work = torch.float64 if dtype == torch.float64 else torch.float32
-        freqs = positions.to(work).unsqueeze(-1) * self.inv_freq(positions.device, work)  # T×r/2
+        freqs = positions.to(work).unsqueeze(-1) * self.inv_freq(positions.device, work, long)
         if self.interleaved:
             emb = torch.stack((freqs, freqs), dim=-1).flatten(-2)           # T×r: θ0 θ0 θ1 θ1 …
         else:
             emb = torch.cat((freqs, freqs), dim=-1)                         # T×r: θ0 … θ0 …
+        if self.scaling is not None:                    # longrope's attention factor
+            factor = self.scaling["attention_factor"]
+            return (emb.cos() * factor).to(dtype), (emb.sin() * factor).to(dtype)
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
     def _signed(self, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
@@ -85,12 +111,13 @@ class Rotary:
             sign[:r // 2] = -1
         return cos.unsqueeze(1), (sin * sign).unsqueeze(1)
 
-    def _table(self, end: int, device, dtype):
-        key = (str(device), dtype)
+    def _table(self, end: int, device, dtype, long: bool = False):
+        key = (str(device), dtype, long)
         table = self._tables.get(key)
         if table is None or table[0].shape[0] < end:
             length = max(64, end, 2 * (table[0].shape[0] if table is not None else 0))
-            cos, sin = self._signed(*self.angles(torch.arange(length, device=device), dtype))
+            cos, sin = self._signed(*self.angles(torch.arange(length, device=device), dtype,
+                                                 long))
             # one-step views made once: a decoding step indexes a list
             table = self._tables[key] = (cos, sin, cos.split(1), sin.split(1))
         return table
@@ -100,14 +127,52 @@ class Rotary:
         positions of a tensor)."""
         if torch.jit.is_tracing() or torch.compiler.is_compiling():
             positions = torch.arange(t, device=device) + pos if isinstance(pos, int) else pos
+            if self.scaling is not None and self.scaling["rope_type"] == "longrope":
+                return self._traced_scaled(positions, dtype,
+                                           self.scaling["original_max_position_embeddings"])
             return self._signed(*self.angles(positions, dtype))
+        long = self.long(pos, t)
         if isinstance(pos, int):
-            cos, sin, cos_rows, sin_rows = self._table(pos + t, device, dtype)
+            cos, sin, cos_rows, sin_rows = self._table(pos + t, device, dtype, long)
             if t == 1:
                 return cos_rows[pos], sin_rows[pos]
             return cos[pos:pos + t], sin[pos:pos + t]
-        cos, sin, _, _ = self._table(int(pos.max()) + 1 if pos.numel() else 0, device, dtype)
+        cos, sin, _, _ = self._table(int(pos.max()) + 1 if pos.numel() else 0, device, dtype,
+                                     long)
         return cos.index_select(0, pos), sin.index_select(0, pos)
+
+    def long(self, pos: Positions, t: int) -> bool:
+        """Whether these steps turn by longrope's long factors: the sequence reaches past
+        original_max_position_embeddings (False without scaling). Steps that take a sequence
+        past it after earlier steps that did not (a stream whose cache holds keys turned by
+        the short factors) are refused: every position would have to turn again."""
+        if self.scaling is None or self.scaling["rope_type"] != "longrope":
+            return False
+        if isinstance(pos, int):
+            start, end = pos, pos + t
+        elif pos.numel():
+            start, end = int(pos.min()), int(pos.max()) + 1
+        else:
+            return False
+        most = self.scaling["original_max_position_embeddings"]
+        if 0 < start <= most < end:
+            layer = "" if self.name is None else f"layer '{self.name}': "
+            raise DataError(
+                f"{layer}rotary positions {start}…{end - 1}: longrope turns every position of a "
+                f"sequence longer than original_max_position_embeddings ({most}) by its long "
+                f"factors, and the {start} steps before these were turned by the short ones "
+                "(transformers recomputes them at this point). Give the whole sequence in one "
+                f"step (a stream's first step, or a forward pass), or stay within {most} steps.")
+        return end > most
+
+    def _traced_scaled(self, positions: Tensor, dtype, most: int) -> tuple[Tensor, Tensor]:
+        """cos and signed sin of longrope while tracing: the short or long table chosen in the
+        graph by the sequence's length (longer than `most`: the long one), as transformers
+        chooses it (`torch.where`)."""
+        long = positions.max() + 1 > most
+        short_cos, short_sin = self._signed(*self.angles(positions, dtype, False))
+        long_cos, long_sin = self._signed(*self.angles(positions, dtype, True))
+        return torch.where(long, long_cos, short_cos), torch.where(long, long_sin, short_sin)
 
     # -- the map ---------------------------------------------------------------------------
     def __call__(self, x: Tensor, pos: Positions) -> Tensor:

@@ -25,6 +25,7 @@ from attnlab.functional.bias import WIDEST_WINDOW
 from attnlab.core.errors import ArgumentError, AttnlabError, SizeError
 from attnlab.core import checks as check
 from attnlab.functional.rotary import DEFAULTS as ROTARY_DEFAULTS   # the rotary settings' one home
+from attnlab.functional.rotary import OPTIONAL as ROTARY_OPTIONAL, SCALINGS as ROTARY_SCALINGS
 
 __all__ = ["AttentionOptions", "options", "ALIGNMENTS", "num_heads", "num_kv_heads", "scale", "attention_mask",
            "scale_value", "causal_alignment", "dropout", "flag", "divisors_near", "divisor_hint",
@@ -137,7 +138,7 @@ def rotary(owner, value):
         raise _fail(owner, "rotary", "False, True or a dict with keys 'base', 'fraction', "
                     "'interleaved'", value, 'Use rotary=True, or e.g. rotary={"base": 10000.0, '
                     '"fraction": 0.25, "interleaved": False}.')
-    unknown = sorted(map(str, set(value) - set(ROTARY_DEFAULTS)))
+    unknown = sorted(map(str, set(value) - set(ROTARY_DEFAULTS) - set(ROTARY_OPTIONAL)))
     if unknown:
         raise _fail(owner, "rotary", "a dict with keys 'base', 'fraction', 'interleaved'", value,
                     f"Remove the key{'s' if len(unknown) > 1 else ''} "
@@ -156,7 +157,63 @@ def rotary(owner, value):
     out["fraction"] = check.real(owner, "rotary['fraction']", out["fraction"], 0, 1,
                                  low_open=True, what="a fraction in (0, 1]", fix=fix)
     out["interleaved"] = check.flag(owner, "rotary['interleaved']", out["interleaved"])
+    if out.get("scaling") is None:            # None: no scaling, as if the key were absent
+        out.pop("scaling", None)
+    else:
+        out["scaling"] = rotary_scaling(owner, out["scaling"])
     return out
+
+
+_LONGROPE = ("rope_type", "short_factor", "long_factor", "original_max_position_embeddings",
+             "attention_factor")
+
+
+def rotary_scaling(owner, value) -> dict:
+    """A scaled rotary embedding (the rotary settings' optional "scaling"), in canonical form:
+    a dict with "rope_type" (one of `ROTARY_SCALINGS`) and that type's parameters, as
+    transformers' `rope_parameters` names them. "longrope": "short_factor" and "long_factor"
+    (numbers > 0, one per rotated channel pair: `rotary_dims` checks their number),
+    "original_max_position_embeddings" (an int ≥ 1: the longest sequence that turns by the
+    short factors) and "attention_factor" (a number > 0 on cos and sin; default 1)."""
+    arg = "rotary['scaling']"
+    example = ('Use e.g. {"rope_type": "longrope", "short_factor": [1.0, …], "long_factor": '
+               '[4.0, …], "original_max_position_embeddings": 4096}, or leave scaling out.')
+    if not isinstance(value, dict) or value.get("rope_type") not in ROTARY_SCALINGS:
+        types = " or ".join(map(repr, ROTARY_SCALINGS))
+        raise _fail(owner, arg, f"a dict with 'rope_type' {types} and its parameters", value,
+                    example)
+    unknown = sorted(map(str, set(value) - set(_LONGROPE)))
+    if unknown:
+        raise _fail(owner, arg, f"longrope's keys {', '.join(map(repr, _LONGROPE))}", value,
+                    f"Remove {', '.join(map(repr, unknown))}.")
+    out: dict = {"rope_type": "longrope"}
+    for key in ("short_factor", "long_factor"):
+        factors = value.get(key)
+        if not isinstance(factors, (list, tuple)) or not factors or not all(
+                isinstance(f, (int, float)) and not isinstance(f, bool) and math.isfinite(f)
+                and f > 0 for f in factors):
+            raise _fail(owner, f"{arg}['{key}']", "a list of numbers > 0, one per rotated "
+                        "channel pair", factors, example)
+        out[key] = [float(f) for f in factors]
+    key = "original_max_position_embeddings"
+    out[key] = check.integer(owner, f"{arg}['{key}']", value.get(key), example=4096)
+    out["attention_factor"] = check.real(
+        owner, f"{arg}['attention_factor']", value.get("attention_factor", 1.0), 0, None,
+        low_open=True, what="a finite number > 0", fix="Use e.g. 1.19 (Phi-3's), or 1.0.")
+    return out
+
+
+def _check_factors(owner, settings, dims: int, cls: type[AttnlabError]) -> None:
+    """A scaled embedding's factors: one per pair of the `dims` rotated channels."""
+    scaling = settings.get("scaling")
+    if scaling is None:
+        return
+    for key in ("short_factor", "long_factor"):
+        if len(scaling[key]) != dims // 2:
+            raise _fail(owner, "rotary", f"{dims // 2} {key}s, one per pair of the {dims} "
+                        f"channels of a head that rotate", scaling[key],
+                        "Give one factor per rotated channel pair (head size × fraction / 2).",
+                        cls)
 
 
 def rotary_dims(owner, settings, head_size: int, cls: type[AttnlabError] = SizeError,
@@ -165,6 +222,7 @@ def rotary_dims(owner, settings, head_size: int, cls: type[AttnlabError] = SizeE
     whole number (channels turn in pairs). `heads`: the layer's num_heads, for the fix."""
     r = settings["fraction"] * head_size
     if abs(r - round(r)) < 1e-9 and round(r) > 0 and round(r) % 2 == 0:
+        _check_factors(owner, settings, int(round(r)), cls)
         return int(round(r))
     evens = [f for f in (1.0, 0.5, 0.25) if (f * head_size) % 2 == 0 and f * head_size > 0]
     if head_size % 2:

@@ -64,6 +64,7 @@ FAMILIES: dict[str, Any] = {
     "qwen2": "qwen2",
     "gpt_neox": "gpt_neox",
     "opt": "opt",
+    "phi3": "phi3",
 }
 
 META_KEY = "huggingface"

@@ -157,6 +157,7 @@ def generate(net: Any, static_inputs: dict | None = None,
             _check_generator_device(generator, s.device)
         x = _expand_start(x, s).to(s.device)
         _check_positions(s, x.shape[1], max_length)
+        _check_longrope(s, x.shape[1], max_length)
         if feedback is None:
             feedback = _token_feedback(s)
         choose = _greedy if strategy == "greedy" else \
@@ -446,6 +447,27 @@ def _check_positions(s, prompt: int, max_length: int) -> None:
                             f"reach position {last}, past the {held} positions that layer "
                             f"'{name}' (PositionEmbedding max_length {held}) has learned. Use "
                             f"max_length ≤ {held - prompt + 1}, or a shorter prompt.")
+
+
+def _check_longrope(s, prompt: int, max_length: int) -> None:
+    """DataError before decoding when the tokens fed back take the sequence past the
+    original_max_position_embeddings of a longrope rotary embedding after a prompt within it:
+    every position would then turn by the long factors, the prompt's cached keys included
+    (transformers recomputes its cache at that point)."""
+    end = prompt + max_length - 1                      # the length once the last token is fed
+    for name, st in s.steppers.items():
+        scaling = getattr(getattr(getattr(st, "module", None), "rotary", None), "scaling", None)
+        if scaling is None:
+            continue
+        most = scaling["original_max_position_embeddings"]
+        if prompt <= most < end:
+            raise DataError(f"generate: a prompt of {prompt} tokens and max_length {max_length} "
+                            f"reach position {end - 1}, past original_max_position_embeddings "
+                            f"({most}) of layer '{name}': its longrope rotary embedding then "
+                            "turns every position by the long factors, and the prompt's keys "
+                            "were turned by the short ones (transformers recomputes its cache "
+                            f"there). Use max_length ≤ {most - prompt + 1}, or a prompt of "
+                            f"more than {most} tokens.")
 
 
 def _output_picker(s, output):
