@@ -131,9 +131,37 @@ def test_every_top_level_entry_of_the_package_has_one_level():
 
 def test_a_module_imports_from_its_own_level_and_the_levels_below():
     # counting imports inside functions and importlib calls with a literal name
-    graph = {name: {t for t in _imported_names(path) if t in _modules()} | _graph()[name]
-             for name, path in _modules().items()}
+    mods, imports = _modules(), _graph()
+    graph = {name: {t for t in _imported_names(path) if t in mods} | imports[name]
+             for name, path in mods.items()}
     assert _upward_imports(graph, _levels()) == []
+
+
+def _documented_modules() -> list[str]:
+    """The module of each table row under "The modules" in docs/architecture.md, as a path
+    under attnlab/ (`graph/codegen.py`), in the page's order."""
+    section = LEVELS_DOC.read_text().split("## The modules", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([\w/]+\.py)` \|", section, re.MULTILINE)
+
+
+def _module_rows_problems(files: set[str], rows: list[str]) -> list[str]:
+    missing, stale = sorted(files - set(rows)), sorted(set(rows) - files)
+    twice = sorted({r for r in rows if rows.count(r) > 1})
+    return ([f"no row for {', '.join(missing)}: add one under its level"] if missing else []) + \
+        ([f"rows for modules that do not exist: {', '.join(stale)}"] if stale else []) + \
+        ([f"more than one row for {', '.join(twice)}"] if twice else [])
+
+
+def test_the_architecture_page_lists_every_module_once():
+    files = {p.relative_to(ROOT).as_posix() for p in ROOT.rglob("*.py")}
+    problems = _module_rows_problems(files, _documented_modules())
+    assert problems == [], "docs/architecture.md, 'The modules': " + "; ".join(problems)
+
+
+def test_the_module_rows_check_names_what_drifted():
+    assert _module_rows_problems({"a.py", "b/c.py"}, ["a.py", "a.py", "d.py"]) == [
+        "no row for b/c.py: add one under its level", "rows for modules that do not exist: d.py",
+        "more than one row for a.py"]
 
 
 def test_the_level_checker_flags_an_upward_import():
