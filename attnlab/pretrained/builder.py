@@ -94,6 +94,19 @@ class Names:
     qa: str = "qa_outputs"                     # "span": the start and end scores
     pooler: str = "pooler"
     masked_lm: str = "cls.predictions"
+    # the masked-LM head's (transform Dense, its activation, its norm, decoder, the decoder
+    # bias's second name in the file or None); None: BERT's, under `masked_lm`
+    masked_lm_parts: tuple[str, str, str, str, str | None] | None = None
+
+
+def masked_lm_names(n: Names) -> tuple[str, str, str, str, str | None]:
+    """The masked-LM head's layer names (transform Dense, activation, norm, decoder) and the
+    decoder bias's second tensor name (None: the file has the decoder's own only)."""
+    if n.masked_lm_parts is not None:
+        return n.masked_lm_parts
+    t = f"{n.masked_lm}.transform"
+    return (f"{t}.dense", f"{t}.act", f"{t}.LayerNorm", f"{n.masked_lm}.decoder",
+            f"{n.masked_lm}.bias")
 
 
 @dataclass(frozen=True)
@@ -169,6 +182,7 @@ class Family:
     pre_classifier_activation: str = "tanh"   # "first-mlp-classifier": an ACTIVATIONS name
     pre_classifier_dropout: Any = 0.0      # "first-mlp-classifier": before its hidden Dense
     qa_dropout: Any = 0.0                  # "span": before the scores
+    masked_lm_activation: str | None = None   # an ACTIVATIONS name; None: the blocks'
     tied: Any = False
     prefix: str = ""
     cross_prefix: bool = False
@@ -241,12 +255,13 @@ class Family:
         if head in ("classifier", "pooled-classifier", "token-classifier", "first-classifier"):
             return self._dense_rows("", n.classifier, self.classifier_bias)
         if head == "masked-lm":
-            t, d = f"{n.masked_lm}.transform", f"{n.masked_lm}.decoder"
-            return self._dense_rows("", f"{t}.dense", True) + \
-                self._norm_rows("", f"{t}.LayerNorm") + \
-                [W(f"{d}.weight", f"{d}/weight", tied=tied),
-                 W(f"{n.masked_lm}.bias", f"{d}/bias"),       # the same tensor twice in the file
-                 W(f"{d}.bias", f"{d}/bias", tied=True)]
+            dense, _, norm, d, bias = masked_lm_names(n)
+            rows = self._dense_rows("", dense, True) + self._norm_rows("", norm) + \
+                [W(f"{d}.weight", f"{d}/weight", tied=tied)]
+            if bias is None:                         # the decoder's own bias only (DistilBERT)
+                return rows + [W(f"{d}.bias", f"{d}/bias")]
+            return rows + [W(bias, f"{d}/bias"),      # the same tensor twice in the file
+                           W(f"{d}.bias", f"{d}/bias", tied=True)]
         if head == "last-token-classifier":
             return self._dense_rows("", n.classifier, self.classifier_bias)
         if head == "first-mlp-classifier":
@@ -436,11 +451,11 @@ class _Build:
             self.chain(x, [L.Index1d("last", name="last_token"), self.classifier(),
                            output("logits")])
         elif head == "masked-lm":
-            t = f"{n.masked_lm}.transform"
-            self.chain(x, [L.Dense(self.width, name=f"{t}.dense"), self.act(f"{t}.act"),
-                           self.norm(f"{t}.LayerNorm"),
-                           L.Dense(self.vocab, tied_to=tied, name=f"{n.masked_lm}.decoder"),
-                           output("logits")])
+            dense, act, norm, decoder, _ = masked_lm_names(n)
+            activation = self.act if self.d.masked_lm_activation is None else \
+                ACTIVATIONS[self.d.masked_lm_activation]
+            self.chain(x, [L.Dense(self.width, name=dense), activation(act), self.norm(norm),
+                           L.Dense(self.vocab, tied_to=tied, name=decoder), output("logits")])
         elif head == "first-classifier":
             self.chain(x, [L.Index1d("first", name="cls"), self.classifier(), output("logits")])
         elif head in ("pooled-classifier", "token-classifier"):

@@ -1,4 +1,5 @@
-"""DistilBERT (`model_type` "distilbert"): `DistilBertModel` and the heads people fine-tune,
+"""DistilBERT (`model_type` "distilbert"): `DistilBertModel`, `DistilBertForMaskedLM` (what
+the Hub's checkpoints are saved as) and the heads people fine-tune,
 `DistilBertForSequenceClassification`, `DistilBertForTokenClassification` and
 `DistilBertForQuestionAnswering`.
 
@@ -9,8 +10,9 @@ projection, as in transformers); every LayerNorm's epsilon is 1e-12. The base mo
 is `last_hidden_state` (there is no pooler). The sequence classifier scores the first token
 through `pre_classifier` → ReLU → dropout (`seq_classif_dropout`) → `classifier`; the
 question-answering head gives `start_logits` and `end_logits` after a dropout of
-`qa_dropout`. Input `input_ids` only. The tensors sit under ``distilbert.`` in a head model's
-file.
+`qa_dropout`; the masked-LM head is `vocab_transform` → activation → `vocab_layer_norm` →
+`vocab_projector` (its weight tied to the word embeddings, its bias its own). Input
+`input_ids` only. The tensors sit under ``distilbert.`` in a head model's file.
 
 `sinusoidal_pos_embds` true: the file holds the sinusoidal table, which loads into the
 position embedding as any learned table (transformers 5 trains it too).
@@ -52,21 +54,24 @@ def positions(cfg: Config) -> int:
 SAYABLE = Sayable(
     blocks=(("n_layers", r"^transformer\.layer\.(\d+)\.", None),),
     vocab=("vocab_size", "embeddings.word_embeddings"), labels="classifier",
+    head=("vocab_projector", "embeddings.word_embeddings"),
     hints=((r"ffn\.activation$", "", "activation"), (r"dropout$", "p", "dropout"),
            (r"\.attention$", "dropout", "attention_dropout"),
            (r"ffn\.lin1$", "out", "hidden_dim"),
            (r"position_embeddings$", "max_length", "max_position_embeddings")))
 
 FAMILY = Family(
-    architectures=("DistilBertForSequenceClassification", "DistilBertForTokenClassification",
-                   "DistilBertForQuestionAnswering", "DistilBertModel"),
+    architectures=("DistilBertForMaskedLM", "DistilBertForSequenceClassification",
+                   "DistilBertForTokenClassification", "DistilBertForQuestionAnswering",
+                   "DistilBertModel"),
     keys=keys(
         read="vocab_size max_position_embeddings sinusoidal_pos_embds n_layers n_heads dim "
-             "hidden_dim dropout attention_dropout activation qa_dropout seq_classif_dropout",
-        # the output projection's tie concerns the masked-LM head only (tie_weights_ is its
-        # old spelling)
-        ignored="tie_word_embeddings tie_weights_"),
-    heads={"DistilBertForSequenceClassification": "first-mlp-classifier",
+             "hidden_dim dropout attention_dropout activation qa_dropout seq_classif_dropout "
+             "tie_word_embeddings",
+        # what older configs called the masked-LM head's tie; tie_word_embeddings says it now
+        ignored="tie_weights_"),
+    heads={"DistilBertForMaskedLM": "masked-lm",
+           "DistilBertForSequenceClassification": "first-mlp-classifier",
            "DistilBertForTokenClassification": "token-classifier",
            "DistilBertForQuestionAnswering": "span", "DistilBertModel": "hidden"},
     block_table=lambda c: BLOCK,
@@ -88,6 +93,7 @@ FAMILY = Family(
     token_classifier_dropout=lambda c: c.probability("dropout", 0.1),
     qa_dropout=lambda c: c.probability("qa_dropout", 0.1),
     pre_classifier_activation="relu",
+    tied=lambda c: c.flag("tie_word_embeddings", True),
     prefix="distilbert.", cross_prefix=True,
     names=Names(tokens="embeddings.word_embeddings", positions="embeddings.position_embeddings",
                 embeddings="embeddings.add", embeddings_dropout="embeddings.dropout",
@@ -95,6 +101,8 @@ FAMILY = Family(
                 attention_dropout="sa_dropout", add_1="sa_add", norm_1="sa_layer_norm",
                 up="ffn.lin1", act="ffn.activation", down="ffn.lin2", mlp_dropout="ffn.dropout",
                 add_2="output_add", norm_2="output_layer_norm",
-                classifier="classifier"),
+                classifier="classifier",
+                masked_lm_parts=("vocab_transform", "activation", "vocab_layer_norm",
+                                 "vocab_projector", None)),
     sayable=SAYABLE,
 )

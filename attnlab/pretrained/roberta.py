@@ -1,6 +1,6 @@
-"""RoBERTa (`model_type` "roberta"): `RobertaModel` and the heads people fine-tune,
-`RobertaForSequenceClassification`, `RobertaForTokenClassification` and
-`RobertaForQuestionAnswering`.
+"""RoBERTa (`model_type` "roberta"): `RobertaModel`, `RobertaForMaskedLM` (what the Hub's
+checkpoints are saved as) and the heads people fine-tune, `RobertaForSequenceClassification`,
+`RobertaForTokenClassification` and `RobertaForQuestionAnswering`.
 
 BERT's description (`bert.py`: post-norm blocks, token types, the pooler of the base model)
 with RoBERTa's positions: counted over the tokens that are not padding, from `pad_token_id`
@@ -9,7 +9,9 @@ with RoBERTa's positions: counted over the tokens that are not padding, from `pa
 `pad_token_id` inside a sequence takes the padding row and is not counted, left padding
 shifts nothing. The sequence classifier scores the first token (`<s>`) through a Dense →
 tanh (`classifier.dense`) and `classifier.out_proj`; the question-answering head gives
-`start_logits` and `end_logits`. The tensors sit under ``roberta.`` in a head model's file.
+`start_logits` and `end_logits`; the masked-LM head is `lm_head` (Dense → GELU → LayerNorm →
+the decoder, tied to the word embeddings). The tensors sit under ``roberta.`` in a head
+model's file.
 """
 from __future__ import annotations
 
@@ -37,33 +39,37 @@ def token_positions(cfg: Config) -> tuple[int, int]:
 
 def sayable(architecture: str) -> Sayable:
     """What a RoBERTa config.json can say of an edited network: BERT's, its scores in
-    `classifier.out_proj` for the sequence classifier."""
+    `classifier.out_proj` for the sequence classifier, its masked-LM decoder `lm_head.decoder`."""
     labels = "classifier.out_proj" if architecture == "RobertaForSequenceClassification" \
         else "classifier"
-    return dataclasses.replace(SAYABLE["bert"], labels=labels)
+    return dataclasses.replace(SAYABLE["bert"], labels=labels,
+                               head=("lm_head.decoder", "embeddings.word_embeddings"))
 
 
 FAMILY: Family = dataclasses.replace(
     bert.FAMILY,
-    architectures=("RobertaForSequenceClassification", "RobertaForTokenClassification",
-                   "RobertaForQuestionAnswering", "RobertaModel"),
+    architectures=("RobertaForMaskedLM", "RobertaForSequenceClassification",
+                   "RobertaForTokenClassification", "RobertaForQuestionAnswering",
+                   "RobertaModel"),
     keys=keys(
         read="vocab_size hidden_size num_hidden_layers num_attention_heads intermediate_size "
              "hidden_act hidden_dropout_prob attention_probs_dropout_prob "
              "max_position_embeddings type_vocab_size layer_norm_eps classifier_dropout "
-             "pad_token_id",
-        fixed={"position_embedding_type": ("absolute",)},
-        # the output projection's tie concerns the language-model heads only
-        ignored="tie_word_embeddings"),
-    heads={"RobertaForSequenceClassification": "first-mlp-classifier",
+             "pad_token_id tie_word_embeddings",
+        fixed={"position_embedding_type": ("absolute",)}),
+    heads={"RobertaForMaskedLM": "masked-lm",
+           "RobertaForSequenceClassification": "first-mlp-classifier",
            "RobertaForTokenClassification": "token-classifier",
            "RobertaForQuestionAnswering": "span", "RobertaModel": "pooled"},
     positions=None, token_positions=token_positions,
     pre_classifier_dropout=bert.classifier_dropout,
-    tied=False,
+    masked_lm_activation="gelu",                  # RobertaLMHead's, whatever hidden_act says
     prefix="roberta.",
     names=dataclasses.replace(bert.FAMILY.names, pre_classifier="classifier.dense",
                               pre_classifier_act="classifier.act",
-                              mlp_classifier="classifier.out_proj"),
+                              mlp_classifier="classifier.out_proj",
+                              masked_lm_parts=("lm_head.dense", "lm_head.act",
+                                               "lm_head.layer_norm", "lm_head.decoder",
+                                               "lm_head.bias")),
     sayable=sayable,
 )
