@@ -14,6 +14,7 @@ full forward pass, the stream's positions when decoding step by step.
 """
 from __future__ import annotations
 
+import math
 from typing import Union
 
 import torch
@@ -37,7 +38,23 @@ Positions = Union[int, Tensor]
 # of it, as transformers' `longrope_frequency_update` switches the whole table), and cos and
 # sin times attention_factor
 OPTIONAL = ("scaling",)
-SCALINGS = ("longrope",)
+# "linear": every frequency divided by `factor`. "dynamic": past
+# original_max_position_embeddings (transformers' max_position_embeddings) the base grows with
+# the sequence's length T, base · (factor·T/original − (factor − 1))^(r/(r−2)); a stream turns
+# each new step by the length so far, as transformers' cache does. "llama3" (Llama 3.1): low
+# frequencies divided by `factor`, high ones kept, a smooth blend between. "yarn": frequencies
+# blended between kept and interpolated by a ramp over the channel pairs (beta_fast, beta_slow
+# rotations), cos and sin times attention_factor (default 0.1·ln(factor) + 1).
+SCALINGS = ("longrope", "linear", "dynamic", "llama3", "yarn")
+# those types' parameters, transformers' names, and their defaults (None: required)
+PARAMETERS: dict[str, dict] = {
+    "linear": {"factor": None},
+    "dynamic": {"factor": None, "original_max_position_embeddings": None},
+    "llama3": {"factor": None, "low_freq_factor": None, "high_freq_factor": None,
+               "original_max_position_embeddings": None},
+    "yarn": {"factor": None, "original_max_position_embeddings": None, "beta_fast": 32.0,
+             "beta_slow": 1.0, "truncate": True},
+}
 
 
 class Rotary:
@@ -57,6 +74,8 @@ class Rotary:
         self.dims = int(round(fraction * head_size))            # rotated channels per head
         self.base, self.interleaved = float(base), bool(interleaved)
         self._tables: dict[tuple, tuple] = {}    # (device, dtype) → cos, sin, their rows
+        # "dynamic" scaling: frequencies that follow the sequence's length
+        self.dynamic = scaling is not None and scaling["rope_type"] == "dynamic"
 
     def __repr__(self) -> str:
         scaled = "" if self.scaling is None else f", scaling={self.scaling['rope_type']!r}"
@@ -83,14 +102,40 @@ class Rotary:
         powers = self.base ** (torch.arange(0, r, 2, dtype=dtype, device=device) / r)
         if self.scaling is None:
             return 1.0 / powers
+        kind = self.scaling["rope_type"]
+        if kind == "linear":
+            return 1.0 / powers / self.scaling["factor"]
+        if kind == "llama3":
+            return _llama3(1.0 / powers, self.scaling)
+        if kind == "yarn":
+            return _yarn(self.base, r, self.scaling, device, dtype)
+        if kind == "dynamic":                  # within the original length (else, below)
+            return 1.0 / powers
         factors = self.scaling["long_factor" if long else "short_factor"]
         return 1.0 / (torch.tensor(factors, dtype=dtype, device=device) * powers)
 
-    def angles(self, positions: Tensor, dtype, long: bool = False) -> tuple[Tensor, Tensor]:
+    def dynamic_inv_freq(self, length: Tensor, device, dtype=torch.float32) -> Tensor:
+        """"dynamic" scaling's θ_i for a sequence of `length` steps (a 0-d tensor): the base
+        grown as transformers grows it past the original length (in tensors of `dtype`, as
+        its forward pass computes it), the original frequencies within it."""
+        s, r = self.scaling, self.dims
+        assert s is not None
+        factor, original = s["factor"], s["original_max_position_embeddings"]
+        n = torch.clamp(length, min=original).to(dtype)
+        base = self.base * ((factor * n / original) - (factor - 1)) ** (r / (r - 2))
+        grown = 1.0 / (base ** (torch.arange(0, r, 2, dtype=dtype, device=device) / r))
+        return torch.where(length > original, grown, self.inv_freq(device, dtype))
+
+    def angles(self, positions: Tensor, dtype, long: bool = False,
+               length: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """cos and sin, T×r in `dtype`, laid out for this map (duplicated by halves, or
         interleaved), for the 1-D `positions`."""
         work = torch.float64 if dtype == torch.float64 else torch.float32
-        freqs = positions.to(work).unsqueeze(-1) * self.inv_freq(positions.device, work, long)
+        if self.dynamic and length is not None:      # a sequence of `length` steps
+            inv = self.dynamic_inv_freq(length, positions.device, work)
+        else:
+            inv = self.inv_freq(positions.device, work, long)
+        freqs = positions.to(work).unsqueeze(-1) * inv
         if self.interleaved:
             emb = torch.stack((freqs, freqs), dim=-1).flatten(-2)           # T×r: θ0 θ0 θ1 θ1 …
         else:
@@ -130,7 +175,15 @@ class Rotary:
             if self.scaling is not None and self.scaling["rope_type"] == "longrope":
                 return self._traced_scaled(positions, dtype,
                                            self.scaling["original_max_position_embeddings"])
-            return self._signed(*self.angles(positions, dtype))
+            length = positions.max() + 1 if self.dynamic else None      # a traced length
+            return self._signed(*self.angles(positions, dtype, length=length))
+        if self.dynamic:
+            end = pos + t if isinstance(pos, int) else (int(pos.max()) + 1 if pos.numel() else 0)
+            if end > self.scaling["original_max_position_embeddings"]:   # no table serves
+                positions = torch.arange(pos, end, device=device) if isinstance(pos, int) \
+                    else pos
+                return self._signed(*self.angles(positions, dtype,
+                                                 length=torch.tensor(end, device=device)))
         long = self.long(pos, t)
         if isinstance(pos, int):
             cos, sin, cos_rows, sin_rows = self._table(pos + t, device, dtype, long)
@@ -190,3 +243,42 @@ class Rotary:
         if r < d:
             out = torch.cat((out, xh[..., r:]), dim=-1)                     # B×T×H×d
         return out.reshape(b, t, c)                                         # B×T×(H·d)
+
+
+# -- the scaled frequencies, each as transformers' `modeling_rope_utils` computes it ----------
+
+def _llama3(inv: Tensor, s: dict) -> Tensor:
+    """Llama 3.1's: wavelengths beyond original/low_freq_factor slowed by `factor`, those
+    below original/high_freq_factor kept, a smooth blend between."""
+    factor, low, high, old = s["factor"], s["low_freq_factor"], s["high_freq_factor"], \
+        s["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > low_wavelen, inv / factor, inv)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) * ~(wavelen > low_wavelen)
+    return torch.where(medium, smoothed, scaled)
+
+
+def _yarn(base: float, r: int, s: dict, device, dtype) -> Tensor:
+    """YaRN's: each channel pair's frequency between the original (extrapolated) and the
+    interpolated one (÷ factor), by a linear ramp over the pairs between the correction
+    dimensions of `beta_fast` and `beta_slow` rotations in the original length."""
+    factor, original = s["factor"], s["original_max_position_embeddings"]
+
+    def correction_dim(rotations):
+        return (r * math.log(original / (rotations * 2 * math.pi))) / (2 * math.log(base))
+
+    low, high = correction_dim(s["beta_fast"]), correction_dim(s["beta_slow"])
+    if s["truncate"]:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, r - 1)
+    if low == high:
+        high += 0.001                     # as transformers: no division by zero
+    pos_freqs = base ** (torch.arange(0, r, 2, device=device).to(dtype) / r)
+    extrapolation, interpolation = 1.0 / pos_freqs, 1.0 / (factor * pos_freqs)
+    ramp = torch.clamp((torch.arange(r // 2, dtype=torch.float32) - low) / (high - low), 0, 1)
+    keep = 1 - ramp.to(device=device, dtype=dtype)
+    return interpolation * (1 - keep) + extrapolation * keep
+

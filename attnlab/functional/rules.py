@@ -26,6 +26,7 @@ from attnlab.core.errors import ArgumentError, AttnlabError, SizeError
 from attnlab.core import checks as check
 from attnlab.functional.rotary import DEFAULTS as ROTARY_DEFAULTS   # the rotary settings' one home
 from attnlab.functional.rotary import OPTIONAL as ROTARY_OPTIONAL, SCALINGS as ROTARY_SCALINGS
+from attnlab.functional.rotary import PARAMETERS as ROTARY_PARAMETERS
 
 __all__ = ["AttentionOptions", "options", "ALIGNMENTS", "num_heads", "num_kv_heads", "scale", "attention_mask",
            "scale_value", "causal_alignment", "dropout", "flag", "divisors_near", "divisor_hint",
@@ -182,6 +183,8 @@ def rotary_scaling(owner, value) -> dict:
         types = " or ".join(map(repr, ROTARY_SCALINGS))
         raise _fail(owner, arg, f"a dict with 'rope_type' {types} and its parameters", value,
                     example)
+    if value["rope_type"] != "longrope":
+        return _scaled_rotary(owner, arg, value)
     unknown = sorted(map(str, set(value) - set(_LONGROPE)))
     if unknown:
         raise _fail(owner, arg, f"longrope's keys {', '.join(map(repr, _LONGROPE))}", value,
@@ -203,10 +206,49 @@ def rotary_scaling(owner, value) -> dict:
     return out
 
 
+def _scaled_rotary(owner, arg: str, value: dict) -> dict:
+    """The settings of a "linear", "dynamic", "llama3" or "yarn" scaled embedding: that type's
+    parameters (`ROTARY_PARAMETERS`: "factor" a number > 0, "original_max_position_embeddings"
+    an int ≥ 1, …) with their defaults, and "attention_factor" (a number > 0 on cos and sin;
+    1, or YaRN's 0.1·ln(factor) + 1)."""
+    kind = value["rope_type"]
+    known = ROTARY_PARAMETERS[kind]
+    unknown = sorted(map(str, set(value) - set(known) - {"rope_type", "attention_factor"}))
+    missing = [k for k, v in known.items() if v is None and value.get(k) is None]
+    if unknown or missing:
+        fix = f"Remove {', '.join(map(repr, unknown))}." if unknown else \
+            f"Give {', '.join(map(repr, missing))}."
+        raise _fail(owner, arg, f"a {kind!r} scaling with the keys 'rope_type', "
+                    f"{', '.join(map(repr, known))}, 'attention_factor'", value, fix)
+    out = {"rope_type": kind, **known, **value}
+    for key in ("factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow"):
+        if key in known:
+            out[key] = check.real(owner, f"{arg}['{key}']", out[key], 0, None, low_open=True,
+                                  what="a finite number > 0", fix="Use e.g. 2.0.")
+    key = "original_max_position_embeddings"
+    if key in known:
+        out[key] = check.integer(owner, f"{arg}['{key}']", out[key], example=4096)
+    if kind == "llama3" and out["high_freq_factor"] <= out["low_freq_factor"]:
+        raise _fail(owner, f"{arg}['high_freq_factor']", "a number greater than "
+                    f"low_freq_factor {out['low_freq_factor']:g}", out["high_freq_factor"],
+                    "Use e.g. low_freq_factor 1.0 and high_freq_factor 4.0 (Llama 3.1's).")
+    if kind == "yarn":
+        out["truncate"] = check.flag(owner, f"{arg}['truncate']", out["truncate"])
+    gain = 0.1 * math.log(out["factor"]) + 1.0 if kind == "yarn" and out["factor"] > 1 else 1.0
+    out["attention_factor"] = check.real(
+        owner, f"{arg}['attention_factor']", value.get("attention_factor", gain), 0, None,
+        low_open=True, what="a finite number > 0", fix="Use e.g. 1.0.")
+    return out
+
+
 def _check_factors(owner, settings, dims: int, cls: type[AttnlabError]) -> None:
     """A scaled embedding's factors: one per pair of the `dims` rotated channels."""
     scaling = settings.get("scaling")
-    if scaling is None:
+    if scaling is not None and scaling["rope_type"] == "dynamic" and dims <= 2:
+        raise _fail(owner, "rotary", "more than 2 rotated channels per head with \"dynamic\" "
+                    "scaling (its base grows by a power r / (r − 2))", settings,
+                    "Use a wider head or fraction, or another scaling.", cls)
+    if scaling is None or scaling["rope_type"] != "longrope":
         return
     for key in ("short_factor", "long_factor"):
         if len(scaling[key]) != dims // 2:

@@ -457,7 +457,7 @@ def _check_longrope(s, prompt: int, max_length: int) -> None:
     end = prompt + max_length - 1                      # the length once the last token is fed
     for name, st in s.steppers.items():
         scaling = getattr(getattr(getattr(st, "module", None), "rotary", None), "scaling", None)
-        if scaling is None:
+        if scaling is None or scaling.get("rope_type") != "longrope":
             continue
         most = scaling["original_max_position_embeddings"]
         if prompt <= most < end:

@@ -51,9 +51,10 @@ QWEN2 = dataclasses.replace(
 
 @pytest.fixture
 def qwen2_registered():
+    built_in = FAMILIES["qwen2"]             # the package's own, back after each test
     register_family("qwen2", QWEN2)
     yield
-    FAMILIES.pop("qwen2", None)
+    FAMILIES["qwen2"] = built_in
 
 
 def checkpoint(folder, cls="Qwen2ForCausalLM", **over):

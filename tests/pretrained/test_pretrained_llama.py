@@ -142,7 +142,8 @@ def test_transformers_4_layout_loads_the_same(tmp_path, llama):
 def test_scaled_rotary_is_refused_naming_the_key(tmp_path, llama, layout):
     folder, _ = llama
     cfg = json.loads((folder / "config.json").read_text())
-    scaling = {"rope_type": "linear", "factor": 2.0}
+    scaling = {"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
+               "original_max_position_embeddings": 64}
     if layout == "4.x":
         del cfg["rope_parameters"]
         cfg["rope_theta"], cfg["rope_scaling"] = 500.0, scaling
@@ -154,7 +155,7 @@ def test_scaled_rotary_is_refused_naming_the_key(tmp_path, llama, layout):
     (tmp_path / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
     with pytest.raises(al.NetworkError) as e:
         al.from_pretrained(tmp_path)
-    assert key in str(e.value) and "linear" in str(e.value) and "default" in str(e.value)
+    assert key in str(e.value) and "longrope" in str(e.value) and "default" in str(e.value)
 
 
 def test_save_pretrained_round_trip(tmp_path, llama):
