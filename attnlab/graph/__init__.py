@@ -57,6 +57,38 @@ def under_layer(layer: str, entries: Mapping) -> dict:
     return {learnable_name(layer, k): v for k, v in entries.items()}
 
 
+def module_path(name: str) -> tuple[str, ...]:
+    """Where a layer's module sits under `Network.layer_modules`: the parts of its name between
+    dots, each part but the last a container, as a Hugging Face model nests its modules
+    ('h.0.attn' → 'h', '0', 'attn'). So `named_parameters()`, `state_dict()` keys and
+    `get_submodule` spell a layer's name exactly ('layer_modules.h.0.attn.query.weight'); a
+    name without dots is one part. The one place a layer name becomes a module path (`Graph.add`
+    refuses names whose paths cannot be)."""
+    return tuple(name.split("."))
+
+
+def legacy_module_key(name: str) -> str:
+    """The one key under which earlier attnlab kept a layer's module, each '.' of the name
+    written as U+2024 (ONE DOT LEADER): how files and checkpoints saved then name weights.
+    Read only, to load them (`attnlab.io.messages.legacy_keys`)."""
+    return name.replace(".", "\u2024")
+
+
+def _containers(name: str) -> list[str]:
+    """The containers a layer's module sits in, as layer-name prefixes: 'h.0.attn' → 'h', 'h.0'."""
+    parts = module_path(name)
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _path_clash(container: str, nested: str) -> NetworkError:
+    return NetworkError(
+        f"layer names '{container}' and '{nested}' clash: a '.' in a layer name nests its module "
+        f"under containers named by the parts before it, so layer_modules.{container} would hold "
+        f"the module of layer '{container}' and be the container of layer '{nested}' at once. "
+        f"Rename one of them, e.g. '{nested}' to '{container}_{nested[len(container) + 1:]}' "
+        "(a '_' does not nest).")
+
+
 class LayerList(tuple):
     """The network's layers in order; also indexable by name."""
 
@@ -79,6 +111,9 @@ class Graph(Layer):
     """Layers by unique name and connections `(dst, dst_port) → (src, src_port)`."""
 
     stem = "network"
+    # the attributes of the containers that hold the layers' modules (a Network's, set there):
+    # a part of a module path named so would be shadowed by them
+    _reserved_parts: frozenset[str] = frozenset()
 
     def __init__(self, name: str | None = None):
         Layer.__init__(self, name)
@@ -141,27 +176,53 @@ class Graph(Layer):
         def taken(n: str) -> bool:
             return n in self._layers or n in pending
 
+        nesting: dict[str, str] = {}            # container of a new name's module → that name
+
+        def used(n: str) -> bool:               # a default name is neither a layer nor a container
+            return taken(n) or n in index.under or n in nesting
+
         names: list = []
         for layer in new:
             if layer.name is not None:
                 if taken(layer.name):
                     raise NetworkError(f"duplicate layer name '{layer.name}': names are unique. "
-                                       f"Rename one, e.g. name='{index.fresh(layer.name, taken)}'.")
+                                       f"Rename one, e.g. name='{index.fresh(layer.name, used)}'.")
                 pending.add(layer.name)
+                for c in _containers(layer.name):
+                    nesting.setdefault(c, layer.name)
             names.append(layer.name)
         for i, layer in enumerate(new):
             if layer.name is None:
-                names[i] = index.fresh(layer.stem, taken, first_plain=True)
+                names[i] = index.fresh(layer.stem, used, first_plain=True)
                 pending.add(names[i])
-        keys: dict[str, str] = {}
         for n in names:
-            if "." in n or "\u2024" in n:
-                other = index.keys.get(module_key(n)) or keys.setdefault(module_key(n), n)
-                if other != n:
-                    raise NetworkError(f"layer names '{other}' and '{n}' differ only in '.' against "
-                                       "'\u2024', and both would store their module under the same "
-                                       "key. Rename one of them.")
+            self._check_path(n, index, pending, nesting)
         return names
+
+    def _check_path(self, name: str, index: "_NameIndex", pending: set[str],
+                    nesting: dict[str, str]) -> None:
+        """Refuses a name whose module path (`module_path`) cannot be: an empty part, a part
+        that torch's containers use as an attribute (`_reserved_parts`), or a layer where
+        another name needs a container ("h" beside "h.0"). Never merged, never renamed."""
+        parts = module_path(name)
+        bad = next((p for p in parts if not p or p in self._reserved_parts), None)
+        if bad is not None:
+            path = "layer_modules." + ".".join(p or "<empty>" for p in parts)
+            fixed = ".".join(p if p != bad else f"{p}_" for p in parts if p)
+            nests = (" (a '.' in a layer name nests its module under containers named by the "
+                     "parts before it)") if len(parts) > 1 else ""
+            why = (f"a part of its module path {path} is empty" if not bad else
+                   f"its module path {path} holds '{bad}', which torch's module containers "
+                   "have as an attribute, so get_submodule and attribute access would not "
+                   "reach the module")
+            raise NetworkError(f"layer name '{name}' cannot be used: {why}{nests}. Rename the "
+                               f"layer, e.g. name='{fixed}'.")
+        for c in _containers(name):
+            if c in self._layers or c in pending:
+                raise _path_clash(c, name)
+        other = next(iter(index.under.get(name, ())), None) or nesting.get(name)
+        if other is not None:
+            raise _path_clash(name, other)
 
     def connect(self, source: str, destination: str) -> "Graph":
         """Connects an output ("layer" or "layer/port") to an input ("layer" or "layer/port")."""
@@ -453,13 +514,6 @@ class Graph(Layer):
 LAYER_TYPES.pop("Graph", None)     # a graph is saved and loaded as a Network, never on its own
 
 
-def module_key(name: str) -> str:
-    """The key of a layer's module in `Network.layer_modules`. torch refuses '.' in module names,
-    so a layer named 'fc.1' keeps its name everywhere else and its module sits under 'fc\u20241'
-    (ONE DOT LEADER)."""
-    return name.replace(".", "\u2024")
-
-
 # ------------------------------------------------------------------------- helpers ---
 
 def _check_chain(new: list[Layer], names: list[str]) -> None:
@@ -549,15 +603,15 @@ def _name_fix(graph, value, form: str) -> str:
 
 class _NameIndex:
     """What `Graph.add` asks of the names in use, kept up to date edit by edit (so that adding
-    a layer does not cost time in proportion to the layers already there): the module key of
-    each dotted name (two names must not share one, `module_key`) and, per stem, the suffix
-    from which to look for the next free default name ("relu_7": every "relu_1" … "relu_6" is
-    taken)."""
+    a layer does not cost time in proportion to the layers already there): the containers that
+    dotted names make (`module_path`: 'h' and 'h.0' for 'h.0.attn'), each with the layers under
+    it, and, per stem, the suffix from which to look for the next free default name ("relu_7":
+    every "relu_1" … "relu_6" is taken)."""
 
-    __slots__ = ("keys", "start", "count")
+    __slots__ = ("under", "start", "count")
 
     def __init__(self, names=()):
-        self.keys: dict[str, str] = {}
+        self.under: dict[str, dict[str, None]] = {}     # container → the layers under it
         self.start: dict[str, int] = {}
         self.count = 0
         for n in names:
@@ -568,14 +622,16 @@ class _NameIndex:
 
     def added(self, name: str) -> None:
         self.count += 1
-        if "." in name or "\u2024" in name:
-            self.keys.setdefault(module_key(name), name)
+        for c in _containers(name):
+            self.under.setdefault(c, {})[name] = None
 
     def removed(self, name: str) -> None:
         self.count -= 1
-        key = module_key(name)
-        if self.keys.get(key) == name:
-            del self.keys[key]
+        for c in _containers(name):
+            below = self.under[c]
+            del below[name]
+            if not below:
+                del self.under[c]
         stem, _, suffix = name.rpartition("_")
         if stem in self.start and suffix.isascii() and suffix.isdigit():
             self.start[stem] = min(self.start[stem], int(suffix))      # free again

@@ -11,7 +11,7 @@ from torch import nn
 
 from attnlab.core.errors import AttnlabError, NetworkError
 from .archive import _header, _read_tensors
-from .messages import _first_line, _friendly, _listing, _show
+from .messages import _first_line, _friendly, _listing, _show, legacy_keys
 from .schema import LIMITS, _bad, _kind, _string
 
 def _expected_tensors(net, where, params: set | None = None) \
@@ -54,14 +54,21 @@ def _check_lazy_size(net, where):
 
 def _load_weights(net, z, info, where: str, shared=None):
     entries, start = _header(z, info, where)
-    saved = {key: (shape, dtype) for _, _, key, shape, dtype in entries}
     params: set[str] = set()
     mine = _expected_tensors(net, where, params)
+    # an earlier file names the weights of dotted layer names with U+2024 for '.'
+    named = [key for _, _, key, _, _ in entries] + (list(shared) if isinstance(shared, dict) else [])
+    renamed = legacy_keys(net, mine, named)
+    saved = {renamed.get(key, key): (shape, dtype) for _, _, key, shape, dtype in entries}
+    if renamed and isinstance(shared, dict):
+        shared = {renamed.get(a, a): renamed.get(k, k) if isinstance(k, str) else k
+                  for a, k in shared.items()}
     ties = _shared_weights(net, shared, saved, mine, params, where)
     full = {**saved, **{alias: saved[key] for alias, key in ties.items()}}
     _check_fit(net, full, mine, where)
     target = _target_dtypes(net, full, mine, where)
     tensors = _read_tensors(z, info, entries, start)          # the only allocation for the file
+    tensors = {renamed.get(k, k): t for k, t in tensors.items()}
     with torch.random.fork_rng(devices=[]):  # initialising must not move the caller's RNG
         torch.manual_seed(0)
         net.initialize()

@@ -52,6 +52,9 @@ class Network(ModuleHost):
         self.layer_modules = LayerModules()
         self._built: dict[str, tuple] = {}
         self._plan: Plan | None = None
+        # the modules' edits (shared with layer_modules) and their count when the plan was made
+        self._edits: list[int] = cast(LayerModules, self._modules["layer_modules"])._stamp
+        self._made = -1
         self._data_specs: dict[str, Spec] | None = None
         self._dtype: torch.dtype | None = None
         self._target: tuple | None = None        # (dtype, device) of the last .to()/.double()/…
@@ -184,6 +187,13 @@ class Network(ModuleHost):
                                        "data: call it (or initialize) with example inputs first.")
         return self._compile(specs)
 
+    @torch.compiler.disable
+    def _replan(self) -> Plan:
+        """The plan made again, at the sizes it had, after a module in `layer_modules` was
+        replaced (peft's LoRA wrappers, an assignment): it calls the modules there now."""
+        self._plan = None
+        return self._compile(self._data_specs)
+
     def _compile(self, specs) -> Plan:
         """Analyse with these input sizes, build what is missing, generate the forward."""
         analysis = _analyze(self, specs)
@@ -199,6 +209,7 @@ class Network(ModuleHost):
         self._build_tried = True          # build_plan reads layer_modules: don't build twice
         self._build_modules(analysis)
         self._plan = build_plan(self, analysis)
+        self._made = self._edits[0]
         self._data_specs = specs
         self._set_io(analysis)
         self._dtype = None
@@ -296,6 +307,8 @@ class Network(ModuleHost):
     # ------------------------------------------------------------------- running -------
     def forward(self, *args: Any, _masks: Any = None, **kwargs: Any) -> Any:
         plan = self._plan
+        if plan is not None and self._edits[0] != self._made:
+            plan = self._replan()
         if _masks is not None:                              # inside another network's plan
             flat = [v for pair in zip(args, _masks) for v in pair]
             built = cast(Plan, plan)                        # the outer plan built this one
@@ -314,7 +327,10 @@ class Network(ModuleHost):
     def forward_with_masks(self, *args: Any, **kwargs: Any) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor | None]]:
         """(outputs, masks), each a dict by output name; masks are B×T (True = real step) for
         sequence outputs of padded batches, else None."""
-        plan = self._plan or self._prepare(args, kwargs)
+        plan = self._plan
+        if plan is not None and self._edits[0] != self._made:
+            plan = self._replan()
+        plan = plan or self._prepare(args, kwargs)
         flat = self._flatten_inputs(args, kwargs)
         try:
             outs, masks = plan.fn(plan.mods, *flat)

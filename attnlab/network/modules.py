@@ -21,51 +21,151 @@ from torch import nn
 
 from attnlab.graph.analysis import Analysis, analyze as _analyze
 from attnlab.core.errors import ArgumentError, AttnlabError, NetworkError, SizeError
-from attnlab.graph import LAYER_AUTHOR_HELPERS, Graph, module_key, parse_learnable
+from attnlab.graph import LAYER_AUTHOR_HELPERS, Graph, module_path, parse_learnable
 from attnlab.layers.base import LAYER_TYPES, Layer
 from attnlab.core.spec import Spec
 
-__all__ = ["LayerModules", "ModuleHost"]
+__all__ = ["LayerModules", "ModuleGroup", "ModuleHost"]
 
 
-class LayerModules(nn.ModuleDict):
-    """The built modules by layer name. A name holding '.' (which torch refuses in module names)
-    is stored under `graph.module_key(name)`; every lookup here takes the layer's own name."""
+class _Edited:
+    """A container of a network's modules that counts its edits (`stamp`, one count shared by
+    the network's `LayerModules` and all its groups), so that the compiled forward calls the
+    module that is there now: one replaced after the network was built (peft's
+    `get_peft_model` and `merge_and_unload`, `setattr`, `layer_modules[name] = module`) makes
+    the plan be made again at the next call."""
+
+    _stamp: list[int]
+
+    def _edited(self) -> None:
+        stamp = self.__dict__.get("_stamp")
+        if stamp is not None:
+            stamp[0] += 1
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name in self.__dict__.get("_modules", ()):
+            self._edited()
+
+    def __delattr__(self, name: str) -> None:
+        mine = name in self.__dict__.get("_modules", ())
+        super().__delattr__(name)
+        if mine:
+            self._edited()
+
+    def add_module(self, name: str, module: nn.Module | None) -> None:
+        super().add_module(name, module)            # type: ignore[misc]
+        self._edited()
+
+
+class ModuleGroup(_Edited, nn.Module):
+    """A container that dotted layer names make under `Network.layer_modules`: the module of
+    layer 'h.0.attn' sits in group 'h', in its group '0', as in a Hugging Face model
+    (`graph.module_path`). It holds modules and groups, nothing of its own, and is never
+    called."""
+
+    def __init__(self, stamp: list[int]) -> None:
+        super().__init__()
+        self._stamp = stamp
+
+
+class LayerModules(_Edited, nn.ModuleDict):
+    """The built modules by layer name. A layer's module sits at its name's module path
+    (`graph.module_path`): 'h.0.attn' in the groups 'h' and '0', so `named_parameters()`,
+    `state_dict()` and `get_submodule` spell it `layer_modules.h.0.attn`; every lookup here
+    takes the layer's own name, and iterating gives the layers, never the groups."""
 
     def __init__(self) -> None:
         super().__init__()
-        self._names: dict[str, str] = {}          # module key → layer name
+        self._stamp = [0]
+
+    def _slot(self, name: str, make: bool = False) -> tuple[nn.Module, str] | None:
+        """The container that holds (or will hold, with `make`) the module of layer `name`,
+        and its key there; None when the path is not there."""
+        *groups, last = module_path(name)
+        at: nn.Module = self
+        for i, part in enumerate(groups):
+            inner = at._modules.get(part)
+            if inner is None and make:
+                inner = ModuleGroup(self._stamp)
+                at.add_module(part, inner)
+            if not isinstance(inner, ModuleGroup):
+                if inner is not None and make:     # Graph.add refuses such names first
+                    raise NetworkError(f"layer '{name}': layer_modules."
+                                       f"{'.'.join(groups[:i + 1])} holds a layer's module, not "
+                                       "a container. Rename one of the two layers.")
+                return None
+            at = inner
+        return at, last
 
     def __getitem__(self, name: str) -> nn.Module:
-        return self._modules[module_key(name)]
+        slot = self._slot(name) if isinstance(name, str) else None
+        module = slot[0]._modules.get(slot[1]) if slot is not None else None
+        if module is None or isinstance(module, ModuleGroup):
+            raise KeyError(name)
+        return module
 
     def __setitem__(self, name: str, module: nn.Module) -> None:
-        key = module_key(name)
-        self._names[key] = name
-        self.add_module(key, module)
+        at, last = cast(tuple, self._slot(name, make=True))
+        if isinstance(at._modules.get(last), ModuleGroup):
+            raise NetworkError(f"layer '{name}': layer_modules.{name} is the container of other "
+                               "layers' modules. Rename one of them.")
+        at.add_module(last, module)
 
     def __delitem__(self, name: str) -> None:
-        key = module_key(name)
-        del self._modules[key]
-        self._names.pop(key, None)
+        self[name]                                  # a KeyError when it is not there
+        path = module_path(name)
+        chain: list[nn.Module] = [self]
+        for part in path[:-1]:
+            chain.append(cast(nn.Module, chain[-1]._modules[part]))
+        del chain[-1]._modules[path[-1]]
+        for holder, part, group in zip(reversed(chain[:-1]), reversed(path[:-1]),
+                                       reversed(chain[1:])):
+            if group._modules:
+                break
+            del holder._modules[part]                # an empty group goes with its last layer
+        self._edited()
 
     def __contains__(self, name) -> bool:
-        return isinstance(name, str) and module_key(name) in self._modules
+        try:
+            self[name]
+        except KeyError:
+            return False
+        return True
+
+    def _walk(self, at: nn.Module | None = None, prefix: str = "") -> Iterator[tuple[str, nn.Module]]:
+        for key, m in (self if at is None else at)._modules.items():
+            if isinstance(m, ModuleGroup):
+                yield from self._walk(m, f"{prefix}{key}.")
+            elif m is not None:
+                yield prefix + key, m
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self._walk())
 
     def keys(self):
-        return [self._names.get(k, k) for k in self._modules]
+        return [n for n, _ in self._walk()]
 
     def items(self):
-        return [(self._names.get(k, k), m) for k, m in self._modules.items()]
+        return list(self._walk())
+
+    def values(self):
+        return [m for _, m in self._walk()]
 
     def __iter__(self):
         return iter(self.keys())
+
+    def clear(self) -> None:
+        self._modules.clear()
+        self._edited()
 
 
 class ModuleHost(nn.Module, Graph):
     """A graph that is a `torch.nn.Module` holding its layers' modules (`layer_modules`), built
     when the sizes are known. `attnlab.network.Network` adds the plan and running."""
 
+    # a layer name's part that one of these containers has as an attribute would be shadowed
+    _reserved_parts = frozenset(dir(LayerModules())) | frozenset(dir(ModuleGroup([0])))
     _layers: dict[str, Layer]
     _plan: Any
     _built: dict[str, tuple]

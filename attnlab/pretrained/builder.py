@@ -74,10 +74,10 @@ class Names:
     block: str = "layers.{i}"
     norm_1: str = "input_layernorm"
     attention: str = "self_attn"
-    attention_dropout: str = "self_attn.dropout"
+    attention_dropout: str = "self_attn_dropout"      # not under the attention's module path
     add_1: str = "add_1"
     norm_2: str = "post_attention_layernorm"
-    up: str = "mlp"                            # GLU, or the MLP's first Dense
+    up: str = "mlp.gate_up_proj"               # GLU (gate and up), or the MLP's first Dense
     act: str = "mlp.act"                       # the MLP's activation
     down: str = "mlp.down_proj"
     mlp_dropout: str = "mlp.dropout"

@@ -81,6 +81,6 @@ FAMILY = Family(
     # older checkpoints also hold each block's causal-mask buffers, which are not weights
     ignored_tensors=(".attn.bias", ".attn.masked_bias"),
     names=Names(tokens="wte", block="h.{i}", norm_1="ln_1", attention="attn",
-                attention_dropout="attn.resid_dropout", norm_2="ln_2", up="mlp.c_fc",
+                attention_dropout="attn_resid_dropout", norm_2="ln_2", up="mlp.c_fc",
                 down="mlp.c_proj", final_norm="ln_f"),
 )

@@ -5,8 +5,9 @@ Pre-norm blocks (RMSNorm → causal SelfAttention with rotary positions and grou
 heads → residual; RMSNorm → GLU (SwiGLU: ``silu(gate(x)) * up(x)``) → Dense (the down
 projection) → residual), a final RMSNorm and, for the LM head, the output projection (tied to
 the token embedding when `tie_word_embeddings`); `bias` and `mlp_bias` add biases.
-Layers are named after the checkpoint's modules (`layers.0.self_attn`, `layers.0.mlp`,
-`norm`); the tensors of `LlamaForCausalLM` sit under ``model.``.
+Layers are named after the checkpoint's modules (`layers.0.self_attn`,
+`layers.0.mlp.down_proj`, `norm`; the GLU, which holds `gate_proj` and `up_proj`, is
+`layers.0.mlp.gate_up_proj`); the tensors of `LlamaForCausalLM` sit under ``model.``.
 
 Rotary positions: `rope_theta` at the top level (transformers 4.x) or in `rope_parameters`
 (5.x), with the scaling of `rope_scaling` / `rope_parameters` (`rope_type` linear, dynamic,
@@ -30,8 +31,8 @@ ATTENTION = [
     W("self_attn.o_proj.weight",             "self_attn/output.weight"),
 ]
 MLP = [
-    W("mlp.gate_proj.weight",                "mlp/gate.weight"),
-    W("mlp.up_proj.weight",                  "mlp/up.weight"),
+    W("mlp.gate_proj.weight",                "mlp.gate_up_proj/gate.weight"),
+    W("mlp.up_proj.weight",                  "mlp.gate_up_proj/up.weight"),
     W("mlp.down_proj.weight",                "mlp.down_proj/weight"),
 ]
 NORMS = [

@@ -63,13 +63,13 @@ class Sayable:
 _LLAMA = Sayable(
     blocks=(("num_hidden_layers", r"^layers\.(\d+)\.", None),),
     vocab=("vocab_size", "embed_tokens"), head=("lm_head", "embed_tokens"),
-    hints=((r"\.mlp$", "activation", "hidden_act"), (r"norm$", "eps", "rms_norm_eps"),
+    hints=((r"\.mlp\.gate_up_proj$", "activation", "hidden_act"), (r"norm$", "eps", "rms_norm_eps"),
            (r"\.self_attn$", "dropout", "attention_dropout"),
            (r"\.self_attn$", "rotary", "rope_theta"), (r"\.self_attn$", "window", "sliding_window"),
-           (r"\.mlp$", "units", "intermediate_size")))
+           (r"\.mlp\.gate_up_proj$", "units", "intermediate_size")))
 
 _ENCODER = ((r"\.act$", "", "hidden_act"), (r"dropout$", "p", "hidden_dropout_prob"),
-            (r"\.attention$", "dropout", "attention_probs_dropout_prob"),
+            (r"\.attention\.(self|attention)$", "dropout", "attention_probs_dropout_prob"),
             (r"(LayerNorm|layernorm\w*)$", "eps", "layer_norm_eps"),
             (r"intermediate\.dense$", "out", "intermediate_size"))
 
@@ -96,8 +96,8 @@ SAYABLE: dict[str, Sayable] = {
         blocks=(("num_layers", r"^encoder\.block\.(\d+)\.", None),
                 ("num_decoder_layers", r"^decoder\.block\.(\d+)\.", "num_layers")),
         vocab=("vocab_size", "shared"), head_in_file=("lm_head", "shared"),
-        hints=((r"DenseReluDense(\.act)?$", "", "feed_forward_proj"),
-               (r"DenseReluDense$", "activation", "feed_forward_proj"),
+        hints=((r"DenseReluDense\.(wi|act)$", "", "feed_forward_proj"),
+               (r"DenseReluDense\.wi$", "activation", "feed_forward_proj"),
                (r"dropout$", "p", "dropout_rate"), (r"Attention$", "dropout", "dropout_rate"),
                (r"(layer_norm|final_layer_norm)$", "eps", "layer_norm_epsilon"))),
 }

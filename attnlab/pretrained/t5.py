@@ -13,10 +13,11 @@ The graph, layers named after the checkpoint's modules:
   norm, then `lm_head` (scaled by d_model**-0.5 first when the config asks for it, as T5's
   tied head does).
 
-The relative position bias is learned by the first block's attention only
-(`…block.0.layer.0.SelfAttention.relative_attention_bias`, a `RelativePositionBias` layer) and
-feeds the `bias` port of every self-attention of its stack. The feed-forward is
-`feed_forward_proj`: "relu" (Dense `wi` → ReLU → Dense `wo`) or "gated-gelu" (GLU with
+The relative position bias is learned by the first block's attention only (the tensor
+`…block.0.layer.0.SelfAttention.relative_attention_bias`; the `RelativePositionBias` layer
+`…block.0.layer.0.relative_attention_bias`, beside the attention layer, whose module cannot
+hold it) and feeds the `bias` port of every self-attention of its stack. The feed-forward is
+`feed_forward_proj`: "relu" (Dense `wi` → ReLU → Dense `wo`) or "gated-gelu" (GLU `wi` with
 GELU(tanh), its `gate` `wi_0` and `up` `wi_1`, → Dense `wo`), and the other activations
 transformers accepts there that attnlab computes.
 
@@ -118,8 +119,8 @@ def _own_head(cfg: Config) -> bool:
 
 def weights(cfg: Config, architecture: str) -> list[Weight]:
     gated = _feed_forward(cfg)[0]
-    ff = ([W("DenseReluDense.wi_0.weight", "DenseReluDense/gate.weight"),
-           W("DenseReluDense.wi_1.weight", "DenseReluDense/up.weight")] if gated else
+    ff = ([W("DenseReluDense.wi_0.weight", "DenseReluDense.wi/gate.weight"),
+           W("DenseReluDense.wi_1.weight", "DenseReluDense.wi/up.weight")] if gated else
           [W("DenseReluDense.wi.weight", "DenseReluDense.wi/weight")]) + \
         [W("DenseReluDense.wo.weight", "DenseReluDense.wo/weight")]
     table = [W("shared.weight", "shared/weight"),
@@ -135,8 +136,9 @@ def weights(cfg: Config, architecture: str) -> list[Weight]:
             j = len(parts)
             table += under(ff, f"{b}layer.{j}.", f"{b}layer.{j}.")
             table.append(W(f"{b}layer.{j}.layer_norm.weight", f"{b}layer.{j}.layer_norm/weight"))
-        bias = f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias"
-        table.append(W(f"{bias}.weight", f"{bias}/weight"))
+        bias = f"{stack}.block.0.layer.0."           # the tensor is in SelfAttention, the layer beside it
+        table.append(W(f"{bias}SelfAttention.relative_attention_bias.weight",
+                       f"{bias}relative_attention_bias/weight"))
         table.append(W(f"{stack}.final_layer_norm.weight", f"{stack}.final_layer_norm/weight"))
     table.append(W("lm_head.weight", "lm_head/weight", tied=not _own_head(cfg)))
     return table
@@ -199,7 +201,7 @@ class _Builder:
         ff = f"{name}.DenseReluDense"
         if self.gated:
             h = self.add(L.GLU(self.d_ff, activation=FEED_FORWARD[self.act][1], bias=False,
-                               name=ff), h)
+                               name=f"{ff}.wi"), h)             # wi_0 (gate) and wi_1 (up)
         else:
             h = self.add(L.Dense(self.d_ff, bias=False, name=f"{ff}.wi"), h)
             h = self.add(ACTIVATIONS[FEED_FORWARD[self.act][0]](f"{ff}.act"), h)
@@ -208,7 +210,7 @@ class _Builder:
         return self.residual(x, self.dropout(h, f"{name}.dropout"), f"{name}.add")
 
     def bias(self, x: str, stack: str, bidirectional: bool) -> str:
-        name = f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias"
+        name = f"{stack}.block.0.layer.0.relative_attention_bias"
         self.add(L.RelativePositionBias(self.heads, self.buckets, self.distance,
                                         bidirectional=bidirectional, name=name), x, "query")
         self.net.connect(x, f"{name}/key")

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from attnlab.core.errors import TrainingError
+from attnlab.io.messages import legacy_keys
 from . import checkpoint as ck
 from .history import TrainingInfo
 from .sampler import EpochOrder
@@ -87,7 +88,7 @@ def _restore(tensors: dict, meta: dict, st: State, net, opt, scheduler, generato
     if meta.get("version") != VERSION:
         raise TrainingError(f"checkpoint '{path}' has format version {meta.get('version')}; this "
                             f"attnlab reads version {VERSION}.")
-    weights = {k[4:]: v for k, v in tensors.items() if k.startswith("net/")}
+    weights = _renamed(net, {k[4:]: v for k, v in tensors.items() if k.startswith("net/")})
     _check_weights(net, weights, path)
     net.load_state_dict(weights)
     opt.load_state_dict(ck.unpack_optimizer(tensors, meta["optimizer"]))
@@ -104,13 +105,20 @@ def _restore(tensors: dict, meta: dict, st: State, net, opt, scheduler, generato
     st.best_iteration = early["best_iteration"]
     st.bad_validations = early["bad_validations"]
     st.last_validation = early["last_validation"]
-    best = {k[5:]: v for k, v in tensors.items() if k.startswith("best/")}
+    best = _renamed(net, {k[5:]: v for k, v in tensors.items() if k.startswith("best/")})
     st.best_weights = best or None
     recorder.load_state(meta["recorder"])
     loaded = TrainingInfo.from_json(meta["history"])
     info.iterations, info.validation, info.epochs = loaded.iterations, loaded.validation, loaded.epochs
     info.elapsed_s = loaded.elapsed_s
     net.metadata.update(meta.get("metadata") or {})
+
+
+def _renamed(net, weights: dict) -> dict:
+    """A checkpoint's weights by `net`'s state-dict keys: an earlier checkpoint names those of
+    dotted layer names with U+2024 for '.' (`attnlab.io.messages.legacy_keys`)."""
+    renames = legacy_keys(net, net.state_dict().keys(), weights) if weights else {}
+    return {renames.get(k, k): v for k, v in weights.items()}
 
 
 def _check_weights(net, weights: dict, path) -> None:

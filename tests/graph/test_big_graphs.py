@@ -100,14 +100,13 @@ def test_a_name_with_a_dot_works_as_a_module_key():
     assert net(torch.randn(5, 3)).shape == (5, 2)
 
 
-def test_names_that_differ_only_in_the_dot_and_its_stand_in_are_refused():
+def test_a_name_with_a_look_alike_dot_is_a_name_of_its_own():
     net = al.Network([L.FeatureInput(3, name="x"), L.Dense(4, name="fc.1")])
-    try:
-        net.add(L.Dense(4, name="fc\u20241"))
-    except al.NetworkError as e:
-        assert "fc.1" in str(e) and "Rename" in str(e)
-    else:
-        raise AssertionError("accepted two names with one module key")
+    net.add(L.Dense(4, name="fc\u20241"))           # ONE DOT LEADER: no '.', so no nesting
+    net.connect("x", "fc\u20241")
+    assert net.layer_modules["fc.1"] is net.get_submodule("layer_modules.fc.1")
+    assert net.layer_modules["fc\u20241"] is net.get_submodule("layer_modules.fc\u20241")
+    assert net.layer_modules["fc.1"] is not net.layer_modules["fc\u20241"]
 
 
 def test_stream_code_holds_no_names():

@@ -88,10 +88,13 @@ def test_a_failed_add_takes_no_default_name():
     assert net.layers[-1].name == "relu_2"
 
 
-def test_module_keys_still_clash_after_edits():
+def test_module_paths_still_clash_after_edits():
     net = al.Network([L.FeatureInput(4, name="x"), L.Dense(4, name="fc.1")])
-    with pytest.raises(al.NetworkError, match="differ only in '.'"):
-        net.add(L.Dense(4, name="fc\u20241"))
+    with pytest.raises(al.NetworkError, match="'fc' and 'fc.1' clash"):
+        net.add(L.Dense(4, name="fc"))             # 'fc' holds fc.1's module
     net.remove("fc.1")
-    net.add(L.Dense(4, name="fc\u20241"))          # free again once the other is gone
-    assert "fc\u20241" in net.layer_map
+    net.add(L.Dense(4, name="fc"))                 # free again once the other is gone
+    with pytest.raises(al.NetworkError, match="'fc' and 'fc.2' clash"):
+        net.add(L.Dense(4, name="fc.2"))
+    net.replace("fc", L.Dense(4, name="fc.3"))     # a container again
+    assert "fc.3" in net.layer_map

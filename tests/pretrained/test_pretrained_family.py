@@ -225,7 +225,7 @@ def test_a_description_builds_post_norm_and_parallel_blocks():
     # post-norm: each norm follows its residual, and the sublayers read the residual stream
     assert _sources(post, "layers.0.input_layernorm") == ["layers.0.add_1"]
     assert _sources(post, "layers.0.self_attn") == ["embed_tokens"]
-    assert _sources(post, "layers.0.mlp") == ["layers.0.input_layernorm"]
+    assert _sources(post, "layers.0.mlp.gate_up_proj") == ["layers.0.input_layernorm"]
     assert _sources(post, "layers.0.post_attention_layernorm") == ["layers.0.add_2"]
     parallel = dataclasses.replace(llama.FAMILY, layout="parallel").network(cfg, "LlamaModel")
     # parallel: attention and MLP read the block's input; both are added to it

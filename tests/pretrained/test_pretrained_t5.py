@@ -68,8 +68,8 @@ def test_one_relative_bias_per_stack_feeds_every_self_attention(t5):
     folder, _ = t5
     net = al.from_pretrained(folder)
     biases = [l.name for l in net.layers if l.type_name == "RelativePositionBias"]
-    assert biases == ["encoder.block.0.layer.0.SelfAttention.relative_attention_bias",
-                      "decoder.block.0.layer.0.SelfAttention.relative_attention_bias"]
+    assert biases == ["encoder.block.0.layer.0.relative_attention_bias",
+                      "decoder.block.0.layer.0.relative_attention_bias"]
     fed = [c.destination for c in net.connections if c.source.startswith(biases[1])]
     assert sorted(fed) == [f"decoder.block.{i}.layer.0.SelfAttention/bias" for i in range(2)]
 
