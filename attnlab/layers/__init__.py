@@ -8,6 +8,7 @@ from .conv import Conv1d, Conv2d, GroupedConv2d
 from .dense import (GELU, GLU, Dense, Dropout, LeakyReLU, ReLU, Sigmoid, Softmax, SpatialDropout,
                     Tanh)
 from .embedding import Embedding
+from .experts import MixtureOfExperts
 from .inputs import FeatureInput, ImageInput, SequenceInput, TokenInput
 from .module import Module
 from .normalization import BatchNorm, GroupNorm, InputNormalization, LayerNorm, RMSNorm
@@ -23,7 +24,7 @@ __all__ = [
     "Layer", "LAYER_TYPES",
     "SequenceInput", "ImageInput", "FeatureInput", "TokenInput",
     "Dense", "ReLU", "LeakyReLU", "GELU", "TanhGELU", "SiLU", "Swish", "Tanh", "Sigmoid", "Softmax",
-    "GLU", "Dropout", "SpatialDropout", "Scaling", "Identity",
+    "GLU", "MixtureOfExperts", "Dropout", "SpatialDropout", "Scaling", "Identity",
     "Conv1d", "Conv2d", "GroupedConv2d", "LSTM", "GRU", "LayerNorm", "RMSNorm", "BatchNorm",
     "GroupNorm",
     "InputNormalization", "Pool1d", "MaxPool2d", "AvgPool2d", "GlobalAvgPool1d", "GlobalMaxPool1d", "GlobalAvgPool2d",

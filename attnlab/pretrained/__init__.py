@@ -65,6 +65,7 @@ FAMILIES: dict[str, Any] = {
     "gpt_neox": "gpt_neox",
     "opt": "opt",
     "phi3": "phi3",
+    "mixtral": "mixtral",
 }
 
 META_KEY = "huggingface"

@@ -33,7 +33,7 @@ BASE = ("hidden", "pooled")                # a base model: its tensors without `
 
 # the text choices of a description, and those that may be callables of the config
 TEXT_CHOICES = {"norm": ("rms", "layer"), "placement": ("pre", "post"),
-                "layout": ("sequential", "parallel"), "ffn": ("glu", "mlp")}
+                "layout": ("sequential", "parallel"), "ffn": ("glu", "mlp", "moe")}
 CALLABLE_CHOICES = ("placement", "layout")
 
 
@@ -159,7 +159,9 @@ class Family:
     output_bias: Any = None                # the output projection's bias; None: attention_bias
     scale: Any = "auto"
     attention_dropout: Any = 0.0
-    ffn: str = "glu"                       # "glu" (gated) or "mlp" (Dense → act → Dense)
+    ffn: str = "glu"                       # "glu" (gated), "mlp" (Dense → act → Dense), "moe"
+    experts: Any = None                    # "moe": the number of experts (SwiGLU each)
+    experts_per_token: Any = None          # "moe": the experts each token is routed to
     activation: tuple[str, str] = ("hidden_act", "silu")     # config key, its default
     mlp_bias: Any = False
     residual_dropout: Any = 0.0
@@ -312,7 +314,7 @@ class _Build:
         self.placement = _check_choice("placement", value(d.placement, cfg))
         self.layout = _check_choice("layout", value(d.layout, cfg))
         key, default = d.activation
-        self.act = cfg.choice(key, GLU_ACTIVATIONS if d.ffn == "glu" else ACTIVATIONS, default)
+        self.act = cfg.choice(key, ACTIVATIONS if d.ffn == "mlp" else GLU_ACTIVATIONS, default)
         self.embedding_width = self.width if not d._projected(cfg) else \
             value(d.embedding_width, cfg)
         self.net, self.start = self.inputs()
@@ -422,6 +424,10 @@ class _Build:
 
     def mlp(self, h: str) -> list:
         n = self.n
+        if self.d.ffn == "moe":              # Mixtral: a mixture of SwiGLU experts, no down Dense
+            return [L.MixtureOfExperts(value(self.d.experts, self.cfg), self.inner,
+                                       value(self.d.experts_per_token, self.cfg),
+                                       activation=self.act, name=f"{h}.{n.up}")]
         if self.d.ffn == "glu":
             return [L.GLU(self.inner, activation=self.act, bias=self.mlp_bias, name=f"{h}.{n.up}"),
                     L.Dense(self.width, bias=self.mlp_bias, name=f"{h}.{n.down}")]

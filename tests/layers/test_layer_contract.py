@@ -47,6 +47,10 @@ CASES = {
     "RMSNorm": [(lambda: L.RMSNorm(), {"in": seq(4)}, 4), (lambda: L.RMSNorm(1e-5), {"in": feat(3)}, 3)],
     "GLU": [(lambda: L.GLU(5), {"in": seq(4)}, 2 * 5 * 4),
             (lambda: L.GLU(5, activation="gelu-tanh", bias=True), {"in": feat(4)}, 2 * (5 * 4 + 5))],
+    # router 4×4, each expert gate and up 6×4 and down 4×6
+    "MixtureOfExperts": [(lambda: L.MixtureOfExperts(4, 6), {"in": seq(4)}, 4 * 4 + 4 * 3 * 6 * 4),
+                         (lambda: L.MixtureOfExperts(3, 5, top_k=3, activation="gelu"),
+                          {"in": feat(4)}, 3 * 4 + 3 * 3 * 5 * 4)],
     "BatchNorm": [(lambda: L.BatchNorm(), {"in": img(3, 4, 4)}, 6), (lambda: L.BatchNorm(), {"in": seq(3)}, 6),
                   (lambda: L.BatchNorm(), {"in": feat(3)}, 6)],
     "MaxPool2d": [(lambda: L.MaxPool2d(2), {"in": img(3, 7, 7)}, 0)],
