@@ -44,7 +44,7 @@ def test_the_settings_are_checked_and_canonical():
 
 
 @pytest.mark.parametrize("scaling,words", [
-    ({**SCALING, "rope_type": "dynamic"}, "'rope_type' 'longrope'"),
+    ({**SCALING, "rope_type": "ntk"}, "'rope_type' 'longrope'"),
     ({**SCALING, "beta_fast": 32}, "Remove 'beta_fast'"),
     ({**SCALING, "long_factor": [2.0, -1.0]}, "rotary['scaling']['long_factor']"),
     ({**SCALING, "original_max_position_embeddings": 0}, "original_max_position_embeddings"),
