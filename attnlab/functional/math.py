@@ -316,7 +316,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
               need_weights: bool = False, training: bool = False,
               num_kv_heads: Optional[int] = None, bias: Optional[Tensor] = None,
               window: Optional[int] = None,
-              alibi: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
+              alibi: bool = False,
+              softcap: Optional[float] = None) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     """Multi-head scaled dot-product attention, `B×Tq×Ck, B×Tk×Ck, B×Tk×Cv → B×Tq×Cv`.
 
     Channels split into `num_heads` contiguous blocks (head h uses channels h*dk:(h+1)*dk,
@@ -361,24 +362,30 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
     alibi : bool
         ALiBi: adds −slope_h · abs(i − j) to the scores of head h, BLOOM's slopes for any head
         count (for a causal query, BLOOM's bias up to a constant per query).
+    softcap : float, optional
+        Soft-capped scores: each scaled score s becomes softcap · tanh(s / softcap) before the
+        bias, the masks and the softmax (Gemma 2's `attn_logit_softcapping`); computed
+        explicitly, as the fused kernel cannot.
 
     Returns
     -------
     Tensor or (Tensor, Tensor)
         The output B×Tq×Cv, and with `need_weights` the weights.
     """
+    softcap = rules.softcap(_FN, softcap)
     B, Tq, Tk, dk, dv, kv_heads, scale_f = _validate(
         q, k, v, num_heads, num_kv_heads, scale, key_padding_mask, attention_mask,
         causal_alignment, dropout, need_weights, training, bias, window, alibi)
     return _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask,
                    causal_alignment, dropout, need_weights, training, kv_heads, bias, window,
-                   alibi, None, (B, Tq, Tk, dk, dv))
+                   alibi, None, (B, Tq, Tk, dk, dv), softcap)
 
 
 def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causal_alignment,
             dropout, need_weights, training, kv_heads, bias=None, window=None, alibi=False,
-            offset=None, sizes=None):
-    """`attention` on checked arguments (`sizes`: B, Tq, Tk, dk, dv). `offset`: query i sits
+            offset=None, sizes=None, softcap=None):
+    """`attention` on checked arguments (`sizes`: B, Tq, Tk, dk, dv). `softcap`: scores capped
+    as softcap · tanh(scores / softcap), on the explicit path. `offset`: query i sits
     at key position i + offset, for the causal rule, the window and ALiBi (a stream's query
     positions against its cache); None follows `causal_alignment`."""
     B, Tq, Tk, dk, dv = sizes
@@ -386,7 +393,8 @@ def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causa
     H = num_heads
     if window is not None and window >= WIDEST_WINDOW:
         window = None                     # wider than any sequence: no window (exactly)
-    fused = not need_weights and Tk > 0  # softmax over zero keys is the explicit path's job
+    # softmax over zero keys is the explicit path's job, and capped scores (SDPA cannot)
+    fused = not need_weights and Tk > 0 and softcap is None
     # torch's is_causal kernels mask before they scale (-inf · 0 is NaN on the CPU), so scale 0
     # takes the causal rule as an explicit mask; a negative scale reaches the kernel as
     # |scale| on -Q (the same scores, exactly), for kernels that assume a positive one
@@ -430,6 +438,8 @@ def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causa
         weights = None
     else:
         scores = torch.matmul(qh, kh.transpose(-2, -1)) * scale_f  # B×H×Tq×Tk
+        if softcap is not None:              # Gemma 2: capped before the terms and masks
+            scores = torch.tanh(scores / softcap) * softcap
         if add is not None:
             scores = scores + add
         if mask is not None:
@@ -453,7 +463,7 @@ def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causa
 def _module_attention(q, k, v, num_heads: int, scale, key_padding_mask, attention_mask,
                       causal_alignment: str, dropout: float, need_weights: bool, training: bool,
                       kv_heads: int, bias=None, window=None, alibi=False, offset=None,
-                      at: Locate = None):
+                      at: Locate = None, softcap=None):
     """`attention` as the modules call it: their options (heads, scale, dropout, window, …)
     were checked when they were made, so only the tensors of the call are checked here (`at`
     as `_check_sizes`); `offset` as `_attend`."""
@@ -462,14 +472,15 @@ def _module_attention(q, k, v, num_heads: int, scale, key_padding_mask, attentio
                                      attention_mask, bias, at)
     return _attend(q, k, v, num_heads, rules.scale_value(scale, dk), key_padding_mask,
                    attention_mask, causal_alignment, dropout, need_weights, training, kv_heads,
-                   bias, window, alibi, offset, (B, Tq, Tk, dk, dv))
+                   bias, window, alibi, offset, (B, Tq, Tk, dk, dv), softcap)
 
 
 def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",
                     key_padding_mask: Optional[Tensor] = None, attention_mask: MaskArg = None,
                     causal_alignment: str = "top-left", need_weights: bool = False,
                     num_kv_heads: Optional[int] = None, bias: Optional[Tensor] = None,
-                    window: Optional[int] = None, alibi: bool = False):
+                    window: Optional[int] = None, alibi: bool = False,
+                    softcap: Optional[float] = None):
     """The textbook formula, written independently of `attention`, as the tests' reference.
 
     Same contract as `attention` (without dropout). It builds the full B×Tq×Tk mask and
@@ -500,6 +511,8 @@ def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto
     K = k.view(B, Tk, kv_heads, 1, dk).expand(B, Tk, kv_heads, r, dk).reshape(B, Tk, H, dk)
     V = v.view(B, Tk, kv_heads, 1, dv).expand(B, Tk, kv_heads, r, dv).reshape(B, Tk, H, dv)
     s = torch.einsum("bqhd,bkhd->bhqk", Q, K) * scale_f  # B×H×Tq×Tk
+    if softcap is not None:
+        s = softcap * torch.tanh(s / rules.softcap(_FN, softcap))
     if alibi:
         # the ALiBi paper's slopes: 2^(-8h/n) for n a power of two, else those of the nearest
         # power below and every other one of twice that

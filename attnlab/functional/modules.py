@@ -22,7 +22,7 @@ from attnlab.functional.math import MaskArg, _divisor_hint, _fail, _module_atten
 from attnlab.functional.rotary import Rotary
 
 __all__ = ["AttentionOptions", "AttentionModule", "MultiHeadAttentionModule",
-           "SelfAttentionModule", "AttentionPoolModule"]
+           "SelfAttentionModule", "AttentionPoolModule", "QKNormSelfAttentionModule"]
 
 
 # -- loose arguments: a module made directly, not by a layer ---------------------------------
@@ -52,11 +52,11 @@ def _loose_attention(owner: str, num_heads: int, scale="auto", dropout: float = 
                      need_weights: bool = False, num_kv_heads: Optional[int] = None, *,
                      rotary: Any = False, head_size: Optional[int] = None,
                      window: Optional[int] = None, alibi: bool = False,
-                     bias_input: bool = False):
+                     bias_input: bool = False, softcap: Optional[float] = None):
     opts = _module_options(owner, {}, num_heads=num_heads, scale=scale, dropout=dropout,
                            attention_mask=attention_mask, causal_alignment=causal_alignment,
                            need_weights=need_weights, num_kv_heads=num_kv_heads, rotary=rotary,
-                           window=window, alibi=alibi, bias_input=bias_input)
+                           window=window, alibi=alibi, bias_input=bias_input, softcap=softcap)
     if opts.rotary:
         if head_size is None:
             raise rules._fail(owner, "head_size", "the channels per head (an int) with "
@@ -73,14 +73,16 @@ def _loose_multi_head(owner: str, query_channels: int, key_channels_in: int,
                       attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
                       need_weights: bool = False, *, rotary: Any = False,
                       window: Optional[int] = None, alibi: bool = False,
-                      bias_input: bool = False, output_bias: Optional[bool] = None):
+                      bias_input: bool = False, output_bias: Optional[bool] = None,
+                      qk_norm: Optional[float] = None, softcap: Optional[float] = None):
     sizes = {"key_channels": key_channels, "value_channels": value_channels,
              "output_channels": output_channels, "projection_bias": bias,
              "output_bias": rules.output_bias(owner, output_bias)}
     opts = _module_options(owner, sizes, num_heads=num_heads, scale=scale, dropout=dropout,
                            attention_mask=attention_mask, causal_alignment=causal_alignment,
                            need_weights=need_weights, num_kv_heads=num_kv_heads, rotary=rotary,
-                           window=window, alibi=alibi, bias_input=bias_input)
+                           window=window, alibi=alibi, bias_input=bias_input, qk_norm=qk_norm,
+                           softcap=softcap)
     _channels_fit(owner, opts)
     if opts.rotary:
         rules.rotary_dims(owner, opts.rotary, key_channels // opts.num_heads, SizeError)
@@ -226,6 +228,7 @@ class AttentionModule(nn.Module):
         self.window = opts.window
         self.alibi = opts.alibi
         self.bias_input = opts.bias_input
+        self.softcap = opts.softcap
         settings = opts.rotary
         self.rotary: Optional[Rotary] = None
         if isinstance(settings, dict):      # head_size given: checked when the options were
@@ -279,7 +282,7 @@ class AttentionModule(nn.Module):
         r = _module_attention(q, k, v, self.num_heads, self.scale, key_padding_mask,
                               attention_mask, causal_alignment, self.dropout, need_weights,
                               self.training, self.num_kv_heads, bias, self.window, self.alibi,
-                              offset, self._at())
+                              offset, self._at(), self.softcap)
         if need_weights:
             return self.output_map(r[0]), r[1]
         return self.output_map(r)
@@ -449,6 +452,48 @@ class SelfAttentionModule(MultiHeadAttentionModule):
         q, k, v = self.project_qkv(x)
         q, k = self.transform_qk(q, k, 0, 0)
         return self.attend(q, k, v, kpm, am, "top-left", nw, bias)
+
+
+class HeadRMSNorm(nn.Module):
+    """x / rms(x) · weight over the d channels of each head (B×T×(H·d) in and out), in float32
+    and cast back before the gain, as Qwen3's `q_norm` and `k_norm` (Llama's RMSNorm)."""
+
+    def __init__(self, head_size: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(head_size))
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, t, c = x.shape                   # sizes read from x: the ONNX graph keeps them free
+        d = self.weight.shape[0]
+        h = x.reshape(b, t, c // d, d).float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (self.weight * h.to(x.dtype)).reshape(b, t, c)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}"
+
+
+class QKNormSelfAttentionModule(SelfAttentionModule):
+    """Self-attention whose queries and keys are RMS-normalised per head (`qk_norm`, the
+    options' eps) before the rotary embedding, as Qwen3's: the `transform_qk` hook, which a
+    stream calls on every new step. Learnables `q_norm.weight`, `k_norm.weight` (the head
+    size each) besides `SelfAttentionModule`'s. `SelfAttention(qk_norm=eps)` builds it."""
+
+    def __init__(self, options: Any = None, *sizes: Any, layer_name: Optional[str] = None,
+                 **loose: Any):
+        super().__init__(options, *sizes, layer_name=layer_name, **loose)
+        eps = self.options.qk_norm
+        if eps is None:
+            raise rules._fail(type(self).__name__, "qk_norm", "the eps of the per-head "
+                              "RMSNorm, a number > 0", eps, "Pass e.g. qk_norm=1e-6.")
+        d = self.qkv_channels[0] // self.num_heads
+        self.q_norm, self.k_norm = HeadRMSNorm(d, eps), HeadRMSNorm(d, eps)
+
+    def transform_qk(self, q: Tensor, k: Tensor, q_pos: Union[int, Tensor],
+                     k_pos: Union[int, Tensor]) -> Tuple[Tensor, Tensor]:
+        # normalised first, then turned by the rotary embedding, as Qwen3 does
+        return super().transform_qk(self.q_norm(q), self.k_norm(k), q_pos, k_pos)
 
 
 class AttentionPoolModule(nn.Module):

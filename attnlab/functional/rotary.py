@@ -179,7 +179,8 @@ class Rotary:
             return self._signed(*self.angles(positions, dtype, length=length))
         if self.dynamic:
             end = pos + t if isinstance(pos, int) else (int(pos.max()) + 1 if pos.numel() else 0)
-            if end > self.scaling["original_max_position_embeddings"]:   # no table serves
+            most = self.scaling["original_max_position_embeddings"] if self.scaling else 0
+            if end > most:                       # past the original length: no table serves
                 positions = torch.arange(pos, end, device=device) if isinstance(pos, int) \
                     else pos
                 return self._signed(*self.angles(positions, dtype,

@@ -30,7 +30,8 @@ from attnlab.functional.rotary import PARAMETERS as ROTARY_PARAMETERS
 
 __all__ = ["AttentionOptions", "options", "ALIGNMENTS", "num_heads", "num_kv_heads", "scale", "attention_mask",
            "scale_value", "causal_alignment", "dropout", "flag", "divisors_near", "divisor_hint",
-           "rotary", "rotary_dims", "window", "ROTARY_DEFAULTS", "output_bias"]
+           "rotary", "rotary_dims", "window", "ROTARY_DEFAULTS", "output_bias",
+           "qk_norm", "softcap"]
 
 ALIGNMENTS = ("top-left", "bottom-right")
 # the smallest rotary base, 2^-64: the frequencies 1 / base^(2i/r) (float32, as transformers
@@ -293,6 +294,18 @@ def output_bias(owner, value) -> bool | None:
     return None if value is None else check.flag(owner, "output_bias", value)
 
 
+def qk_norm(owner, value) -> float | None:
+    """None (no QK-norm) or the eps of the RMSNorm of each head's query and key, before the
+    rotary embedding (Qwen3): a number > 0."""
+    return None if value is None else check.positive(owner, "qk_norm", value, example="1e-6")
+
+
+def softcap(owner, value) -> float | None:
+    """None or the soft cap c of the attention scores, c · tanh(scores / c) before the
+    softmax (Gemma 2's `attn_logit_softcapping`): a number > 0."""
+    return None if value is None else check.positive(owner, "softcap", value, example="50.0")
+
+
 @dataclass(frozen=True)
 class AttentionOptions:
     """The options of one attention layer as one object, each in its canonical form: made by
@@ -320,6 +333,8 @@ class AttentionOptions:
     output_channels: Optional[int] = None
     projection_bias: bool = True
     output_bias: Optional[bool] = None    # None: as projection_bias
+    qk_norm: Optional[float] = None       # the eps of the per-head RMSNorm of q and k, or None
+    softcap: Optional[float] = None       # scores → softcap · tanh(scores / softcap), or None
 
     @property
     def output_has_bias(self) -> bool:
@@ -336,11 +351,12 @@ class AttentionOptions:
 _heads_rule, _kv_rule, _scale_rule, _mask_rule, _alignment_rule, _dropout_rule, _rotary_rule, \
     _window_rule = num_heads, num_kv_heads, scale, attention_mask, causal_alignment, dropout, \
     rotary, window
+_qk_norm_rule, _softcap_rule = qk_norm, softcap
 
 
 def options(owner, num_heads, scale="auto", attention_mask=None, causal_alignment="top-left",
             dropout=0.0, mask_input=False, need_weights=False, num_kv_heads=None, rotary=False,
-            window=None, alibi=False, bias_input=False,
+            window=None, alibi=False, bias_input=False, qk_norm=None, softcap=None,
             kv_error: type[AttnlabError] = ArgumentError,
             flag_names: tuple[str, str, str] = ("has_padding_mask_input", "has_scores_output",
                                                 "has_bias_input"),
@@ -361,4 +377,4 @@ def options(owner, num_heads, scale="auto", attention_mask=None, causal_alignmen
         num_kv_heads=_kv_rule(owner, num_kv_heads, heads, kv_error),
         rotary=_rotary_rule(owner, rotary), window=_window_rule(owner, window),
         alibi=flag(owner, "alibi", alibi), bias_input=flag(owner, flag_names[2], bias_input),
-        **sizes)
+        qk_norm=_qk_norm_rule(owner, qk_norm), softcap=_softcap_rule(owner, softcap), **sizes)

@@ -13,7 +13,7 @@ from torch import nn
 
 from attnlab.core.errors import FormatError, SizeError
 from attnlab.functional.modules import (AttentionModule, AttentionPoolModule, MultiHeadAttentionModule,
-                                        SelfAttentionModule)
+                                        QKNormSelfAttentionModule, SelfAttentionModule)
 from attnlab.core.spec import Spec
 from attnlab.functional import rules
 from attnlab.core import checks as check
@@ -33,7 +33,8 @@ _OPTION_ATTRS = {"num_heads": "num_heads", "scale": "scale", "attention_mask": "
                  "causal_alignment": "causal_alignment", "dropout": "dropout",
                  "has_padding_mask_input": "mask_input", "has_scores_output": "need_weights",
                  "num_kv_heads": "num_kv_heads", "rotary": "rotary", "window": "window",
-                 "alibi": "alibi", "has_bias_input": "bias_input"}
+                 "alibi": "alibi", "has_bias_input": "bias_input", "qk_norm": "qk_norm",
+                 "softcap": "softcap"}
 _SIZE_ATTRS = ("key_channels", "value_channels", "output_channels", "projection_bias",
                "output_bias")
 
@@ -55,6 +56,8 @@ class _Heads(Layer):
     window: int | None
     alibi: bool
     has_bias_input: bool
+    qk_norm: float | None
+    softcap: float | None
 
     @property
     def options(self) -> rules.AttentionOptions:
@@ -332,6 +335,12 @@ class SelfAttention(_Projected):
         Whether the output projection has a `bias`, apart from the other three (Qwen2: biases
         on the query, key and value projections, none on the output); None: as
         `projection_bias`.
+    qk_norm : float, optional
+        QK-norm: each head's query and key RMS-normalised (with this eps, times a learned gain
+        per channel: `q_norm.weight`, `k_norm.weight`) before the rotary embedding (Qwen3).
+    softcap : float, optional
+        Soft-capped scores: softcap · tanh(scores / softcap) before the softmax (Gemma 2's
+        `attn_logit_softcapping`), computed explicitly (the fused kernel cannot cap).
 
     Shape
     -----
@@ -362,13 +371,15 @@ class SelfAttention(_Projected):
                  has_scores_output: bool = False, num_kv_heads: int | None = None,
                  rotary: bool | dict = False, window: int | None = None, alibi: bool = False,
                  has_bias_input: bool = False, projection_bias: bool = True,
-                 name: str | None = None, *, output_bias: bool | None = None):
+                 name: str | None = None, *, output_bias: bool | None = None,
+                 qk_norm: float | None = None, softcap: float | None = None):
         super().__init__(name)
         _set_options(self, num_heads=num_heads, scale=scale, attention_mask=attention_mask,
                      causal_alignment="top-left", dropout=dropout,
                      has_padding_mask_input=has_padding_mask_input,
                      has_scores_output=has_scores_output, num_kv_heads=num_kv_heads,
-                     rotary=rotary, window=window, alibi=alibi, has_bias_input=has_bias_input)
+                     rotary=rotary, window=window, alibi=alibi, has_bias_input=has_bias_input,
+                     qk_norm=qk_norm, softcap=softcap)
         _projection_sizes(self, key_channels, value_channels, output_channels, projection_bias,
                           output_bias)
 
@@ -398,7 +409,13 @@ class SelfAttention(_Projected):
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         # the layer's name: the module's run-time size errors name the layer and its port
-        return self.module_class(self.options, check.known(self, "in", specs["in"].channels),
+        cls = self.module_class
+        if self.qk_norm is not None:        # QK-norm: the built-in module that normalises
+            if cls is not SelfAttentionModule:
+                raise check.fail(self, "qk_norm", f"None with module_class {cls.__name__}",
+                                 self.qk_norm, "Normalise in that module's transform_qk.")
+            cls = QKNormSelfAttentionModule
+        return cls(self.options, check.known(self, "in", specs["in"].channels),
                                  layer_name=self.name)
 
 

@@ -87,6 +87,9 @@ class RMSNorm(Layer):
     eps : float
         Added to the mean square, for stability (Llama's `rms_norm_eps`, T5's
         `layer_norm_epsilon`).
+    unit_offset : bool
+        Scale by 1 + weight (Gemma's RMSNorm, in float32 before the cast back), the weight
+        initialised to zeros; False: by the weight, initialised to ones.
 
     Shape
     -----
@@ -103,9 +106,10 @@ class RMSNorm(Layer):
 
     time_local = True
 
-    def __init__(self, eps: float = 1e-6, name: str | None = None):
+    def __init__(self, eps: float = 1e-6, name: str | None = None, *, unit_offset: bool = False):
         super().__init__(name)
         self.eps = check.positive(self, "eps", eps, example="1e-6")
+        self.unit_offset = check.flag(self, "unit_offset", unit_offset)
 
     def infer(self, specs: dict[str, Spec]) -> Spec:
         s = specs["in"]
@@ -113,19 +117,22 @@ class RMSNorm(Layer):
         return s
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
-        return _RMSNorm(check.known(self, "in", specs["in"].channels), self.eps)
+        return _RMSNorm(check.known(self, "in", specs["in"].channels), self.eps, self.unit_offset)
 
 
 class _RMSNorm(nn.Module):
-    def __init__(self, channels: int, eps: float):
+    def __init__(self, channels: int, eps: float, unit_offset: bool = False):
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(channels))
+        self.unit_offset = unit_offset
+        self.weight = nn.Parameter(torch.zeros(channels) if unit_offset else torch.ones(channels))
         self.eps = eps
 
     def forward(self, x):
         # written out, not F.rms_norm: the ONNX exporter has no aten::rms_norm at opset 17
         h = x.float()                                                  # B×T×C in float32
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.unit_offset:        # Gemma: (x̂ · (1 + w)) in float32, then cast
+            return (h * (1.0 + self.weight.float())).to(x.dtype)
         return self.weight * h.to(x.dtype)                             # B×T×C
 
     def extra_repr(self) -> str:

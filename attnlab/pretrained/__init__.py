@@ -62,6 +62,9 @@ FAMILIES: dict[str, Any] = {
     "mistral": "mistral",
     "t5": "t5_encoder",          # t5.py's encoder–decoder, and T5EncoderModel
     "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "gemma": "gemma",
+    "gemma2": "gemma2",
     "gpt_neox": "gpt_neox",
     "opt": "opt",
     "phi3": "phi3",

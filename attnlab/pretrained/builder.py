@@ -83,6 +83,10 @@ class Names:
     mlp_dropout: str = "mlp.dropout"
     add_2: str = "add_2"
     final_norm: str = "norm"
+    embedding_scale: str = "embed_scale"       # Gemma's √width on the token embeddings
+    post_attention_norm: str = "post_attention_layernorm"     # sandwich norms (Gemma 2)
+    post_mlp_norm: str = "post_feedforward_layernorm"
+    final_softcap: str = "final_logit_softcapping"
     project_in: str = "project_in"             # embeddings narrower than the blocks (OPT)
     project_out: str = "project_out"
     lm_head: str = "lm_head"
@@ -157,12 +161,18 @@ class Family:
     block_window: Any = None               # a callable of (config, block index): its window
     attention_bias: Any = False
     output_bias: Any = None                # the output projection's bias; None: attention_bias
+    qk_norm: Any = None                    # QK-norm's eps (Qwen3), or None
+    softcap: Any = None                    # the attention scores' soft cap (Gemma 2), or None
+    norm_offset: bool = False              # RMSNorm scales by 1 + weight (Gemma)
+    embedding_scale: Any = None            # token embeddings times this (Gemma: √width), or None
+    sandwich: bool = False                 # a norm after each sublayer too (Gemma 2)
+    final_softcap: Any = None              # logits → c · tanh(logits / c) (Gemma 2), or None
     scale: Any = "auto"
     attention_dropout: Any = 0.0
     ffn: str = "glu"                       # "glu" (gated), "mlp" (Dense → act → Dense), "moe"
     experts: Any = None                    # "moe": the number of experts (SwiGLU each)
     experts_per_token: Any = None          # "moe": the experts each token is routed to
-    activation: tuple[str, str] = ("hidden_act", "silu")     # config key, its default
+    activation: Any = ("hidden_act", "silu")     # config key, its default; or a callable
     mlp_bias: Any = False
     residual_dropout: Any = 0.0
     positions: Any = None                  # learned positions: their number, or None
@@ -311,10 +321,15 @@ class _Build:
         self.attention_bias, self.mlp_bias = value(d.attention_bias, cfg), value(d.mlp_bias, cfg)
         self.rotary, self.window = value(d.rotary, cfg), value(d.window, cfg)
         self.output_bias = value(d.output_bias, cfg)
+        self.qk_norm, self.softcap = value(d.qk_norm, cfg), value(d.softcap, cfg)
         self.placement = _check_choice("placement", value(d.placement, cfg))
         self.layout = _check_choice("layout", value(d.layout, cfg))
-        key, default = d.activation
-        self.act = cfg.choice(key, ACTIVATIONS if d.ffn == "mlp" else GLU_ACTIVATIONS, default)
+        if callable(d.activation):        # a family's own reading (Gemma's "gelu" is tanh's)
+            self.act = d.activation(cfg)
+        else:
+            key, default = d.activation
+            self.act = cfg.choice(key, ACTIVATIONS if d.ffn == "mlp" else GLU_ACTIVATIONS,
+                                  default)
         self.embedding_width = self.width if not d._projected(cfg) else \
             value(d.embedding_width, cfg)
         self.net, self.start = self.inputs()
@@ -340,6 +355,10 @@ class _Build:
     def embeddings(self) -> str:
         n, net = self.n, self.net
         parts = [self.start]
+        scale = value(self.d.embedding_scale, self.cfg)
+        if scale is not None:                    # Gemma: times √width, in the model's dtype
+            self.chain(self.start, [L.Scaling(scale, name=n.embedding_scale)])
+            parts = [n.embedding_scale]
         if self.embedding_width != self.width:           # OPT: tokens projected to the width
             self.chain(self.start, [L.Dense(self.width, bias=False, name=n.project_in)])
             parts = [n.project_in]
@@ -381,18 +400,27 @@ class _Build:
         return self.n.embeddings
 
     def norm(self, name: str) -> L.Layer:
+        if self.d.norm_offset:                   # Gemma's RMSNorm: x̂ · (1 + weight)
+            return L.RMSNorm(self.eps, unit_offset=True, name=name)
         return L.RMSNorm(self.eps, name=name) if self.d.norm == "rms" else \
             L.LayerNorm(self.eps, name=name)
 
+    def post(self, name: str) -> list:
+        """The norm after a sublayer, before its residual, with sandwich norms (Gemma 2)."""
+        return [self.norm(name)] if self.d.sandwich else []
+
     def block(self, x: str, i: int, h: str) -> str:
         n, net, pre = self.n, self.net, self.placement == "pre"
-        attn = self.sublayer(x, [self.attention(i, f"{h}.{n.attention}")], f"{h}.{n.norm_1}",
+        attn = self.sublayer(x, [self.attention(i, f"{h}.{n.attention}")] +
+                             self.post(f"{h}.{n.post_attention_norm}"), f"{h}.{n.norm_1}",
                              f"{h}.{n.attention_dropout}", pre, self.attn_resid)
         if self.layout == "parallel":         # both sublayers read the block's input
-            mlp = self.sublayer(x, self.mlp(h), f"{h}.{n.norm_2}", f"{h}.{n.mlp_dropout}", pre)
+            mlp = self.sublayer(x, self.mlp(h) + self.post(f"{h}.{n.post_mlp_norm}"),
+                                f"{h}.{n.norm_2}", f"{h}.{n.mlp_dropout}", pre)
             return residual(net, residual(net, x, attn, f"{h}.{n.add_1}"), mlp, f"{h}.{n.add_2}")
         x = self.after(residual(net, x, attn, f"{h}.{n.add_1}"), f"{h}.{n.norm_1}", pre)
-        mlp = self.sublayer(x, self.mlp(h), f"{h}.{n.norm_2}", f"{h}.{n.mlp_dropout}", pre)
+        mlp = self.sublayer(x, self.mlp(h) + self.post(f"{h}.{n.post_mlp_norm}"),
+                            f"{h}.{n.norm_2}", f"{h}.{n.mlp_dropout}", pre)
         return self.after(residual(net, x, mlp, f"{h}.{n.add_2}"), f"{h}.{n.norm_2}", pre)
 
     def sublayer(self, x: str, layers: list, norm: str, drop: str, pre: bool,
@@ -419,7 +447,7 @@ class _Build:
             scale=value(self.d.scale, self.cfg, i), num_kv_heads=self.kv_heads,
             rotary=self.rotary, projection_bias=self.attention_bias,
             window=self.window if self.d.block_window is None else self.d.block_window(self.cfg, i),
-            output_bias=self.output_bias,
+            output_bias=self.output_bias, qk_norm=self.qk_norm, softcap=self.softcap,
             name=name)
 
     def mlp(self, h: str) -> list:
@@ -451,8 +479,8 @@ class _Build:
                                    name=f"{n.pooler}.dense"), self.pooler_activation(pooled)])
         tied = n.tokens if value(self.d.tied, self.cfg) else None
         if head == "lm":
-            self.chain(x, [L.Dense(self.vocab, bias=False, tied_to=tied, name=n.lm_head),
-                           output("logits")])
+            self.chain(x, [L.Dense(self.vocab, bias=False, tied_to=tied, name=n.lm_head)] +
+                       self.capped() + [output("logits")])
         elif head == "classifier":
             self.chain(x, [L.Index1d("last", name="last_token"), self.classifier(),
                            output("logits")])
@@ -506,6 +534,15 @@ class _Build:
             self.chain(src, [L.Dense(2, name=n.qa)])
             for i, name in enumerate(("start_logits", "end_logits")):
                 self.chain(n.qa, [L.SelectChannel(i, name=name)])
+
+    def capped(self) -> list:
+        """Gemma 2's final soft cap: logits → c · tanh(logits / c); nothing without one."""
+        c = value(self.d.final_softcap, self.cfg)
+        if c is None:
+            return []
+        n = self.n.final_softcap
+        return [L.Scaling(1.0 / c, name=f"{n}.in"), L.Tanh(name=f"{n}.tanh"),
+                L.Scaling(c, name=f"{n}.out")]
 
     def pooler_activation(self, name: str) -> L.Layer:
         if self.d.pooler_activation is None:

@@ -68,6 +68,9 @@ class CachedAttentionStepper(Stepper):
         self.bias = bias
         # ALiBi or a bias: every step goes through `attend`, with its additive terms
         self.additive = bias is not None or getattr(module, "alibi", False)
+        # capped scores (Gemma 2): SDPA cannot cap them, so every step goes through `attend`
+        self.softcap = getattr(module, "softcap", None)
+        self.additive = self.additive or self.softcap is not None
         # self-attention's fused q/k/v weights {"w", "b"} (from `bind`); with equal head counts
         # and sizes one step's q, k, v are then views of one B×3×H×d tensor (no split, no views)
         self.fused: dict | None = None
@@ -219,6 +222,12 @@ class CachedAttentionStepper(Stepper):
         mask = rel <= 0
         if self.window is not None:
             mask = mask & window_mask(rel, self.window, True)
+        if self.softcap is not None:         # explicit scores: the fused kernel cannot cap them
+            terms = _additive(m, rel, bias, torch.ones_like(mask), kc.dtype, kc.shape[2])
+            n = kc.shape[2]
+            return m.attend(q.to(kc.dtype), kc.transpose(1, 2).reshape(b, n, -1),
+                            vc.transpose(1, 2).reshape(b, n, -1), None, mask, "top-left",
+                            bias=None if terms.dtype == torch.bool else terms)
         attn_mask = _additive(m, rel, bias, mask, kc.dtype, kc.shape[2])
         keys, values = kc, vc
         if self.gqa and not AF._SDPA_GQA:
