@@ -375,6 +375,25 @@ class MultiHeadAttentionModule(AttentionModule):
         return self.output(y)
 
 
+def adjacent_rows(parts: Tuple[Tensor, ...]) -> Optional[Tensor]:
+    """The tensors `parts` (same trailing sizes) as one, their rows one after the other,
+    when they are already so in one storage: a view, no copy (detached: for use without
+    gradients). None where they are not (each moved or loaded apart: `.to()`, an assignment
+    of `.data`), so that the caller falls back on one matmul each rather than copying."""
+    first = parts[0].detach()
+    size, stride = first.shape, first.stride()
+    if first.dim() == 0 or first.is_meta:
+        return None
+    ptr, storage, rows = first.data_ptr(), first.untyped_storage().data_ptr(), 0
+    for t in parts:                             # each starts where the rows before it end
+        if t.shape[1:] != size[1:] or t.stride() != stride or t.dtype != first.dtype or \
+                t.device != first.device or t.untyped_storage().data_ptr() != storage or \
+                t.data_ptr() != ptr + rows * stride[0] * first.element_size():
+            return None
+        rows += t.shape[0]
+    return first.as_strided((rows,) + tuple(size[1:]), stride, first.storage_offset())
+
+
 class SelfAttentionModule(MultiHeadAttentionModule):
     """Multi-head self-attention: `B×T×C → B×T×Cout` (plus `B×H×T×T` weights on request).
 
@@ -397,6 +416,42 @@ class SelfAttentionModule(MultiHeadAttentionModule):
         opts, (channels,) = _given(_loose_self, type(self).__name__, options, sizes, loose)
         super().__init__(opts, channels, channels, channels, layer_name=layer_name)
 
+    def reset_parameters(self) -> None:
+        self.pack_qkv(keep=False)           # their values are about to be set anew
+        super().reset_parameters()
+
+    def pack_qkv(self, keep: bool = True) -> None:
+        """Puts the q, k, v weights (and biases) in one storage, one after the other, so that
+        `fused_qkv` reads them in place. The Parameters stay (their `.data` becomes slices):
+        names, state_dict keys, optimizers and ties are untouched. Nothing to do where they are
+        already so or cannot be (projections that are not bare `nn.Linear`s). `keep`: their
+        values are copied (else the new storage is left uninitialised, for a reset)."""
+        if not self.fusable():
+            return
+        mods = (self.query, self.key, self.value)
+        for name in ("weight", "bias"):
+            params = [getattr(m, name) for m in mods]
+            if any(p is None for p in params) or params[0].is_meta or \
+                    len({(p.dtype, p.device) for p in params}) > 1 or \
+                    adjacent_rows(tuple(params)) is not None:
+                continue
+            with torch.no_grad():
+                whole = torch.cat([p.detach() for p in params]) if keep else \
+                    params[0].new_empty((sum(p.shape[0] for p in params),) + params[0].shape[1:])
+            for p, piece in zip(params, whole.split([p.shape[0] for p in params])):
+                p.data = piece
+
+    def _apply(self, fn, recurse=True):
+        # `.to()` / `.half()` move each learnable apart: the q, k, v that were one storage
+        # are packed again (one layer at a time, so the copy is transient)
+        with torch.no_grad():
+            was = self.fusable() and adjacent_rows((self.query.weight, self.key.weight,
+                                                    self.value.weight)) is not None
+        out = super()._apply(fn, recurse)
+        if was:
+            self.pack_qkv()
+        return out
+
     def fusable(self) -> bool:
         """Whether q, k and v may run as one matmul against their concatenated weights: the
         three projections are bare `nn.Linear`s (`plain_linear`) and no global module hook is
@@ -406,17 +461,30 @@ class SelfAttentionModule(MultiHeadAttentionModule):
             plain_linear(mods["value"]) and not global_module_hooks()
 
     def fused_qkv(self) -> Optional[Tuple[Tensor, Optional[Tensor]]]:
-        """The q, k, v weights (and biases) concatenated, so that one matmul projects all
-        three; None when the projections must be called as modules (see `fusable`)."""
+        """The q, k, v weights (and biases) as one tensor, so that one matmul projects all
+        three; None when the projections must be called as modules (see `fusable`).
+
+        Without gradients (decoding) it is never a copy: where the three lie one after the
+        other in one storage (`adjacent_rows`; GPT-2's fused q|k|v as loaded) a view of them,
+        else None, and the projections run as three matmuls. A copy would double the
+        projections' memory for as long as a stream keeps it. With gradients it is their
+        concatenation, through which the gradients flow to each."""
         if not self.fusable():
             return None
         q, k, v = self.query, self.key, self.value
-        biases = (q.bias, k.bias, v.bias)
-        if all(b is None for b in biases):
-            return torch.cat((q.weight, k.weight, v.weight)), None
-        if any(b is None for b in biases):
+        weights, biases = (q.weight, k.weight, v.weight), (q.bias, k.bias, v.bias)
+        if any(b is None for b in biases) and not all(b is None for b in biases):
             return None                         # a bias on some only: one call each
-        return torch.cat((q.weight, k.weight, v.weight)), torch.cat(biases)
+        tensors = weights + (biases if biases[0] is not None else ())
+        if (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or \
+                torch.jit.is_tracing() or torch.onnx.is_in_onnx_export():
+            # autograd, and a traced graph's constants, need the weights as their own
+            return torch.cat(weights), None if biases[0] is None else torch.cat(biases)
+        w = adjacent_rows(weights)
+        b = None if biases[0] is None else adjacent_rows(biases)
+        if w is None or (biases[0] is not None and b is None):
+            return None
+        return w, b
 
     def qkv(self, x: Tensor, fused: Tuple[Tensor, Optional[Tensor]]) -> Tensor:
         """q, k, v of x side by side, B×T×(Ck + Ck_kv + Cv_kv), in one matmul against `fused`,

@@ -23,6 +23,7 @@ import heapq
 import io
 import json
 import math
+import mmap
 import os
 import re
 import sys
@@ -157,6 +158,7 @@ class _File:
             raise CheckpointError(f"cannot open '{path}': {e.strerror or e}.") from None
         try:
             self.start, (self.header, self.places) = self._header()
+            self.map: mmap.mmap | None = None    # made on the first `mapped` tensor
         except BaseException:
             self.handle.close()
             raise
@@ -190,6 +192,25 @@ class _File:
                 raise _too_many(path, len(doc) - ("__metadata__" in doc))
             return 8 + n, _entries(doc, path, size - 8 - n)
 
+    def mapped(self, shape: tuple[int, ...], dtype: torch.dtype, begin: int,
+               end: int) -> torch.Tensor:
+        """The tensor stored at bytes begin:end of the data, memory-mapped: no byte is read
+        until it is used, and a write lands in a private copy of the page (`ACCESS_COPY`),
+        never in the file. A copy (`read`) where a mapping cannot hold it: no bytes, a place
+        not aligned to the dtype, a big-endian machine."""
+        offset = self.start + begin
+        if end == begin or offset % dtype.itemsize or sys.byteorder == "big":
+            return self.read(shape, dtype, begin, end)
+        if self.map is None:
+            self.map = mmap.mmap(self.handle.fileno(), 0, access=mmap.ACCESS_COPY)
+        if len(self.map) < self.start + end:        # shortened since its header was checked
+            raise _damaged(self.path, "it was shortened while it was read")
+        with warnings.catch_warnings():     # the mapping is writable: private copy-on-write
+            warnings.simplefilter("ignore")
+            t = torch.frombuffer(self.map, dtype=dtype, count=(end - begin) // dtype.itemsize,
+                                 offset=offset)
+        return t.reshape(shape)
+
     def read(self, shape: tuple[int, ...], dtype: torch.dtype, begin: int, end: int) -> torch.Tensor:
         """The tensor stored at bytes begin:end of the data."""
         if end == begin:
@@ -204,6 +225,9 @@ class _File:
         return t.reshape(shape)
 
     def close(self) -> None:
+        # the mapping stays open while learnables alias it (closing it under them would
+        # fail); it goes with the last of them
+        self.map = None
         self.handle.close()
 
 
@@ -398,11 +422,12 @@ class Checkpoint:
             out.append((path, names))
         return out
 
-    def tensor(self, name: str) -> torch.Tensor:
-        """The tensor `name`, read from its file."""
+    def tensor(self, name: str, mapped: bool = False) -> torch.Tensor:
+        """The tensor `name`, read from its file, or with `mapped` its pages mapped
+        copy-on-write (`_File.mapped`: read when used, never written back)."""
         file = self._where[name] if self._where else self._open[0]
         shape, dtype = self.header[name]
-        return file.read(shape, dtype, *file.places[name])
+        return (file.mapped if mapped else file.read)(shape, dtype, *file.places[name])
 
     def find(self, name: str, prefix: str = "") -> str | None:
         """The name the file holds tensor `name` under, or None: the name itself; without or
@@ -651,13 +676,13 @@ def load(net, table: list[Weight], ckpt: Checkpoint, family: str, ignored: tuple
             if w.name not in record or w.tied:
                 continue            # a tied tensor takes the values of the one it is tied to
             parts = _parts(w, params)
-            t = ckpt.tensor(found[w.name])
+            t = ckpt.tensor(found[w.name], mapped=True)
             if w.reshape:
                 t = t.reshape(_expected(w, parts))
             if w.transpose:
                 t = t.t()
             for p, piece in zip(parts, split(w, t, [p.shape[0] for p in parts])):
-                p.copy_(piece)
+                _place(p, piece)
         _check_tied_copies(table, record, found, params, ckpt)
     read = set(found.values())
     unused = [n for n in ckpt.header if n not in read and not n.endswith(ignored)]
@@ -667,6 +692,17 @@ def load(net, table: list[Weight], ckpt: Checkpoint, family: str, ignored: tuple
                       f"part of the {family} model its config.json describes and were not read: "
                       f"{listed}.", stacklevel=3)
     return record
+
+
+def _place(p: nn.Parameter, piece: torch.Tensor) -> None:
+    """`p` takes the file's values: the (mapped, copy-on-write) piece itself where its dtype is
+    `p`'s (a transposed or split piece stays a view of the file: GPT-2's Conv1D and fused
+    q|k|v are read in place), else converted, one copy of this piece alone. The Parameter
+    object stays, so that tied learnables stay tied. The allocation it replaces was never
+    written (`no_random_init`), so it never took memory."""
+    if piece.dtype != p.dtype or piece.device != p.device or piece.shape != p.shape:
+        piece = piece.to(p.device, p.dtype).reshape(p.shape)
+    p.data = piece
 
 
 def _check_tied_copies(table: list[Weight], record: dict[str, list], found: dict[str, str],
