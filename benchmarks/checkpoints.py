@@ -122,6 +122,30 @@ def _peak(fn, device) -> float | None:
     return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
+_LOAD = """
+import resource, sys, torch
+torch.set_num_threads(1)
+import attnlab as al, transformers as hf
+hf.logging.set_verbosity_error()
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+m = al.from_pretrained(sys.argv[2]) if sys.argv[1] == "attnlab" else \\
+    hf.AutoModelForCausalLM.from_pretrained(sys.argv[2])
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)
+"""
+
+
+def load_peak(folder, which: str) -> float | None:
+    """MiB the peak resident set grows by while `which` loads the saved folder, in a fresh
+    process (so that nothing read before counts); None where getrusage gives no peak."""
+    import subprocess
+    if sys.platform != "linux":
+        return None
+    out = subprocess.run([sys.executable, "-c", _LOAD, which, str(folder)], check=True,
+                         capture_output=True, text=True, env={**os.environ,
+                                                              "PYTHONPATH": str(HERE.parent)})
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def recompute(net, prompt, n):
     """Greedy decoding without a cache: the whole prefix through the network for each token."""
     ids = prompt
@@ -138,6 +162,8 @@ def measure(name, config, device, T, n_new, repeats):
     with tempfile.TemporaryDirectory() as d:
         model.save_pretrained(d)
         net = al.from_pretrained(d)
+        weights = sum(f.stat().st_size for f in Path(d).glob("*.safetensors")) / 2**20
+        m_load = {k: load_peak(d, k) for k in ("transformers", "attnlab")}
     model, net = model.to(device), net.to(device).eval()
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, config.vocab_size, (1, T), generator=g).to(device)
@@ -165,7 +191,7 @@ def measure(name, config, device, T, n_new, repeats):
         m_fwd = {k: _peak(f, device) for k, f in fwd.items()}
         m_dec = {k: _peak(f, device) for k, f in dec.items()}
     return dict(name=name, diff=diff, same=same, fwd=t_fwd, dec=t_dec, recompute=t_re,
-                m_fwd=m_fwd, m_dec=m_dec)
+                m_fwd=m_fwd, m_dec=m_dec, weights=weights, m_load=m_load)
 
 
 def _mib(x):
@@ -184,6 +210,12 @@ def report(rows, device, T, n_new) -> str:
              "cache speed-up | peak memory fwd (hf / attnlab) | decode (hf / attnlab) | "
              "logits diff | same tokens |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    loads = ["", "Loading (`from_pretrained`, each in a fresh process): the growth of the peak "
+             "resident set while the file is read. Both map the file: its pages count once "
+             "used, so decoding's growth includes the weights it reads.", "",
+             "| model | weights | load peak: transformers | attnlab | attnlab / weights | "
+             "attnlab / transformers | decode memory attnlab / transformers |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         f, d = r["fwd"], r["dec"]
         lines.append(
@@ -194,7 +226,17 @@ def report(rows, device, T, n_new) -> str:
             f"{_mib(r['m_fwd']['transformers'])} / {_mib(r['m_fwd']['attnlab'])} | "
             f"{_mib(r['m_dec']['transformers'])} / {_mib(r['m_dec']['attnlab'])} | "
             f"{r['diff']:.1e} | {'yes' if r['same'] else 'no'} |")
-    return "\n".join(lines)
+        ld, md = r["m_load"], r["m_dec"]
+        loads.append(
+            f"| {r['name']} | {r['weights']:.0f} MiB | {_mib(ld['transformers'])} | "
+            f"{_mib(ld['attnlab'])} | {_ratio(ld['attnlab'], r['weights'])} | "
+            f"{_ratio(ld['attnlab'], ld['transformers'])} | "
+            f"{_ratio(md['attnlab'], md['transformers'])} |")
+    return "\n".join(lines + loads)
+
+
+def _ratio(a, b):
+    return "–" if a is None or not b else f"{a / b:.2f}×"
 
 
 def main(argv=None):

@@ -21,5 +21,5 @@ def test_checkpoint_benchmark_smoke_checks_outputs_before_timing():
     assert [r["name"] for r in rows] == ["GPT-2 (tiny)", "Llama-style (tiny)"]
     for r in rows:
         assert r["diff"] <= 1e-4 and r["same"] == 1
-        assert set(r["fwd"]) == set(r["dec"]) == {"transformers", "attnlab"}
+        assert set(r["fwd"]) == set(r["dec"]) == set(r["m_load"]) == {"transformers", "attnlab"}
         assert all(t > 0 for t in (*r["fwd"].values(), *r["dec"].values(), r["recompute"]))
