@@ -5,10 +5,11 @@ import numpy as np
 import torch
 
 from attnlab.core.torch_compile import maybe_compile
-from attnlab.core.errors import ArgumentError, DataError
+from attnlab.core.errors import ArgumentError, DataError, close_matches
 from attnlab.core.precision import (autocast, autocast_dtype, check_compile, check_precision,
                                     resolve_device)
-from attnlab.core.sequences import Padded, pad_sequences, unpad
+from attnlab.core.sequences import (MASK_KEYS, Padded, follows_hugging_face, hugging_face_inputs,
+                                    pad_sequences, unpad)
 from attnlab.core.spec import Spec
 
 
@@ -50,6 +51,23 @@ def normalize_inputs(net, args, kwargs) -> dict:
     return dict(zip(names, args))
 
 
+def unknown_inputs(given: dict, names) -> DataError:
+    """The error for inputs by name that are not the network's `names`: the unknown ones
+    (with close matches) and the missing ones. A padding mask given by name is no input: it
+    goes with the input it pads, as `al.Padded`."""
+    unknown = [k for k in given if k not in names]
+    missing = [k for k in names if k not in given]
+    hint = "".join(close_matches(k, names) for k in unknown)
+    masks = [k for k in unknown if "mask" in k.lower()]
+    if masks:
+        hint += (f" '{masks[0]}' is no input of this network: a padding mask goes with the "
+                 "sequence it pads, as al.Padded(x, mask) (mask B×T bool, True = real step), "
+                 "or give a list of sequences of different lengths.")
+    return DataError(f"inputs by name: expected {', '.join(names)}; "
+                     + (f"unknown {', '.join(unknown)}.{hint} " if unknown else "")
+                     + (f"missing {', '.join(missing)}." if missing else ""))
+
+
 def batch_count(given: dict) -> int:
     counts = {k: _length(v, k) for k, v in given.items()}
     if len(set(counts.values())) > 1:
@@ -64,6 +82,14 @@ def batch_count(given: dict) -> int:
     return n
 
 
+def _by_convention(net, given: dict) -> dict:
+    """Inputs by name as the network takes them: a Hugging Face dict (attention_mask beside
+    the ids) made the network's own, so that its batches slice like any other."""
+    if not follows_hugging_face(net):
+        return given
+    return hugging_face_inputs(given, net.input_names, net.token_inputs)
+
+
 RUN_OPTIONS = ("device", "precision", "compile")
 
 
@@ -71,6 +97,8 @@ def run_options(net, kwargs: dict) -> dict:
     """Takes predict's `device`, `precision` and `compile` out of its keyword inputs (inputs
     by name come as keywords too; an input of the same name keeps its keyword)."""
     names = set(net.input_names)
+    if follows_hugging_face(net):          # masks by name, beside the inputs they pad
+        names |= set(MASK_KEYS)
     opts = {k: kwargs.pop(k) for k in RUN_OPTIONS if k in kwargs and k not in names}
     unknown = [k for k in kwargs if k not in names]
     if unknown:
@@ -101,6 +129,9 @@ def predict(net, args, kwargs, batch_size: int, device=None, precision: str = "f
     check_compile(compile, "predict compile")
     check_batch_size(batch_size)
     given = normalize_inputs(net, args, kwargs)
+    # lists of sequences give lists back; a mask beside the ids (Hugging Face's) a batch
+    listed = any(isinstance(v, (list, tuple)) for v in given.values())
+    given = _by_convention(net, given)
     n = batch_count(given)
     if device is not None:
         net.to(resolve_device(device, "predict device"))
@@ -121,7 +152,6 @@ def predict(net, args, kwargs, batch_size: int, device=None, precision: str = "f
             chunks.append((outs, masks))
     finally:
         net.train(was_training)
-    listed = any(isinstance(v, (list, tuple)) for v in given.values())
     result: dict[str, torch.Tensor | list[torch.Tensor]] = {}
     for name in chunks[0][0]:
         if listed and chunks[0][0][name].dim() == 3:

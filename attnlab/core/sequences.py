@@ -6,6 +6,8 @@ from typing import NamedTuple, Sequence
 import numpy as np
 import torch
 
+from .errors import DataError
+
 
 class Padded(NamedTuple):
     """A batch of sequences padded to the longest: `data` B×T×C, `mask` B×T (True = real step)."""
@@ -53,8 +55,131 @@ def pad_sequences(seqs: Sequence, value: float = 0.0, dtype: torch.dtype | None 
 
 
 def unpad(x: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
-    """The inverse of padding: a list of each sequence's valid steps."""
+    """The inverse of padding: a list of each sequence's valid steps (wherever the padding
+    is: at the end, in front, or between them)."""
     if mask is None:
         return list(x)
-    lengths = mask.sum(1).tolist()
-    return [row[:n] for row, n in zip(x, lengths)]
+    return [row[m] for row, m in zip(x, mask)]
+
+
+def mask_positions(mask: torch.Tensor) -> torch.Tensor:
+    """Each step's position in its own sequence, from a B×T padding mask (True = real step):
+    the number of real steps before it, 0 at padded steps — `transformers`' position ids
+    from an `attention_mask` (``cumsum(mask) − 1``, padding set to 0). With padding at the
+    end the real steps get 0…n−1, their indices; with padding in front each sequence still
+    starts at 0. The one rule for positions that follow a mask (a `PositionEmbedding` or a
+    rotary embedding with ``positions="mask"``). B×T int64."""
+    return (mask.long().cumsum(-1) - 1).masked_fill(~mask, 0)
+
+
+# -- Hugging Face's calling convention -------------------------------------------------------
+# A network from `al.from_pretrained` (its metadata holds this record, also after `net.save`
+# / `al.load`) takes the dicts a Hugging Face model takes: masks beside the inputs they pad,
+# and `token_type_ids` left out for zeros.
+HUGGING_FACE = "huggingface"
+# each mask pads the inputs of its part of the model: the decoder's inputs are `decoder_…`
+MASK_KEYS = ("attention_mask", "decoder_attention_mask")
+TOKEN_TYPES = "token_type_ids"
+
+
+def follows_hugging_face(net) -> bool:
+    """Whether `net` takes Hugging Face's dicts (it came from `al.from_pretrained`)."""
+    meta = getattr(net, "metadata", None)
+    return isinstance(meta, dict) and HUGGING_FACE in meta
+
+
+def _padded_by(mask_key: str, input_name: str) -> bool:
+    decoder = input_name.startswith("decoder_")
+    return decoder if mask_key == "decoder_attention_mask" else not decoder
+
+
+def hugging_face_inputs(given: dict, names, tokens=None) -> dict:
+    """A Hugging Face model's keyword inputs → the network's inputs by name: each of
+    `attention_mask` / `decoder_attention_mask` (B×T, bool or 0/1 integers, 1 = attend;
+    padding at either end or anywhere) joins the inputs it pads as ``Padded(ids, mask)``
+    (`decoder_attention_mask` the `decoder_…` inputs, `attention_mask` the others), and
+    `token_type_ids` left out is zeros shaped like `input_ids`, as in `transformers`. The
+    mask is then what any padding mask is: attention ignores the padded keys, and positions
+    follow it where a layer says so (`mask_positions`). `names` are the network's inputs,
+    `tokens` those that take token ids (the ones a mask may pad; None: all of them). `given`
+    itself when it holds neither."""
+    names = list(names)
+    tokens = names if tokens is None else list(tokens)
+    masks = [k for k in MASK_KEYS if k in given and k not in names]
+    zeros = TOKEN_TYPES in names and TOKEN_TYPES not in given and "input_ids" in given
+    if not masks and not zeros:
+        return given
+    out = {k: v for k, v in given.items() if k not in masks}
+    if zeros:
+        out[TOKEN_TYPES] = _zeros_like(given["input_ids"])
+    for key in masks:
+        padded = [n for n in tokens if _padded_by(key, n)]
+        if not padded:
+            raise DataError(f"'{key}' pads the model's token inputs, but this network has "
+                            f"none it applies to (its inputs: {', '.join(names)}). Leave "
+                            f"'{key}' out.")
+        for name in padded:
+            if name in out:               # a missing one is named with the other inputs
+                out[name] = _with_mask(out[name], given[key], key, name)
+    return out
+
+
+def _zeros_like(ids):
+    """token_type_ids for `ids` (a tensor, an array, Padded or a list of sequences): zeros."""
+    if isinstance(ids, Padded):
+        return Padded(torch.zeros_like(ids.data, dtype=torch.long), ids.mask)
+    if isinstance(ids, (list, tuple)):
+        return [torch.zeros(len(s), dtype=torch.long) for s in ids]
+    if isinstance(ids, torch.Tensor):
+        return torch.zeros(ids.shape, dtype=torch.long, device=ids.device)
+    return torch.zeros(np.shape(ids), dtype=torch.long)
+
+
+def _with_mask(x, mask, key: str, name: str) -> Padded:
+    """Input `name` padded by the mask `key`: Padded(x, bool mask), both checked."""
+    if isinstance(x, (Padded, list, tuple)):
+        what = "al.Padded" if isinstance(x, Padded) else "a list of sequences"
+        raise DataError(f"input '{name}' is already padded ({what}) and '{key}' pads it "
+                        f"again: give B×T ids with '{key}', or the sequences (or al.Padded) "
+                        "without it.")
+    if not isinstance(x, torch.Tensor):
+        try:
+            x = torch.as_tensor(np.asarray(x))
+        except (TypeError, ValueError):
+            raise DataError(f"input '{name}': expected B×T token ids to go with '{key}', "
+                            f"received {type(x).__name__}.") from None
+    m = attention_mask(mask, key)
+    size = "×".join(map(str, m.shape))
+    if x.dim() < 2 or tuple(x.shape[:2]) != tuple(m.shape):
+        got = "×".join(map(str, x.shape)) or "a single number"
+        raise DataError(f"'{key}' is {size} but input '{name}' is {got}: the mask needs one "
+                        f"entry per token, B×T like the ids.")
+    return Padded(x, m.to(x.device))
+
+
+def attention_mask(mask, key: str = "attention_mask") -> torch.Tensor:
+    """A Hugging Face attention mask (B×T bools, or integers 0 and 1; 1 = attend) as a B×T
+    bool tensor; anything else is a DataError naming `key`."""
+    if not isinstance(mask, torch.Tensor):
+        try:
+            mask = torch.as_tensor(np.asarray(mask))
+        except (TypeError, ValueError):
+            raise DataError(f"'{key}': expected a B×T tensor of 0/1 (or bools), received "
+                            f"{type(mask).__name__}.") from None
+    if mask.dtype == torch.bool:
+        m = mask
+    elif mask.is_floating_point() or mask.is_complex():
+        raise DataError(f"'{key}': expected bools or the integers 0 and 1 (1 = attend), "
+                        f"received {mask.dtype}. Give mask.long() (or mask.bool()); additive "
+                        "float masks are not padding masks.")
+    else:
+        bad = (mask != 0) & (mask != 1)
+        if bool(bad.any()):
+            pos = tuple(int(i) for i in bad.nonzero()[0])
+            raise DataError(f"'{key}': expected 0 (padding) or 1 (attend), received "
+                            f"{int(mask[pos])} at {', '.join(map(str, pos))}.")
+        m = mask != 0
+    if m.dim() != 2:
+        size = "×".join(map(str, m.shape)) or "a single number"
+        raise DataError(f"'{key}': expected B×T (one row of 0/1 per sequence), received {size}.")
+    return m

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from attnlab.functional import rules
 from attnlab.functional.rules import AttentionOptions
 from attnlab.core.errors import FormatError, SizeError
+from attnlab.core.sequences import mask_positions
 from attnlab.functional.math import MaskArg, _divisor_hint, _fail, _module_attention, _size
 from attnlab.functional.rotary import Rotary
 
@@ -231,6 +232,9 @@ class AttentionModule(nn.Module):
         self.softcap = opts.softcap
         settings = opts.rotary
         self.rotary: Optional[Rotary] = None
+        # a full pass turns each step by its place among its sequence's real steps
+        self.mask_positions = isinstance(settings, dict) and \
+            settings.get("positions") == "mask"
         if isinstance(settings, dict):      # head_size given: checked when the options were
             self.rotary = Rotary(cast(int, head_size), settings["base"], settings["fraction"],
                                  settings["interleaved"], settings.get("scaling"), layer_name)
@@ -261,7 +265,8 @@ class AttentionModule(nn.Module):
                      k_pos: Union[int, Tensor]) -> Tuple[Tensor, Tensor]:
         """Queries B×Tq×Ck and keys B×Tk×Ckv after projection, before attention. `q_pos` and
         `k_pos` are the absolute positions of their steps: an int (the first step's position,
-        the others follow one by one) or a 1-D tensor with one position per step. Identity
+        the others follow one by one), a 1-D tensor with one position per step, or a B×T
+        tensor with one per step of each sequence (`positions`). Identity
         here; override it for position-dependent maps (a rotary embedding). The full forward
         passes 0, 0; a stream passes the steps' positions in the stream. With `rotary` set this
         is the rotary embedding of both."""
@@ -271,6 +276,15 @@ class AttentionModule(nn.Module):
 
     def output_map(self, y: Tensor) -> Tensor:
         return y
+
+    def positions(self, mask: Optional[Tensor]) -> Union[int, Tensor]:
+        """The positions a full pass gives `transform_qk` for a sequence with this padding
+        mask (B×T, True = real step, or None): 0 (each step's index), or with rotary
+        ``positions="mask"`` and a mask, each step's place among its sequence's real steps
+        (`mask_positions`, B×T)."""
+        if mask is None or not self.mask_positions:
+            return 0
+        return mask_positions(mask)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Optional[Tensor] = None,
                attention_mask: MaskArg = None, causal_alignment: str = "top-left",
@@ -313,7 +327,9 @@ class AttentionModule(nn.Module):
                         self._at())
         am, align, nw = self._settings(attention_mask, causal_alignment, need_weights)
         k, v = self.project_kv(key, value)
-        q, k = self.transform_qk(self.project_q(query), k, 0, 0)
+        q_mask, k_mask = (masks[0], masks[1]) if masks else (None, None)
+        q, k = self.transform_qk(self.project_q(query), k, self.positions(q_mask),
+                                 self.positions(k_mask))
         return self.attend(q, k, v, kpm, am, align, nw, bias)
 
 
@@ -518,7 +534,8 @@ class SelfAttentionModule(MultiHeadAttentionModule):
         kpm = _key_mask(key_padding_mask, masks[0] if masks else None, mask_port, x, self._at())
         am, _, nw = self._settings(attention_mask, None, need_weights)
         q, k, v = self.project_qkv(x)
-        q, k = self.transform_qk(q, k, 0, 0)
+        pos = self.positions(masks[0] if masks else None)
+        q, k = self.transform_qk(q, k, pos, pos)
         return self.attend(q, k, v, kpm, am, "top-left", nw, bias)
 
 

@@ -10,7 +10,9 @@ channel pair i (frequency θ_i = base^(−2i/r), i = 0…r/2−1) is turned by t
 The channels after the first r pass unchanged (GPT-NeoX's `rotary_pct`). The angles are
 computed in float32 (float64 for float64 inputs) and the cosines and sines cast to the input's
 dtype before they multiply it, as transformers does. Positions are absolute: 0…T−1 in a
-full forward pass, the stream's positions when decoding step by step.
+full forward pass (or, with the setting ``positions="mask"``, each step's place among its
+sequence's real steps, one row of positions per sequence), the stream's positions when
+decoding step by step.
 """
 from __future__ import annotations
 
@@ -22,13 +24,18 @@ from torch import Tensor
 
 from attnlab.core.errors import DataError
 
-__all__ = ["Rotary", "DEFAULTS"]
+__all__ = ["Rotary", "DEFAULTS", "POSITIONS"]
 
 # the settings `rotary=True` stands for (`rules.rotary` fills a dict's missing keys
 # from them)
 DEFAULTS = {"base": 10000.0, "fraction": 1.0, "interleaved": False}
+# the optional key "positions": where a full pass takes its positions from, each step's index
+# (the default, then left out of the settings) or its padding mask ("mask":
+# `attnlab.core.sequences.mask_positions`, as transformers' position ids from an attention
+# mask: a left-padded sequence then starts at 0 too)
+POSITIONS = ("index", "mask")
 
-Positions = Union[int, Tensor]
+Positions = Union[int, Tensor]        # the first step's, or one per step (T, or B×T)
 
 
 # scaled rotary embeddings: the settings' optional key "scaling" (`rules.rotary_scaling`), a
@@ -37,7 +44,7 @@ Positions = Union[int, Tensor]
 # original_max_position_embeddings long, by its long factor once it is longer (every position
 # of it, as transformers' `longrope_frequency_update` switches the whole table), and cos and
 # sin times attention_factor
-OPTIONAL = ("scaling",)
+OPTIONAL = ("scaling", "positions")
 # "linear": every frequency divided by `factor`. "dynamic": past
 # original_max_position_embeddings (transformers' max_position_embeddings) the base grows with
 # the sequence's length T, base · (factor·T/original − (factor − 1))^(r/(r−2)); a stream turns
@@ -59,7 +66,8 @@ PARAMETERS: dict[str, dict] = {
 
 class Rotary:
     """The rotary map of one attention module: `rotary(x, pos)` for x B×T×(heads·head_size) and
-    `pos` the first step's position (an int) or one position per step (a 1-D tensor).
+    `pos` the first step's position (an int), one position per step (a 1-D tensor), or one
+    per step of each sequence (a B×T tensor).
 
     Tables of cosines and sines are kept per device and dtype, grown by doubling, and sliced
     at the positions asked for; while tracing (ONNX export, torch.compile) the angles are
@@ -128,8 +136,8 @@ class Rotary:
 
     def angles(self, positions: Tensor, dtype, long: bool = False,
                length: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """cos and sin, T×r in `dtype`, laid out for this map (duplicated by halves, or
-        interleaved), for the 1-D `positions`."""
+        """cos and sin, T×r (B×T×r) in `dtype`, laid out for this map (duplicated by halves,
+        or interleaved), for the `positions` (T, or B×T)."""
         work = torch.float64 if dtype == torch.float64 else torch.float32
         if self.dynamic and length is not None:      # a sequence of `length` steps
             inv = self.dynamic_inv_freq(length, positions.device, work)
@@ -146,15 +154,15 @@ class Rotary:
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
     def _signed(self, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
-        """cos and the sin that multiplies the swapped pairs, T×1×r: −sin where the rotation
-        takes the partner's negative (the first half, or the even channels)."""
+        """cos and the sin that multiplies the swapped pairs, T×1×r (B×T×1×r): −sin where the
+        rotation takes the partner's negative (the first half, or the even channels)."""
         r = self.dims
         sign = torch.ones(r, dtype=sin.dtype, device=sin.device)
         if self.interleaved:
             sign[0::2] = -1
         else:
             sign[:r // 2] = -1
-        return cos.unsqueeze(1), (sin * sign).unsqueeze(1)
+        return cos.unsqueeze(-2), (sin * sign).unsqueeze(-2)
 
     def _table(self, end: int, device, dtype, long: bool = False):
         key = (str(device), dtype, long)
@@ -193,6 +201,8 @@ class Rotary:
             return cos[pos:pos + t], sin[pos:pos + t]
         cos, sin, _, _ = self._table(int(pos.max()) + 1 if pos.numel() else 0, device, dtype,
                                      long)
+        if pos.dim() == 2:                                  # B×T: rows of B×T×1×r
+            return cos[pos], sin[pos]
         return cos.index_select(0, pos), sin.index_select(0, pos)
 
     def long(self, pos: Positions, t: int) -> bool:
@@ -233,7 +243,7 @@ class Rotary:
         b, t, c = x.shape
         d, r = self.head_size, self.dims
         xh = x.reshape(b, t, c // d, d)                                     # B×T×H×d
-        cos, sin = self.cos_sin(pos, t, x.device, x.dtype)                  # T×1×r
+        cos, sin = self.cos_sin(pos, t, x.device, x.dtype)          # T×1×r (or B×T×1×r)
         rot = xh[..., :r] if r < d else xh
         # each channel's partner: the other half (roll), or the other of its pair (flip)
         if self.interleaved:

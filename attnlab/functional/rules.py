@@ -27,6 +27,7 @@ from attnlab.core import checks as check
 from attnlab.functional.rotary import DEFAULTS as ROTARY_DEFAULTS   # the rotary settings' one home
 from attnlab.functional.rotary import OPTIONAL as ROTARY_OPTIONAL, SCALINGS as ROTARY_SCALINGS
 from attnlab.functional.rotary import PARAMETERS as ROTARY_PARAMETERS
+from attnlab.functional.rotary import POSITIONS as ROTARY_POSITIONS
 
 __all__ = ["AttentionOptions", "options", "ALIGNMENTS", "num_heads", "num_kv_heads", "scale", "attention_mask",
            "scale_value", "causal_alignment", "dropout", "flag", "divisors_near", "divisor_hint",
@@ -131,18 +132,21 @@ def flag(owner, arg: str, value) -> bool:
 def rotary(owner, value):
     """False (no rotary embedding; None reads as False) or the settings as a dict with every
     key: True takes `ROTARY_DEFAULTS`; a dict may give `base` (a number > 0), `fraction` (in
-    (0, 1]) and `interleaved` (True or False)."""
+    (0, 1]), `interleaved` (True or False) and `positions` ("index", the default, left out: a
+    full pass turns step t by position t; "mask": by its place among its sequence's real
+    steps, as transformers' position ids from an attention mask)."""
     if value is None or value is False:
         return False
     if value is True:
         return dict(ROTARY_DEFAULTS)
+    keys = "'base', 'fraction', 'interleaved', 'positions'"
     if not isinstance(value, dict):
-        raise _fail(owner, "rotary", "False, True or a dict with keys 'base', 'fraction', "
-                    "'interleaved'", value, 'Use rotary=True, or e.g. rotary={"base": 10000.0, '
+        raise _fail(owner, "rotary", f"False, True or a dict with keys {keys}", value,
+                    'Use rotary=True, or e.g. rotary={"base": 10000.0, '
                     '"fraction": 0.25, "interleaved": False}.')
     unknown = sorted(map(str, set(value) - set(ROTARY_DEFAULTS) - set(ROTARY_OPTIONAL)))
     if unknown:
-        raise _fail(owner, "rotary", "a dict with keys 'base', 'fraction', 'interleaved'", value,
+        raise _fail(owner, "rotary", f"a dict with keys {keys}", value,
                     f"Remove the key{'s' if len(unknown) > 1 else ''} "
                     f"{', '.join(map(repr, unknown))}.")
     out = dict(ROTARY_DEFAULTS, **value)
@@ -163,6 +167,10 @@ def rotary(owner, value):
         out.pop("scaling", None)
     else:
         out["scaling"] = rotary_scaling(owner, out["scaling"])
+    positions = check.choice(owner, "rotary['positions']", out.pop("positions", "index"),
+                             ROTARY_POSITIONS)
+    if positions != "index":                  # the default is left out, as if never given
+        out["positions"] = positions
     return out
 
 

@@ -12,6 +12,7 @@ from torch import nn
 
 from attnlab.functional.bias import relative_position_bucket, relative_positions
 from attnlab.core.errors import DataError, SizeError
+from attnlab.core.sequences import mask_positions
 from attnlab.core.spec import Spec
 from attnlab.core import checks as check
 from .base import Layer
@@ -32,6 +33,12 @@ class PositionEmbedding(Layer):
     offset : int
         The row of position 0 (OPT's learned positions start at row 2): position p is row
         p + offset, so it embeds sequences of up to max_length − offset steps.
+    positions : "index" or "mask"
+        The position of each step: "index", its index 0…T−1; "mask", its place among its
+        sequence's real steps (`al.Padded` / a list of sequences / Hugging Face's
+        `attention_mask`), as transformers' position ids from an attention mask — a sequence
+        padded in front then starts at position 0 too. Without padding, or with padding at
+        the end, both give the real steps 0…n−1.
 
     Shape
     -----
@@ -40,10 +47,12 @@ class PositionEmbedding(Layer):
     """
 
     stem = "posembed"
+    uses_mask = True             # positions="mask" reads the padding
 
     def __init__(self, max_length: int, channels: int | None = None, name: str | None = None, *,
-                 offset: int = 0):
+                 offset: int = 0, positions: str = "index"):
         super().__init__(name)
+        self.positions = check.choice(self, "positions", positions, ("index", "mask"))
         self.max_length = check.integer(self, "max_length", max_length, example=512)
         self.channels = check.integer(self, "channels", channels, none_ok=True)
         self.offset = check.integer(self, "offset", offset, least=0, example=2)
@@ -65,15 +74,16 @@ class PositionEmbedding(Layer):
 
     def build(self, specs: dict[str, Spec]) -> nn.Module:
         return _PositionEmbedding(self.max_length, self.channels or specs["in"].channels, self.name,
-                                  self.offset)
+                                  self.offset, self.positions == "mask")
 
 
 class _PositionEmbedding(nn.Module):
-    def __init__(self, max_length, channels, name, first: int = 0):
+    def __init__(self, max_length, channels, name, first: int = 0, follow_mask: bool = False):
         super().__init__()
         self.weight = nn.Parameter(torch.randn(max_length, channels) * 0.02)
         self.name = name
         self.first = first       # the row of position 0 (the layer's `offset`)
+        self.follow_mask = follow_mask      # positions="mask"
         self.offset = 0          # first position of the next call: a stream moves it on
 
     @property
@@ -81,9 +91,11 @@ class _PositionEmbedding(nn.Module):
         """The positions it embeds: its rows from `first` on."""
         return self.weight.shape[0] - self.first
 
-    def forward(self, x):
+    def forward(self, x, masks=(None,)):
         b, t, _ = x.shape
         start = self.offset
+        if self.follow_mask and masks[0] is not None and not start:    # a padded full pass
+            return self._masked(x, masks[0])
         if start + t > self.positions:
             rows = f" (rows {self.first}… of {self.weight.shape[0]})" if self.first else ""
             raise DataError(f"layer '{self.name}': positions {start}…{start + t - 1} reach past "
@@ -91,6 +103,14 @@ class _PositionEmbedding(nn.Module):
                             "the sequences.")
         start += self.first
         return self.weight[start:start + t].unsqueeze(0).expand(b, t, -1)   # B×T×channels
+
+    def _masked(self, x, mask):
+        """Each step's row from its place among its sequence's real steps (< T, so within
+        the table whenever T is)."""
+        t = x.shape[1]
+        if t > self.positions:
+            return self.forward(x)                     # its error names the limit
+        return F.embedding(mask_positions(mask) + self.first, self.weight)   # B×T×channels
 
 
 class SinusoidalPositionEncoding(Layer):

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from attnlab.graph.analysis import Analysis, analyze as _analyze
-from attnlab.core.batching import as_batch, id_inputs, input_problem
+from attnlab.core.batching import as_batch, id_inputs, input_problem, unknown_inputs
 from attnlab.graph.codegen import layer_at
 from attnlab.core.errors import AttnlabError, DataError, NetworkError, SizeError, close_matches
 from attnlab.graph import Connection, Graph, LayerList, parse_port, under_layer
@@ -23,7 +23,8 @@ from attnlab.layers.base import Layer
 from attnlab.layers.tying import tie_modules
 from attnlab.network.modules import LayerModules, ModuleHost
 from attnlab.graph.plan import Plan, build_plan
-from attnlab.core.sequences import Padded, pad_sequences
+from attnlab.core.sequences import (Padded, follows_hugging_face, hugging_face_inputs,
+                                    pad_sequences)
 from attnlab.core.spec import Spec, spec_of_tensor_shape
 
 if TYPE_CHECKING:                  # for annotations only: these modules sit below this one
@@ -354,13 +355,10 @@ class Network(ModuleHost):
                                 "dict by input name.")
             given = None
         if given is not None:
+            if follows_hugging_face(self):      # attention_mask beside the ids, and the like
+                given = hugging_face_inputs(given, names, self.token_inputs)
             if len(given) != len(names) or any(k not in given for k in names):
-                unknown = [k for k in given if k not in names]
-                missing = [k for k in names if k not in given]
-                hint = "".join(close_matches(k, names) for k in unknown)
-                raise DataError(f"inputs by name: expected {', '.join(names)}; "
-                                + (f"unknown {', '.join(unknown)}.{hint} " if unknown else "")
-                                + (f"missing {', '.join(missing)}." if missing else ""))
+                raise unknown_inputs(given, names)
             args = [given[k] for k in names]
         dtype = self._dtype or self._float_dtype()
         flat = []

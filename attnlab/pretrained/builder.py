@@ -320,6 +320,12 @@ class _Build:
         self.kv_heads = value(d.num_kv_heads, cfg)
         self.attention_bias, self.mlp_bias = value(d.attention_bias, cfg), value(d.mlp_bias, cfg)
         self.rotary, self.window = value(d.rotary, cfg), value(d.window, cfg)
+        # a decoder's positions follow its attention_mask, as transformers' position ids for
+        # generation (a left-padded prompt starts at 0); an encoder's are the steps' indices
+        self.positions = "mask" if d.causal else "index"
+        if self.rotary:
+            self.rotary = {**(self.rotary if isinstance(self.rotary, dict) else {}),
+                           "positions": self.positions}
         self.output_bias = value(d.output_bias, cfg)
         self.qk_norm, self.softcap = value(d.qk_norm, cfg), value(d.softcap, cfg)
         self.placement = _check_choice("placement", value(d.placement, cfg))
@@ -378,7 +384,7 @@ class _Build:
             offset = value(self.d.position_offset, self.cfg)
             channels = None if self.width == self.embedding_width else self.width
             net.add(L.PositionEmbedding(positions + offset, channels, offset=offset,
-                                        name=n.positions))
+                                        positions=self.positions, name=n.positions))
             net.connect(self.start, n.positions)
             parts.append(n.positions)
         x = self.total(parts)

@@ -11,6 +11,7 @@ from attnlab.core import precision as P
 from attnlab.core.batching import check_values
 from attnlab.graph.codegen import layer_at
 from attnlab.core.errors import ArgumentError, AttnlabError, DataError, NetworkError, close_matches
+from attnlab.core.sequences import follows_hugging_face, hugging_face_inputs
 from attnlab.core.torch_compile import maybe_compile
 from .program import Static, build_program
 from .steppers import Stepper
@@ -69,6 +70,9 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
     analysis.raise_if_errors("stream")
     names = list(net.input_names)
     static_inputs = dict(static_inputs or {})
+    if follows_hugging_face(net):         # T5's encoder: input_ids with its attention_mask
+        static_inputs = hugging_face_inputs(
+            static_inputs, names, [n for n in net.token_inputs if n in static_inputs])
     unknown = [k for k in static_inputs if k not in names]
     if unknown:
         hint = "".join(close_matches(k, names) for k in unknown)
