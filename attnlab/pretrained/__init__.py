@@ -44,8 +44,8 @@ from typing import Any
 
 import torch
 
-from attnlab.core.errors import ArgumentError
-from .config import CONFIG_FILE, Config, CheckpointError, Keys, file_problem, keys
+from attnlab.core.errors import ArgumentError, close_matches
+from .config import CONFIG_FILE, DTYPES, Config, CheckpointError, Keys, file_problem, keys
 from .weights import (Checkpoint, W, Weight, check_counts, check_sizes, load, no_random_init,
                       small_table)
 from .saving import write_pretrained
@@ -123,7 +123,7 @@ def _described(fam: Any) -> bool:
                ("ARCHITECTURES", "KEYS", "IGNORED_TENSORS", "network", "weights"))
 
 
-def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | None = None) -> Any:
+def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | str | None = None) -> Any:
     """A Hugging Face model folder as an `al.Network` of attnlab layers.
 
     Parameters
@@ -131,9 +131,11 @@ def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | None = None) -
     path : str or path
         The folder `model.save_pretrained(path)` wrote: `config.json` and `model.safetensors`
         (or the shards `model.safetensors.index.json` lists). Nothing is downloaded.
-    dtype : torch.dtype, optional
-        The learnables' dtype (e.g. ``torch.bfloat16``); None: the checkpoint's own (its
-        config's `dtype` / `torch_dtype`, else its tensors'). Token ids stay integers.
+    dtype : torch.dtype or str, optional
+        The learnables' dtype: a floating torch dtype (``torch.bfloat16``), its name
+        ("bfloat16", "float16", "float32", "float64"), or "auto" — as transformers reads
+        "auto", the config's `dtype` / `torch_dtype`, else the dtype of the file's tensors;
+        None is "auto" too. Token ids stay integers.
 
     Returns
     -------
@@ -150,9 +152,7 @@ def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | None = None) -
         supported), a missing or mismatched weight (its name and both shapes).
     """
     folder = _folder(path)
-    if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
-        raise ArgumentError(f"from_pretrained dtype: expected a floating torch dtype such as "
-                            f"torch.float32 or torch.bfloat16, received {dtype!r}.")
+    dtype = dtype_argument(dtype, "from_pretrained")
     cfg = Config.from_folder(folder)
     fam = family(cfg.model_type, cfg.where)
     if not _described(fam):
@@ -174,11 +174,13 @@ def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | None = None) -
         record = load(net, table, ckpt, str(cfg.model_type), tuple(fam.IGNORED_TENSORS),
                       prefix, cfg)
     net.eval()
-    net.metadata[META_KEY] = {"config": cfg.data, "architecture": arch, "tensors": record}
+    net.metadata[META_KEY] = {"config": cfg.data, "architecture": arch, "tensors": record,
+                              "labels": _labels(fam, arch)}
     return net
 
 
-def save_pretrained(net: Any, path: str | os.PathLike, dtype: torch.dtype | None = None) -> None:
+def save_pretrained(net: Any, path: str | os.PathLike,
+                    dtype: torch.dtype | str | None = None) -> None:
     """Writes a network that came from `from_pretrained` back in the Hugging Face layout:
     `config.json` and `model.safetensors` in `path` (the folder is made), with the tensor
     names, dtypes and shapes of the original file, so that `transformers` loads it and
@@ -198,8 +200,10 @@ def save_pretrained(net: Any, path: str | os.PathLike, dtype: torch.dtype | None
         The folder to write. Its other files (tokenizer, README, generation_config.json) stay;
         config.json and model.safetensors change together, and the index and shards of an
         earlier sharded save are removed with the old weights.
-    dtype : torch.dtype, optional
-        The tensors' dtype in the file; None: the original file's.
+    dtype : torch.dtype or str, optional
+        The tensors' dtype in the file (a floating torch dtype or its name, "bfloat16", …),
+        written into config.json as well; None: the network's own (a network loaded, or cast,
+        to bfloat16 is written in bfloat16).
 
     Raises
     ------
@@ -210,10 +214,36 @@ def save_pretrained(net: Any, path: str | os.PathLike, dtype: torch.dtype | None
         Not a network from `from_pretrained`, a path that is no folder, a folder that cannot
         be written (named, with the fix).
     """
-    write_pretrained(net, path, dtype, family, META_KEY)
+    write_pretrained(net, path, dtype_argument(dtype, "save_pretrained", auto=False), family,
+                     META_KEY)
 
 
 # -- helpers ---------------------------------------------------------------------------------
+
+def dtype_argument(dtype: Any, who: str, auto: bool = True) -> torch.dtype | None:
+    """The `dtype` argument as a floating torch dtype, or None for the checkpoint's own
+    (None, or "auto" where `auto`): a torch dtype, or its name as transformers writes it in
+    config.json. Anything else is refused, naming what is accepted."""
+    if dtype is None or (auto and isinstance(dtype, str) and dtype == "auto"):
+        return None
+    if isinstance(dtype, str) and dtype.removeprefix("torch.") in DTYPES:
+        return DTYPES[dtype.removeprefix("torch.")]
+    if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
+        return dtype
+    names = (['"auto"'] if auto else []) + [f'"{n}"' for n in DTYPES]
+    hint = close_matches(dtype, list(DTYPES) + (["auto"] if auto else [])) \
+        if isinstance(dtype, str) else ""
+    raise ArgumentError(f"{who} dtype: expected {', '.join(names)} or a floating torch dtype "
+                        f"such as torch.bfloat16, received {dtype!r}.{hint}")
+
+
+def _labels(fam: Any, architecture: str) -> str:
+    """How a Hugging Face batch's `labels` meet the model's logits: "next-token" for a causal
+    LM (transformers' loss scores each step's logits against the next step's label),
+    "aligned" for the others (one label per logit, as given)."""
+    heads = getattr(fam, "heads", {})
+    return "next-token" if heads.get(architecture) == "lm" else "aligned"
+
 
 def _folder(path) -> Path:
     if isinstance(path, bytes):

@@ -118,10 +118,19 @@ def write_pretrained(net: Any, path: str | os.PathLike, dtype: torch.dtype | Non
         raise ArgumentError(f"save_pretrained dtype: expected a floating torch dtype such as "
                             f"torch.float32, received {dtype!r}.")
     folder = _target(path)
+    if dtype is None:                     # the network's own, where its learnables agree
+        dtype = _learnables_dtype(net)
     layout = Layout.of(net, meta, families)
     tensors = layout.tensors(net, dtype)
     text = json.dumps(layout.config(dtype), indent=2, sort_keys=True) + "\n"
     _write(folder, text, tensors)
+
+
+def _learnables_dtype(net: Any) -> torch.dtype | None:
+    """The one floating dtype of the network's learnables (None when they differ: each
+    tensor is then written in the file's dtype)."""
+    kinds = {p.dtype for p in net.parameters() if p.is_floating_point()}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 # -- the layout a network is written in --------------------------------------------------------
