@@ -128,10 +128,10 @@ def to_field(name: str, x, spec: Spec | None, dtype, what: str = "input") -> Fie
     checking it against the input's spec."""
     if spec is not None and spec.labels == "BT":       # token ids: B×T int64, never cast
         x, mask = B.as_batch(x, spec, name, None)
-        return Field(name, x, None if mask is None else mask.sum(1).cpu().numpy().astype(np.int64))
+        return Field(name, x, None if mask is None else _lengths(mask, name, what))
     lengths = None
     if isinstance(x, Padded):
-        lengths = x.mask.sum(1).cpu().numpy().astype(np.int64)
+        lengths = _lengths(x.mask, name, what)
         x = x.data
     elif isinstance(x, (list, tuple)):
         x, lengths = _from_list(name, x, spec, what)
@@ -146,6 +146,19 @@ def to_field(name: str, x, spec: Spec | None, dtype, what: str = "input") -> Fie
     if x.is_floating_point():
         check_finite(field, what)
     return field
+
+
+def _lengths(mask: torch.Tensor, name: str, what: str) -> np.ndarray:
+    """Each sequence's length, from a padding mask that pads at the end (a Field keeps
+    lengths only); other padding is refused rather than read as padding at the end."""
+    lengths = mask.sum(1)
+    steps = torch.arange(mask.shape[1], device=mask.device)
+    if not bool(torch.equal(mask, steps.unsqueeze(0) < lengths.unsqueeze(1))):
+        raise DataError(f"{what} '{name}': in-memory training takes sequences padded at their "
+                        "end, and this padding mask marks padding before real steps (left "
+                        "padding). Pad at the end, or give the batches as a Dataset / "
+                        "DataLoader, which keeps each mask as it is.")
+    return lengths.cpu().numpy().astype(np.int64)
 
 
 def _from_list(name, seqs, spec, what):

@@ -18,7 +18,7 @@ from attnlab.core.spec import Spec
 from . import data as D
 from . import labels as lab
 from . import targets as T
-from .loader import DatasetData, is_dataset
+from .loader import DatasetData, HuggingFaceBatches, hugging_face_data, is_dataset
 from .losses import Loss, make_loss
 from .metrics import bind_metric, make_metric
 
@@ -93,8 +93,10 @@ def memory_data(net, X, Y, losses, specs, dtype, plans=None, what="training data
 
 
 def dataset_data(net, source, losses, specs, dtype, ignore_index: int | None = lab.HF_IGNORE):
-    """A Dataset/DataLoader → (DatasetData, plans), matching targets on its first items."""
-    data = DatasetData(source, net.input_names, net.output_names)
+    """A Dataset/DataLoader (or Hugging Face examples) → (DatasetData, plans), matching
+    targets on its first items."""
+    data = DatasetData(source, net.input_names, net.output_names,
+                       HuggingFaceBatches.of(net, ignore_index))
     inputs, raw = data.first()
     plans = {}
     for out in net.output_names:
@@ -139,6 +141,7 @@ def heads(plans: dict, specs: dict, metric_names) -> list[Head]:
 
 def load_data(net, X, Y, losses, specs, dtype, plans=None, what="training data",
               ignore_index: int | None = lab.HF_IGNORE):
+    X = hugging_face_data(net, X, Y)
     if is_dataset(X):
         if Y is not None:
             raise DataError("a Dataset/DataLoader carries its targets: omit Y (its items are (x, y)).")
@@ -150,6 +153,7 @@ def validation_source(net, vd, losses, specs, dtype, plans,
                       ignore_index: int | None = lab.HF_IGNORE):
     if vd is None:
         return None
+    vd = hugging_face_data(net, vd, None)
     if is_dataset(vd):
         data, _ = dataset_data(net, vd, losses, specs, dtype, ignore_index)
         return data
