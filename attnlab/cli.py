@@ -9,6 +9,10 @@
     attnlab view FILE [-o PAGE | --serve]  an interactive page of the network and its attention
                   [--set N=V]...           (FILE: a saved network, a demo's folder or FILE.m)
 
+FILE may also be a Hugging Face model folder (config.json and model.safetensors, as
+`model.save_pretrained(folder)` writes it): it is read with `al.from_pretrained`. A picture or
+page of a folder goes beside it by default (FOLDER.png, FOLDER.html).
+
 `analyze` exits with 1 when the network has errors (so it can guard a CI step). A bad argument,
 a file that cannot be read or an output that cannot be written is one `error: …` line on stderr
 and exit status 2, never a traceback. A saved network with `L.Module` layers needs the
@@ -57,15 +61,15 @@ def main(argv=None) -> int:
 
     analyze = sub.add_parser("analyze", help="print the analysis of a saved network "
                              "(exit status 1 when it has errors)")
-    analyze.add_argument("file", type=Path, help="a network written by net.save(), or a "
-                         "MATLAB script (.m)")
+    analyze.add_argument("file", type=Path, help="a network written by net.save(), a "
+                         "Hugging Face model folder, or a MATLAB script (.m)")
     analyze.add_argument("--width", type=int, default=120, help="table width in characters")
     _imports(analyze)
     _sets(analyze)
 
     plot = sub.add_parser("plot", help="draw a saved network")
-    plot.add_argument("file", type=Path, help="a network written by net.save(), or a MATLAB "
-                      "script (.m)")
+    plot.add_argument("file", type=Path, help="a network written by net.save(), a Hugging "
+                      "Face model folder, or a MATLAB script (.m)")
     plot.add_argument("-o", "--out", type=Path, default=None,
                       help="picture to write (.png, .svg or .pdf; default: FILE with .png)")
     plot.add_argument("--direction", choices=("TB", "LR"), default="TB",
@@ -78,7 +82,8 @@ def main(argv=None) -> int:
     view = sub.add_parser("view", help="write (or serve) an interactive page of a network and "
                           "its attention")
     view.add_argument("file", type=Path, help="a network written by net.save(), a demo's output "
-                      "folder (DIR/NAME of `attnlab demo NAME --out DIR`), or a MATLAB script (.m)")
+                      "folder (DIR/NAME of `attnlab demo NAME --out DIR`), a Hugging Face "
+                      "model folder, or a MATLAB script (.m)")
     where = view.add_mutually_exclusive_group()
     where.add_argument("-o", "--out", type=Path, default=None,
                        help="page to write (default: FILE with .html; for a folder, view.html in it)")
@@ -125,9 +130,12 @@ def _check_arguments(args) -> str | None:
         f = args.file
         if not f.exists():
             return f"no such file: {f}"
-        if f.is_dir() and (cmd != "view" or f.suffix.lower() == ".m"):
-            return (f"'{f}' is a folder; give a network file (written by net.save()) or a "
-                    "MATLAB script (.m)" + (", or a demo's output folder" if cmd == "view" else ""))
+        if f.is_dir() and not _hugging_face_folder(f) and \
+                (cmd != "view" or f.suffix.lower() == ".m"):
+            return (f"'{f}' is a folder without a config.json; give a network file (written by "
+                    "net.save()), a Hugging Face model folder (config.json and "
+                    "model.safetensors), or a MATLAB script (.m)"
+                    + (", or a demo's output folder" if cmd == "view" else ""))
         if not f.is_dir() and not f.is_file():
             return f"'{f}' is not a regular file (a device or a pipe); give a network file or a .m script"
         if not os.access(f, os.R_OK) or f.is_dir() and not os.access(f, os.X_OK):
@@ -149,10 +157,31 @@ def _check_arguments(args) -> str | None:
                 return f"--input: '{args.input}' is not a regular file; give a .npy or .npz file"
     if cmd == "demo":
         return _folder_problem(args.out / args.name, "--out")
-    if getattr(args, "sets", None) and args.file.suffix.lower() != ".m":
+    if getattr(args, "sets", None) and (args.file.suffix.lower() != ".m" or
+                                        args.file.is_dir()):
         return (f"--set gives workspace variables to a MATLAB script (.m); '{args.file}' is a "
                 "saved network, which has none. Drop --set.")
     return None
+
+
+def _hugging_face_folder(path: Path) -> bool:
+    """A Hugging Face model folder: config.json in it (from_pretrained checks the rest)."""
+    return path.is_dir() and (path / "config.json").is_file()
+
+
+def _beside(path: Path, suffix: str) -> Path:
+    """The default output for `path`: a file's with `suffix` instead of its own, a folder's
+    beside it (FOLDER.png)."""
+    return path.with_name(path.name + suffix) if path.is_dir() else path.with_suffix(suffix)
+
+
+def _read_network(path: Path):
+    """A saved network, or a Hugging Face model folder read with `al.from_pretrained`."""
+    if _hugging_face_folder(path):
+        from .pretrained import from_pretrained
+        return from_pretrained(path)
+    from .io import load
+    return load(path)
 
 
 def _folder_problem(folder: Path, option: str) -> str | None:
@@ -290,12 +319,12 @@ def _on_file(args) -> int:
     out = None
     if args.command == "plot":
         try:
-            out = _output_file(args.out or args.file.with_suffix(".png"), "plot -o",
+            out = _output_file(args.out or _beside(args.file, ".png"), "plot -o",
                                _picture_formats(), "net.png", default_suffix=".png")
         except AttnlabError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-    if args.file.suffix.lower() == ".m":                 # a MATLAB script: attnlab.matlab.cli
+    if args.file.suffix.lower() == ".m" and not args.file.is_dir():   # attnlab.matlab.cli
         if not _import_modules(args.imports):
             return 2
         from .matlab import cli as matlab_cli
@@ -312,8 +341,7 @@ def _on_file(args) -> int:
     if not _import_modules(args.imports):
         return 2
     try:
-        from .io import load
-        net = load(args.file)
+        net = _read_network(args.file)
     except FileNotFoundError:
         print(f"error: no such file: {args.file}", file=sys.stderr)
         return 2
@@ -361,13 +389,13 @@ def _view(args) -> int:
                              "images": {}}
     notes: list[str] = []
     try:
-        if args.file.is_dir():
+        if args.file.is_dir() and not _hugging_face_folder(args.file):     # a demo's
             extra = V.read_folder(args.file)
             net_file = extra.pop("model")
             default_out = args.file / "view.html"
         else:
             net_file = args.file
-            default_out = args.file.with_suffix(".html")
+            default_out = _beside(args.file, ".html")
         out = None if args.serve else _output_file(args.out or default_out, "view -o",
                                                    ("html", "htm"), "net.html")
         net = _view_network(Path(net_file), args.sets, notes)
@@ -412,7 +440,7 @@ def _view(args) -> int:
 def _view_network(path: Path, sets: list[str], notes: list[str]):
     """The network to show: a saved one, or the last network a MATLAB script builds, read
     without training (its notes are added to `notes`)."""
-    if path.suffix.lower() == ".m":
+    if path.suffix.lower() == ".m" and not path.is_dir():
         from attnlab.core.errors import FormatError
         from .matlab import cli as matlab_cli
         with _matlab_outputs(path):
@@ -427,8 +455,7 @@ def _view_network(path: Path, sets: list[str], notes: list[str]):
         from attnlab.core.errors import ArgumentError
         raise ArgumentError(f"--set gives workspace variables to a MATLAB script (.m); "
                             f"'{path}' is a saved network, which has none. Drop --set.")
-    from .io import load
-    return load(path)
+    return _read_network(path)
 
 
 def _short(value, n: int = 60) -> str:
