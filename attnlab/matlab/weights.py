@@ -154,8 +154,9 @@ def _embedding():
                         lambda v, s: (torch.cat([torch.zeros(1, s[0][1], dtype=v.dtype), v.t()]),))}
 
 
-def _attention():
+def _attention(layer):
     out = {}
+    options = layer.options
     for matlab, torch_name, rows in (("Query", "query", "NumKeyChannels"),
                                      ("Key", "key", "NumKeyChannels"),
                                      ("Value", "value", "NumValueChannels"),
@@ -163,8 +164,10 @@ def _attention():
         cols = "NumValueChannels" if matlab == "Output" else "InputSize"
         out[f"{matlab}Weights"] = ((f"{torch_name}.weight",), f"{rows}×{cols}",
                                    lambda w: w, lambda v, s: (v,))
-        out[f"{matlab}Bias"] = ((f"{torch_name}.bias",), f"{rows}×1", _col,
-                                lambda v, s: (v.reshape(s[0]),))
+        has_bias = options.output_has_bias if matlab == "Output" else options.projection_bias
+        if has_bias:                       # projection_bias / output_bias may leave it out
+            out[f"{matlab}Bias"] = ((f"{torch_name}.bias",), f"{rows}×1", _col,
+                                    lambda v, s: (v.reshape(s[0]),))
     return out
 
 
@@ -179,7 +182,7 @@ def _table(layer) -> dict:
     if kind == "LSTM":
         return _lstm(bool(getattr(layer, "bidirectional", False)))
     if kind == "SelfAttention":
-        return _attention()
+        return _attention(layer)
     if kind == "GRU":
         return _gru(layer)
     if kind in ("LayerNorm", "BatchNorm", "GroupNorm"):
