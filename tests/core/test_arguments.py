@@ -41,6 +41,19 @@ def fan(inp):
     return build
 
 
+def tokens(layer):
+    return al.Network([L.TokenInput(name="x"), layer])
+
+
+def embedded_and_ids(layer):
+    """Token ids embedded into the layer's `in` port, the ids themselves into `ids`."""
+    net = al.Network([L.TokenInput(name="x"), L.Embedding(10, 4, name="e")])
+    net.add(layer)
+    net.connect("e", f"{layer.name}/in")
+    net.connect("x", f"{layer.name}/ids")
+    return net
+
+
 def alone(layer):
     return al.Network([layer, L.ReLU(name="after")])
 
@@ -100,6 +113,10 @@ SETUPS = {
     "Pool1d": (dict(mode="max", pool_size=2), chain(seq)),
     "PatchEmbedding": (dict(patch_size=2, output_size=4), chain(img)),
     "EmbeddingConcatenation": ({}, chain(seq)),
+    "MixtureOfExperts": (dict(num_experts=2, units=4), chain(seq)),
+    "LastToken": ({}, embedded_and_ids),
+    "SelectChannel": (dict(index=0), chain(seq)),
+    "TokenPositionEmbedding": (dict(max_length=12, dim=4, padding_idx=1), tokens),
 }
 
 

@@ -153,7 +153,9 @@ def test_save_and_load_keep_the_dotted_keys(gpt2, tmp_path):
     assert not [k for k in stored if LOOK_ALIKE in k]
     twin = al.load(tmp_path / "gpt2.attn").eval()
     with torch.no_grad():
-        torch.testing.assert_close(twin(_ids()), net(_ids()), rtol=0, atol=0)
+        # the loaded net keeps q, k, v in one storage and projects them in one matmul; the
+        # mapped checkpoint's views may take three: equal up to the rounding of the sums
+        torch.testing.assert_close(twin(_ids()), net(_ids()), rtol=1e-6, atol=1e-6)
 
 
 # ------------------------------------------------------------------ earlier files ----------
