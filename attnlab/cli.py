@@ -309,7 +309,7 @@ def _import_modules(names: list[str]) -> bool:
 def _matlab_outputs(path: Path):
     """The script's folder as the one it may write to; analyze never trains, so a training
     path outside it is a note (what run_file would refuse) rather than an error."""
-    from .matlab.training import script_outputs
+    from .matlab.confinement import script_outputs
     return script_outputs(path.parent, "run_file", lambda *a, **k: None, analyze=True)
 
 

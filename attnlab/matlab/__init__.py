@@ -54,14 +54,18 @@ Where attnlab differs from MATLAB
   `analyzeNetwork` prints the analysis table and returns the `Analysis`.
 
 Files: `layers.py` (layer functions), `output_layers.py` (classificationLayer, regressionLayer,
-layer arrays), `networks.py` (dlnetwork, connectLayers, analyzeNetwork, predict), `training.py`
-(trainingOptions, trainnet, trainNetwork), `layouts.py` (MATLAB data formats → attnlab's
-layouts), `_options.py` (name–value parsing), `weights.py` (weights by MATLAB name,
-initializers); the script reader: `reader.py` (parse tree), `interpreter.py` (running a script,
-and what analyze skips) with its parts `statements.py`, `assigning.py`, `evaluating.py`,
-`calling.py` and `script_values.py`, `builtins.py` (base MATLAB functions) with `numeric.py`
-(reductions, sort, cat) and `text.py` (formats, messages), `terms.py` (messages in MATLAB terms),
-`cli.py` (`attnlab analyze/plot FILE.m`).
+layer arrays), `networks.py` (dlnetwork, connectLayers, analyzeNetwork, predict),
+`training_options.py` (trainingOptions), `training.py` (trainnet, trainNetwork, classify),
+`confinement.py` (where a running script may write), `layouts.py` (MATLAB data formats →
+attnlab's layouts), `_options.py` (name–value parsing), `weights.py` (weights by MATLAB name,
+initializers); the script reader: `reader.py` (parse tree), `slicing.py` (what the networks need,
+found before the run) with `slicing_walk.py`, `slicing_state.py` and `slicing_names.py`,
+`interpreter.py` (running a script) with its parts `statements.py`, `assigning.py`,
+`evaluating.py`, `indexing.py`, `calling.py`, `workspace_calls.py`, `script_functions.py`,
+`skipping.py` (what analyze skips) and `script_values.py`, `builtins.py` (base MATLAB functions)
+with `numeric.py` (reductions, sort, cat), `text.py` (formats, messages), `data_builtins.py`,
+`cell_builtins.py` and `date_builtins.py`, `terms.py` (messages in MATLAB terms), `cli.py`
+(`attnlab analyze/plot FILE.m`).
 """
 from __future__ import annotations
 
@@ -70,6 +74,8 @@ from .layers import *  # noqa: F401,F403  (the layer functions, listed in layers
 from .layers import __all__ as _layer_names
 from .networks import *  # noqa: F401,F403
 from .networks import __all__ as _network_names
+from .training_options import *  # noqa: F401,F403
+from .training_options import __all__ as _training_option_names
 from .training import *  # noqa: F401,F403
 from .training import __all__ as _training_names
 from .extras import *  # noqa: F401,F403
@@ -88,7 +94,8 @@ from ..layers import (EmbeddingConcatenation, GroupedConv2d, Identity, InputNorm
 from .interpreter import ScriptError, run_code, run_file
 from .reader import LimitError, Limits
 
-__all__ = [*_layer_names, *_utility_names, *_data_names, *_factor_names, *_extra_names, *_network_names, *_training_names, "MatlabNote", "ScriptError",
+__all__ = [*_layer_names, *_utility_names, *_data_names, *_factor_names, *_extra_names, *_network_names,
+           *_training_option_names, *_training_names, "MatlabNote", "ScriptError",
            "InputNormalization", "Pool1d", "Scaling", "Identity", "GroupedConv2d",
            "SpatialDropout", "PatchEmbedding", "EmbeddingConcatenation", "Swish", "TanhGELU",
            "FrameFlatten", "SequenceFolding", "SequenceUnfolding", "WordEmbedding",

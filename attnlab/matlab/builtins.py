@@ -377,7 +377,7 @@ from .text import (_fmt_value, _format, char, disp, error, fprintf, num2str,  # 
 
 def _in_calling(ctx, *args, **kwargs):
     """evalin, assignin, feval and exist read the running workspace: the interpreter's
-    calling part runs them (calling.py); listed here so that they are known names."""
+    workspace calls run them (workspace_calls.py); listed here so that they are known names."""
     raise MatlabError("this function runs inside the interpreter only")
 
 
@@ -403,7 +403,8 @@ BASE = {
     "linspace": linspace, "repmat": repmat, "any": _any_all(np.any), "all": _any_all(np.all),
     **{name: _noop for name in GRAPHICS},
 }
-# cell arrays, maps, tables, classes, text and dates (data_builtins.py): run, not skipped
+# cell arrays, maps, tables, classes, text and dates (data_builtins.py with cell_builtins.py and
+# date_builtins.py): run, not skipped
 from .data_builtins import FUNCTIONS as _DATA_FUNCTIONS  # noqa: E402
 BASE.update(_DATA_FUNCTIONS)
 OUTSIDE.difference_update(_DATA_FUNCTIONS)

@@ -189,7 +189,7 @@ def get_property(obj, name: str):
             from .data import categorical
             props["Classes"] = lambda: categorical(list(obj.classes), list(obj.classes))
     elif type(obj).__name__ == "TrainingOptions":
-        from .training import get_option
+        from .training_options import get_option
         return get_option(obj, name)
     elif type(obj).__name__ == "TrainingInfo":               # [net, info] = trainNetwork(...)
         it, val = getattr(obj, "iterations"), getattr(obj, "validation")
@@ -260,7 +260,7 @@ def set_property(obj, name: str, value):
         raise ArgumentError(f"dlnetwork has no property '{name}'; settable: OutputNames, "
                             f"State.{close_matches(name, list(readable))}")
     if type(obj).__name__ == "TrainingOptions":
-        from .training import set_option
+        from .training_options import set_option
         return set_option(obj, name, value)
     if isinstance(obj, Layer):
         return _set_layer(obj, name, value)

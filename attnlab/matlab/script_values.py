@@ -28,8 +28,8 @@ _LOOP_TRAINING = {"dlfeval", "dlgradient", "adamupdate", "sgdmupdate", "rmspropu
 _CUSTOM_LOOP = _LOOP_TRAINING | {"trainingProgressMonitor", "recordMetrics", "updateInfo",
                                  "groupSubPlot", "minibatchqueue"}
 # functions that run text as code: never run (the reader has no eval). evalin and assignin,
-# which read or set a variable of another workspace, run in calling.py: their text is parsed
-# and run by this interpreter, bounded by the script's Limits, never by Python
+# which read or set a variable of another workspace, run in workspace_calls.py: their text is
+# parsed and run by this interpreter, bounded by the script's Limits, never by Python
 _EVAL = {"eval", "evalc"}
 _CLEAR_WORDS = {"all", "variables", "functions", "classes", "global", "mex", "import", "java",
                 "-all", "-variables", "-functions", "-classes", "-global"}
@@ -40,6 +40,8 @@ class Part:
     attributes and methods it uses belong to the Interpreter the parts make together."""
 
     if TYPE_CHECKING:
+        src: bytes                               # the text running now (evalin swaps it)
+
         def _fail(self, node: Any, message: str) -> NoReturn: ...
 
         def __getattr__(self, name: str) -> Any: ...

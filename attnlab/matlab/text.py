@@ -317,7 +317,7 @@ def strcat(ctx, *args):
 
 
 def string(ctx, x):
-    from .data_builtins import date_text
+    from .date_builtins import date_text
     if date_text(x) is not None:                 # string(datetime('now')): its Format
         return String(date_text(x))
     if isinstance(x, Categorical):               # string(labels(i)): the category's name
@@ -335,7 +335,7 @@ def char(ctx, x):
     is ESC, which attnlab prints escaped)."""
     if isinstance(x, str):
         return str(x)
-    from .data_builtins import date_text
+    from .date_builtins import date_text
     if date_text(x) is not None:
         return date_text(x)
     if isinstance(x, Categorical):

@@ -120,7 +120,7 @@ def test_sequence_length_is_the_training_option_sequence_length():
     for value, field in (("longest", None), ("shortest", "shortest"), (300, 300), (4.0, 4)):
         opts = M.trainingOptions("adam", SequenceLength=value)
         assert opts.sequence_length == field
-        assert M.training.get_option(opts, "SequenceLength") == value
+        assert M.training_options.get_option(opts, "SequenceLength") == value
     ws = run_code("o = trainingOptions('adam'); o.SequenceLength = 7; n = o.SequenceLength;",
                   out=_quiet)
     assert ws["n"] == 7 and ws["o"].sequence_length == 7
