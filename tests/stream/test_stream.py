@@ -9,7 +9,7 @@ from torch import nn
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.demos.seed1 import answer_network
+from attnlab.cli.demos.seed1 import answer_network
 from attnlab.stream import forecast, generate, stream as _stream
 
 ATOL = 1e-5
