@@ -7,7 +7,7 @@ a classifier with another number of labels, blocks removed from the end, another
 an output projection tied or untied. Any other difference is refused, naming each one; nothing
 is written then.
 
-The files: config.json and model.safetensors change together (`_files.replace_files`), the
+The files: config.json and model.safetensors change together (`_folders.replace_files`), the
 folder's other files (tokenizer, README) stay, and the index and shards of an earlier sharded
 save go with the old weights, so that nothing from before can win over the new file.
 """
@@ -27,7 +27,7 @@ from typing import Any, Callable
 
 import torch
 
-from attnlab.core import files as _files
+from attnlab.core import files as _files, folders as _folders, reading as _reading
 from attnlab.core.errors import ArgumentError, AttnlabError
 from .config import CONFIG_FILE, MAX_CONFIG_BYTES, CheckpointError, Config
 from .weights import INDEX, SAFETENSORS, Weight, check_table, collect
@@ -538,7 +538,7 @@ def _write(folder: Path, config: str, tensors: dict[str, torch.Tensor]) -> None:
     try:
         if os.path.isdir(folder):
             _remove_old_temporaries(folder)
-        _files.replace_files(folder, write, _stale_weights(folder), key=CONFIG_FILE,
+        _folders.replace_files(folder, write, _stale_weights(folder), key=CONFIG_FILE,
                              leftovers=_leftover)
     except OSError as e:
         raise ArgumentError(_os_error(folder, e)) from None
@@ -569,7 +569,7 @@ def _stale_weights(folder: Path) -> list[str]:
         return []
     names = [INDEX]
     try:
-        doc = json.loads(_files.read_regular(index, "save_pretrained", MAX_CONFIG_BYTES))
+        doc = json.loads(_reading.read_regular(index, "save_pretrained", MAX_CONFIG_BYTES))
         files = set(doc["weight_map"].values())
     except (AttnlabError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return names                                   # not an index: only it goes
