@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from .. import layers as L
-from ..graph import format_port
+from ..graph.names import format_port
 from ..layers.base import Layer
 from ..network import Network
 from .common import ACTIVATIONS, output, residual, under
