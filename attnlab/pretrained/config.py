@@ -180,6 +180,7 @@ class Config:
                                "{\"rope_type\": \"default\", \"rope_theta\": 10000.0}")
             self.read.add("rope_parameters")
             out = dict(params)
+            self._one_rope_layout(out)
         else:
             out = {}
             scaling = self.data.get("rope_scaling")
@@ -196,6 +197,26 @@ class Config:
         if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
             raise self.bad("rope_theta", theta, "a positive number")
         return out
+
+    def _one_rope_layout(self, params: dict) -> None:
+        """A config holding both layouts (edited by hand, or merged from two versions) is read
+        by transformers from `rope_scaling`, with a `rope_theta` that depends on the model
+        class; rather than guess which, the two must agree or the load is refused."""
+        scaling = self.data.get("rope_scaling")
+        if not scaling:
+            return
+        theirs = {k: v for k, v in params.items() if k != "rope_theta"}
+        if isinstance(scaling, dict):
+            scaling = {("rope_type" if k == "type" else k): v for k, v in scaling.items()}
+            theirs.setdefault("rope_type", "default")
+            scaling.setdefault("rope_type", "default")
+        if scaling != theirs:
+            raise CheckpointError(
+                f"'{self.where}' key \"rope_scaling\": {self.data.get('rope_scaling')!r} disagrees "
+                f"with \"rope_parameters\" {params!r}, and transformers scales by \"rope_scaling\" "
+                "when both are given. Keep one of the two (transformers 5 writes "
+                "\"rope_parameters\" alone).")
+        self.read.add("rope_scaling")
 
     # -- values, checked where they are read ------------------------------------------------
     def get(self, key: str, default: Any = _MISSING) -> Any:

@@ -547,8 +547,6 @@ def test_a_newer_familys_option_it_does_not_build_is_refused_by_name(
     assert "Nothing was loaded" in message or "expected" in message
 
 
-@pytest.mark.xfail(strict=True, reason="the loader reads rope_parameters and drops a "
-                   "rope_scaling beside it, which transformers applies")
 def test_rope_scaling_beside_rope_parameters_is_applied_or_refused(newer_folders, tmp_path):
     """A config.json holding both keys (edited by hand, or merged from two versions):
     transformers scales by rope_scaling, so the network must too, or refuse by name."""
@@ -566,3 +564,25 @@ def test_rope_scaling_beside_rope_parameters_is_applied_or_refused(newer_folders
     ids = torch.randint(0, V, (1, 24), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         assert relative_difference(net(ids), model(ids).logits) <= 1e-4
+
+
+def test_rope_scaling_that_agrees_with_rope_parameters_loads_as_transformers(newer_folders, tmp_path):
+    from pretrained_helpers import relative_difference
+    transformers = pytest.importorskip("transformers")
+    base = newer_folders("qwen2")
+    params = json.loads((base / "config.json").read_text())["rope_parameters"]
+    scaled = {**params, "rope_type": "linear", "factor": 4.0}
+    folder = _edited(base, tmp_path / "qwen2", rope_parameters=scaled,
+                     rope_scaling={"type": "linear", "factor": 4.0})
+    model = transformers.Qwen2ForCausalLM.from_pretrained(folder).eval()
+    net = from_pretrained(folder)
+    ids = torch.randint(0, V, (1, 24), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert relative_difference(net(ids), model(ids).logits) <= 1e-4
+
+
+def test_a_rope_scaling_that_disagrees_is_refused_naming_both_keys(newer_folders, tmp_path):
+    folder = _edited(newer_folders("qwen2"), tmp_path / "qwen2",
+                     rope_scaling={"rope_type": "yarn", "factor": 2.0})
+    with pytest.raises(CheckpointError, match=r'"rope_scaling".*disagrees with "rope_parameters"'):
+        from_pretrained(folder)
