@@ -275,7 +275,7 @@ def test_gpt_from_blocks_learns_a_toy_task_and_generates_it():
     losses = al.train(net, x, y, loss="crossentropy", options=opts).history["loss"]
     assert losses[-1] < 0.1 * losses[0]
     net.eval()
-    out = al.generate(net, start=torch.tensor([[1, 2]]), max_length=8)
+    out = al.generate(net, start=torch.tensor([[1, 2]]), max_new_tokens=8)
     assert out.tokens[0, :6].tolist() == [0, 1, 2, 0, 1, 2]
     # streaming the stack equals its forward pass
     ids = seqs[:2, :10]

@@ -1,10 +1,10 @@
-"""Decoding loops on a stream: `generate` (token by token, greedy or top-k) and `forecast`
-(closed-loop regression). Both run the network in eval mode without gradients, like
-`Network.predict`, and put every module's mode back afterwards."""
+"""Decoding loops on a stream: `generate` (token by token: greedy, sampling, beams) and
+`forecast` (closed-loop regression). Both run the network in eval mode without gradients, like
+`Network.predict`, and put every module's mode back afterwards. `generate`'s arguments,
+prompts and score processors live in `attnlab.stream.generation`."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from numbers import Integral
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -15,6 +15,9 @@ from attnlab.core.errors import ArgumentError, DataError, SizeError, close_match
 from attnlab.core import checks as check
 from ..layers.embedding import Embedding
 from .core import stream
+from .generation import settings as S
+from .generation.processors import Processors
+from .generation.prompts import expand_start, start_input
 
 
 class Generated(NamedTuple):
@@ -23,14 +26,20 @@ class Generated(NamedTuple):
     Attributes
     ----------
     tokens : Tensor
-        B×L int64 token ids (the start token not included). After a sequence's stop token
-        the row repeats that stop id, up to L, the longest sequence's length.
+        B×L int64 token ids (the prompt not included). After a sequence's stop token the row
+        repeats that stop id, up to L, the longest sequence's length.
     lengths : Tensor
         B int64: each sequence's generated tokens, its stop token included.
+    scores : Tensor or None
+        With ``return_scores=True``: B×L×V float32, each step's log-probabilities of the
+        next token, ``log_softmax`` of the processed scores the token was chosen from (for
+        transformers' ``output_scores``: ``log_softmax(out.scores[i], -1)``); rows of a
+        sequence that has stopped hold what was computed there, unused.
     """
 
     tokens: Tensor
     lengths: Tensor
+    scores: Tensor | None = None
 
     def sequences(self) -> list[list[int]]:
         """Each sequence's token ids, up to and including its stop token."""
@@ -52,16 +61,22 @@ def _eval_mode(net):
 def generate(net: Any, static_inputs: dict | None = None,
              start: int | Tensor | np.ndarray | list = 0,
              stop: int | list[int] | tuple[int, ...] | Tensor | None = None,
-             max_length: int = 100, feedback: Callable | None = None, strategy: str = "greedy",
-             k: int = 10, temperature: float = 1.0, output: str | None = None,
-             generator: torch.Generator | None = None, device: str | torch.device | None = None,
-             precision: str = "fp32", compile: bool | dict = False) -> Generated:
-    """Decodes token by token, feeding each chosen token back into the streamed decoder input.
+             max_new_tokens: int | None = None, *, max_length: int | None = None,
+             strategy: str | None = None, temperature: float | None = None,
+             top_k: int | None = None, top_p: float | None = None, min_p: float | None = None,
+             repetition_penalty: float | None = None, no_repeat_ngram_size: int | None = None,
+             callback: Callable | None = None, return_scores: bool = False,
+             generator: torch.Generator | None = None, feedback: Callable | None = None,
+             k: int | None = None, output: str | None = None,
+             device: str | torch.device | None = None, precision: str = "fp32",
+             compile: bool | dict = False) -> Generated:
+    """Decodes token by token, feeding each chosen token back into the streamed decoder input,
+    with the arguments and the results of transformers' ``model.generate``.
 
     Batched: one stream step per token for the whole batch, no Python loop over sequences.
-    Memory grows with the tokens generated, not with `max_length`: the key/value caches start
-    at the prompt plus a few dozen steps and double when full, and the tokens are gathered as
-    they come.
+    Memory grows with the tokens generated, not with the length asked: the key/value caches
+    start at the prompt plus a few dozen steps and double when full, and the tokens are
+    gathered as they come.
 
     Parameters
     ----------
@@ -74,37 +89,61 @@ def generate(net: Any, static_inputs: dict | None = None,
         The first decoder input: a start token id (int, or a B tensor of ids), or a
         prompt: B×t ids (a tensor, an array, or a list of B prompts of equal length) or
         B×t×C inputs, consumed in one multi-step prefill (the key/value caches then hold it:
-        the prefix is never recomputed).
+        the prefix is never recomputed). A start id counts as a prompt of one token.
     stop
         A token id, or a list (tuple, 1-D tensor) of ids, that ends a sequence (the id it
         ends with is included in the output); sequences stop one by one while the batch goes
         on, and decoding ends when all have stopped. Each id must be in the vocabulary (below
         the size of the scores).
-    max_length
-        The most tokens generated per sequence.
+    max_new_tokens, max_length
+        The most tokens generated per sequence: `max_new_tokens` counts the new tokens,
+        `max_length` the prompt's and the new ones, as in transformers (give one; both only
+        when they agree). Neither: 20 new tokens, transformers' default. The fifth
+        positional argument is `max_new_tokens` (the new tokens, as the count there always
+        was); the arguments after it are keywords.
+    strategy
+        "greedy" (the highest processed score), "sample" (a draw from the processed scores,
+        as transformers' ``do_sample=True``), or "top-k" (sampling with ``top_k=k``, the
+        older name). None: greedy.
+    temperature, top_k, top_p, min_p
+        For sampling: the scores divided by `temperature` (> 0; default 1), then only the
+        `top_k` highest kept (≥ 0, 0 keeps all; default 50, as transformers), the smallest
+        set whose probability reaches `top_p` (in (0, 1]; default 1, all), the tokens at least
+        `min_p` (in [0, 1]) times as probable as the most probable one. Ignored when greedy,
+        as in transformers.
+    repetition_penalty, no_repeat_ngram_size
+        For every strategy: scores of tokens the sequence holds (prompt included) divided by
+        the penalty (> 0) when positive, multiplied when negative; n-grams of that size (≥ 1)
+        never repeated. The order of all processors is transformers'
+        (`attnlab.stream.generation.processors`).
+    callback
+        ``callback(step, tokens)``, called after each step with the step's index (0, 1, …)
+        and the B int64 ids just chosen (a stopped sequence repeats its stop id): what a
+        text streamer needs. With a callback, decoding ends at the step where every
+        sequence has stopped (without one, it checks every 8 steps).
+    return_scores
+        True: the result's `scores` holds each step's B×V log-probabilities.
+    generator
+        A `torch.Generator` on the stream's device, for sampling (None: torch's global one,
+        as transformers, so `torch.manual_seed(s)` before either draws the same tokens).
     feedback
         ``feedback(tokens, scores) → next decoder input``, with tokens the B int64 ids
-        just chosen and scores their B×V scores; it returns B×1×C. The default feeds the id
-        itself: ``tokens.view(B, 1)`` (int64) into a decoder that starts with `TokenInput`,
+        just chosen and scores their B×V raw scores; it returns B×1×C. The default feeds the
+        id itself: ``tokens.view(B, 1)`` (int64) into a decoder that starts with `TokenInput`,
         ``tokens.view(B, 1, 1)`` into one that starts with SequenceInput(1) → Embedding.
         For one-hot inputs:
         ``feedback=lambda tok, _: torch.nn.functional.one_hot(tok, V).float().unsqueeze(1)``.
-    strategy
-        "greedy" (the highest score) or "top-k" (sample among the k highest scores,
-        softmax(scores / temperature); pass `generator` for reproducible samples).
-    k, temperature
-        For "top-k": a positive int (more than V samples among all V), a finite number > 0.
+    k
+        The number of tokens "top-k" samples among (default 10); with "sample" use `top_k`.
     output
         The output that scores the tokens, for a network with several outputs.
-    generator
-        A `torch.Generator` on the stream's device, for "top-k".
     device, precision, compile
         As for `Network.stream` (the network moves to `device`; tokens come back there).
 
     Returns
     -------
     Generated
-        ``Generated(tokens B×L, lengths B)``: the generated tokens, after the prompt.
+        ``Generated(tokens B×L, lengths B, scores)``: the generated tokens, after the prompt.
 
     Raises
     ------
@@ -124,48 +163,48 @@ def generate(net: Any, static_inputs: dict | None = None,
     >>> from attnlab import layers as L
     >>> net = al.Network([L.TokenInput(name="ids"), L.Embedding(50, 8),
     ...                   L.SelfAttention(2, 8, attention_mask="causal"), L.Dense(50)])
-    >>> al.generate(net, start=torch.tensor([[3, 1, 4]]), max_length=5).tokens.shape
+    >>> al.generate(net, start=torch.tensor([[3, 1, 4]]), max_new_tokens=5).tokens.shape
     torch.Size([1, 5])
     """
     _check_net(net)
-    # positions are int64: 2**53 keeps every count exact in a float too, and no run gets there
-    max_length = check.integer(_GEN, "max_length", max_length, most=2**53, example=20)
-    strategy = check.choice(_GEN, "strategy", strategy, ("greedy", "top-k"))
-    k = check.integer(_GEN, "k", k, example=10)
-    temperature = check.positive(_GEN, "temperature", temperature, example="0.7")
-    stops = _stop_ids(stop)
-    _check_callable("feedback", feedback, "feedback=lambda tokens, scores: <B×1×C input>")
+    lengths = S.lengths(max_new_tokens, max_length)
+    how = S.strategy(strategy, None)
+    processing = S.processing(how, temperature, top_k, k, top_p, min_p, repetition_penalty,
+                              no_repeat_ngram_size)
+    stops = S.stop_ids(stop)
+    S.callable_or_none("feedback", feedback, "feedback=lambda tokens, scores: <B×1×C input>")
+    S.callable_or_none("callback", callback, "callback=lambda step, tokens: print(tokens)")
+    return_scores = check.flag(S.GEN, "return_scores", return_scores)
     if output is not None and not isinstance(output, str):
-        raise check.fail(_GEN, "output", "an output name (a str) or None", output,
+        raise check.fail(S.GEN, "output", "an output name (a str) or None", output,
                          "Use e.g. output='logits'.")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise check.fail(_GEN, "generator", "a torch.Generator or None", generator,
-                         "Use e.g. generator=torch.Generator().manual_seed(0).")
-    x = _start_input(start)
+    generator = S.generator(generator)
+    x = start_input(start)
+    prompt = x.shape[1] if x.dim() >= 2 else 1
+    S.agree(lengths, prompt)
+    new = lengths.new(prompt)
     with _eval_mode(net):
-        prompt = x.shape[1] if x.dim() >= 2 else 1
         # the caches start at the prompt and a few dozen steps, and double as tokens come:
         # memory follows the tokens generated (a stop id may end decoding long before
-        # max_length), at a handful of doublings' copies over a long run
-        s = stream(net, static_inputs, capacity=prompt + min(max_length, _FIRST_STEPS),
+        # the length asked), at a handful of doublings' copies over a long run
+        s = stream(net, static_inputs, capacity=prompt + min(new, _FIRST_STEPS),
                    device=device, precision=precision, compile=compile)
         _one_streamed_input(s, "generate")
         pick = _output_picker(s, output)
         if stops is not None:
             _check_vocabulary(net, output, stops, stop)
-        if strategy == "top-k":
-            _check_generator_device(generator, s.device)
-        x = _expand_start(x, s).to(s.device)
-        _check_positions(s, x.shape[1], max_length)
-        _check_longrope(s, x.shape[1], max_length)
+        if processing.sample:
+            S.check_generator_device(generator, s.device)
+        x = expand_start(x, s).to(s.device)
+        _check_positions(s, x.shape[1], new)
+        _check_longrope(s, x.shape[1], new)
         if feedback is None:
             feedback = _token_feedback(s)
-        choose = _greedy if strategy == "greedy" else \
-            (lambda scores: _top_k(scores, k, temperature, generator))
-        return _decode(s, x, pick, choose, feedback, stops, max_length)
+        ids = _prompt_ids(x) if processing.needs_ids else None
+        steps = _Steps(Processors(processing, generator), stops, callback, return_scores)
+        return _decode(s, x, pick, steps, feedback, new, ids)
 
 
-_GEN = "generate"
 # key/value cache steps made beyond the prompt at first (the stream's own default); the
 # caches double from there as decoding reaches them
 _FIRST_STEPS = 64
@@ -176,59 +215,23 @@ _GATHER = 256
 
 def _check_net(net) -> None:
     if not callable(getattr(net, "stream", None)) or not callable(getattr(net, "analyze", None)):
-        raise check.fail(_GEN, "net", "an attnlab Network (a decoder that streams)", net,
+        raise check.fail(S.GEN, "net", "an attnlab Network (a decoder that streams)", net,
                          "Build one with al.Network([...]) or load one with al.load or "
                          "al.from_pretrained.")
 
 
-def _check_callable(arg, value, example) -> None:
-    if value is not None and not callable(value):
-        raise check.fail(_GEN, arg, "a function or None (the default)", value, f"Use {example}.")
-
-
-def _stop_ids(stop) -> tuple[int, ...] | None:
-    """stop → its token ids as a tuple (None: no stop); anything but ids ≥ 0 is refused."""
-    if stop is None:
-        return None
-    what = "a token id (an int ≥ 0), a list of them, or None"
-    fix = "Use e.g. stop=50256, or stop=[2, 7] to stop at any of several ids."
-    if isinstance(stop, (Tensor, np.ndarray)):
-        if not _integer_dtype(stop) or stop.ndim > 1 or len(stop.reshape(-1)) == 0:
-            raise check.fail(_GEN, "stop", what + " (as a tensor: 0-d or 1-D, of integers, not "
-                             "empty)", stop, "Use e.g. stop=torch.tensor([2, 7]).")
-        ids = stop.reshape(-1).tolist()                 # a host read, once, before decoding
-    elif isinstance(stop, (list, tuple)):
-        if not stop:
-            raise check.fail(_GEN, "stop", what + " (a list that is not empty)", stop,
-                             fix + " Or stop=None to decode max_length tokens.")
-        ids = [_item(i) for i in stop]
-    else:
-        ids = [stop]
-    for i in ids:
-        if not _is_id(i):
-            several = f"{i!r} in it is no token id. " if len(ids) > 1 else ""
-            if isinstance(i, float) and i.is_integer() and i >= 0:
-                fix = f"Use stop={int(i)} (an int, not a float)."
-            raise check.fail(_GEN, "stop", what, stop, several + fix)
-    return tuple(int(i) for i in ids)
-
-
-def _item(value):
-    """A 0-d integer tensor or array in a list of ids → its int (anything else as it is)."""
-    if isinstance(value, (Tensor, np.ndarray)) and value.ndim == 0 and _integer_dtype(value):
-        return value.item()
-    return value
-
-
-def _integer_dtype(x) -> bool:
-    if isinstance(x, Tensor):
-        return not (x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool)
-    return x.dtype.kind in "iu"
-
-
-def _is_id(value) -> bool:
-    return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_)) and \
-        int(value) >= 0
+def _prompt_ids(x: Tensor) -> Tensor:
+    """The prompt as B×t int64 ids, for the processors that read the ids so far (repetition
+    penalty, n-gram blocking); ArgumentError for a prompt of B×t×C inputs (C > 1)."""
+    if x.dim() == 3 and x.shape[2] != 1:
+        raise ArgumentError(f"generate arguments 'repetition_penalty' and 'no_repeat_ngram_size' "
+                            f"read the prompt's token ids; this prompt is B×t×{x.shape[2]} "
+                            "inputs, not ids. Give the prompt as token ids, or leave them out.")
+    ids = x if x.dim() == 2 else x[..., 0]
+    if ids.is_floating_point():
+        from attnlab.core.batching import token_ids
+        ids = token_ids(ids, "start", "generate")
+    return ids.long()
 
 
 def _check_vocabulary(net, output, stops: tuple[int, ...], stop) -> None:
@@ -237,7 +240,7 @@ def _check_vocabulary(net, output, stops: tuple[int, ...], stop) -> None:
     vocab = _vocabulary(net, output)
     bad = [i for i in stops if vocab is not None and i >= vocab]
     if bad and vocab is not None:
-        raise check.fail(_GEN, "stop", f"token ids in the vocabulary, 0…{vocab - 1} (the "
+        raise check.fail(S.GEN, "stop", f"token ids in the vocabulary, 0…{vocab - 1} (the "
                          f"network scores {vocab} tokens)", stop,
                          f"{bad[0]} is past it, so no sequence could stop there. Use the ids "
                          "of the network's own tokenizer (e.g. its end-of-text id).")
@@ -257,54 +260,89 @@ def _vocabulary(net, output) -> int | None:
     return vocabs.pop() if len(vocabs) == 1 else None
 
 
-def _check_generator_device(generator, device: torch.device) -> None:
-    """Sampling on `device` draws from a generator there: torch refuses another's mid-step."""
-    if generator is None:
-        return
-    g = generator.device
-    if g.type != device.type or None not in (g.index, device.index) and g.index != device.index:
-        raise check.fail(_GEN, "generator", f"a torch.Generator on the stream's device "
-                         f"({device}), one on {g}", generator,
-                         f"Use generator=torch.Generator(device={str(device)!r}).manual_seed(0).")
+class _Steps:
+    """What happens to each step's scores: the processors and the choice, the stop ids (a
+    stopped row repeats the id it ended with), the callback and the kept log-probabilities."""
+
+    def __init__(self, processors: Processors, stops, callback, keep_scores: bool) -> None:
+        self.proc, self.stops, self.callback = processors, stops, callback
+        self.kept: list[Tensor] | None = [] if keep_scores else None
+
+    def begin(self, b: int, device, ids: Tensor | None, vocab: int) -> None:
+        self.proc.start(ids, None, vocab)
+        self.lengths: Tensor | None = None
+        if self.stops is None:
+            return
+        self.one = self.stops[0] if len(self.stops) == 1 else None
+        self.ids = torch.tensor(self.stops, dtype=torch.long, device=device)
+        self.fill = torch.full((b,), self.stops[0], dtype=torch.long, device=device)
+        self.done = torch.zeros(b, dtype=torch.bool, device=device)
+
+    def choose(self, logits: Tensor, history: Tensor | None) -> Tensor:
+        proc = self.proc
+        if proc.identity and self.kept is None:
+            return logits.argmax(-1)
+        scores = proc(logits.float(), history)
+        if self.kept is not None:
+            self.kept.append(torch.log_softmax(scores, -1))
+        return proc.choose(scores)
+
+    def finish(self, tok: Tensor, i: int, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        """Finished rows keep their stop id; (the tokens, the lengths so far)."""
+        if self.stops is not None:
+            done = self.done
+            if self.one is not None:
+                tok = tok.masked_fill(done, self.one)
+                ends = tok == self.one
+            else:                                            # ... the one each ended with
+                tok = torch.where(done, self.fill, tok)
+                ends = torch.isin(tok, self.ids)
+                self.fill = torch.where(ends & ~done, tok, self.fill)
+            lengths = torch.where(ends & ~done, i + 1, lengths)
+            self.done = done | ends
+        self.proc.record(tok)
+        if self.callback is not None:
+            self.callback(i, tok)
+        return tok, lengths
+
+    def all_done(self, i: int) -> bool:
+        """Whether every row has stopped; it waits for the device, so without a callback (whose
+        user reads each step's tokens anyway) only every 8 steps."""
+        if self.stops is None or (self.callback is None and i % 8 != 7):
+            return False
+        return bool(self.done.all())
+
+    def scores(self, longest: int) -> Tensor | None:
+        return None if self.kept is None else torch.stack(self.kept[:longest], 1)
 
 
-def _decode(s, x, pick, choose, feedback, stops, max_length) -> Generated:
+def _decode(s, x, pick, steps: _Steps, feedback, new: int, ids: Tensor | None) -> Generated:
     b = x.shape[0]
     tokens = _Tokens()
-    lengths = torch.full((b,), max_length, dtype=torch.long, device=x.device)
-    if stops is not None:
-        one = stops[0] if len(stops) == 1 else None
-        ids = torch.tensor(stops, dtype=torch.long, device=x.device)
-        fill = torch.full((b,), stops[0], dtype=torch.long, device=x.device)
-        done = torch.zeros(b, dtype=torch.bool, device=x.device)
-    for i in range(max_length):
-        scores = pick(s.step(x, last=True))[:, -1]           # B×V: the newest step's scores
-        tok = choose(scores)                                 # B
-        if stops is not None:
-            if one is not None:
-                tok = tok.masked_fill(done, one)             # finished rows keep the stop id
-                ends = tok == one
-            else:                                            # ... the one each ended with
-                tok = torch.where(done, fill, tok)
-                ends = torch.isin(tok, ids)
-                fill = torch.where(ends & ~done, tok, fill)
-            lengths = torch.where(ends & ~done, i + 1, lengths)
-            done = done | ends
+    history = _History(ids) if ids is not None and steps.proc.s.no_repeat_ngram_size else None
+    lengths = torch.full((b,), new, dtype=torch.long, device=x.device)
+    for i in range(new):
+        logits = pick(s.step(x, last=True))[:, -1]           # B×V: the newest step's scores
+        if i == 0:
+            steps.begin(b, x.device, ids, logits.shape[-1])
+        tok = steps.choose(logits, None if history is None else history.ids())
+        tok, lengths = steps.finish(tok, i, lengths)
         tokens.append(tok)
-        # asking whether all have stopped waits for the device: do it every 8 tokens only
-        if stops is not None and i % 8 == 7 and bool(done.all()):
+        if history is not None:
+            history.append(tok)
+        if steps.all_done(i):
             break
-        if i + 1 < max_length:
-            x = feedback(tok, scores)
+        if i + 1 < new:
+            x = feedback(tok, logits)
     out = tokens.result()                                    # B×steps
-    longest = out.shape[1] if stops is None else int(lengths.max())
-    return Generated(out[:, :longest], lengths)
+    longest = out.shape[1] if steps.stops is None else int(lengths.max())
+    return Generated(out[:, :longest], lengths, steps.scores(longest))
 
 
 class _Tokens:
     """The chosen ids, one B tensor per step, gathered into B×n tensors every `_GATHER` steps:
     as cheap per step as a list append, and memory in step with the tokens generated (never a
-    buffer sized for max_length)."""
+    buffer sized for the length asked)."""
 
     def __init__(self) -> None:
         self.steps: list[Tensor] = []
@@ -321,119 +359,36 @@ class _Tokens:
         return parts[0] if len(parts) == 1 else torch.cat(parts, 1)
 
 
+class _History:
+    """The ids so far (the prompt's, then each step's), for n-gram blocking: a B×capacity
+    buffer that doubles when full, so a step appends in place."""
 
-def _greedy(scores):
-    return scores.argmax(-1)
+    def __init__(self, prompt: Tensor) -> None:
+        b, n = prompt.shape
+        self.buf = prompt.new_empty(b, 2 * n + _FIRST_STEPS)
+        self.buf[:, :n] = prompt
+        self.n = n
 
+    def append(self, tok: Tensor) -> None:
+        if self.n == self.buf.shape[1]:
+            grown = self.buf.new_empty(self.buf.shape[0], 2 * self.n)
+            grown[:, :self.n] = self.buf
+            self.buf = grown
+        self.buf[:, self.n] = tok
+        self.n += 1
 
-def _top_k(scores, k, temperature, generator):
-    top, idx = scores.topk(min(k, scores.shape[-1]), dim=-1)           # B×k
-    probs = torch.softmax(top / temperature, dim=-1)
-    chosen = torch.multinomial(probs, 1, generator=generator)          # B×1, index into top k
-    return idx.gather(-1, chosen).squeeze(-1)                          # B
+    def ids(self) -> Tensor:
+        return self.buf[:, :self.n]
 
-
-def _start_input(start) -> Tensor:
-    """start → a tensor: a 0-d id, B ids, B×t ids or B×t×C inputs (numbers, not empty);
-    DataError for anything else, prompts of different lengths included."""
-    given = start
-    if isinstance(start, (list, tuple)):
-        _equal_prompts(start)
-        if start and all(isinstance(p, Tensor) for p in start):
-            start = torch.stack(list(start))                # B prompts → B×t
-    if not isinstance(start, Tensor):
-        try:
-            start = np.asarray(start)
-        except (TypeError, ValueError) as e:
-            raise _start_error("token ids or inputs (numbers)",
-                               f"{check.shown(given)}, not an array of numbers ({e})") from None
-        if start.dtype.kind not in "iuf":
-            what = "text" if start.dtype.kind in "US" else f"{start.dtype} values"
-            raise _start_error("token ids or inputs (numbers)", f"{check.shown(given)}" +
-                               (f", {what}" if start.ndim else ""))
-    x = start if isinstance(start, Tensor) else torch.as_tensor(start)
-    if x.dtype == torch.bool or x.is_complex():
-        raise _start_error("token ids or inputs (numbers)", f"a tensor of {x.dtype}")
-    if x.numel() == 0 or x.dim() > 3:
-        raise _start_error("a token id, B ids, B×t prompts or B×t×C inputs",
-                           f"{check.shown(given)}, of size {'×'.join(map(str, x.shape))}")
-    return x
+    def reorder(self, rows: Tensor) -> None:
+        self.buf = self.buf.index_select(0, rows)
 
 
-def _equal_prompts(start: list | tuple) -> None:
-    """Prompts of different lengths cannot share the batch's positions (no padded batches
-    yet): a DataError, before numpy makes them an object array or fails."""
-    lengths = [_length(p) for p in start]
-    if all(n is None for n in lengths):
-        return                                                 # B start ids
-    if any(n is None for n in lengths):
-        raise _start_error("either B start ids or B prompts of ids, not both",
-                           "a list that mixes ids and prompts")
-    if len(set(lengths)) > 1:
-        seen = ", ".join(str(n) for n in sorted({n for n in lengths if n is not None}))
-        raise _start_error("prompts of equal length", f"{len(start)} prompts of lengths "
-                           f"{seen}", "Prompts must have equal length for now: call generate "
-                           "once per prompt length (or once per prompt).")
-
-
-def _length(prompt) -> int | None:
-    if isinstance(prompt, (list, tuple)):
-        return len(prompt)
-    if isinstance(prompt, (Tensor, np.ndarray)) and prompt.ndim:
-        return int(prompt.shape[0])
-    return None
-
-
-def _start_error(expected: str, received: str, fix: str = "") -> DataError:
-    fix = fix or ("Give a start id (e.g. start=0), a B×t tensor of prompt ids (e.g. "
-                  "start=torch.tensor([[3, 1, 4]])) or a list of B prompts of equal length; "
-                  "text goes through the network's tokenizer first.")
-    err = DataError(f"generate argument 'start': expected {expected}, received {received}. {fix}")
-    err.argument = "start"
-    return err
-
-
-def _expand_start(x, s) -> Tensor:
-    """The first decoder input, B×t×C (B×t int64 ids for a TokenInput)."""
-    if s._tokens[0]:
-        return _start_ids(x, s)
-    if x.dim() == 0:                                   # one start id for the whole batch
-        x = x.reshape(1, 1, 1).expand(s.batch_size or 1, 1, 1)
-    elif x.dim() == 1:                                 # one start id per sequence
-        x = x.reshape(-1, 1, 1)
-    elif x.dim() == 2:                                 # B×t prompt ids
-        x = x.unsqueeze(-1)
-    if s.batch_size is not None and x.shape[0] != s.batch_size:
-        raise DataError(f"generate: start has batch size {x.shape[0]} but static_inputs have "
-                        f"{s.batch_size}. Give one start per sequence, or a single id.")
-    return x
-
-
-def _start_ids(x, s) -> Tensor:
-    """The first input of a TokenInput decoder: B×t int64 ids."""
-    if x.dim() == 0:                                   # one start id for the whole batch
-        x = x.reshape(1, 1).expand(s.batch_size or 1, 1)
-    elif x.dim() == 1:                                 # one start id per sequence
-        x = x.reshape(-1, 1)
-    elif x.dim() == 3 and x.shape[2] == 1:
-        x = x.squeeze(2)
-    if x.dim() != 2 or x.shape[1] == 0:
-        raise DataError(f"generate: start must be a token id, B ids or a B×t prompt of ids, "
-                        f"received {'×'.join(map(str, x.shape))}.")
-    if x.is_floating_point() or x.dtype == torch.bool:
-        from attnlab.core.batching import token_ids
-        x = token_ids(x, "start", "generate")
-    if s.batch_size is not None and x.shape[0] != s.batch_size:
-        raise DataError(f"generate: start has batch size {x.shape[0]} but static_inputs have "
-                        f"{s.batch_size}. Give one start per sequence, or a single id.")
-    return x.long()
-
-
-def _check_positions(s, prompt: int, max_length: int) -> None:
+def _check_positions(s, prompt: int, new: int) -> None:
     """DataError before decoding when the prompt and the tokens fed back after it (positions
-    0…prompt + max_length − 2) reach past a learned PositionEmbedding's positions."""
+    0…prompt + new − 2) reach past a learned PositionEmbedding's positions."""
     from .steppers import PositionEmbeddingStepper
-    last = prompt + max_length - 2                     # the last token generated is not fed
+    last = prompt + new - 2                     # the last token generated is not fed
     for name, st in s.steppers.items():
         if not isinstance(st, PositionEmbeddingStepper):
             continue
@@ -443,30 +398,31 @@ def _check_positions(s, prompt: int, max_length: int) -> None:
                             f"positions that layer '{name}' (PositionEmbedding max_length "
                             f"{held}) has learned. Shorten the prompt to at most {held} tokens.")
         if last >= held:
-            raise DataError(f"generate: a prompt of {prompt} tokens and max_length {max_length} "
+            raise DataError(f"generate: a prompt of {prompt} tokens and {new} new tokens "
                             f"reach position {last}, past the {held} positions that layer "
                             f"'{name}' (PositionEmbedding max_length {held}) has learned. Use "
-                            f"max_length ≤ {held - prompt + 1}, or a shorter prompt.")
+                            f"max_new_tokens ≤ {held - prompt + 1} (max_length ≤ {held + 1}), "
+                            "or a shorter prompt.")
 
 
-def _check_longrope(s, prompt: int, max_length: int) -> None:
+def _check_longrope(s, prompt: int, new: int) -> None:
     """DataError before decoding when the tokens fed back take the sequence past the
     original_max_position_embeddings of a longrope rotary embedding after a prompt within it:
     every position would then turn by the long factors, the prompt's cached keys included
     (transformers recomputes its cache at that point)."""
-    end = prompt + max_length - 1                      # the length once the last token is fed
+    end = prompt + new - 1                      # the length once the last token is fed
     for name, st in s.steppers.items():
         scaling = getattr(getattr(getattr(st, "module", None), "rotary", None), "scaling", None)
         if scaling is None or scaling.get("rope_type") != "longrope":
             continue
         most = scaling["original_max_position_embeddings"]
         if prompt <= most < end:
-            raise DataError(f"generate: a prompt of {prompt} tokens and max_length {max_length} "
+            raise DataError(f"generate: a prompt of {prompt} tokens and {new} new tokens "
                             f"reach position {end - 1}, past original_max_position_embeddings "
                             f"({most}) of layer '{name}': its longrope rotary embedding then "
                             "turns every position by the long factors, and the prompt's keys "
                             "were turned by the short ones (transformers recomputes its cache "
-                            f"there). Use max_length ≤ {most - prompt + 1}, or a prompt of "
+                            f"there). Use max_new_tokens ≤ {most - prompt + 1}, or a prompt of "
                             f"more than {most} tokens.")
 
 
@@ -475,11 +431,11 @@ def _output_picker(s, output):
     if output is None:
         if len(names) == 1:
             return _identity
-        raise check.fail(_GEN, "output", f"the name of the output that scores the tokens, one "
+        raise check.fail(S.GEN, "output", f"the name of the output that scores the tokens, one "
                          f"of {', '.join(map(repr, names))} (the network has {len(names)})",
                          output, f"Use e.g. output={names[0]!r}.")
     if output not in names:
-        raise check.fail(_GEN, "output", f"one of the network's outputs, "
+        raise check.fail(S.GEN, "output", f"one of the network's outputs, "
                          f"{', '.join(map(repr, names))}", output,
                          close_matches(output, names).strip() or f"Use e.g. output={names[0]!r}.")
     if len(names) == 1:

@@ -52,9 +52,9 @@ BAD = [
     (dict(temperature=-1.0), ARG, ["'temperature'", "received -1.0"]),
     (dict(temperature=float("inf")), ARG, ["'temperature'", "finite", "received inf"]),
     (dict(temperature=float("nan")), ARG, ["'temperature'", "received nan"]),
-    (dict(strategy="top_k"), ARG, ["'strategy'", "'greedy' or 'top-k'", "Did you mean 'top-k'"]),
-    (dict(strategy="beam"), ARG, ["'strategy'", "'greedy' or 'top-k'", "'beam'"]),
-    (dict(strategy=None), ARG, ["'strategy'", "received None"]),
+    (dict(strategy="top_k"), ARG, ["'strategy'", "'greedy', 'sample'", "Did you mean 'top-k'"]),
+    (dict(strategy="Sample"), ARG, ["'strategy'", "'greedy', 'sample'", "'Sample'"]),
+    (dict(strategy=3), ARG, ["'strategy'", "received 3"]),
     # stop: an int id or ids, never text, floats, bools or negatives, in the vocabulary
     (dict(stop="x"), ARG, ["'stop'", "token id", "'x' (str)", "stop=[2, 7]"]),
     (dict(stop=1.5), ARG, ["'stop'", "token id", "received 1.5"]),
@@ -157,10 +157,10 @@ def test_a_huge_max_length_is_refused_by_learned_positions_before_any_step():
     hook = net.layer_modules["wte"].register_forward_hook(lambda *a: seen.append(1))
     try:
         with pytest.raises(DATA) as e:
-            al.generate(net, start=torch.tensor([[1, 2, 3]]), stop=2, max_length=10**9)
+            al.generate(net, start=torch.tensor([[1, 2, 3]]), stop=2, max_new_tokens=10**9)
     finally:
         hook.remove()
-    assert "past the 16 positions" in str(e.value) and "max_length ≤ 14" in str(e.value)
+    assert "past the 16 positions" in str(e.value) and "max_new_tokens ≤ 14" in str(e.value)
     assert seen == []
 
 
@@ -170,13 +170,13 @@ def test_every_form_of_a_valid_call_gives_the_greedy_tokens():
     net = lm()
     prompt = torch.tensor([[3, 1, 4], [1, 5, 9]])
     want = naive(net, prompt, 5)
-    for kwargs in (dict(start=prompt, max_length=5),
-                   dict(start=prompt.tolist(), max_length=5),            # a list of prompts
-                   dict(start=tuple(map(tuple, prompt.tolist())), max_length=5),
-                   dict(start=list(prompt), max_length=5),               # a list of tensors
-                   dict(start=prompt.numpy(), max_length=np.int64(5)),   # numpy ints
-                   dict(start=prompt, max_length=5, k=np.int32(3), temperature=1),
-                   dict(start=prompt, max_length=5, output="head", feedback=None,
+    for kwargs in (dict(start=prompt, max_new_tokens=5),
+                   dict(start=prompt.tolist(), max_new_tokens=5),            # a list of prompts
+                   dict(start=tuple(map(tuple, prompt.tolist())), max_new_tokens=5),
+                   dict(start=list(prompt), max_new_tokens=5),               # a list of tensors
+                   dict(start=prompt.numpy(), max_new_tokens=np.int64(5)),   # numpy ints
+                   dict(start=prompt, max_new_tokens=5, k=np.int32(3), temperature=1),
+                   dict(start=prompt, max_new_tokens=5, output="head", feedback=None,
                         generator=torch.Generator(), device="cpu", precision="fp32")):
         got = al.generate(net, **kwargs)
         assert torch.equal(got.tokens, want), kwargs
@@ -188,14 +188,17 @@ def test_top_k_sampling_with_a_seed_gives_the_tokens_of_its_definition():
     prompt = torch.tensor([[3, 1, 4], [1, 5, 9]])
 
     def sample(generator, k=4, temperature=0.7):
+        # transformers' draw: temperature, then all but the k highest at -inf, then one
+        # multinomial draw over the whole vocabulary
         def pick(scores):
-            top, idx = scores.topk(k, dim=-1)
-            probs = torch.softmax(top / temperature, dim=-1)
-            return idx.gather(-1, torch.multinomial(probs, 1, generator=generator)).squeeze(-1)
+            scores = scores / temperature
+            kth = scores.topk(k, dim=-1)[0][:, -1:]
+            probs = torch.softmax(scores.masked_fill(scores < kth, -float("inf")), dim=-1)
+            return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
         return pick
 
     want = naive(net, prompt, 6, sample(torch.Generator().manual_seed(7)))
-    got = al.generate(net, start=prompt, max_length=6, strategy="top-k", k=4, temperature=0.7,
+    got = al.generate(net, start=prompt, max_new_tokens=6, strategy="top-k", k=4, temperature=0.7,
                       generator=torch.Generator().manual_seed(7))
     assert torch.equal(got.tokens, want)
 
@@ -205,13 +208,13 @@ def test_one_stop_id_in_every_form_stops_alike():
     prompt = torch.tensor([[3, 1, 4], [1, 5, 9]])
     free = naive(net, prompt, 10)
     stop = int(free[0, 3])
-    ref = al.generate(net, start=prompt, stop=stop, max_length=10)
+    ref = al.generate(net, start=prompt, stop=stop, max_new_tokens=10)
     first = int((free[0] == stop).nonzero()[0])
     assert int(ref.lengths[0]) == first + 1
     assert ref.sequences()[0] == free[0, :first + 1].tolist()
     for form in ([stop], (stop,), np.int64(stop), torch.tensor(stop), torch.tensor([stop]),
                  np.array([stop]), [torch.tensor(stop)]):
-        got = al.generate(net, start=prompt, stop=form, max_length=10)
+        got = al.generate(net, start=prompt, stop=form, max_new_tokens=10)
         assert torch.equal(got.tokens, ref.tokens) and torch.equal(got.lengths, ref.lengths), form
 
 
@@ -223,7 +226,7 @@ def test_a_list_of_stop_ids_stops_each_sequence_at_the_first_of_them():
     # comes first, or runs to max_length without one
     stops = [int(free[1, 0]), int(free[2, 0])]
     assert stops[0] != stops[1]
-    got = al.generate(net, start=prompt, stop=stops, max_length=12)
+    got = al.generate(net, start=prompt, stop=stops, max_new_tokens=12)
     for row, seq, n in zip(free.tolist(), got.sequences(), got.lengths.tolist()):
         ends = [i for i, t in enumerate(row) if t in stops]
         want = row[:ends[0] + 1] if ends else row
@@ -236,6 +239,6 @@ def test_a_list_of_stop_ids_stops_each_sequence_at_the_first_of_them():
             ended[r] = int(got.tokens[r, n - 1])
     assert sorted(ended.values()) == sorted(stops)          # rows ended at different ids
     # the same as one id when the list holds one
-    one = al.generate(net, start=prompt, stop=stops[1], max_length=12)
-    assert torch.equal(al.generate(net, start=prompt, stop=[stops[1]], max_length=12).tokens,
+    one = al.generate(net, start=prompt, stop=stops[1], max_new_tokens=12)
+    assert torch.equal(al.generate(net, start=prompt, stop=[stops[1]], max_new_tokens=12).tokens,
                        one.tokens)

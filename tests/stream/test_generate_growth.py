@@ -44,7 +44,7 @@ def test_a_huge_max_length_with_an_early_stop_holds_only_the_tokens_made(streams
     free = naive_greedy(net, prompt, 8)
     stop = int(free[0, 3])
     first = int((free[0] == stop).nonzero()[0])
-    got = al.generate(net, start=prompt, stop=stop, max_length=10**9)
+    got = al.generate(net, start=prompt, stop=stop, max_new_tokens=10**9)
     assert got.sequences()[0] == free[0, :first + 1].tolist()
     assert got.tokens.shape == (1, first + 1) and got.lengths.tolist() == [first + 1]
     (s, capacity), = streams
@@ -59,7 +59,7 @@ def test_the_caches_double_as_decoding_goes_on_and_the_tokens_stay_exact(streams
     monkeypatch.setattr(decode, "_FIRST_STEPS", 8)     # doublings within a few dozen tokens
     net = lm()
     prompt = torch.tensor([[3, 1, 4], [2, 7, 1]])
-    got = al.generate(net, start=prompt, max_length=40)
+    got = al.generate(net, start=prompt, max_new_tokens=40)
     assert torch.equal(got.tokens, naive_greedy(net, prompt, 40))
     (s, capacity), = streams
     cache = s.steppers["att"].cache
@@ -71,7 +71,7 @@ def test_the_caches_double_as_decoding_goes_on_and_the_tokens_stay_exact(streams
 
 def test_a_short_max_length_sizes_the_caches_to_it(streams):
     net = lm()
-    got = al.generate(net, start=torch.tensor([[3, 1, 4]]), max_length=5)
+    got = al.generate(net, start=torch.tensor([[3, 1, 4]]), max_new_tokens=5)
     assert got.tokens.shape == (1, 5)
     (s, capacity), = streams
     assert capacity == 8 and s.steppers["att"].cache.capacity == 8
@@ -82,9 +82,9 @@ def test_tokens_past_the_gathering_chunk_come_back_whole_and_in_order(monkeypatc
     net = lm()
     prompt = torch.tensor([[3, 1, 4], [2, 7, 1]])
     want = naive_greedy(net, prompt, 10)
-    assert torch.equal(al.generate(net, start=prompt, max_length=10).tokens, want)
+    assert torch.equal(al.generate(net, start=prompt, max_new_tokens=10).tokens, want)
     stop = int(want[1, 6])
-    got = al.generate(net, start=prompt, max_length=10, stop=stop)
+    got = al.generate(net, start=prompt, max_new_tokens=10, stop=stop)
     n = got.lengths.tolist()
     for r in range(2):
         assert got.tokens[r, :n[r]].tolist() == want[r, :n[r]].tolist()
@@ -95,8 +95,8 @@ def test_a_compiled_stream_grows_its_static_caches_and_gives_the_same_tokens(str
     monkeypatch.setattr(decode, "_FIRST_STEPS", 4)
     net = lm()
     prompt = torch.tensor([[3, 1, 4]])
-    eager = al.generate(net, start=prompt, max_length=12)
-    compiled = al.generate(net, start=prompt, max_length=12, compile={"backend": "eager"})
+    eager = al.generate(net, start=prompt, max_new_tokens=12)
+    compiled = al.generate(net, start=prompt, max_new_tokens=12, compile={"backend": "eager"})
     assert torch.equal(compiled.tokens, eager.tokens)
     assert torch.equal(eager.tokens, naive_greedy(net, prompt, 12))
     assert streams[1][0].steppers["att"].cache.capacity == 2 * (3 + 4)     # it doubled

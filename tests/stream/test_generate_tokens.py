@@ -49,15 +49,15 @@ def test_a_stream_step_refuses_token_ids_of_the_wrong_shape():
 def test_generate_feeds_token_ids_back_without_a_feedback_argument():
     net = gpt()
     prompt = torch.randint(0, V, (3, 4))
-    got = al.generate(net, start=prompt, max_length=6)
+    got = al.generate(net, start=prompt, max_new_tokens=6)
     assert got.tokens.dtype == torch.int64 and got.tokens.shape == (3, 6)
     assert torch.equal(got.tokens, naive_greedy(net, prompt, 6))
     # a single start id, one per sequence, and a B×t×1 prompt
-    assert torch.equal(al.generate(net, start=5, max_length=3).tokens,
+    assert torch.equal(al.generate(net, start=5, max_new_tokens=3).tokens,
                        naive_greedy(net, torch.tensor([[5]]), 3))
-    assert torch.equal(al.generate(net, start=torch.tensor([5, 6]), max_length=3).tokens,
+    assert torch.equal(al.generate(net, start=torch.tensor([5, 6]), max_new_tokens=3).tokens,
                        naive_greedy(net, torch.tensor([[5], [6]]), 3))
-    assert torch.equal(al.generate(net, start=prompt.unsqueeze(-1), max_length=6).tokens,
+    assert torch.equal(al.generate(net, start=prompt.unsqueeze(-1), max_new_tokens=6).tokens,
                        got.tokens)
 
 
@@ -67,7 +67,7 @@ def test_generate_uses_the_key_value_cache_not_the_prefix_again():
     emb = net.layer_modules["wte"]
     hook = emb.register_forward_hook(lambda m, args, out: seen.append(tuple(args[0].shape)))
     try:
-        al.generate(net, start=torch.randint(0, V, (2, 5)), max_length=4)
+        al.generate(net, start=torch.randint(0, V, (2, 5)), max_new_tokens=4)
     finally:
         hook.remove()
     # the prompt once, then one new id per step: the prefix is never fed again
@@ -79,7 +79,7 @@ def test_generate_stops_at_the_stop_token_per_sequence():
     prompt = torch.randint(0, V, (2, 3))
     free = naive_greedy(net, prompt, 8)
     stop = int(free[0, 2])
-    got = al.generate(net, start=prompt, max_length=8, stop=stop)
+    got = al.generate(net, start=prompt, max_new_tokens=8, stop=stop)
     first = int((free[0] == stop).nonzero()[0])
     assert int(got.lengths[0]) == first + 1
     assert got.sequences()[0] == free[0, :first + 1].tolist()
@@ -91,19 +91,19 @@ def test_a_prompt_longer_than_the_learned_positions_is_an_error_in_forward_and_g
     with pytest.raises(al.DataError, match="layer 'wpe'.*max_length 8"):
         net(long)
     with pytest.raises(al.DataError) as e:
-        al.generate(net, start=long, max_length=1)
+        al.generate(net, start=long, max_new_tokens=1)
     assert "9 tokens" in str(e.value) and "layer 'wpe'" in str(e.value)
     # a prompt that fits, with more tokens asked than positions remain: refused before a step
     with pytest.raises(al.DataError) as e:
-        al.generate(net, start=long[:, :5], max_length=6)
-    assert "max_length ≤ 4" in str(e.value) and "'wpe'" in str(e.value)
-    assert al.generate(net, start=long[:, :5], max_length=4).tokens.shape == (1, 4)
+        al.generate(net, start=long[:, :5], max_new_tokens=6)
+    assert "max_new_tokens ≤ 4" in str(e.value) and "'wpe'" in str(e.value)
+    assert al.generate(net, start=long[:, :5], max_new_tokens=4).tokens.shape == (1, 4)
 
 
 def test_generate_in_bfloat16_keeps_large_ids_exact():
     net = gpt(vocab=60000).to(torch.bfloat16)
     prompt = torch.tensor([[50001, 59999, 3]])
-    got = al.generate(net, start=prompt, max_length=3)
+    got = al.generate(net, start=prompt, max_new_tokens=3)
     want = naive_greedy(net, prompt, 3)
     assert torch.equal(got.tokens, want)
 
@@ -122,7 +122,7 @@ def test_generate_with_a_padded_token_encoder_in_static_inputs():
     net.connect("cross", "head")
     net.eval()
     enc = [torch.tensor([1, 2, 3, 4]), torch.tensor([5, 6])]
-    got = al.generate(net, static_inputs={"enc": enc}, start=0, max_length=5)
+    got = al.generate(net, static_inputs={"enc": enc}, start=0, max_new_tokens=5)
     cur, want = torch.zeros(2, 1, dtype=torch.long), []
     for _ in range(5):
         nxt = net({"enc": enc, "dec": cur})[:, -1].argmax(-1)

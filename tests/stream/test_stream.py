@@ -526,7 +526,7 @@ def test_generate_equals_greedy_decoding_by_full_passes():
     ref, _ = greedy_by_full_passes(net, source, start, 12)
     stop = int(ref[0, 3])                                  # a token some sequences produce
     ref, lengths = greedy_by_full_passes(net, source, start, 12, stop)
-    g = generate(net, {"source": source}, start=0, stop=stop, max_length=12)
+    g = generate(net, {"source": source}, start=0, stop=stop, max_new_tokens=12)
     assert torch.equal(g.tokens, ref)
     assert torch.equal(g.lengths, lengths)
     assert g.sequences()[0][-1] == stop and len(g.sequences()[0]) == int(lengths[0])
@@ -541,7 +541,7 @@ def test_generate_with_a_prompt_prefills_it():
     source = torch.randn(2, 4, 3)
     prompt = torch.randint(0, V, (2, 3))                   # B×t ids
     ref, _ = greedy_by_full_passes(net, source, prompt.unsqueeze(-1).float(), 6)
-    g = generate(net, {"source": source}, start=prompt, max_length=6)
+    g = generate(net, {"source": source}, start=prompt, max_new_tokens=6)
     assert torch.equal(g.tokens, ref)
 
 

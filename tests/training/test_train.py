@@ -439,10 +439,10 @@ def test_no_host_reads_per_decoding_step(monkeypatch):
     for _ in range(20):                           # the caches double on the way
         x = static.step(x)[:, -1].argmax(-1).float().view(-1, 1, 1)
     assert calls == [] and static.steppers["attn"].cache.capacity == 32
-    free = al.generate(net, start=0, max_length=32).tokens[0].tolist()
+    free = al.generate(net, start=0, max_new_tokens=32).tokens[0].tolist()
     stop = min(set(range(12)) - set(free))        # an id of the vocabulary never produced
     calls.clear()
-    al.generate(net, start=0, stop=stop, max_length=32)
+    al.generate(net, start=0, stop=stop, max_new_tokens=32)
     assert calls.count("__bool__") == 32 // 8 and len(calls) <= 32 // 8 + 2, calls
 
 

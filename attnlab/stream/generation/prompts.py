@@ -1,0 +1,106 @@
+"""`generate`'s `start`: a start id, B ids, B×t prompts of ids or B×t×C inputs, checked and
+shaped for the stream's decoder input; DataError for anything else."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from attnlab.core import checks as check
+from attnlab.core.errors import DataError
+
+
+def start_input(start) -> Tensor:
+    """start → a tensor: a 0-d id, B ids, B×t ids or B×t×C inputs (numbers, not empty);
+    DataError for anything else, prompts of different lengths included."""
+    given = start
+    if isinstance(start, (list, tuple)):
+        _equal_prompts(start)
+        if start and all(isinstance(p, Tensor) for p in start):
+            start = torch.stack(list(start))                # B prompts → B×t
+    if not isinstance(start, Tensor):
+        try:
+            start = np.asarray(start)
+        except (TypeError, ValueError) as e:
+            raise _start_error("token ids or inputs (numbers)",
+                               f"{check.shown(given)}, not an array of numbers ({e})") from None
+        if start.dtype.kind not in "iuf":
+            what = "text" if start.dtype.kind in "US" else f"{start.dtype} values"
+            raise _start_error("token ids or inputs (numbers)", f"{check.shown(given)}" +
+                               (f", {what}" if start.ndim else ""))
+    x = start if isinstance(start, Tensor) else torch.as_tensor(start)
+    if x.dtype == torch.bool or x.is_complex():
+        raise _start_error("token ids or inputs (numbers)", f"a tensor of {x.dtype}")
+    if x.numel() == 0 or x.dim() > 3:
+        raise _start_error("a token id, B ids, B×t prompts or B×t×C inputs",
+                           f"{check.shown(given)}, of size {'×'.join(map(str, x.shape))}")
+    return x
+
+
+def _equal_prompts(start: list | tuple) -> None:
+    """Prompts of different lengths cannot share the batch's positions (no padded batches
+    yet): a DataError, before numpy makes them an object array or fails."""
+    lengths = [_length(p) for p in start]
+    if all(n is None for n in lengths):
+        return                                                 # B start ids
+    if any(n is None for n in lengths):
+        raise _start_error("either B start ids or B prompts of ids, not both",
+                           "a list that mixes ids and prompts")
+    if len(set(lengths)) > 1:
+        seen = ", ".join(str(n) for n in sorted({n for n in lengths if n is not None}))
+        raise _start_error("prompts of equal length", f"{len(start)} prompts of lengths "
+                           f"{seen}", "Prompts must have equal length for now: call generate "
+                           "once per prompt length (or once per prompt).")
+
+
+def _length(prompt) -> int | None:
+    if isinstance(prompt, (list, tuple)):
+        return len(prompt)
+    if isinstance(prompt, (Tensor, np.ndarray)) and prompt.ndim:
+        return int(prompt.shape[0])
+    return None
+
+
+def _start_error(expected: str, received: str, fix: str = "") -> DataError:
+    fix = fix or ("Give a start id (e.g. start=0), a B×t tensor of prompt ids (e.g. "
+                  "start=torch.tensor([[3, 1, 4]])) or a list of B prompts of equal length; "
+                  "text goes through the network's tokenizer first.")
+    err = DataError(f"generate argument 'start': expected {expected}, received {received}. {fix}")
+    err.argument = "start"
+    return err
+
+
+def expand_start(x, s) -> Tensor:
+    """The first decoder input, B×t×C (B×t int64 ids for a TokenInput)."""
+    if s._tokens[0]:
+        return _start_ids(x, s)
+    if x.dim() == 0:                                   # one start id for the whole batch
+        x = x.reshape(1, 1, 1).expand(s.batch_size or 1, 1, 1)
+    elif x.dim() == 1:                                 # one start id per sequence
+        x = x.reshape(-1, 1, 1)
+    elif x.dim() == 2:                                 # B×t prompt ids
+        x = x.unsqueeze(-1)
+    if s.batch_size is not None and x.shape[0] != s.batch_size:
+        raise DataError(f"generate: start has batch size {x.shape[0]} but static_inputs have "
+                        f"{s.batch_size}. Give one start per sequence, or a single id.")
+    return x
+
+
+def _start_ids(x, s) -> Tensor:
+    """The first input of a TokenInput decoder: B×t int64 ids."""
+    if x.dim() == 0:                                   # one start id for the whole batch
+        x = x.reshape(1, 1).expand(s.batch_size or 1, 1)
+    elif x.dim() == 1:                                 # one start id per sequence
+        x = x.reshape(-1, 1)
+    elif x.dim() == 3 and x.shape[2] == 1:
+        x = x.squeeze(2)
+    if x.dim() != 2 or x.shape[1] == 0:
+        raise DataError(f"generate: start must be a token id, B ids or a B×t prompt of ids, "
+                        f"received {'×'.join(map(str, x.shape))}.")
+    if x.is_floating_point() or x.dtype == torch.bool:
+        from attnlab.core.batching import token_ids
+        x = token_ids(x, "start", "generate")
+    if s.batch_size is not None and x.shape[0] != s.batch_size:
+        raise DataError(f"generate: start has batch size {x.shape[0]} but static_inputs have "
+                        f"{s.batch_size}. Give one start per sequence, or a single id.")
+    return x.long()
