@@ -126,20 +126,29 @@ def _peak(fn, device) -> float | None:
 
 
 _LOAD = """
-import resource, sys, torch
+import sys, torch
 torch.set_num_threads(1)
 import attnlab as al, transformers as hf
 hf.logging.set_verbosity_error()
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith(key + ":"))
+
+base = status("VmRSS")
+with open("/proc/self/clear_refs", "w") as f:       # the peak (VmHWM) back to the current RSS
+    f.write("5")
 m = al.from_pretrained(sys.argv[2]) if sys.argv[1] == "attnlab" else \\
     hf.AutoModelForCausalLM.from_pretrained(sys.argv[2])
-print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024)
+print((status("VmHWM") - base) / 1024)
 """
 
 
 def load_peak(folder, which: str) -> float | None:
     """MiB the peak resident set grows by while `which` loads the saved folder, in a fresh
-    process (so that nothing read before counts); None where getrusage gives no peak."""
+    process (so that nothing read before counts): the kernel's peak (VmHWM) is reset once the
+    libraries are imported (their own peak would hide a smaller load), then read after the
+    load. None off Linux."""
     import subprocess
     if sys.platform != "linux":
         return None
