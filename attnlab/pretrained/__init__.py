@@ -46,7 +46,8 @@ import torch
 
 from attnlab.core.errors import ArgumentError, close_matches
 from .config import CONFIG_FILE, DTYPES, Config, CheckpointError, Keys, file_problem, keys
-from .weights import (Checkpoint, W, Weight, check_counts, check_sizes, load, no_random_init,
+from .checkpoint import Checkpoint
+from .weights import (W, Weight, check_counts, check_sizes, load, no_random_init,
                       small_table)
 from .saving import write_pretrained
 from .builder import Family, Names

@@ -37,7 +37,8 @@ from ..layers.base import Layer
 from ..network import Network
 from .common import ACTIVATIONS, output, residual, under
 from .config import CONFIG_FILE, CheckpointError, Config, keys
-from .weights import Checkpoint, W, Weight
+from .checkpoint import Checkpoint
+from .weights import W, Weight
 
 ARCHITECTURES = ("T5ForConditionalGeneration",)
 
