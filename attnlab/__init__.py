@@ -24,14 +24,16 @@ _LAZY = {
     "generate": "attnlab.stream", "forecast": "attnlab.stream",
     "from_pretrained": "attnlab.pretrained",
 }
-_SUBMODULES = {"blocks", "datasets", "matlab", "functional", "pretrained", "viz"}
+_SUBMODULES = {"blocks": "attnlab.blocks", "datasets": "attnlab.training.datasets",
+               "matlab": "attnlab.matlab", "functional": "attnlab.functional",
+               "pretrained": "attnlab.pretrained", "viz": "attnlab.viz"}
 
 
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     if name in _SUBMODULES:
-        return importlib.import_module(f"attnlab.{name}")
+        return importlib.import_module(_SUBMODULES[name])
     raise AttributeError(f"module 'attnlab' has no attribute '{name}'")
 
 

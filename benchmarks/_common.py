@@ -1,6 +1,7 @@
 """Shared timing and reporting for the benchmark scripts (not tests: nothing here asserts)."""
 from __future__ import annotations
 
+import os
 import platform
 import re
 import statistics
@@ -26,6 +27,57 @@ def interleaved(fns: dict, iters: int, repeats: int, warmup: int = 3) -> dict[st
                 fn()
             samples[k].append((time.perf_counter() - t0) / iters)
     return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def interleaved_samples(fns: dict, iters: int, repeats: int, warmup: int = 1,
+                        sync=None) -> dict[str, list[float]]:
+    """Seconds per call of each function in each of `repeats` rounds, the contenders timed in
+    alternation within a round (so that load from other processes hits each alike); `sync`
+    (e.g. torch.cuda.synchronize) runs before each clock read."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            if sync:
+                sync()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            if sync:
+                sync()
+            samples[k].append((time.perf_counter() - t0) / iters)
+    return samples
+
+
+def ratio_spread(slow: list[float], fast: list[float]) -> tuple[float, float, float]:
+    """(median, lowest, highest) of the per-round ratios slow[i] / fast[i]: a round's two
+    contenders ran back to back, so their ratio is steadier than either time under load."""
+    r = sorted(a / b for a, b in zip(slow, fast))
+    return statistics.median(r), r[0], r[-1]
+
+
+def load_average() -> float | None:
+    """The 1-minute load average (None where the system does not say)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def load_note(before: float | None, after: float | None) -> str:
+    """A sentence saying how busy the machine was while a benchmark ran."""
+    if before is None or after is None:
+        return "Load during the run not known."
+    cpus = os.cpu_count() or 1
+    lo, hi = sorted((before, after))
+    busy = hi > 0.5 * cpus
+    return (f"Measured {'under load' if busy else 'on a quiet machine'}: 1-minute load "
+            f"average {lo:.1f}–{hi:.1f} on {cpus} CPUs"
+            + (" (other processes shared the cores: times are noisy, so the table gives "
+               "medians of interleaved rounds and the spread of their ratios)." if busy
+               else "."))
 
 
 def machine() -> str:

@@ -7,12 +7,17 @@ and read back with `al.from_pretrained`; then, in one run:
 
 - the forward pass at B1×T512 (`model(input_ids).logits` against `net(input_ids)`);
 - greedy decoding of 128 tokens after a 16-token prompt (`model.generate` with its cache
-  against `al.generate`, which streams with the key/value cache), and attnlab recomputing the
-  whole prefix for every token, the cost the cache saves;
+  against `al.generate`, which streams with the key/value cache; no stop id in either, so both
+  make all 128), and attnlab recomputing the whole prefix for every token (once), the cost the
+  cache saves;
 - peak memory of each above the weights: `torch.cuda.max_memory_allocated` on a GPU; on a CPU
-  the growth of the resident set while it runs, sampled by a thread.
+  the growth of the resident set while it runs, sampled by a thread (median of 3, the two
+  alternating); and the peak while `from_pretrained` loads the folder, in a fresh process.
 
-Outputs are checked first (logits within 1e-4 of their largest magnitude, the same tokens).
+Times come from interleaved rounds (transformers, then attnlab, in each round), so that load
+from other processes hits both alike: the table gives the medians, the fastest, and the
+median and range of the per-round ratios. Outputs are checked first (logits within 1e-4 of
+their largest magnitude, the same tokens).
 `--smoke` runs every path at tiny sizes on the CPU and writes nothing (the suite runs it).
 Needs the `hf` extra (transformers).
 """
@@ -36,7 +41,8 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import attnlab as al                                  # noqa: E402
-from _common import machine, write_section           # noqa: E402
+from _common import (interleaved_samples, load_average, load_note, machine,  # noqa: E402
+                     ratio_spread, write_section)
 
 
 def configs(smoke: bool) -> dict:
@@ -67,16 +73,13 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def _time(fn, device, repeats: int) -> float:
-    fn()                                       # warm-up (allocator, kernels, caches)
-    samples = []
-    for _ in range(repeats):
-        _sync(device)
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+def _once(fn, device) -> float:
+    """Seconds one call takes (a run too long to repeat)."""
+    _sync(device)
+    t0 = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - t0
 
 
 def _rss() -> int:
@@ -175,64 +178,87 @@ def measure(name, config, device, T, n_new, repeats):
         diff = (got - ref).abs().max().item() / ref.abs().max().item()
         if diff > 1e-4:
             raise SystemExit(f"{name}: logits differ by {diff:.2e} of their largest magnitude")
-        hf_tokens = model.generate(prompt, max_new_tokens=n_new, min_new_tokens=n_new,
-                                   do_sample=False, pad_token_id=0)[:, 16:]
-        al_tokens = al.generate(net, start=prompt, max_length=n_new).tokens
-        same = int((hf_tokens.cpu() == al_tokens.cpu()[:, :n_new]).all())
+        hf_generate = dict(attention_mask=torch.ones_like(prompt), max_new_tokens=n_new,
+                           do_sample=False, eos_token_id=None, pad_token_id=0)
+        hf_tokens = model.generate(prompt, **hf_generate)[:, 16:]
+        al_tokens = al.generate(net, start=prompt, max_new_tokens=n_new).tokens
+        same = int(hf_tokens.shape == al_tokens.shape and
+                   bool((hf_tokens.cpu() == al_tokens.cpu()).all()))
 
         fwd = {"transformers": lambda: model(ids).logits, "attnlab": lambda: net(ids)}
-        dec = {"transformers": lambda: model.generate(prompt, max_new_tokens=n_new,
-                                                      min_new_tokens=n_new, do_sample=False,
-                                                      pad_token_id=0),
-               "attnlab": lambda: al.generate(net, start=prompt, max_length=n_new)}
-        t_fwd = {k: _time(f, device, repeats) for k, f in fwd.items()}
-        t_dec = {k: _time(f, device, repeats) for k, f in dec.items()}
-        t_re = _time(lambda: recompute(net, prompt, n_new), device, max(1, repeats // 3))
-        m_fwd = {k: _peak(f, device) for k, f in fwd.items()}
-        m_dec = {k: _peak(f, device) for k, f in dec.items()}
+        dec = {"transformers": lambda: model.generate(prompt, **hf_generate),
+               "attnlab": lambda: al.generate(net, start=prompt, max_new_tokens=n_new)}
+        sync = torch.cuda.synchronize if device.type == "cuda" else None
+        t_fwd = interleaved_samples(fwd, 1, repeats, sync=sync)
+        t_dec = interleaved_samples(dec, 1, repeats, sync=sync)
+        t_re = _once(lambda: recompute(net, prompt, n_new), device)
+        m_fwd = _peaks(fwd, device)
+        m_dec = _peaks(dec, device)
     return dict(name=name, diff=diff, same=same, fwd=t_fwd, dec=t_dec, recompute=t_re,
                 m_fwd=m_fwd, m_dec=m_dec, weights=weights, m_load=m_load)
 
 
+def _peaks(fns: dict, device, rounds: int = 3) -> dict:
+    """The median peak of each function over `rounds` alternating runs."""
+    got: dict = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            got[k].append(_peak(fn, device))
+    return {k: None if None in v else statistics.median(v) for k, v in got.items()}
+
+
 def _mib(x):
-    return "–" if x is None else f"{x:.0f} MiB"
+    return "–" if x is None else f"{x:.1f} MiB"
 
 
-def report(rows, device, T, n_new) -> str:
+def report(rows, device, T, n_new, repeats, load) -> str:
     dev = torch.cuda.get_device_name() if device.type == "cuda" else machine()
     lines = ["## Checkpoints against transformers (`benchmarks/checkpoints.py`)", "",
-             f"{time.strftime('%Y-%m-%d')} · {dev} · torch {torch.__version__} · transformers "
+             f"{time.strftime('%Y-%m-%d')} · {dev} · transformers "
              f"{__import__('transformers').__version__} · float32 · random weights, the same "
-             "in both · medians after a warm-up. Ratio = transformers' time / attnlab's "
-             "(above 1: attnlab faster).", "",
+             f"in both · {repeats} interleaved rounds after a warm-up (transformers, then "
+             "attnlab, in each). Times: median (fastest). Ratio = transformers' time / "
+             "attnlab's in the same round (above 1: attnlab faster): median (range).", "",
+             load_note(*load) if device.type != "cuda" else "", "",
              f"| model | forward B1×T{T}: transformers | attnlab | ratio | greedy {n_new} "
-             "tokens: transformers | attnlab | ratio | attnlab recomputing the prefix | "
-             "cache speed-up | peak memory fwd (hf / attnlab) | decode (hf / attnlab) | "
-             "logits diff | same tokens |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    loads = ["", "Loading (`from_pretrained`, each in a fresh process): the growth of the peak "
-             "resident set while the file is read. Both map the file: its pages count once "
-             "used, so decoding's growth includes the weights it reads.", "",
-             "| model | weights | load peak: transformers | attnlab | attnlab / weights | "
-             "attnlab / transformers | decode memory attnlab / transformers |",
-             "|---|---|---|---|---|---|---|"]
+             "tokens after 16: transformers | attnlab | ratio | attnlab recomputing the "
+             "prefix (once) | cache speed-up | logits diff | same tokens |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    mem = ["", "Memory: the growth of the resident set (on a GPU: allocated memory) while each "
+           "runs, median of 3 alternating runs; loading (`from_pretrained`) in a fresh process "
+           "each, the growth of its peak resident set while the folder is read. Both map the "
+           "file, so the first run touches the weights' pages; the runs measured come after "
+           "it. Ratio = attnlab / transformers (below 1: attnlab uses less).", "",
+             "| model | weights | load peak: transformers | attnlab | ratio | attnlab / "
+             f"weights | forward T{T}: transformers | attnlab | ratio | greedy decoding: "
+             "transformers | attnlab | ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         f, d = r["fwd"], r["dec"]
         lines.append(
-            f"| {r['name']} | {f['transformers'] * 1e3:.1f} ms | {f['attnlab'] * 1e3:.1f} ms | "
-            f"{f['transformers'] / f['attnlab']:.2f}× | {d['transformers'] * 1e3:.0f} ms | "
-            f"{d['attnlab'] * 1e3:.0f} ms | {d['transformers'] / d['attnlab']:.2f}× | "
-            f"{r['recompute'] * 1e3:.0f} ms | {r['recompute'] / d['attnlab']:.1f}× | "
-            f"{_mib(r['m_fwd']['transformers'])} / {_mib(r['m_fwd']['attnlab'])} | "
-            f"{_mib(r['m_dec']['transformers'])} / {_mib(r['m_dec']['attnlab'])} | "
+            f"| {r['name']} | {_ms(f['transformers'])} | {_ms(f['attnlab'])} | "
+            f"{_spread(f)} | {_ms(d['transformers'])} | {_ms(d['attnlab'])} | "
+            f"{_spread(d)} | {r['recompute'] * 1e3:.0f} ms | "
+            f"{r['recompute'] / statistics.median(d['attnlab']):.1f}× | "
             f"{r['diff']:.1e} | {'yes' if r['same'] else 'no'} |")
-        ld, md = r["m_load"], r["m_dec"]
-        loads.append(
+        ld, mf, md = r["m_load"], r["m_fwd"], r["m_dec"]
+        mem.append(
             f"| {r['name']} | {r['weights']:.0f} MiB | {_mib(ld['transformers'])} | "
-            f"{_mib(ld['attnlab'])} | {_ratio(ld['attnlab'], r['weights'])} | "
-            f"{_ratio(ld['attnlab'], ld['transformers'])} | "
+            f"{_mib(ld['attnlab'])} | {_ratio(ld['attnlab'], ld['transformers'])} | "
+            f"{_ratio(ld['attnlab'], r['weights'])} | {_mib(mf['transformers'])} | "
+            f"{_mib(mf['attnlab'])} | {_ratio(mf['attnlab'], mf['transformers'])} | "
+            f"{_mib(md['transformers'])} | {_mib(md['attnlab'])} | "
             f"{_ratio(md['attnlab'], md['transformers'])} |")
-    return "\n".join(lines + loads)
+    return "\n".join(lines + mem)
+
+
+def _ms(samples: list[float]) -> str:
+    return f"{statistics.median(samples) * 1e3:.0f} ms ({min(samples) * 1e3:.0f})"
+
+
+def _spread(samples: dict) -> str:
+    med, lo, hi = ratio_spread(samples["transformers"], samples["attnlab"])
+    return f"{med:.2f}× ({lo:.2f}–{hi:.2f})"
 
 
 def _ratio(a, b):
@@ -244,12 +270,18 @@ def main(argv=None):
     ap.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU; writes nothing")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: "
+                    "torch's); 1 keeps rounds steadier where other processes share the cores")
     args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)     # 1 on a loaded machine: steadier rounds
     device = torch.device("cpu" if args.smoke else args.device)
     T, n_new = (24, 6) if args.smoke else (512, 128)
-    rows = [measure(name, cfg, device, T, n_new, 1 if args.smoke else args.repeats)
+    repeats = 1 if args.smoke else args.repeats
+    before = load_average()
+    rows = [measure(name, cfg, device, T, n_new, repeats)
             for name, cfg in configs(args.smoke).items()]
-    text = report(rows, device, T, n_new)
+    text = report(rows, device, T, n_new, repeats, (before, load_average()))
     print(text)
     if not args.smoke:
         write_section("checkpoints", text)

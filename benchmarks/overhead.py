@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import attnlab as al                     # noqa: E402
 from attnlab import layers as L          # noqa: E402
 from _common import interleaved, machine, write_section   # noqa: E402
-from attnlab.demos.seed1 import answer_network   # noqa: E402
+from attnlab.cli.demos.seed1 import answer_network   # noqa: E402
 
 
 class HandMLP(nn.Module):

@@ -4,7 +4,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["overhead.py", "attention.py", "training.py", "decoding.py", "checkpoints.py"]
+SCRIPTS = ["overhead.py", "attention.py", "training.py", "decoding.py", "checkpoints.py",
+           "families.py"]
 
 if __name__ == "__main__":
     extra = sys.argv[1:]                      # e.g. --quick, passed to every script

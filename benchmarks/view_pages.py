@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import attnlab as al                                              # noqa: E402
 from attnlab import layers as L                                   # noqa: E402
 from attnlab.cli import main as cli                               # noqa: E402
-from attnlab.demos.seed1 import question_network                  # noqa: E402
+from attnlab.cli.demos.seed1 import question_network                  # noqa: E402
 from chromium import Browser                                      # noqa: E402
 
 DEMOS = ("digits", "vowels", "forecast", "roman")
@@ -37,7 +37,7 @@ def samples(folder: Path, name: str) -> None:
         x = np.asarray(d.X_test[0], np.float32)
         np.savez(folder / "sample.npz", image=x.reshape(1, 8, 8) / max(float(x.max()), 1.0))
     elif name == "vowels":
-        from attnlab.demos.vowels import member_configs, member_view
+        from attnlab.cli.demos.vowels import member_configs, member_view
         d = al.datasets.japanese_vowels()      # as model.attnlab (member 0) sees an utterance
         x = member_view(member_configs(1)[0], d.X_train, [d.X_test[0]])[1][0]
         np.savez(folder / "sample.npz", cepstrum=x)
@@ -45,7 +45,7 @@ def samples(folder: Path, name: str) -> None:
         rng = np.random.default_rng(0)       # three standardised channels, 40 weeks
         np.savez(folder / "sample.npz", input=rng.standard_normal((40, 3)).astype(np.float32))
     elif name == "roman":
-        from attnlab.demos.roman import Vocab
+        from attnlab.cli.demos.roman import Vocab
         d = al.datasets.roman_numerals()
         v = Vocab(d)
         src, tgt = "947", "CMXLVII"

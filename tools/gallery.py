@@ -82,7 +82,7 @@ def attention_example():
 def main(out="docs") -> list[Path]:
     import matplotlib
     matplotlib.use("Agg")
-    from attnlab.demos.seed1 import answer_network, question_network
+    from attnlab.cli.demos.seed1 import answer_network, question_network
     from attnlab.viz.attention import plot_attention
 
     out = Path(out)

@@ -18,8 +18,8 @@ import numpy as np
 
 import attnlab as al
 
-from attnlab.demos import _common as C
-from attnlab.demos.baselines import logistic_sequences
+from attnlab.cli.demos import _common as C
+from attnlab.cli.demos.baselines import logistic_sequences
 
 import vowels_search as V
 

@@ -1,5 +1,5 @@
 """The vowels demo's search harness: the network and augmentation with every option that
-was tried (attnlab/demos/vowels.py holds only the chosen one), for tools/vowels_cv.py.
+was tried (attnlab/cli/demos/vowels.py holds only the chosen one), for tools/vowels_cv.py.
 
 With `TUNED` (the chosen configuration) `train_network` trains the demo's members: the same
 draws and the same weights for the same seed. The candidates tried and their figures are in
@@ -14,10 +14,10 @@ import torch.nn.functional as F
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.demos import _common as C
+from attnlab.cli.demos import _common as C
 from attnlab.core.errors import ArgumentError
 from attnlab.training.losses import CrossEntropy
-from attnlab.demos.baselines import resample
+from attnlab.cli.demos.baselines import resample
 
 EPOCHS = 150
 SEED = 0
@@ -516,7 +516,7 @@ def multiview_classify(nets, Xs) -> np.ndarray:
         nets, torch.stack([C.ensemble_scores([n], X) for n, X in zip(nets, Xs)]).mean(0))
 
 
-# The chosen configuration: attnlab/demos/vowels.py trains it; docs/demos/vowels.md records how
+# The chosen configuration: attnlab/cli/demos/vowels.py trains it; docs/demos/vowels.md records how
 # each candidate scored.
 TUNED: dict = {"lr": 3e-3, "dropout": 0.3, "input_dropout": 0.05, "delta": 1,
                "augment": {"warp": 0.15, "jitter": 0.05, "scale": 0.2, "drift": 1.0,

@@ -9,7 +9,7 @@ from attnlab.core.errors import ArgumentError, DataError, close_matches
 from attnlab.core.precision import (autocast, autocast_dtype, check_compile, check_precision,
                                     resolve_device)
 from attnlab.core.sequences import (MASK_KEYS, Padded, follows_hugging_face, hugging_face_inputs,
-                                    pad_sequences, unpad)
+                                    hugging_face_positional, pad_sequences, unpad)
 from attnlab.core.spec import Spec
 
 
@@ -43,6 +43,8 @@ def normalize_inputs(net, args, kwargs) -> dict:
     names = net.input_names
     if len(args) == 1 and isinstance(args[0], dict):
         return dict(args[0])
+    if args and follows_hugging_face(net):         # read in transformers' positional order
+        return hugging_face_positional(net, args, kwargs, names)
     if kwargs:
         return dict(kwargs)
     if len(args) != len(names):

@@ -124,6 +124,89 @@ def hugging_face_inputs(given: dict, names, tokens=None) -> dict:
     return out
 
 
+# transformers' forward arguments in their positional order, by `model_type`, as far as the
+# networks of `al.from_pretrained` take them: `net(input_ids, attention_mask)` reads as
+# `model(input_ids, attention_mask)` does. What follows the listed ones is an argument no
+# network has (position_ids, head_mask, inputs_embeds, a cache), so a call reaching it is
+# refused; a model_type not listed takes its first input alone by position.
+_MASKED = ("input_ids", "attention_mask")
+_POSITIONAL: dict[str, tuple[str, ...]] = {
+    "bert": _MASKED + (TOKEN_TYPES,),
+    "roberta": _MASKED + (TOKEN_TYPES,),
+    "t5": _MASKED + ("decoder_input_ids", "decoder_attention_mask"),
+    "gpt2": ("input_ids",),                 # the key/value cache comes second, then the mask
+    "vit": ("pixel_values",),
+    **dict.fromkeys(("llama", "mistral", "mixtral", "qwen2", "qwen3", "gemma", "gemma2",
+                     "phi3", "gpt_neox", "opt", "distilbert"), _MASKED),
+}
+_SECOND = {"gpt2": "its key/value cache (past_key_values)"}   # said when refused
+
+
+def _model(net) -> tuple[str | None, str | None]:
+    """(model_type, architecture) of a network from `al.from_pretrained`, None where unsaid."""
+    meta = net.metadata.get(HUGGING_FACE)
+    meta = meta if isinstance(meta, dict) else {}
+    config = meta.get("config")
+    kind = config.get("model_type") if isinstance(config, dict) else None
+    arch = meta.get("architecture")
+    return (kind if isinstance(kind, str) else None), (arch if isinstance(arch, str) else None)
+
+
+def positional_order(net, names) -> tuple[str, ...]:
+    """The inputs a Hugging Face network takes by position, in transformers' order: its
+    model_type's list, cut before the first argument that is neither one of `names` nor a
+    mask of one of them (T5EncoderModel stops after attention_mask)."""
+    names = list(names)
+    listed = _POSITIONAL.get(_model(net)[0] or "")
+    if listed is None:
+        first = "input_ids" if "input_ids" in names else names[0] if len(names) == 1 else None
+        return (first,) if first else ()
+    order: list[str] = []
+    for arg in listed:
+        pads = arg in MASK_KEYS and any(_padded_by(arg, n) for n in names)
+        if arg not in names and not pads:
+            break
+        order.append(arg)
+    return tuple(order)
+
+
+def hugging_face_positional(net, args: tuple, kwargs: dict, names) -> dict:
+    """Inputs of a Hugging Face network given by position (and any by name beside them) →
+    a dict by transformers' argument names, the positional ones read in transformers' order
+    (`positional_order`). A call that order cannot read is a DataError naming the inputs:
+    more inputs by position than it lists, an argument given twice, or a network input
+    (other than `token_type_ids`, zeros when left out) that the call leaves out."""
+    names = list(names)
+    order = positional_order(net, names)
+    kind, arch = _model(net)
+    model = f"transformers' {arch}" if arch else "the transformers model"
+    inputs = f"(the network's inputs: {', '.join(names)})"
+    count = f"{len(args)} input{'s' if len(args) != 1 else ''} by position"
+    if len(args) > len(order):
+        then = _SECOND.get(kind or "") if len(order) == 1 else None
+        if not order:
+            raise DataError(f"{count}, but this network reads none by position {inputs}. "
+                            "Give them in a dict by name.")
+        after = (f", then {then}, which no attnlab network takes" if then
+                 else ", and nothing after them is an input of this network")
+        example = f", as net({order[0]}, attention_mask=mask)," if then else ","
+        raise DataError(f"{count}, but {model} reads {', '.join(order)} by position{after}. "
+                        f"Give the others by name{example} or all of them in a dict by name "
+                        f"{inputs}.")
+    given = dict(zip(order, args))
+    twice = [k for k in kwargs if k in given]
+    if twice:
+        raise DataError(f"input '{twice[0]}' given both by position and by name: give it once.")
+    given.update(kwargs)
+    optional = {TOKEN_TYPES} if "input_ids" in given else set()
+    missing = [n for n in names if n not in given and n not in optional]
+    if missing:
+        raise DataError(f"{count} leave{'s' if len(args) == 1 else ''} out {', '.join(missing)}: "
+                        f"{model} reads {', '.join(order)} by position, in this order {inputs}. "
+                        f"Give {', '.join(missing)} by name too, or all of them in a dict by name.")
+    return given
+
+
 def _zeros_like(ids):
     """token_type_ids for `ids` (a tensor, an array, Padded or a list of sequences): zeros."""
     if isinstance(ids, Padded):

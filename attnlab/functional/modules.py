@@ -1,157 +1,37 @@
 """The torch modules that the attention layers build (public as `attnlab.functional`'s):
-`AttentionModule` (no learnables), `MultiHeadAttentionModule`, `SelfAttentionModule` and
-`AttentionPoolModule`. Each computes through `attnlab.functional.attention`; their stages (`project_q`, `project_kv`, `transform_qk`,
+`AttentionModule` (no learnables), `MultiHeadAttentionModule`, `SelfAttentionModule`,
+`QKNormSelfAttentionModule` and `AttentionPoolModule`. Each computes through
+`attnlab.functional.attention`; their stages (`project_q`, `project_kv`, `transform_qk`,
 `attend`, `output_map`) are what streaming reuses one by one.
 
 A module made by a layer takes the layer's `AttentionOptions` whole and trusts them: the rules
 ran once, when the layer was made. Made directly from loose arguments (`SelfAttentionModule(
-channels, num_heads, key_channels, …)`), it checks them by the same rules first.
+channels, num_heads, key_channels, …)`), it checks them by the same rules first
+(`functional/loose.py`). Self-attention's q, k and v run as one matmul
+(`functional/projections.py`).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Tuple, Union, cast
+from typing import Any, Optional, Tuple, Union, cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.functional import rules
-from attnlab.functional.rules import AttentionOptions
 from attnlab.core.errors import FormatError, SizeError
 from attnlab.core.sequences import mask_positions
-from attnlab.functional.math import MaskArg, _divisor_hint, _fail, _module_attention, _size
+from attnlab.functional import loose as arguments, projections, rules
+from attnlab.functional.math import MaskArg, _fail, _module_attention, _size
+# plain_linear and global_module_hooks: read here by the streaming steppers too
+from attnlab.functional.projections import Stacked, global_module_hooks, plain_linear  # noqa: F401
 from attnlab.functional.rotary import Rotary
+from attnlab.functional.rules import AttentionOptions
 
 __all__ = ["AttentionOptions", "AttentionModule", "MultiHeadAttentionModule",
            "SelfAttentionModule", "AttentionPoolModule", "QKNormSelfAttentionModule"]
 
 
-# -- loose arguments: a module made directly, not by a layer ---------------------------------
-# Each takes its module's loose signature, checks it by the rules (`rules.options`, as a layer
-# does) and returns (the options, the module's sizes).
-
-_MODULE_FLAGS = ("mask_input", "need_weights", "bias_input")
-
-
-def _module_options(owner: str, sizes: dict, **kw) -> AttentionOptions:
-    return rules.options(owner, kv_error=SizeError, flag_names=_MODULE_FLAGS, **kw, **sizes)
-
-
-def _channels_fit(owner: str, opts: AttentionOptions) -> None:
-    """The projections' channels split into whole heads (a size rule of a module's own)."""
-    heads = opts.num_heads
-    for what, c in (("key", opts.key_channels), ("value", opts.value_channels)):
-        if c is not None and c % heads:
-            raise SizeError(
-                f"{owner}: num_heads {heads} does not divide {what} channels {c}. Use a "
-                f"num_heads that divides {c}{_divisor_hint(c, heads)}, or {what} "
-                f"channels that are a multiple of {heads}.")
-
-
-def _loose_attention(owner: str, num_heads: int, scale="auto", dropout: float = 0.0,
-                     attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
-                     need_weights: bool = False, num_kv_heads: Optional[int] = None, *,
-                     rotary: Any = False, head_size: Optional[int] = None,
-                     window: Optional[int] = None, alibi: bool = False,
-                     bias_input: bool = False, softcap: Optional[float] = None):
-    opts = _module_options(owner, {}, num_heads=num_heads, scale=scale, dropout=dropout,
-                           attention_mask=attention_mask, causal_alignment=causal_alignment,
-                           need_weights=need_weights, num_kv_heads=num_kv_heads, rotary=rotary,
-                           window=window, alibi=alibi, bias_input=bias_input, softcap=softcap)
-    if opts.rotary:
-        if head_size is None:
-            raise rules._fail(owner, "head_size", "the channels per head (an int) with "
-                              "rotary", head_size, "Pass head_size=key channels / num_heads.")
-        rules.rotary_dims(owner, opts.rotary, head_size, SizeError)
-    return opts, (head_size,)
-
-
-def _loose_multi_head(owner: str, query_channels: int, key_channels_in: int,
-                      value_channels_in: int, num_heads: int, key_channels: int,
-                      value_channels: Optional[int] = None,
-                      output_channels: Optional[int] = None, num_kv_heads: Optional[int] = None,
-                      scale="auto", dropout: float = 0.0, bias: bool = True,
-                      attention_mask: Optional[str] = None, causal_alignment: str = "top-left",
-                      need_weights: bool = False, *, rotary: Any = False,
-                      window: Optional[int] = None, alibi: bool = False,
-                      bias_input: bool = False, output_bias: Optional[bool] = None,
-                      qk_norm: Optional[float] = None, softcap: Optional[float] = None):
-    sizes = {"key_channels": key_channels, "value_channels": value_channels,
-             "output_channels": output_channels, "projection_bias": bias,
-             "output_bias": rules.output_bias(owner, output_bias)}
-    opts = _module_options(owner, sizes, num_heads=num_heads, scale=scale, dropout=dropout,
-                           attention_mask=attention_mask, causal_alignment=causal_alignment,
-                           need_weights=need_weights, num_kv_heads=num_kv_heads, rotary=rotary,
-                           window=window, alibi=alibi, bias_input=bias_input, qk_norm=qk_norm,
-                           softcap=softcap)
-    _channels_fit(owner, opts)
-    if opts.rotary:
-        rules.rotary_dims(owner, opts.rotary, key_channels // opts.num_heads, SizeError)
-    return opts, (query_channels, key_channels_in, value_channels_in)
-
-
-def _loose_self(owner: str, channels: int, num_heads: int, key_channels: int,
-                value_channels: Optional[int] = None, output_channels: Optional[int] = None,
-                num_kv_heads: Optional[int] = None, scale="auto", dropout: float = 0.0,
-                bias: bool = True, attention_mask: Optional[str] = None,
-                need_weights: bool = False, **kw):
-    opts, _ = _loose_multi_head(owner, channels, channels, channels, num_heads, key_channels,
-                                value_channels, output_channels, num_kv_heads, scale, dropout,
-                                bias, attention_mask, "top-left", need_weights, **kw)
-    return opts, (channels,)
-
-
-def _loose_pool(owner: str, channels: int, num_heads: int, dropout: float = 0.0,
-                bias: bool = True):
-    opts = _module_options(owner, {"key_channels": channels, "value_channels": channels,
-                                   "projection_bias": bias},
-                           num_heads=num_heads, dropout=dropout)
-    _channels_fit(owner, opts)
-    return opts, (channels,)
-
-
-def _given(loose: Callable, owner: str, options: Any, sizes: tuple, kw: dict):
-    """(the options, the sizes) of a module's arguments: the options a layer checked, or the
-    loose arguments checked now by `loose`."""
-    if isinstance(options, AttentionOptions):
-        return options, sizes
-    return loose(owner, *((options,) if options is not None else ()), *sizes, **kw)
-
-
-def _init_linear(lin: nn.Linear) -> None:
-    # Glorot weights and zero biases: MATLAB's and Keras' defaults for attention projections
-    nn.init.xavier_uniform_(lin.weight)
-    if lin.bias is not None:
-        nn.init.zeros_(lin.bias)
-
-
 _UNSET: Any = object()   # "the module's own setting" for a keyword left out
-
-# the registries of hooks that run on every module (torch.nn.modules.module.
-# register_module_forward_hook, …): mutated in place, so held once here
-_GLOBAL_HOOKS = tuple(getattr(nn.modules.module, n) for n in (
-    "_global_backward_pre_hooks", "_global_backward_hooks", "_global_forward_pre_hooks",
-    "_global_forward_hooks", "_global_forward_hooks_always_called",
-    "_global_forward_hooks_with_kwargs") if hasattr(nn.modules.module, n))
-
-
-def global_module_hooks() -> bool:
-    """Whether a hook that runs on every module is registered."""
-    return any(_GLOBAL_HOOKS)
-
-
-def plain_linear(m: Optional[nn.Module]) -> bool:
-    """Whether `m` is a bare `nn.Linear` that nothing watches, so that reading its weight and
-    bias (to fuse q, k and v into one matmul) computes exactly what calling it does.
-
-    Anything else is called as a module: a subclass, a wrapper (peft's LoRA `Linear`), a
-    parametrized Linear (`torch.nn.utils.parametrize` changes its class), a Linear with hooks
-    of its own (forward, pre-forward, backward: weight_norm and spectral_norm are pre-forward
-    hooks) or a `forward` set on the instance, and every projection while a global module hook
-    is registered. Python checks only: cheap enough for every call, never a device sync."""
-    return type(m) is nn.Linear and not (
-        m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or
-        m._backward_pre_hooks or "forward" in m.__dict__)
 
 
 def _key_mask(key_padding_mask, port_mask, mask_port, keys: Tensor, at=None):
@@ -214,7 +94,7 @@ class AttentionModule(nn.Module):
         num_kv_heads=None, *, rotary=False, head_size=None, window=None, alibi=False,
         bias_input=False)`."""
         super().__init__()
-        opts, (head_size,) = _given(_loose_attention, type(self).__name__, options, sizes,
+        opts, (head_size,) = arguments.given(arguments.attention, type(self).__name__, options, sizes,
                                     loose)
         self.options = opts                   # the layer's, trusted: checked when it was made
         self.layer_name = layer_name
@@ -357,8 +237,8 @@ class MultiHeadAttentionModule(AttentionModule):
         output_channels=None, num_kv_heads=None, scale="auto", dropout=0.0, bias=True,
         attention_mask=None, causal_alignment="top-left", need_weights=False, *, rotary=False,
         window=None, alibi=False, bias_input=False, output_bias=None)`."""
-        opts, (query_channels, key_channels_in, value_channels_in) = _given(
-            _loose_multi_head, type(self).__name__, options, sizes, loose)
+        opts, (query_channels, key_channels_in, value_channels_in) = arguments.given(
+            arguments.multi_head, type(self).__name__, options, sizes, loose)
         key_channels = cast(int, opts.key_channels)            # options of a projection
         value_channels = key_channels if opts.value_channels is None else opts.value_channels
         output_channels = query_channels if opts.output_channels is None else \
@@ -379,7 +259,7 @@ class MultiHeadAttentionModule(AttentionModule):
 
     def reset_parameters(self) -> None:
         for lin in (self.query, self.key, self.value, self.output):
-            _init_linear(lin)
+            projections.init_linear(lin)
 
     def project_q(self, x: Tensor) -> Tensor:
         return self.query(x)
@@ -389,25 +269,6 @@ class MultiHeadAttentionModule(AttentionModule):
 
     def output_map(self, y: Tensor) -> Tensor:
         return self.output(y)
-
-
-def adjacent_rows(parts: Tuple[Tensor, ...]) -> Optional[Tensor]:
-    """The tensors `parts` (same trailing sizes) as one, their rows one after the other,
-    when they are already so in one storage: a view, no copy (detached: for use without
-    gradients). None where they are not (each moved or loaded apart: `.to()`, an assignment
-    of `.data`), so that the caller falls back on one matmul each rather than copying."""
-    first = parts[0].detach()
-    size, stride = first.shape, first.stride()
-    if first.dim() == 0 or first.is_meta:
-        return None
-    ptr, storage, rows = first.data_ptr(), first.untyped_storage().data_ptr(), 0
-    for t in parts:                             # each starts where the rows before it end
-        if t.shape[1:] != size[1:] or t.stride() != stride or t.dtype != first.dtype or \
-                t.device != first.device or t.untyped_storage().data_ptr() != storage or \
-                t.data_ptr() != ptr + rows * stride[0] * first.element_size():
-            return None
-        rows += t.shape[0]
-    return first.as_strided((rows,) + tuple(size[1:]), stride, first.storage_offset())
 
 
 class SelfAttentionModule(MultiHeadAttentionModule):
@@ -429,89 +290,72 @@ class SelfAttentionModule(MultiHeadAttentionModule):
         num_heads, key_channels, value_channels=None, output_channels=None, num_kv_heads=None,
         scale="auto", dropout=0.0, bias=True, attention_mask=None, need_weights=False, *,
         rotary=False, window=None, alibi=False, bias_input=False, output_bias=None)`."""
-        opts, (channels,) = _given(_loose_self, type(self).__name__, options, sizes, loose)
+        opts, (channels,) = arguments.given(arguments.self_attention, type(self).__name__,
+                                            options, sizes, loose)
         super().__init__(opts, channels, channels, channels, layer_name=layer_name)
 
     def reset_parameters(self) -> None:
         self.pack_qkv(keep=False)           # their values are about to be set anew
         super().reset_parameters()
 
+    def _qkv_modules(self) -> Tuple[nn.Linear, nn.Linear, nn.Linear]:
+        return self.query, self.key, self.value
+
     def pack_qkv(self, keep: bool = True) -> None:
-        """Puts the q, k, v weights (and biases) in one storage, one after the other, so that
-        `fused_qkv` reads them in place. The Parameters stay (their `.data` becomes slices):
-        names, state_dict keys, optimizers and ties are untouched. Nothing to do where they are
-        already so or cannot be (projections that are not bare `nn.Linear`s). `keep`: their
-        values are copied (else the new storage is left uninitialised, for a reset)."""
-        if not self.fusable():
-            return
-        mods = (self.query, self.key, self.value)
-        for name in ("weight", "bias"):
-            params = [getattr(m, name) for m in mods]
-            if any(p is None for p in params) or params[0].is_meta or \
-                    len({(p.dtype, p.device) for p in params}) > 1 or \
-                    adjacent_rows(tuple(params)) is not None:
-                continue
-            with torch.no_grad():
-                whole = torch.cat([p.detach() for p in params]) if keep else \
-                    params[0].new_empty((sum(p.shape[0] for p in params),) + params[0].shape[1:])
-            for p, piece in zip(params, whole.split([p.shape[0] for p in params])):
-                p.data = piece
+        """Puts the q, k, v weights (and biases) in one storage, row-major, one after the
+        other (`projections.pack`), so that one matmul reads them in place. The Parameters
+        stay: names, state_dict keys, optimizers and ties are untouched. Nothing to do where
+        they are already so or cannot be (projections that are not bare `nn.Linear`s).
+        `keep`: their values are copied (else left uninitialised, for a reset). A loader
+        that places the weights apart (`.data` assigned) calls it to pack them again."""
+        if self.fusable():
+            projections.pack(self._qkv_modules(), keep)
 
     def _apply(self, fn, recurse=True):
         # `.to()` / `.half()` move each learnable apart: the q, k, v that were one storage
         # are packed again (one layer at a time, so the copy is transient)
         with torch.no_grad():
-            was = self.fusable() and adjacent_rows((self.query.weight, self.key.weight,
-                                                    self.value.weight)) is not None
+            was = self.fusable() and projections.adjacent_rows(
+                (self.query.weight, self.key.weight, self.value.weight)) is not None
         out = super()._apply(fn, recurse)
         if was:
             self.pack_qkv()
         return out
 
     def fusable(self) -> bool:
-        """Whether q, k and v may run as one matmul against their concatenated weights: the
-        three projections are bare `nn.Linear`s (`plain_linear`) and no global module hook is
-        registered. Otherwise each projection is called as the module it is."""
+        """Whether q, k and v run as one matmul against their stacked weights: the three
+        projections are bare `nn.Linear`s (`plain_linear`) and no global module hook is
+        registered. Otherwise each projection is called as the module it is. The path
+        follows from this alone, never from where the weights lie (`project_qkv`)."""
         mods = self._modules
-        return plain_linear(mods["query"]) and plain_linear(mods["key"]) and \
-            plain_linear(mods["value"]) and not global_module_hooks()
+        return projections.fusable((mods["query"], mods["key"], mods["value"]))
 
-    def fused_qkv(self) -> Optional[Tuple[Tensor, Optional[Tensor]]]:
+    def fused_qkv(self) -> Optional[Stacked]:
         """The q, k, v weights (and biases) as one tensor, so that one matmul projects all
         three; None when the projections must be called as modules (see `fusable`).
 
         Without gradients (decoding) it is never a copy: where the three lie one after the
-        other in one storage (`adjacent_rows`; GPT-2's fused q|k|v as loaded) a view of them,
-        else None, and the projections run as three matmuls. A copy would double the
-        projections' memory for as long as a stream keeps it. With gradients it is their
-        concatenation, through which the gradients flow to each."""
+        other in one storage (packed; GPT-2's fused q|k|v read in place from its file) a
+        view of them, else None. A copy would double the projections' memory for as long
+        as a stream keeps it. With gradients it is their concatenation, through which the
+        gradients flow to each."""
         if not self.fusable():
             return None
-        q, k, v = self.query, self.key, self.value
-        weights, biases = (q.weight, k.weight, v.weight), (q.bias, k.bias, v.bias)
-        if any(b is None for b in biases) and not all(b is None for b in biases):
-            return None                         # a bias on some only: one call each
-        tensors = weights + (biases if biases[0] is not None else ())
-        if (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or \
-                torch.jit.is_tracing() or torch.onnx.is_in_onnx_export():
-            # autograd, and a traced graph's constants, need the weights as their own
-            return torch.cat(weights), None if biases[0] is None else torch.cat(biases)
-        w = adjacent_rows(weights)
-        b = None if biases[0] is None else adjacent_rows(biases)
-        if w is None or (biases[0] is not None and b is None):
-            return None
-        return w, b
+        return projections.stacked(self._qkv_modules(), copy=False)
 
-    def qkv(self, x: Tensor, fused: Tuple[Tensor, Optional[Tensor]]) -> Tensor:
+    def qkv(self, x: Tensor, fused: Stacked) -> Tensor:
         """q, k, v of x side by side, B×T×(Ck + Ck_kv + Cv_kv), in one matmul against `fused`,
         weights from `fused_qkv` made beforehand (a stream makes them once)."""
         return F.linear(x, *fused)
 
-    def project_qkv(self, x: Tensor, fused: Optional[Tuple[Tensor, Optional[Tensor]]] = None):
-        """q, k, v of x: views of one matmul (`qkv`) against `fused` or the weights
-        concatenated now when the projections allow it, else each projection called."""
+    def project_qkv(self, x: Tensor, fused: Optional[Stacked] = None):
+        """q, k, v of x: views of one matmul (`qkv`) against `fused`, or when the projections
+        are `fusable` against their stacked weights (a view of them where they are packed,
+        else their concatenation for this call: the same matrix either way, so the same
+        numbers however the weights lie); else each projection called."""
         if fused is None:
-            fused = self.fused_qkv()
+            fused = projections.stacked(self._qkv_modules(), copy=True) \
+                if self.fusable() else None
             if fused is None:
                 return self.query(x), self.key(x), self.value(x)
         return self.qkv(x, fused).split(self.qkv_channels, dim=-1)
@@ -596,7 +440,8 @@ class AttentionPoolModule(nn.Module):
         dropout) and the input's channels. Or the loose arguments, checked here:
         `AttentionPoolModule(channels, num_heads, dropout=0.0, bias=True)`."""
         super().__init__()
-        opts, (channels,) = _given(_loose_pool, type(self).__name__, options, sizes, loose)
+        opts, (channels,) = arguments.given(arguments.pool, type(self).__name__, options,
+                                            sizes, loose)
         self.options = opts
         self.num_heads, self.dropout, bias = opts.num_heads, opts.dropout, opts.projection_bias
         self.query_vector = nn.Parameter(torch.zeros(1, 1, channels))
@@ -608,7 +453,7 @@ class AttentionPoolModule(nn.Module):
     def reset_parameters(self) -> None:
         nn.init.zeros_(self.query_vector)
         for lin in (self.key, self.value, self.output):
-            _init_linear(lin)
+            projections.init_linear(lin)
 
     def forward(self, x: Tensor, *, masks=None, key_padding_mask: Optional[Tensor] = None,
                 need_weights: bool = False):

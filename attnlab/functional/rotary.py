@@ -16,19 +16,37 @@ decoding step by step.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Union
+from typing import Any, Union
 
 import torch
 from torch import Tensor
 
 from attnlab.core.errors import DataError
 
-__all__ = ["Rotary", "DEFAULTS", "POSITIONS"]
+__all__ = ["Rotary", "RotarySettings", "DEFAULTS", "POSITIONS"]
 
-# the settings `rotary=True` stands for (`rules.rotary` fills a dict's missing keys
-# from them)
-DEFAULTS = {"base": 10000.0, "fraction": 1.0, "interleaved": False}
+
+@dataclasses.dataclass(frozen=True)
+class RotarySettings:
+    """The settings of a rotary embedding that every settings dict holds, typed."""
+
+    base: float = 10000.0          # Llama's
+    fraction: float = 1.0          # every channel of a head turns
+    interleaved: bool = False      # the half-split layout
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+
+# the settings `rotary=True` stands for, their one home: `rules.rotary` fills a dict's missing
+# keys from them, and `Rotary`'s keyword defaults are theirs
+DEFAULTS = RotarySettings()
 # the optional key "positions": where a full pass takes its positions from, each step's index
 # (the default, then left out of the settings) or its padding mask ("mask":
 # `attnlab.core.sequences.mask_positions`, as transformers' position ids from an attention
@@ -39,7 +57,7 @@ Positions = Union[int, Tensor]        # the first step's, or one per step (T, or
 
 
 # scaled rotary embeddings: the settings' optional key "scaling" (`rules.rotary_scaling`), a
-# dict with transformers' `rope_type` and that type's parameters, beside the keys of DEFAULTS.
+# dict with transformers' `rope_type` and that type's parameters, beside DEFAULTS' keys.
 # "longrope" (Phi-3): each frequency divided by its short factor while a sequence is at most
 # original_max_position_embeddings long, by its long factor once it is longer (every position
 # of it, as transformers' `longrope_frequency_update` switches the whole table), and cos and
@@ -73,9 +91,9 @@ class Rotary:
     at the positions asked for; while tracing (ONNX export, torch.compile) the angles are
     computed from the positions instead, so that no table length is frozen into the graph."""
 
-    def __init__(self, head_size: int, base: float = 10000.0, fraction: float = 1.0,
-                 interleaved: bool = False, scaling: dict | None = None,
-                 name: str | None = None):
+    def __init__(self, head_size: int, base: float = DEFAULTS.base,
+                 fraction: float = DEFAULTS.fraction, interleaved: bool = DEFAULTS.interleaved,
+                 scaling: dict | None = None, name: str | None = None):
         self.scaling = scaling     # None, or the checked settings of a scaled embedding
         self.name = name           # the layer it turns for, named in errors
         self.head_size = int(head_size)

@@ -131,25 +131,25 @@ def flag(owner, arg: str, value) -> bool:
 
 def rotary(owner, value):
     """False (no rotary embedding; None reads as False) or the settings as a dict with every
-    key: True takes `ROTARY_DEFAULTS`; a dict may give `base` (a number > 0), `fraction` (in
+    key: True takes `ROTARY_DEFAULTS` (`rotary.DEFAULTS`); a dict may give `base` (a number > 0), `fraction` (in
     (0, 1]), `interleaved` (True or False) and `positions` ("index", the default, left out: a
     full pass turns step t by position t; "mask": by its place among its sequence's real
     steps, as transformers' position ids from an attention mask)."""
     if value is None or value is False:
         return False
     if value is True:
-        return dict(ROTARY_DEFAULTS)
+        return ROTARY_DEFAULTS.as_dict()
     keys = "'base', 'fraction', 'interleaved', 'positions'"
     if not isinstance(value, dict):
         raise _fail(owner, "rotary", f"False, True or a dict with keys {keys}", value,
                     'Use rotary=True, or e.g. rotary={"base": 10000.0, '
                     '"fraction": 0.25, "interleaved": False}.')
-    unknown = sorted(map(str, set(value) - set(ROTARY_DEFAULTS) - set(ROTARY_OPTIONAL)))
+    unknown = sorted(map(str, set(value) - set(ROTARY_DEFAULTS.keys()) - set(ROTARY_OPTIONAL)))
     if unknown:
         raise _fail(owner, "rotary", f"a dict with keys {keys}", value,
                     f"Remove the key{'s' if len(unknown) > 1 else ''} "
                     f"{', '.join(map(repr, unknown))}.")
-    out = dict(ROTARY_DEFAULTS, **value)
+    out = {**ROTARY_DEFAULTS.as_dict(), **value}           # the missing keys filled
     base = out["base"]
     what = f"a finite number > 0 (at least 2^-64 ≈ {SMALLEST_BASE:.3g})"
     fix = "Use e.g. 10000.0 (Llama's)."

@@ -95,7 +95,7 @@ def _open_source(path):
                             "written by net.save() (e.g. 'model.attnlab'); a training "
                             "checkpoint_dir is resumed with TrainingOptions(resume=True).")
     try:
-        from attnlab.core.files import open_regular         # a FIFO or device would block or never end
+        from attnlab.core.reading import open_regular         # a FIFO or device would block or never end
         return str(p), open_regular(p, "load(path)"), True
     except FileNotFoundError:
         hint = f" The folder '{p.parent}' does not exist either." if not p.parent.exists() else ""

@@ -1,6 +1,5 @@
 """attnlab's layers: small descriptions with ports, a size rule and a module factory."""
-from .attention import (Attention, AttentionPool1d, ImageToSequence, MultiHeadAttention,
-                        SelfAttention)
+from .attention import Attention, AttentionPool1d, MultiHeadAttention, SelfAttention
 from .activations import SiLU, Swish, TanhGELU
 from .base import LAYER_TYPES, Layer
 from .combine import Addition, Concatenation, Multiplication
@@ -18,7 +17,7 @@ from .pooling import (AvgPool2d, Flatten, GlobalAvgPool1d, GlobalAvgPool2d, Glob
                       GlobalMaxPool2d, Index1d, LastToken, MaxPool2d, Pool1d, SelectChannel)
 from .recurrent import GRU, LSTM
 from .scaling import Identity, Scaling
-from .vision import EmbeddingConcatenation, PatchEmbedding
+from .vision import EmbeddingConcatenation, ImageToSequence, PatchEmbedding
 
 __all__ = [
     "Layer", "LAYER_TYPES",

@@ -10,6 +10,11 @@ from attnlab.core.spec import Spec
 from .base import Layer
 from .dense import _GATE_ALIASES, _GATES
 
+# Each expert is three torch modules, made one by one (on the meta device whenever the analysis
+# counts learnables): 10**9 experts is a typo that would take hours and tens of GB before any
+# size rule ran. Published models use a few hundred at most (Mixtral 8, DeepSeek-V3 256, Qwen3-Next 512).
+MAX_EXPERTS = 1024
+
 
 class MixtureOfExperts(Layer):
     """Sparse mixture of experts, Mixtral's feed-forward (transformers' `MixtralSparseMoeBlock`).
@@ -30,7 +35,7 @@ class MixtureOfExperts(Layer):
     Parameters
     ----------
     num_experts : int
-        The experts (Mixtral: `num_local_experts`, 8).
+        The experts (Mixtral: `num_local_experts`, 8), at most `MAX_EXPERTS` (1024).
     units : int
         Each expert's inner size (Mixtral: `intermediate_size`).
     top_k : int
@@ -59,7 +64,8 @@ class MixtureOfExperts(Layer):
     def __init__(self, num_experts: int, units: int, top_k: int = 2, activation: str = "silu",
                  name: str | None = None):
         super().__init__(name)
-        self.num_experts = check.integer(self, "num_experts", num_experts, example=8)
+        self.num_experts = check.integer(self, "num_experts", num_experts, most=MAX_EXPERTS,
+                                         example=8)
         self.units = check.integer(self, "units", units, example=256)
         self.top_k = check.integer(self, "top_k", top_k, most=self.num_experts, example=2)
         if isinstance(activation, str) and activation in _GATE_ALIASES:

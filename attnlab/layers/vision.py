@@ -1,4 +1,5 @@
-"""Layers of vision transformers: the patch embedding of an image and the class token.
+"""Layers of vision transformers: the patch embedding of an image, an image's positions as a
+sequence (`ImageToSequence`), and the class token.
 
 attnlab keeps the patches of an image as a sequence B×T×C, which is what `SelfAttention`,
 `PositionEmbedding` and `Index1d` read.
@@ -75,6 +76,66 @@ class _PatchEmbedding(nn.Conv2d):
         if self.column_major:
             y = y.transpose(2, 3)                        # positions down each column first
         return y.flatten(2).transpose(1, 2)              # B×(h·w)×D
+
+
+class ImageToSequence(Layer):
+    """The positions of an image as a sequence, row by row, each step one p×p patch
+    (p = `patch_size`) with its C·p² values. No learnables: follow it with `Dense` to project the
+    patches (a vision transformer's patch embedding).
+
+    Parameters
+    ----------
+    patch_size : int
+        The patch side p; it must divide the height and the width. 1 keeps one pixel per step.
+
+    Shape
+    -----
+    - `in`: B×C×H×W
+    - `out`: B×(H·W/p²)×(C·p²)
+
+    Examples
+    --------
+    >>> import torch, attnlab as al
+    >>> from attnlab import layers as L
+    >>> net = al.Network([L.ImageInput((3, 8, 8)), L.ImageToSequence(patch_size=4)])
+    >>> net(torch.randn(2, 3, 8, 8)).shape
+    torch.Size([2, 4, 48])
+    """
+
+    stem = "img2seq"
+
+    def __init__(self, patch_size: int = 1, name: str | None = None):
+        super().__init__(name)
+        self.patch_size = check.integer(self, "patch_size", patch_size, example=4)
+
+    def infer(self, specs: dict[str, Spec]) -> Spec:
+        s = specs["in"]
+        self.require(s, "in", ("BCSS",), "ImageToSequence turns an image into a sequence.")
+        c, h, w = s.sizes[1:]
+        p = self.patch_size
+        if (h is not None and h % p) or (w is not None and w % p):
+            raise self.error(SizeError, "in", f"expected height and width divisible by patch_size "
+                             f"{p}, received {s}. Use a patch_size that divides both, or resize.")
+        t = None if h is None or w is None else (h // p) * (w // p)
+        return Spec.sequence(None if c is None else c * p * p, t)
+
+    def build(self, specs: dict[str, Spec]) -> nn.Module:
+        return _ImageToSequence(self.patch_size)
+
+
+class _ImageToSequence(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        p = self.p
+        if p == 1:
+            return x.flatten(2).transpose(1, 2)                              # B×(HW)×C
+        x = x.reshape(b, c, h // p, p, w // p, p)                            # B×C×h×p×w×p
+        x = x.permute(0, 2, 4, 1, 3, 5)                                      # B×h×w×C×p×p
+        return x.reshape(b, (h // p) * (w // p), c * p * p)                  # B×(hw)×(C·p²)
 
 
 class EmbeddingConcatenation(Layer):

@@ -162,7 +162,7 @@ def read_source(path: str | os.PathLike[str], limits: Limits | None = None) -> b
     """The bytes of the script file `path`: a regular file of at most `limits.file_bytes`
     bytes. ScriptError (`NAME.m:1:1: …`) for a missing file, a folder, FIFO or device, or a
     file over the limit; nothing blocking is done before those checks."""
-    from attnlab.core.files import read_regular
+    from attnlab.core.reading import read_regular
     limits = limits or current_limits()
     p = Path(path)
 

@@ -18,12 +18,14 @@ from attnlab.graph.analysis import Analysis, analyze as _analyze
 from attnlab.core.batching import as_batch, id_inputs, input_problem, unknown_inputs
 from attnlab.graph.codegen import layer_at
 from attnlab.core.errors import AttnlabError, DataError, NetworkError, SizeError, close_matches
-from attnlab.graph import Connection, Graph, LayerList, parse_port, under_layer
+from attnlab.graph import Connection, Graph, LayerList
+from attnlab.graph.names import parse_port, under_layer
 from attnlab.layers.base import Layer
 from attnlab.layers.tying import tie_modules
 from attnlab.network.modules import LayerModules, ModuleHost
 from attnlab.graph.plan import Plan, build_plan
 from attnlab.core.sequences import (Padded, follows_hugging_face, hugging_face_inputs,
+                                    hugging_face_positional, positional_order,
                                     pad_sequences)
 from attnlab.core.spec import Spec, spec_of_tensor_shape
 
@@ -344,6 +346,8 @@ class Network(ModuleHost):
         names = self._in_names
         if len(args) == 1 and isinstance(args[0], dict) and not kwargs:
             given = args[0]
+        elif args and not isinstance(args[0], dict) and self._reads_as_transformers(args, kwargs):
+            given = hugging_face_positional(self, args, kwargs, names)
         elif kwargs:
             if args:
                 raise DataError("give the inputs either by position or by name, not both")
@@ -371,6 +375,16 @@ class Network(ModuleHost):
             else:
                 flat += as_batch(x, spec, name, dtype, ids)
         return flat
+
+    def _reads_as_transformers(self, args, kwargs) -> bool:
+        """Whether inputs by position are read in transformers' order (a network from
+        `al.from_pretrained`), where that order and the network's own could differ: a
+        positional call that means the same either way takes the plain path."""
+        if not follows_hugging_face(self):
+            return False
+        names = self._in_names
+        return bool(kwargs) or len(args) != len(names) or \
+            positional_order(self, names)[:len(args)] != tuple(names)
 
     def _float_dtype(self) -> torch.dtype:
         """The dtype inputs are cast to: the parameters' (cached until .to()/.double())."""

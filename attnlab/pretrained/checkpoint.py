@@ -68,7 +68,7 @@ class _File:
     file (never reopened by name: what was checked is what is read)."""
 
     def __init__(self, path: Path):
-        from attnlab.core.files import open_regular
+        from attnlab.core.reading import open_regular
         self.path = path
         try:
             self.handle = cast(io.BufferedReader, open_regular(path, "from_pretrained(path)",

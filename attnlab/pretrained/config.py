@@ -330,7 +330,7 @@ def read_json(path: Path, max_bytes: int = MAX_CONFIG_BYTES) -> Any:
     """The JSON document of the regular file `path` (a config, a shards index), at most
     `max_bytes` long, nested at most LIMITS["json_depth"] levels, its integers at most
     MAX_JSON_INT: anything else is a CheckpointError naming the file (and the key)."""
-    from attnlab.core.files import read_regular
+    from attnlab.core.reading import read_regular
     raw = read_regular(path, "from_pretrained(path)", max_bytes, error=CheckpointError)
     return parse_json(raw, f"'{path}'")
 

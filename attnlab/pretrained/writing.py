@@ -1,5 +1,5 @@
 """The model folder `save_pretrained` writes: config.json and model.safetensors change together
-(`core.files.replace_files`), the folder's other files (tokenizer, README) stay, and the index
+(`core.folders.replace_files`), the folder's other files (tokenizer, README) stay, and the index
 and shards of an earlier sharded save go with the old weights, so that nothing from before can
 win over the new file. What killed writers left behind is cleared first.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from attnlab.core import files as _files
+from attnlab.core import files as _files, folders as _folders, reading as _reading
 from attnlab.core.errors import ArgumentError, AttnlabError
 from .checkpoint import INDEX, SAFETENSORS
 from .config import CONFIG_FILE, MAX_CONFIG_BYTES
@@ -69,8 +69,8 @@ def write(folder: Path, config: str, tensors: dict[str, torch.Tensor]) -> None:
     try:
         if os.path.isdir(folder):
             _remove_old_temporaries(folder)
-        _files.replace_files(folder, write, _stale_weights(folder), key=CONFIG_FILE,
-                             leftovers=_leftover)
+        _folders.replace_files(folder, write, _stale_weights(folder), key=CONFIG_FILE,
+                               leftovers=_leftover)
     except OSError as e:
         raise ArgumentError(_os_error(folder, e)) from None
 
@@ -100,7 +100,7 @@ def _stale_weights(folder: Path) -> list[str]:
         return []
     names = [INDEX]
     try:
-        doc = json.loads(_files.read_regular(index, "save_pretrained", MAX_CONFIG_BYTES))
+        doc = json.loads(_reading.read_regular(index, "save_pretrained", MAX_CONFIG_BYTES))
         files = set(doc["weight_map"].values())
     except (AttnlabError, OSError, ValueError, KeyError, TypeError, AttributeError):
         return names                                   # not an index: only it goes

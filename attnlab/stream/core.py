@@ -13,7 +13,7 @@ from attnlab.graph.codegen import layer_at
 from attnlab.core.errors import ArgumentError, AttnlabError, DataError, NetworkError, close_matches
 from attnlab.core.sequences import follows_hugging_face, hugging_face_inputs
 from attnlab.core.torch_compile import maybe_compile
-from .program import Static, build_program
+from .program import Static, Streamed, build_program
 from .steppers import Stepper
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -133,6 +133,7 @@ class Stream:
         self._half = half
         fn = program.fn if half is None else _autocast_step(program.fn, self._device, half)
         self._fn = maybe_compile(fn, compile, self._device, "decoding")
+        self._fn_last = None                        # `step(x, last=True)`'s, made on first use
         self._names = list(program.streamed_inputs)
         self._channels = [s.channels for s in specs]
         self._tokens = [s.labels == "BT" for s in specs]        # B×t token ids (TokenInput)
@@ -213,17 +214,22 @@ class Stream:
         self._batch = self._static_batch
         return self
 
-    def step(self, x):
+    def step(self, x, last: bool = False):
         """x: B×t×C (the one streamed input) or a dict by streamed input name → the outputs at
         positions `position … position + t − 1`: B×t×C' each (a tensor, or a dict by output
         name when the network has several outputs).
+
+        `last=True`: the outputs at the last new step only, B×1×C' (what `step(x)[:, -1:]`
+        gives); the layers after the last one that looks along time (a language model's
+        final norm and head) run on that step alone, so a prompt's prefill never makes the
+        logits of its other positions.
 
         A step that is refused (an input that does not fit, a position past a
         `PositionEmbedding`'s length, a failure inside a layer, an interrupt) changes nothing:
         every layer's state is as before it, so the next step goes on from `position`."""
         batch, snaps = self._batch, [take() for take in self._snapshots]
         try:
-            outs, t = self._run(x)
+            outs, t = self._run(x, last)
         except BaseException as e:
             self._undo(batch, snaps)
             if isinstance(e, AttnlabError):
@@ -234,7 +240,7 @@ class Stream:
         self._pos += t
         return outs[0] if self._single_out else dict(zip(self._out_names, outs))
 
-    def _run(self, x):
+    def _run(self, x, last=False):
         """The step's checks and its program: (the outputs, t)."""
         if self._single_in and not isinstance(x, dict):
             xs = (self._check(x, 0),)
@@ -255,10 +261,24 @@ class Stream:
         if grad:
             torch._C._set_grad_enabled(False)
         try:
+            if last and t > 1:
+                return self._last(pos, t, xs), t
             return self._fn(pos, t, *xs), t
         finally:
             if grad:
                 torch._C._set_grad_enabled(True)
+
+    def _last(self, pos, t, xs):
+        """The outputs at the last of the t new steps (see `step`)."""
+        if self._static or self._program.last is None:       # one traced graph: slice after
+            outs = self._fn(pos, t, *xs)
+            return tuple(o[:, -1:] if isinstance(v, Streamed) else o
+                         for o, (_, v) in zip(outs, self._program.outputs))
+        if self._fn_last is None:
+            fn = self._program.last()
+            self._fn_last = fn if self._half is None else _autocast_step(fn, self._device,
+                                                                         self._half)
+        return self._fn_last(pos, t, *xs)
 
     def _undo(self, batch, snaps) -> None:
         """Every stepper back to where it was before the step that failed (see `Stepper`)."""

@@ -278,7 +278,7 @@ def _decode(s, x, pick, choose, feedback, stops, max_length) -> Generated:
         fill = torch.full((b,), stops[0], dtype=torch.long, device=x.device)
         done = torch.zeros(b, dtype=torch.bool, device=x.device)
     for i in range(max_length):
-        scores = pick(s.step(x))[:, -1]                      # B×V: the newest step's scores
+        scores = pick(s.step(x, last=True))[:, -1]           # B×V: the newest step's scores
         tok = choose(scores)                                 # B
         if stops is not None:
             if one is not None:

@@ -17,6 +17,7 @@ Every layer that cannot stream is collected as an `Issue` (the caller raises the
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -28,7 +29,8 @@ from attnlab.graph import codegen
 from attnlab.graph.analysis import Issue
 from attnlab.graph.convention import call, call_code, convention, passed_masks, targets_code
 from attnlab.core.errors import DataError
-from ..graph import Graph, under_layer
+from ..graph import Graph
+from ..graph.names import under_layer
 from ..layers.combine import _Sum
 from ..layers.embedding import Embedding, _Embedding
 from .steppers import (PER_STEP, LayerContext, NotStreamable, Route, bound_forward,
@@ -73,6 +75,10 @@ class Program:
     # as a 1-D int64 tensor, after `prepare(end, batch, device, dtype)` sized every buffer
     static_shapes: bool = False
     prepares: list[Callable] = field(default_factory=list)
+    # `last()` → the step function that returns only the last new step of each streamed
+    # output (B×1×C'), running the per-step layers after the last layer that looks along time
+    # on that step alone (see `_last_only`); made on first use. None for nested programs.
+    last: Callable[[], Callable] | None = None
 
     def prepare(self, end: int, batch: int, device, dtype) -> None:
         for p in self.prepares:
@@ -111,6 +117,8 @@ class _Builder:
         self.problems: list[Issue] = []
         self.limit = float("inf")
         self.uses: dict[str, list] = {}    # streamed variable → the layers reading it
+        # each line of step code, for `_last_only`
+        self.entries: list[_Entry] = []
 
     # -- the walk ---------------------------------------------------------------------------
     def build(self, with_static_outputs: bool) -> Program:
@@ -139,13 +147,24 @@ class _Builder:
         outputs = [(oname, self.values[key]) for oname, key in codegen.output_keys(net)]
         returned = [self._ref(v) for _, v in outputs
                     if with_static_outputs or isinstance(v, Streamed)]
-        fn, source = self._compile(args, returned)
+        fn, source = self._compile(args, returned, self.body)
+        line_layers = self.line_layers          # the step's (`last` compiles another)
+        entries, streamed = self.entries, [isinstance(v, Streamed) for _, v in outputs]
+
+        def make_last() -> Callable:
+            lines, rets = _last_only(entries, returned, streamed)
+            src = codegen.Source()
+            for layer, text in lines:
+                src.line(text, layer=layer)
+            return self._compile(args, rets, src)[0]
+        last = make_last if with_static_outputs else None
         returned_vars = {v.var for _, v in outputs if isinstance(v, Streamed)}
         ids = frozenset(a for i, a in enumerate(net.input_names) if a in args and
                         f"x{i}" not in returned_vars and self.uses.get(f"x{i}") and
                         all(type(u) is Embedding for u in self.uses[f"x{i}"]))
         return Program(fn, source, outputs, args, self.resets, self.steppers, self.limit,
-                       self.problems, self.line_layers, ids, self.static_shapes, self.prepares)
+                       self.problems, line_layers, ids, self.static_shapes, self.prepares,
+                       last)
 
     # -- static layers: run once ------------------------------------------------------------
     def _run_static(self, name, layer, ins) -> list[Static]:
@@ -182,7 +201,10 @@ class _Builder:
                 return [ins[p] for p in kind.sources]
             if kind is PER_STEP:
                 text = self._per_step_call(ctx, ins)
+                per_step = not any(
+                    isinstance(v, Static) and ctx.in_specs[p].is_sequence for p, v in ins.items())
             else:
+                per_step = False
                 text = self._stepper_call(kind, ctx, ins)
         except NotStreamable as e:
             self._problem(name, layer, e)
@@ -192,6 +214,8 @@ class _Builder:
         lhs = targets_code(convention(layer), outs, None) if kind is PER_STEP \
             else codegen.targets(outs)
         self._line(name, f"{lhs} = {text}")     # names and specs stay out of the code
+        reads = [v.var for v in ins.values() if isinstance(v, Streamed)]
+        self.entries.append(_Entry(name, f"{lhs} = {text}", reads, outs, per_step))
         return [Streamed(o) for o in outs]
 
     def _per_step_call(self, ctx, ins) -> str:
@@ -248,6 +272,13 @@ class _Builder:
             return f"{self._callable(embedding_of(module))}({args[0]})"
         if kind is _Sum and len(args) >= 2:
             return " + ".join(args)
+        if kind is nn.Identity:
+            return args[0]
+        if kind is nn.Dropout:
+            # the identity in eval mode, read live at each step (a checkpoint's GPT-2 has 25
+            # of them: ~15 µs a call each through F.dropout's checks); its forward in training
+            return (f"{args[0]} if not {self._const(module)}.training else "
+                    f"{self._callable(bound_forward(module))}({args[0]})")
         return None
 
     def _stepper_call(self, stepper, ctx, ins) -> str:
@@ -277,7 +308,10 @@ class _Builder:
             return [v for _, v in sub.outputs]
         outs = [self.names.new() for _ in streamed_outs]
         args = ["pos", "t"] + [ins[p].var for p in sub.streamed_inputs]
-        self._line(name, f"{', '.join(outs)}, = {self._callable(sub.fn)}({', '.join(args)})")
+        line = f"{', '.join(outs)}, = {self._callable(sub.fn)}({', '.join(args)})"
+        self._line(name, line)
+        self.entries.append(_Entry(name, line, [ins[p].var for p in sub.streamed_inputs], outs,
+                                   False))
         new = iter(outs)
         return [Streamed(next(new)) if isinstance(v, Streamed) else v for _, v in sub.outputs]
 
@@ -298,7 +332,7 @@ class _Builder:
     def _line(self, name, text):
         self.body.line(text, layer=name)
 
-    def _compile(self, args, returned) -> tuple[Callable, str]:
+    def _compile(self, args, returned, body: codegen.Source) -> tuple[Callable, str]:
         """Builds `step` as the closure of a generated factory: the callables and constants
         are closure cells, so the step reads them as fast as locals. The same structure with
         the same layer names shares its code and its line table (names stay out of the source;
@@ -309,8 +343,8 @@ class _Builder:
         src.line(f"def make({', '.join(free)}):")
         src.line(f"def step(pos, t{''.join(', ' + x for x in xs)}):", indent=4)
         src.line('"""generated by attnlab.stream"""', indent=8)
-        if self.body.lines:
-            src.extend(self.body, indent=8)
+        if body.lines:
+            src.extend(body, indent=8)
         else:
             src.line("pass", indent=8)
         src.line(f"return ({''.join(r + ', ' for r in returned)})", indent=8)
@@ -318,3 +352,54 @@ class _Builder:
         gen = codegen.define(src, "stream", share=True)
         self.line_layers = gen.line_layers
         return gen.namespace["make"](*self.callables.items, *self.constants.items), gen.source
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One line of step code: the layer it runs, its text, the streamed variables it reads and
+    writes, and whether it runs per step (a time-local module, no static sequence read at
+    the steps' positions: its output at a step depends on its inputs at that step alone)."""
+
+    layer: str
+    text: str
+    reads: list[str]
+    writes: list[str]
+    per_step: bool
+
+
+def _last_only(entries: list[_Entry], returned: list[str],
+               streamed: list[bool]) -> tuple[list[tuple[str, str]], list[str]]:
+    """The step's lines and returned values when only the last new step of each output is
+    wanted: per-step lines whose outputs feed no layer that looks along time (the tail after
+    the last attention: a language model's final norm and head) read the last step of their
+    inputs (`v[:, -1:]`) and compute it alone; streamed outputs come back B×1×C'. The
+    prefill of a prompt then makes its logits for the last position only, as transformers'
+    generate does."""
+    whole: set[str] = set()          # variables some line needs at every new step
+    tail: set[int] = set()
+    for i in range(len(entries) - 1, -1, -1):
+        e = entries[i]
+        if e.per_step and not whole.intersection(e.writes):
+            tail.add(i)
+        else:
+            whole.update(e.reads)
+    lines: list[tuple[str, str]] = []
+    last: set[str] = set()           # variables that hold the last step alone
+    for i, e in enumerate(entries):
+        text = e.text
+        if i in tail:
+            for var in dict.fromkeys(e.reads):
+                if var not in last:
+                    if f"{var}l" not in last:
+                        lines.append((e.layer, f"{var}l = {var}[:, -1:]"))
+                        last.add(f"{var}l")
+                    text = _rename(text, var, f"{var}l")
+            last.update(e.writes)
+        lines.append((e.layer, text))
+    rets = [r if not s or r in last else f"{r}[:, -1:]" for r, s in zip(returned, streamed)]
+    return lines, rets
+
+
+def _rename(text: str, var: str, new: str) -> str:
+    """`var` → `new` where it stands as a whole name in generated code (v1 is not v12)."""
+    return re.sub(rf"\b{var}\b", new, text)

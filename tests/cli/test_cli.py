@@ -6,7 +6,7 @@ import textwrap
 import attnlab as al
 from attnlab import layers as L
 from attnlab.cli import main
-from attnlab.demos.seed1 import answer_network, question_network
+from attnlab.cli.demos.seed1 import answer_network, question_network
 
 
 def test_analyze_prints_the_table_and_exits_0(tmp_path, capsys):

@@ -112,7 +112,7 @@ def test_plot_without_an_extension_writes_the_png_it_reports(files, capsys, sour
 
 
 def test_demo_out_that_is_not_a_folder(files, capsys, monkeypatch):
-    from attnlab.demos import seeds
+    from attnlab.cli.demos import seeds
 
     def must_not_run(*a, **k):
         raise AssertionError("the demo ran despite a bad --out")
@@ -125,7 +125,7 @@ def test_demo_out_that_is_not_a_folder(files, capsys, monkeypatch):
 
 
 def test_demo_that_cannot_write_its_outputs(files, capsys, monkeypatch):
-    from attnlab.demos import seeds
+    from attnlab.cli.demos import seeds
 
     def disk_full(module, name, out, **kw):
         raise OSError(28, "No space left on device", str(out / "model.attnlab"))

@@ -6,7 +6,7 @@ from torch import nn
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.demos.seed1 import question_network as seed1_question
+from attnlab.cli.demos.seed1 import question_network as seed1_question
 
 
 def seq_net(*layers, channels=8):
@@ -576,7 +576,7 @@ _IN_DIR = str(__import__("pathlib").Path(__file__).parent)
 
 
 def _in_seed1_mismatch():
-    from attnlab.demos.seed1 import answer_network
+    from attnlab.cli.demos.seed1 import answer_network
     enc = [torch.randn(12 + i, 1) for i in range(4)]
     _in_train(answer_network(channels=8, heads=2), {"decoder-input": torch.randn(4, 10, 1),
                                                     "encoder-input": enc},
@@ -874,7 +874,7 @@ def test_a_column_of_class_ids_is_taken_as_class_ids():
 @pytest.mark.parametrize("form", ["tensors", "lists", "pad_sequences"])
 def test_seed1_fixed_decoder_with_variable_encoder_trains(form):
     """The targets follow the decoder (the attention's query), whatever the encoder's lengths."""
-    from attnlab.demos.seed1 import answer_network
+    from attnlab.cli.demos.seed1 import answer_network
     from attnlab.matlab import trainingOptions, trainnet
     torch.manual_seed(0)
     dec = torch.randn(4, 10, 1)

@@ -12,7 +12,7 @@ import torch
 import attnlab as al
 from attnlab import layers as L
 from attnlab.core.torch_compile import Compiled, CompileWarning
-from attnlab.demos.seed1 import answer_network
+from attnlab.cli.demos.seed1 import answer_network
 from attnlab.core.precision import autocast_dtype, resolve_device
 from attnlab.training import checkpoint as ck
 from train_worker import attention_classifier, resume_case, separable
@@ -254,7 +254,7 @@ def test_a_compiled_stream_traces_one_graph_for_every_decoding_step():
 def _streamable(kind):
     torch.manual_seed(0)
     if kind == "seed-1 answer":
-        from attnlab.demos.seed1 import answer_network
+        from attnlab.cli.demos.seed1 import answer_network
         return answer_network().initialize().eval(), {"encoder-input": torch.randn(2, 7, 1)}
     if kind == "lstm":
         net = al.Network([L.SequenceInput(3), L.LSTM(8),

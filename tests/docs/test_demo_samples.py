@@ -28,25 +28,25 @@ def _demo_folder(name, folder):
     attention layer the demo's figure shows."""
     folder.mkdir()
     if name == "digits":
-        from attnlab.demos import digits as D
+        from attnlab.cli.demos import digits as D
         net, data = D.build_network(), al.datasets.digits(test_size=0.2, seed=D.SEED)
         written = D.save_sample(folder, data)
         layer = "self-attention"
     elif name == "vowels":
-        from attnlab.demos import vowels as D
+        from attnlab.cli.demos import vowels as D
         data = al.datasets.japanese_vowels()
         net = D.build_network()
         written = D.save_sample(folder, data, D.standardizer(data.X_train)(data.X_test))
         layer = "self-attention"
     elif name == "forecast":
-        from attnlab.demos import forecast as D
+        from attnlab.cli.demos import forecast as D
         s = al.datasets.co2(test_weeks=D.HORIZON)
         net = D.build_network()
         feats = D.Features(s.train[:-D.HORIZON], D.DRIFT)
         written = D.save_sample(folder, feats, s.train, s.train_dates)
         layer = "causal-attention1"
     else:
-        from attnlab.demos import roman as D
+        from attnlab.cli.demos import roman as D
         data = al.datasets.roman_numerals()
         vocab = D.Vocab(data)
         net = D.build_network(source_vocab=len(vocab.source), target_vocab=len(vocab.target_chars))

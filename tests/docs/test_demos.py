@@ -46,7 +46,7 @@ def test_demo_runs_and_writes_everything(name, tmp_path):
 
 def test_demo_baselines_on_the_issue_splits():
     """The classical baselines reproduce the numbers measured when the issue was filed."""
-    from attnlab.demos import baselines as B
+    from attnlab.cli.demos import baselines as B
     pytest.importorskip("statsmodels")
     s = al.datasets.co2()
     f = B.seasonal_forecasts(s.train, 52, 52)
@@ -72,7 +72,7 @@ def test_demo_seeds_write_each_run_and_their_mean_and_sd(tmp_path, capsys):
 @pytest.mark.parametrize("seed, seeds, bad", [(-1, 1, "'seed'"), (0, 0, "'seeds'"),
                                               (0, 2.5, "'seeds'")])
 def test_demo_seed_arguments_are_checked(seed, seeds, bad):
-    from attnlab.demos import seeds as S
+    from attnlab.cli.demos import seeds as S
     with pytest.raises(al.ArgumentError) as e:
         S.check(seed, seeds)
     assert bad in str(e.value) and repr(seed if bad == "'seed'" else seeds) in str(e.value)
@@ -96,7 +96,7 @@ def test_forecast_features_turn_true_departures_back_into_the_levels(drift):
     """Departures from the local growth rate, fed through `levels`, give back the series: the
     closed loop's sum is the inverse of its features."""
     import numpy as np
-    from attnlab.demos.forecast import Features
+    from attnlab.cli.demos.forecast import Features
 
     t = np.arange(60, dtype=np.float64)
     values = 300 + 0.01 * t ** 2 + np.sin(t / 3)            # growth that speeds up, and a cycle
@@ -109,7 +109,7 @@ def test_forecast_features_turn_true_departures_back_into_the_levels(drift):
 
 def test_vowels_augmentation_keeps_channels_and_labels():
     import numpy as np
-    from attnlab.demos.vowels import Augmented
+    from attnlab.cli.demos.vowels import Augmented
     X = [np.ones((10, 12), np.float32), np.ones((7, 12), np.float32)]
     data = Augmented(X, [4, 2], seed=1, warp=0.2, jitter=0.0, scale=0.1, drift=0.0, transfer=0.0)
     x, label = data[0]
@@ -121,7 +121,7 @@ def test_vowels_augmentation_keeps_channels_and_labels():
 
 def test_vowels_within_speaker_covariance_against_a_naive_sum():
     import numpy as np
-    from attnlab.demos.vowels import within_speaker_covariance
+    from attnlab.cli.demos.vowels import within_speaker_covariance
     rng = np.random.default_rng(0)
     X = [rng.normal(size=(int(rng.integers(5, 9)), 12)) for _ in range(7)]
     y = np.array([0, 0, 1, 1, 1, 2, 2])
@@ -134,7 +134,7 @@ def test_vowels_within_speaker_covariance_against_a_naive_sum():
 def test_vowels_drift_offsets_an_utterance_by_one_draw_of_the_within_speaker_spread():
     import numpy as np
     import torch
-    from attnlab.demos.vowels import Augmented, within_speaker_covariance
+    from attnlab.cli.demos.vowels import Augmented, within_speaker_covariance
     rng = np.random.default_rng(1)
     X = [rng.normal(size=(6, 12)).astype(np.float32) + k % 3 for k in range(12)]
     y = np.arange(12) % 3
@@ -157,7 +157,7 @@ def test_vowels_drift_offsets_an_utterance_by_one_draw_of_the_within_speaker_spr
 @pytest.mark.parametrize("value", [-1.0, float("nan")])
 def test_vowels_drift_and_transfer_must_not_be_negative(argument, value):
     import numpy as np
-    from attnlab.demos.vowels import Augmented
+    from attnlab.cli.demos.vowels import Augmented
     from attnlab.core.errors import ArgumentError
     with pytest.raises(ArgumentError,
                        match=rf"{argument}: expected a number ≥ 0 .* Use 0 for none"):
@@ -166,7 +166,7 @@ def test_vowels_drift_and_transfer_must_not_be_negative(argument, value):
 
 def test_vowels_deltas_are_the_differences_over_the_steps_against_a_naive_loop():
     import numpy as np
-    from attnlab.demos.vowels import with_deltas
+    from attnlab.cli.demos.vowels import with_deltas
     s = np.random.default_rng(0).normal(size=(7, 12))
     naive = np.empty_like(s)
     for t in range(7):                      # central inside, one-sided at the ends
@@ -186,7 +186,7 @@ def test_vowels_deltas_are_the_differences_over_the_steps_against_a_naive_loop()
 
 def test_vowels_augmented_deltas_follow_the_changed_cepstrum():
     import numpy as np
-    from attnlab.demos.vowels import Augmented, build_network, standardizer, with_deltas
+    from attnlab.cli.demos.vowels import Augmented, build_network, standardizer, with_deltas
     X = [np.random.default_rng(k).normal(size=(n, 12)) for k, n in enumerate((9, 5, 12))]
     view = standardizer(X)(X)
     assert [v.shape for v in view] == [(9, 24), (5, 24), (12, 24)]
@@ -201,8 +201,8 @@ def test_vowels_augmented_deltas_follow_the_changed_cepstrum():
 
 def test_vowels_transfer_adds_another_recordings_departure_from_its_speaker():
     import numpy as np
-    from attnlab.demos.baselines import resample
-    from attnlab.demos.vowels import Augmented, deviations
+    from attnlab.cli.demos.baselines import resample
+    from attnlab.cli.demos.vowels import Augmented, deviations
     rng = np.random.default_rng(1)
     X = [rng.normal(size=(n, 12)).astype(np.float32) for n in (8, 11, 6, 9)]
     y = [0, 0, 1, 1]
@@ -231,8 +231,8 @@ def test_vowels_members_trained_in_two_processes_are_those_of_one():
     import functools
     import numpy as np
     import torch
-    import attnlab.demos.vowels as V
-    import attnlab.demos._common as C
+    import attnlab.cli.demos.vowels as V
+    import attnlab.cli.demos._common as C
     rng = np.random.default_rng(0)
     X = [rng.normal(size=(n, 12)) for n in rng.integers(7, 15, 18)]
     y = np.arange(18) % 9
@@ -250,8 +250,8 @@ def test_digits_members_trained_in_two_processes_are_those_of_one():
     import functools
     import numpy as np
     import torch
-    import attnlab.demos.digits as D
-    import attnlab.demos._common as C
+    import attnlab.cli.demos.digits as D
+    import attnlab.cli.demos._common as C
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 1, size=(20, 1, 8, 8)).astype(np.float32)      # N×1×8×8, as the demo
     y = np.arange(20) % 10
@@ -266,7 +266,7 @@ def test_digits_members_trained_in_two_processes_are_those_of_one():
 
 def test_resample_gives_np_interps_numbers_channel_by_channel():
     import numpy as np
-    from attnlab.demos.baselines import resample
+    from attnlab.cli.demos.baselines import resample
     rng = np.random.default_rng(0)
     for T in (1, 2, 3, 7, 20, 29):
         for length in (0, 1, 2, 4, 13, 20, 35):
@@ -282,7 +282,7 @@ def test_resample_gives_np_interps_numbers_channel_by_channel():
 
 
 def test_demo_workers_come_from_the_environment(monkeypatch):
-    import attnlab.demos._common as C
+    import attnlab.cli.demos._common as C
     monkeypatch.setenv("ATTNLAB_DEMO_WORKERS", "3")
     assert C.demo_workers() == 3
     monkeypatch.delenv("ATTNLAB_DEMO_WORKERS")
@@ -295,8 +295,8 @@ def test_demo_workers_come_from_the_environment(monkeypatch):
 
 
 def test_demo_threads_come_from_the_environment(monkeypatch):
-    import attnlab.demos._common as C
-    from attnlab.demos.seeds import machine
+    import attnlab.cli.demos._common as C
+    from attnlab.cli.demos.seeds import machine
     from attnlab.core.errors import ArgumentError
     monkeypatch.setenv("ATTNLAB_DEMO_THREADS", "2")
     assert C.demo_thread_count() == 2 == machine()["demo_threads"]
@@ -312,7 +312,7 @@ def test_a_bad_worker_count_stops_a_demo_before_it_loads_anything(demo, tmp_path
     import importlib
     from attnlab.core.errors import ArgumentError
     monkeypatch.setenv("ATTNLAB_DEMO_WORKERS", "0")
-    module = importlib.import_module(f"attnlab.demos.{demo}")
+    module = importlib.import_module(f"attnlab.cli.demos.{demo}")
     with pytest.raises(ArgumentError, match="ATTNLAB_DEMO_WORKERS: expected a whole number ≥ 1"):
         module.run(tmp_path / "out", epochs=1)
     assert not (tmp_path / "out").exists()

@@ -52,7 +52,7 @@ def blocks(page: Path) -> list[tuple[str, str, str | None]]:
 def _roman_demo_folder(folder: Path) -> None:
     """What `attnlab demo roman --out demo-out` leaves for `attnlab view` (model.attnlab and
     sample.npz), with an untrained network of the demo's architecture: training takes a minute."""
-    from attnlab.demos import roman
+    from attnlab.cli.demos import roman
     data = al.datasets.roman_numerals()
     vocab = roman.Vocab(data)
     folder.mkdir(parents=True)

@@ -1,4 +1,4 @@
-"""Every seed answer in attnlab/demos runs at a small size; its MATLAB-style and idiomatic
+"""Every seed answer in attnlab/cli/demos runs at a small size; its MATLAB-style and idiomatic
 versions build the same graph; AttentionQKV as combinators equals MultiHeadAttention."""
 import math
 import subprocess
@@ -10,10 +10,10 @@ import torch
 
 import attnlab as al
 from attnlab.cli import DEMOS, main
-from attnlab.demos import seed1, seed3_qkv as seed3
-from attnlab.demos import seed2_images as seed2
-from attnlab.demos import seed2_sequences as follow
-from attnlab.demos._compare import assert_same_graph, graph_signature
+from attnlab.cli.demos import seed1, seed3_qkv as seed3
+from attnlab.cli.demos import seed2_images as seed2
+from attnlab.cli.demos import seed2_sequences as follow
+from attnlab.cli.demos._compare import assert_same_graph, graph_signature
 
 
 def _quiet(build):
@@ -101,7 +101,7 @@ def test_seed3_weights_matter_before_copying():
 
 
 def test_seed_answers_run_as_scripts():
-    done = subprocess.run([sys.executable, "-m", "attnlab.demos.seed3_qkv", "--small"],
+    done = subprocess.run([sys.executable, "-m", "attnlab.cli.demos.seed3_qkv", "--small"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "MultiHeadAttention" in done.stdout

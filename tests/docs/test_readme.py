@@ -35,13 +35,13 @@ def _python_blocks():
 
 
 def _cycle_message() -> str:
-    from attnlab.demos.seed1 import question_network
+    from attnlab.cli.demos.seed1 import question_network
     return next(str(i) for i in question_network().analyze().issues if "cycle:" in str(i))
 
 
 def _flatten_message() -> str:
     # the seed's network, flattenLayer before selfAttentionLayer
-    from attnlab.demos.seed2_images import flatten_network_attnlab
+    from attnlab.cli.demos.seed2_images import flatten_network_attnlab
     return str(flatten_network_attnlab().analyze().issues[0])
 
 

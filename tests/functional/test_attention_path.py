@@ -1,6 +1,9 @@
 """The path from an attention layer to the math: the argument rules checked once, where a
 layer is made or `al.attention` is called, the options handed on as one object, and a layer
 kind that changes only its module class."""
+import dataclasses
+import inspect
+
 import pytest
 import torch
 from torch import nn
@@ -14,7 +17,26 @@ from attnlab.functional import naive_attention
 
 def test_rotary_defaults_have_one_home():
     assert rules.ROTARY_DEFAULTS is rotary.DEFAULTS
-    assert rules.rotary("SelfAttention", True) == rotary.DEFAULTS
+    defaults = {"base": 10000.0, "fraction": 1.0, "interleaved": False}
+    assert rotary.DEFAULTS.as_dict() == defaults
+    assert rules.rotary("SelfAttention", True) == defaults
+    # a dict's missing keys are filled from them
+    assert rules.rotary("SelfAttention", {"base": 500.0}) == dict(defaults, base=500.0)
+    # and Rotary's keyword defaults are theirs, not values of its own
+    params = inspect.signature(rotary.Rotary).parameters
+    assert {k: params[k].default for k in rotary.RotarySettings.keys()} == defaults
+    turn = rotary.Rotary(8)
+    assert (turn.base, turn.dims, turn.interleaved) == (10000.0, 8, False)
+
+
+def test_rotary_defaults_are_typed_and_cannot_change():
+    assert [(f.name, f.type) for f in dataclasses.fields(rotary.DEFAULTS)] == \
+        [("base", "float"), ("fraction", "float"), ("interleaved", "bool")]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        rotary.DEFAULTS.base = 1.0                          # type: ignore[misc]
+    settings = rules.rotary("SelfAttention", True)
+    settings["base"] = 1.0                                  # a copy: the defaults stay
+    assert rules.rotary("SelfAttention", True)["base"] == 10000.0
 
 
 def _counting(monkeypatch, module, name):

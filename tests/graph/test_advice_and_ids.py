@@ -8,7 +8,7 @@ import torch
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.demos.seed1 import question_network
+from attnlab.cli.demos.seed1 import question_network
 
 HERE = Path(__file__).resolve().parents[1] / "matlab"
 SEED1_VARS = {"InputChannels": 1, "hidden_num_lstm1": 64, "hidden_num_lstm2": 64,
@@ -209,7 +209,7 @@ def test_a_nested_network_sees_whether_its_outer_network_gives_it_ids():
 
 
 def test_networks_that_feed_embeddings_from_inputs_analyse_clean():
-    from attnlab.demos.roman import build_network
+    from attnlab.cli.demos.roman import build_network
     assert not build_network().analyze().issues
     pytest.importorskip("tree_sitter_matlab")
     from attnlab.matlab import run_code
@@ -219,7 +219,7 @@ def test_networks_that_feed_embeddings_from_inputs_analyse_clean():
 
 
 def test_the_seed1_demos_fixed_network_is_the_advice_applied():
-    from attnlab.demos.seed1 import fixed_network
+    from attnlab.cli.demos.seed1 import fixed_network
     net = question_network()
     exec(_advice(_cycle_message(net.analyze())), {"net": net, "L": L, "C": 1})
     fixed = fixed_network()

@@ -13,7 +13,7 @@ from torch import nn
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.demos.seed1 import answer_network, question_network
+from attnlab.cli.demos.seed1 import answer_network, question_network
 from attnlab.layers.base import LAYER_TYPES, Layer
 from attnlab.core.spec import Spec
 

@@ -166,3 +166,26 @@ def test_images_are_refused_naming_the_port():
     layer = L.MixtureOfExperts(4, 8, name="moe")
     with pytest.raises(al.AttnlabError, match="layer 'moe' port 'in'"):
         layer.infer({"in": Spec.image(3, 4, 4)})
+
+
+def test_a_billion_experts_is_refused_when_made_naming_the_limit():
+    # it used to be accepted and a module made per expert, for hours and tens of GB
+    with pytest.raises(al.ArgumentError) as info:
+        L.MixtureOfExperts(10**9, 8, name="moe")
+    msg = str(info.value)
+    assert "MixtureOfExperts 'moe' argument 'num_experts'" in msg
+    assert "≤ 1024" in msg and "received 1000000000" in msg
+
+
+def test_the_most_experts_still_build():
+    layer = L.MixtureOfExperts(1024, 1, top_k=1, name="moe")
+    analysis = al.Network([L.SequenceInput(2, name="x"), layer]).analyze()
+    assert analysis.ok and analysis.total_learnables == 1024 * (2 + 3 * 2)
+
+
+def test_experts_too_big_to_hold_are_refused_by_the_analysis():
+    net = al.Network([L.SequenceInput(4096, name="x"), L.MixtureOfExperts(8, 10**9, name="moe")])
+    analysis = net.analyze()
+    assert not analysis.ok
+    msg = str(analysis.issues[0])
+    assert "'moe'" in msg and "8×3000000000×4096" in msg and "Use fewer experts or units" in msg

@@ -152,10 +152,20 @@ def test_save_and_load_keep_the_dotted_keys(gpt2, tmp_path):
     assert "layer_modules.h.0.attn.query.weight" in stored
     assert not [k for k in stored if LOOK_ALIKE in k]
     twin = al.load(tmp_path / "gpt2.attn").eval()
+    mine = net.state_dict()
+    assert all(torch.equal(t, mine[k]) for k, t in twin.state_dict().items())
+
+
+@pytest.mark.xfail(strict=True, reason="from_pretrained maps GPT-2's transposed Conv1D "
+                   "weights in place; exact once it copies them row-major")
+def test_saved_and_loaded_gpt2_computes_exactly_what_it_did(gpt2, tmp_path):
+    net = al.from_pretrained(gpt2)
+    net.save(tmp_path / "gpt2.attn")
+    twin = al.load(tmp_path / "gpt2.attn").eval()
     with torch.no_grad():
-        # the loaded net keeps q, k, v in one storage and projects them in one matmul; the
-        # mapped checkpoint's views may take three: equal up to the rounding of the sums
-        torch.testing.assert_close(twin(_ids()), net(_ids()), rtol=1e-6, atol=1e-6)
+        # the same matmuls against the same matrices, however the checkpoint lays them out
+        assert torch.equal(twin(_ids()), net(_ids()))
+    assert torch.equal(twin(_ids()), net(_ids()))
 
 
 # ------------------------------------------------------------------ earlier files ----------

@@ -9,8 +9,8 @@ from torch import nn
 import attnlab as al
 from attnlab import layers as L
 
-from attnlab.demos.seed1 import answer_network as seed1_answer
-from attnlab.demos.seed1 import question_network as seed1_question
+from attnlab.cli.demos.seed1 import answer_network as seed1_answer
+from attnlab.cli.demos.seed1 import question_network as seed1_question
 
 
 def test_seed1_question_reports_the_cycle_in_order_with_the_fix():

@@ -6,7 +6,7 @@ from torch import nn
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.demos.seed1 import answer_network
+from attnlab.cli.demos.seed1 import answer_network
 from attnlab.io.onnx.export import export_onnx
 
 from helpers import data_for, single_layer_net

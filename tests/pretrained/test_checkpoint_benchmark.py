@@ -1,5 +1,6 @@
-"""`benchmarks/checkpoints.py --smoke`: every path of the checkpoint benchmark at tiny sizes on
-the CPU, so that it runs first time when a GPU session needs it."""
+"""`benchmarks/checkpoints.py --smoke` and `benchmarks/families.py --smoke`: every path of the
+benchmarks against transformers at tiny sizes on the CPU, so that they run first time when a
+GPU session or `make bench` needs them."""
 import sys
 from pathlib import Path
 
@@ -22,4 +23,27 @@ def test_checkpoint_benchmark_smoke_checks_outputs_before_timing():
     for r in rows:
         assert r["diff"] <= 1e-4 and r["same"] == 1
         assert set(r["fwd"]) == set(r["dec"]) == set(r["m_load"]) == {"transformers", "attnlab"}
-        assert all(t > 0 for t in (*r["fwd"].values(), *r["dec"].values(), r["recompute"]))
+        times = [t for k in ("fwd", "dec") for samples in r[k].values() for t in samples]
+        assert len(times) == 4 and all(t > 0 for t in times) and r["recompute"] > 0
+        assert set(r["m_dec"]) == {"transformers", "attnlab"}
+    text = checkpoints.report(rows, torch.device("cpu"), 24, 6, 1, (0.5, 0.7))
+    assert "| GPT-2 (tiny) |" in text and "same tokens" in text and "load peak" in text
+
+
+def test_families_benchmark_smoke_runs_every_family_with_equal_logits():
+    import families
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rows = families.main(["--smoke"])
+    finally:
+        torch.set_num_threads(n)
+    assert [r["family"] for r in rows] == [
+        "gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "gpt_neox",
+        "opt", "mixtral", "bert", "roberta", "distilbert", "vit", "t5"]
+    for r in rows:
+        assert r["diff"] <= 1e-4, r["family"]
+        assert all(len(s) == 1 and s[0] > 0 for s in r["samples"].values())
+    text = families.report(rows, 9.0, 9.5, 1, 1)
+    assert text.count("\n| ") == 1 + len(rows)             # the header and one row each
+    assert "under load" in text

@@ -35,6 +35,19 @@ def _model(kind):
         return transformers.BertModel(transformers.BertConfig(
             vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
             intermediate_size=48, max_position_embeddings=16, type_vocab_size=2))
+    if kind == "roberta":                 # ids from 2 on: 1 is its padding token
+        return transformers.RobertaModel(transformers.RobertaConfig(
+            vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            intermediate_size=48, max_position_embeddings=20, type_vocab_size=2,
+            pad_token_id=1))
+    if kind == "distilbert":
+        return transformers.DistilBertModel(transformers.DistilBertConfig(
+            vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=48,
+            max_position_embeddings=16))
+    if kind == "bert-qa":
+        return transformers.BertForQuestionAnswering(transformers.BertConfig(
+            vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+            intermediate_size=48, max_position_embeddings=16, type_vocab_size=2))
     if kind == "t5":
         return transformers.T5ForConditionalGeneration(transformers.T5Config(
             vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=48, num_layers=2, num_heads=4,
@@ -261,3 +274,134 @@ def test_a_network_of_ones_own_points_to_padded():
     net = al.Network([al.layers.TokenInput(name="ids"), al.layers.Embedding(10, 4)])
     with pytest.raises(al.DataError, match=r"unknown attention_mask.*al\.Padded\(x, mask\)"):
         net({"ids": torch.zeros(1, 3, dtype=torch.long), "attention_mask": torch.ones(1, 3)})
+
+
+# -- inputs by position, in transformers' order --------------------------------------------------
+
+ENCODERS = ["bert", "roberta", "distilbert"]
+
+
+def _types():
+    return (torch.arange(T) >= 4).long().expand(len(LENGTHS), T)
+
+
+def _hidden(out):
+    """The encoder's last hidden state, from ours (a dict or a tensor) or transformers'."""
+    if isinstance(out, torch.Tensor):
+        return out
+    return out["last_hidden_state"] if isinstance(out, dict) else out.last_hidden_state
+
+
+@pytest.mark.parametrize("kind", ENCODERS)
+def test_ids_alone_by_position_as_transformers(checkpoints, kind):
+    """net(input_ids) as model(input_ids): token_type_ids, where the network has them, are
+    zeros as in transformers."""
+    _, model, net = checkpoints(kind)
+    ids = _ids(seed=7) + 1                      # no RoBERTa padding token (1) among them
+    with torch.no_grad():
+        ours, theirs = net(ids), model(ids)
+        by_name = net({"input_ids": ids})
+    assert relative_difference(_hidden(ours), _hidden(theirs)) <= TOLERANCE
+    assert torch.equal(_hidden(ours), _hidden(by_name))
+
+
+@pytest.mark.parametrize("kind", ENCODERS)
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_ids_and_mask_by_position_as_transformers(checkpoints, kind, side):
+    """net(input_ids, attention_mask): the second input is the mask, as in transformers, not
+    the network's second input (token_type_ids for BERT and RoBERTa)."""
+    _, model, net = checkpoints(kind)
+    ids, mask = _ids(seed=8) + 1, _mask(side)
+    with torch.no_grad():
+        ours, theirs = net(ids, mask), model(ids, mask)
+        predicted = net.predict(ids, mask, batch_size=2)
+    assert _difference(_hidden(ours), _hidden(theirs), mask) <= TOLERANCE
+    assert _difference(_hidden(predicted), _hidden(ours), mask) <= 1e-6
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+def test_ids_mask_and_token_types_by_position_as_transformers(checkpoints, kind):
+    _, model, net = checkpoints(kind)
+    ids, mask, types = _ids(seed=9) + 1, _mask("right"), _types()
+    with torch.no_grad():
+        ours, theirs = net(ids, mask, types), model(ids, mask, types)
+        mixed = net(ids, mask, token_type_ids=types)
+        typeless = model(ids, mask)
+    assert _difference(_hidden(ours), _hidden(theirs), mask) <= TOLERANCE
+    assert relative_difference(ours["pooler_output"], theirs.pooler_output) <= TOLERANCE
+    assert torch.equal(_hidden(mixed), _hidden(ours))
+    assert _difference(_hidden(ours), _hidden(typeless), mask) > 1e-3    # the types mattered
+
+
+@pytest.mark.parametrize("kind", ENCODERS)
+def test_ids_by_position_and_mask_by_name_as_transformers(checkpoints, kind):
+    _, model, net = checkpoints(kind)
+    ids, mask = _ids(seed=10) + 1, _mask("left")
+    with torch.no_grad():
+        ours = net(ids, attention_mask=mask)
+        theirs = model(ids, attention_mask=mask)
+    assert _difference(_hidden(ours), _hidden(theirs), mask) <= TOLERANCE
+
+
+def test_a_head_takes_inputs_by_position_as_transformers(checkpoints):
+    _, model, net = checkpoints("bert-qa")
+    ids, mask, types = _ids(seed=11), _mask("right"), _types()
+    with torch.no_grad():
+        ours, theirs = net(ids, mask, types), model(ids, mask, types)
+    for name in ("start_logits", "end_logits"):
+        assert _difference(ours[name], getattr(theirs, name), mask) <= TOLERANCE
+
+
+def test_t5_reads_its_four_inputs_by_position_as_transformers(checkpoints):
+    _, model, net = checkpoints("t5")
+    ids, mask, dec = _ids(seed=12), _mask("right"), _ids(3, 5, seed=13)
+    with torch.no_grad():
+        ours, theirs = net(ids, mask, dec), model(ids, mask, dec).logits
+    assert relative_difference(ours, theirs) <= TOLERANCE
+
+
+def test_positional_calls_transformers_would_not_read_so_are_refused(checkpoints):
+    """Each refusal names the inputs and says how to give them."""
+    ids, mask = _ids(), _mask("right")
+    _, _, gpt2 = checkpoints("gpt2")          # transformers' GPT-2 takes its cache second
+    with pytest.raises(al.DataError, match=r"2 inputs by position, but transformers' "
+                       r"GPT2LMHeadModel reads input_ids by position, then its key/value cache "
+                       r"\(past_key_values\).*net\(input_ids, attention_mask=mask\)"):
+        gpt2(ids, mask)
+    with torch.no_grad():
+        assert torch.equal(gpt2(ids, attention_mask=mask), gpt2(input_ids=ids,
+                                                                 attention_mask=mask))
+    _, _, distilbert = checkpoints("distilbert")
+    with pytest.raises(al.DataError, match=r"3 inputs by position, but transformers' "
+                       r"DistilBertModel reads input_ids, attention_mask by position, and "
+                       r"nothing after them is an input.*\(the network's inputs: input_ids\)"):
+        distilbert(ids, mask, mask)
+    with pytest.raises(al.DataError, match=r"3 inputs by position.*net.predict|3 inputs by "
+                                           r"position, but transformers' DistilBertModel"):
+        distilbert.predict(ids, mask, mask)
+    _, _, t5 = checkpoints("t5")              # the network's own order: ids, decoder ids
+    with pytest.raises(al.DataError, match=r"2 inputs by position leave out decoder_input_ids: "
+                       r"transformers' T5ForConditionalGeneration reads input_ids, "
+                       r"attention_mask, decoder_input_ids, decoder_attention_mask"):
+        t5(ids, _ids(3, 5))
+    _, _, bert = checkpoints("bert")
+    with pytest.raises(al.DataError, match=r"input 'attention_mask' given both by position "
+                                           r"and by name"):
+        bert(ids, mask, attention_mask=mask)
+
+
+def test_a_model_type_attnlab_does_not_list_takes_its_ids_alone_by_position(checkpoints):
+    """A registered family's order is not known: its first input alone is read by position."""
+    import copy
+    _, _, net = checkpoints("llama")
+    other = copy.deepcopy(net)
+    other.metadata["huggingface"]["config"]["model_type"] = "my-llama"
+    ids, mask = _ids(), _mask("right")
+    with torch.no_grad():
+        assert torch.equal(other(ids), net(ids))
+    with pytest.raises(al.DataError, match=r"2 inputs by position, but transformers' "
+                                           r"LlamaForCausalLM reads input_ids by position"):
+        other(ids, mask)
+    with torch.no_grad():
+        ours = net(ids, mask)
+    assert torch.equal(ours[mask.bool()], net(input_ids=ids, attention_mask=mask)[mask.bool()])

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import attnlab as al
-from attnlab.core import files as _files
+from attnlab.core import files as _files, folders as _folders
 from attnlab.pretrained import writing
 from pretrained_helpers import quiet_transformers, relative_difference, save_checkpoint
 
@@ -99,13 +99,13 @@ def _arm(point: str, marker: Path) -> None:
         return wrapper
 
     if point == "written":                            # the new pair in the private folder
-        _files._fsync_file = before(_files._fsync_file)
+        _folders._fsync_file = before(_folders._fsync_file)
     elif point == "before-exchange":
-        _files.exchange = before(_files.exchange)
+        _folders.exchange = before(_folders.exchange)
     elif point == "after-exchange":
-        _files.exchange = after(_files.exchange)
+        _folders.exchange = after(_folders.exchange)
     elif point == "dismantling":                      # the old folder half removed
-        real_exchange, real_unlink = _files.exchange, os.unlink
+        real_exchange, real_unlink = _folders.exchange, os.unlink
         count = [0]
 
         def unlink(path, *a, **k):
@@ -117,9 +117,9 @@ def _arm(point: str, marker: Path) -> None:
         def exchange(a, b):
             real_exchange(a, b)
             os.unlink = unlink
-        _files.exchange = exchange
+        _folders.exchange = exchange
     elif point.startswith("in-place"):               # no exchange: file by file
-        _files._may_exchange = lambda folder: False
+        _folders._may_exchange = lambda folder: False
         real_replace = os.replace
         wanted = {"in-place-config-out": ("before", "model.safetensors"),
                   "in-place-weights-in": ("after", "model.safetensors"),
@@ -233,11 +233,11 @@ def test_file_by_file_where_folders_cannot_be_exchanged(original, nets, tmp_path
     old, new = nets
     folder = _model_folder(tmp_path, original, old)
     if how == "no-exchange":
-        monkeypatch.setattr(_files, "_may_exchange", lambda folder: False)
+        monkeypatch.setattr(_folders, "_may_exchange", lambda folder: False)
     else:
         def refused(a, b):
             raise OSError(errno.EINVAL, "not on this file system")
-        monkeypatch.setattr(_files, "exchange", refused)
+        monkeypatch.setattr(_folders, "exchange", refused)
     new.save_pretrained(folder)
     assert _state(folder, old, new) == "new"
     assert (folder / "tokenizer.json").read_text() == '{"tokens": 1}'
@@ -255,7 +255,7 @@ def test_an_error_half_way_file_by_file_puts_the_old_pair_back(original, nets, t
             folder, max_shard_size="20KB")
         (folder / "model.safetensors").unlink(missing_ok=True)
     before = sorted(p.name for p in folder.iterdir())
-    monkeypatch.setattr(_files, "_may_exchange", lambda folder: False)
+    monkeypatch.setattr(_folders, "_may_exchange", lambda folder: False)
     real, failed = os.replace, []
 
     def full(src, dst, *a, **k):                        # fails once

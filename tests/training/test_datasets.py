@@ -1,11 +1,11 @@
-"""attnlab.datasets: shapes, splits and the missing-package error."""
+"""attnlab.training.datasets: shapes, splits and the missing-package error."""
 import importlib.util
 
 import numpy as np
 import pytest
 
 import attnlab as al
-from attnlab import datasets as D
+from attnlab.training import datasets as D
 
 
 def needs(package):
@@ -68,7 +68,7 @@ def test_roman_numerals_generated_500_500():
 
 
 def test_missing_package_names_the_extra(monkeypatch):
-    from attnlab.datasets import _common
+    from attnlab.training.datasets import _common
 
     monkeypatch.setattr(_common.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(D.MissingDataPackageError, match=r"attnlab\[data\]") as e:

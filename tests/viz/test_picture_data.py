@@ -6,7 +6,7 @@ import sys
 import matplotlib
 import matplotlib.pyplot as plt
 
-from attnlab.demos.seed1 import answer_network, question_network
+from attnlab.cli.demos.seed1 import answer_network, question_network
 from attnlab.viz import graph
 from attnlab.viz.layout import compute_layout, estimated_width
 from attnlab.viz.picture import picture
@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 
 
 def test_the_layout_and_the_picture_are_computed_without_matplotlib():
-    code = ("import sys\nfrom attnlab.demos.seed1 import question_network\n"
+    code = ("import sys\nfrom attnlab.cli.demos.seed1 import question_network\n"
             "from attnlab.viz.picture import picture\nfrom attnlab.viz.layout import estimated_width\n"
             "p = picture(question_network(), estimated_width, title='t')\n"
             "print(len(p.boxes), len(p.curves), [m for m in sys.modules if m.startswith('matplotlib')])")

@@ -16,7 +16,7 @@ import torch
 import attnlab as al
 from attnlab import layers as L
 from attnlab.cli import main
-from attnlab.demos.seed1 import answer_network, question_network
+from attnlab.cli.demos.seed1 import answer_network, question_network
 from attnlab.core.errors import ArgumentError, DataError
 from attnlab.viz import view as V
 

@@ -8,7 +8,7 @@ import torch
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.demos.seed1 import answer_network, question_network
+from attnlab.cli.demos.seed1 import answer_network, question_network
 from attnlab.viz.graph import (_CYCLE, _crossings, _links, compute_layout, network_png,
                                network_svg, plot_network)
 

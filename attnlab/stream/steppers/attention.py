@@ -139,10 +139,11 @@ class CachedAttentionStepper(Stepper):
             if n >= c.ready:
                 kv = qkv.view(b, 3, -1)[:, 1:]                              # B×2×H·d: k, v
                 c.make_ready(kv, kv, n + 1)
-        c.k_slots[n].copy_(k)
-        c.v_slots[n].copy_(v)
+        i = n - c.base                                     # step n's views in the chunk
+        c.k_slots[i].copy_(k)
+        c.v_slots[i].copy_(v)
         c.n = n + 1
-        keys, values = c.k_prefix[n], c.v_prefix[n]                         # B×H×(n+1)×d
+        keys, values = c.k_prefix[i], c.v_prefix[i]                         # B×H×(n+1)×d
         if self.window is not None and n + 1 > self.window:  # the last `window` steps
             keys, values = keys[:, :, n + 1 - self.window:], values[:, :, n + 1 - self.window:]
         y = F.scaled_dot_product_attention(q.unsqueeze(2), keys, values,
@@ -168,9 +169,10 @@ class CachedAttentionStepper(Stepper):
             c.k[:, :, n], c.v[:, :, n] = k, v
             keys, values = c.k[:, :, lo:n + 1], c.v[:, :, lo:n + 1]
         else:
-            c.k_slots[n].copy_(k)                                           # B×Hkv×dk slot
-            c.v_slots[n].copy_(v)
-            keys, values = c.k_prefix[n], c.v_prefix[n]                     # B×Hkv×(n+1)×d
+            i = n - c.base                                 # step n's views in the chunk
+            c.k_slots[i].copy_(k)                                           # B×Hkv×dk slot
+            c.v_slots[i].copy_(v)
+            keys, values = c.k_prefix[i], c.v_prefix[i]                     # B×Hkv×(n+1)×d
             if lo:
                 keys, values = keys[:, :, lo:], values[:, :, lo:]
         c.n = n + 1

@@ -30,16 +30,20 @@ class KVCache:
         self.start = 0
         self.k: Tensor | None = None
         self.v: Tensor | None = None
-        # views made once per buffer (in chunks, as decoding reaches them), so that a decoding
-        # step indexes a list instead of slicing tensors (each slice is a ~1 µs call, a step
-        # makes 4 per layer): slot n, B×heads×d, takes step n's key; prefix n,
-        # B×heads×(n+1)×d, is what query n attends to
+        # views of the slots the next steps write and the prefixes they attend to, made a
+        # chunk at a time as decoding reaches them, so that a decoding step indexes a list
+        # instead of slicing tensors (each slice is a ~1 µs call, a step makes 4 per layer):
+        # k_slots[n - base], B×heads×d, takes step n's key; k_prefix[n - base],
+        # B×heads×(n+1)×d, is what query n attends to. Only the current chunk is held: a view
+        # costs ~450 bytes of host memory, and one per step and layer for a whole decode
+        # would be a few MiB, as much as the cache itself on a small model
         self.k_slots: list[Tensor] = []
         self.v_slots: list[Tensor] = []
         self.k_prefix: list[Tensor] = []
         self.v_prefix: list[Tensor] = []
-        # steps below `ready` have their views, in buffers checked to fit the keys arriving
-        # since the last reset (a one-step decode then compares one int)
+        self.base = 0
+        # steps base…ready−1 have their views, in buffers checked to fit the keys arriving
+        # since the last reset (a one-step decode then compares one int; 0 forces a check)
         self.ready = 0
         self.n = 0
 
@@ -61,6 +65,7 @@ class KVCache:
         dropped stay dropped (no query from `pos` on sees them). Their slots are zeroed, as a
         static-shape step wants a masked-out slot (a failed step may have written NaN)."""
         n = max(0, min(self.n, pos - self.start))
+        self.ready = 0                                  # views from the new n on, if gone
         if self.k is not None and self.v is not None and n < self.n:
             self.k[:, :, n:self.n].zero_()
             self.v[:, :, n:self.n].zero_()
@@ -82,22 +87,24 @@ class KVCache:
         self.v[:, :, :keep] = self.v[:, :, drop:n].clone()
         self.start += drop
         self.n = keep
+        self.ready = 0                                  # views from the new n on, if gone
 
     def make_ready(self, k: Tensor, v: Tensor, end: int) -> None:
-        """Buffers that take keys like k, v up to step `end`, with the views of at least those
-        steps: made in chunks that double (64, 128, …), not all at once when the buffers grow."""
+        """Buffers that take keys like k, v up to step `end`, with the views of step `end − 1`
+        and a chunk after it (`_CHUNK` steps); the views behind are dropped."""
         if not self.fits(k, end):
             self.grow(k, v, end)
         kc, vc = self.k, self.v
         assert kc is not None and vc is not None       # for mypy: grow made them
-        made = len(self.k_prefix)
-        if end > made:
-            upto = min(kc.shape[2], max(end, 2 * made, 64))
-            self.k_slots += kc[:, :, made:upto].unbind(2)
-            self.v_slots += vc[:, :, made:upto].unbind(2)
-            self.k_prefix += _prefixes(kc, made, upto)
-            self.v_prefix += _prefixes(vc, made, upto)
-        self.ready = len(self.k_prefix)
+        first = end - 1
+        if not self.base <= first < self.base + len(self.k_prefix):
+            upto = min(kc.shape[2], first + _CHUNK)
+            self.k_slots = list(kc[:, :, first:upto].unbind(2))
+            self.v_slots = list(vc[:, :, first:upto].unbind(2))
+            self.k_prefix = _prefixes(kc, first, upto)
+            self.v_prefix = _prefixes(vc, first, upto)
+            self.base = first
+        self.ready = self.base + len(self.k_prefix)
 
     def fits(self, k: Tensor, end: int) -> bool:
         """True when the buffers take steps up to `end` of keys like k (batch, dtype, device)."""
@@ -140,7 +147,11 @@ class KVCache:
         else:
             self.n = self.start = 0
         self.k_slots, self.v_slots, self.k_prefix, self.v_prefix = [], [], [], []
-        self.ready = 0
+        self.base = self.ready = 0
+
+
+# the steps whose slot and prefix views are made at a time (four views per step)
+_CHUNK = 64
 
 
 def _prefixes(buf: Tensor, start: int, stop: int) -> list[Tensor]:

@@ -18,8 +18,8 @@ import numpy as np
 import attnlab as al
 from attnlab import layers as L
 
-from . import _common as C
-from .report import write_report
+from attnlab.cli.demos import _common as C
+from attnlab.cli.demos.report import write_report
 
 EPOCHS = 200
 SEED = 0
@@ -103,7 +103,7 @@ def translate(net, vocab: Vocab, texts, max_length: int = 16) -> list[str]:
     for i in range(0, len(texts), 250):
         part = texts[i:i + 250]
         g = al.generate(net, static_inputs={"source": vocab.encode_source(part)}, start=START,
-                        stop=STOP, max_length=max_length)
+                        stop=STOP, max_new_tokens=max_length)
         out += [vocab.decode(seq) for seq in g.sequences()]
     return out
 

@@ -20,9 +20,9 @@ import torch
 import attnlab as al
 from attnlab import layers as L
 
-from . import _common as C
-from .baselines import svm_digits
-from .report import write_report
+from attnlab.cli.demos import _common as C
+from attnlab.cli.demos.baselines import svm_digits
+from attnlab.cli.demos.report import write_report
 
 EPOCHS = 120
 SEED = 0

@@ -24,7 +24,7 @@ HEADLINE = {"digits": "test_accuracy", "vowels": "test_accuracy", "forecast": "t
 def machine() -> dict:
     """Where a run happened: enough to compare times between machines."""
     import torch
-    from ._common import demo_thread_count
+    from attnlab.cli.demos._common import demo_thread_count
     try:
         load = os.getloadavg()[0]
     except OSError:                     # not every platform has a load average

@@ -32,10 +32,10 @@ import torch
 import attnlab as al
 from attnlab import layers as L
 
-from . import _common as C
+from attnlab.cli.demos import _common as C
 from attnlab.core.errors import ArgumentError
-from .baselines import logistic_sequences, resample
-from .report import write_report
+from attnlab.cli.demos.baselines import logistic_sequences, resample
+from attnlab.cli.demos.report import write_report
 
 EPOCHS = 150
 SEED = 0

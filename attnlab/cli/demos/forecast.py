@@ -20,9 +20,9 @@ import torch
 import attnlab as al
 from attnlab import layers as L
 
-from . import _common as C
-from .baselines import rmse, seasonal_forecasts
-from .report import write_report
+from attnlab.cli.demos import _common as C
+from attnlab.cli.demos.baselines import rmse, seasonal_forecasts
+from attnlab.cli.demos.report import write_report
 
 EPOCHS = 20
 SEED = 0

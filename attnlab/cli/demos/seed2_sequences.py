@@ -14,7 +14,7 @@ head; `check_formula()` recomputes a layer's output by hand.
 Each network is written with `attnlab.matlab` and idiomatically; the two build the same graph.
 Data: synthetic 1-channel signals of 12–32 steps whose class is their frequency.
 
-    python -m attnlab.demos.seed2_sequences [--small]
+    python -m attnlab.cli.demos.seed2_sequences [--small]
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from attnlab.matlab import (additionLayer, connectLayers, dlnetwork, fullyConnec
                             sequenceInputLayer, sinusoidalPositionEncodingLayer, softmaxLayer,
                             trainingOptions, trainnet)
 
-from ._compare import assert_same_graph
+from attnlab.cli.demos._compare import assert_same_graph
 
 POOLS = ("gap", "last", "attnpool")
 

@@ -5,7 +5,7 @@ which itself reads the attention's output: a cycle. The answer gives the decoder
 so the encoder feeds only key and value (`answer_network`, the README's first example).
 
     attnlab demo seed1 --out demo-out          # the analysis, and the pictures of both networks
-    python -m attnlab.demos.seed1 [--small] [--out DIR]
+    python -m attnlab.cli.demos.seed1 [--small] [--out DIR]
 
 The second form also ports the question's and the answer's MATLAB code line by line with
 `attnlab.matlab` (`question_matlab`, `answer_matlab`) and checks that each builds the same graph
@@ -23,7 +23,7 @@ from attnlab.matlab import (addLayers, analyzeNetwork, attentionLayer, connectLa
                             disconnectLayers, dlnetwork, dropoutLayer, fullyConnectedLayer,
                             layerNormalizationLayer, lstmLayer, plot, sequenceInputLayer)
 
-from ._compare import assert_same_graph
+from attnlab.cli.demos._compare import assert_same_graph
 
 
 # ------------------------------------------------------------------ idiomatic attnlab ---

@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 
-from ..datasets._common import require
+from attnlab.training.datasets._common import require
 
 
 def svm_digits(X_train, y_train, X_test, y_test) -> dict:

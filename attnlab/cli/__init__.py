@@ -33,12 +33,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._version import __version__
+from attnlab._version import __version__
 
-DEMOS = {"seed1": "attnlab.demos.seed1", "digits": "attnlab.demos.digits",
-         "vowels": "attnlab.demos.vowels", "forecast": "attnlab.demos.forecast",
-         "roman": "attnlab.demos.roman", "seed2-images": "attnlab.demos.seed2_images",
-         "seed2-sequences": "attnlab.demos.seed2_sequences", "seed3-qkv": "attnlab.demos.seed3_qkv"}
+DEMOS = {"seed1": "attnlab.cli.demos.seed1", "digits": "attnlab.cli.demos.digits",
+         "vowels": "attnlab.cli.demos.vowels", "forecast": "attnlab.cli.demos.forecast",
+         "roman": "attnlab.cli.demos.roman", "seed2-images": "attnlab.cli.demos.seed2_images",
+         "seed2-sequences": "attnlab.cli.demos.seed2_sequences", "seed3-qkv": "attnlab.cli.demos.seed3_qkv"}
 
 
 def main(argv=None) -> int:
@@ -178,9 +178,9 @@ def _beside(path: Path, suffix: str) -> Path:
 def _read_network(path: Path):
     """A saved network, or a Hugging Face model folder read with `al.from_pretrained`."""
     if _hugging_face_folder(path):
-        from .pretrained import from_pretrained
+        from attnlab.pretrained import from_pretrained
         return from_pretrained(path)
-    from .io import load
+    from attnlab.io import load
     return load(path)
 
 
@@ -233,7 +233,7 @@ def _output_file(path: Path, who: str, formats: tuple[str, ...], example: str,
 def _demo(args) -> int:
     """Checks the arguments and the data extra before any work, then runs the demo; a missing
     package or an attnlab error is one line on stderr (exit 2), not a traceback."""
-    from .demos import _common
+    from attnlab.cli.demos import _common
     from attnlab.core.errors import AttnlabError
 
     epochs = _epochs(args.epochs)
@@ -247,7 +247,7 @@ def _demo(args) -> int:
     import matplotlib
     matplotlib.use("Agg")
     try:
-        from .demos import seeds
+        from attnlab.cli.demos import seeds
         seeds.run(DEMOS[args.name], args.name, args.out / args.name, epochs=epochs,
                   seed=args.seed, seeds=args.seeds)
     except AttnlabError as e:             # MissingDataPackageError among them
@@ -309,7 +309,7 @@ def _import_modules(names: list[str]) -> bool:
 def _matlab_outputs(path: Path):
     """The script's folder as the one it may write to; analyze never trains, so a training
     path outside it is a note (what run_file would refuse) rather than an error."""
-    from .matlab.confinement import script_outputs
+    from attnlab.matlab.confinement import script_outputs
     return script_outputs(path.parent, "run_file", lambda *a, **k: None, analyze=True)
 
 
@@ -327,7 +327,7 @@ def _on_file(args) -> int:
     if args.file.suffix.lower() == ".m" and not args.file.is_dir():   # attnlab.matlab.cli
         if not _import_modules(args.imports):
             return 2
-        from .matlab import cli as matlab_cli
+        from attnlab.matlab import cli as matlab_cli
         try:
             with _matlab_outputs(args.file):
                 if args.command == "analyze":
@@ -369,7 +369,7 @@ def _on_file(args) -> int:
 
 
 def _picture_formats() -> tuple[str, ...]:
-    from .viz.graph import _PICTURE_FORMATS
+    from attnlab.viz.graph import _PICTURE_FORMATS
     return _PICTURE_FORMATS
 
 
@@ -383,7 +383,7 @@ def _view(args) -> int:
         return 2
     import matplotlib
     matplotlib.use("Agg")
-    from .viz import view as V
+    from attnlab.viz import view as V
 
     extra: dict[str, Any] = {"sample": None, "labels": {}, "training": None, "metrics": None,
                              "images": {}}
@@ -442,7 +442,7 @@ def _view_network(path: Path, sets: list[str], notes: list[str]):
     without training (its notes are added to `notes`)."""
     if path.suffix.lower() == ".m" and not path.is_dir():
         from attnlab.core.errors import FormatError
-        from .matlab import cli as matlab_cli
+        from attnlab.matlab import cli as matlab_cli
         with _matlab_outputs(path):
             loaded = matlab_cli._load(path, sets)       # (networks, the reader or its notes, …)
         nets = loaded[0]

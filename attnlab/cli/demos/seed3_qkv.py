@@ -21,7 +21,7 @@ Three spellings of the same computation:
 - `attention_qkv_attnlab`: the same explicit graph in idiomatic attnlab (and `multi_head`, the
   one-layer form you would normally write).
 
-    python -m attnlab.demos.seed3_qkv [--small]
+    python -m attnlab.cli.demos.seed3_qkv [--small]
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from attnlab import layers as L
 from attnlab.matlab import (addLayers, attentionLayer, connectLayers, dlnetwork,
                             fullyConnectedLayer)
 
-from ._compare import assert_same_graph
+from attnlab.cli.demos._compare import assert_same_graph
 
 
 def attention_qkv_trax(d_feature: int, n_heads: int = 1) -> al.Network:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import Classification, TimeSeries, Translation, package_dir, require
+from attnlab.training.datasets._common import (Classification, TimeSeries, Translation, package_dir,
+                                               require)
 
 
 def digits(test_size: float = 0.2, seed: int = 0) -> Classification:
@@ -54,7 +55,7 @@ def japanese_vowels() -> Classification:
     files = [folder / f"JapaneseVowels_{part}.ts" for part in ("TRAIN", "TEST")]
     for f in files:
         if not f.exists():
-            from ._common import MissingDataPackageError, EXTRA
+            from attnlab.training.datasets._common import MissingDataPackageError, EXTRA
             raise MissingDataPackageError(f"the installed sktime has no {f.name} (looked in "
                                           f"{folder}). Reinstall the data extra: {EXTRA}.")
     (Xtr, ltr), (Xte, lte) = (_read_ts(f) for f in files)

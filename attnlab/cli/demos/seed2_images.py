@@ -11,7 +11,7 @@ Data: scikit-learn's 8×8 digits (1,797 images, shipped with the package) instea
 DigitDataset; `small=True` keeps 8×8 and a few hundred images, else they are resized to 16×16.
 Without scikit-learn, synthetic digits-like data of the same shape are used.
 
-    python -m attnlab.demos.seed2_images [--small] [--out DIR]
+    python -m attnlab.cli.demos.seed2_images [--small] [--out DIR]
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from attnlab.matlab import (MatlabNote, analyzeNetwork, batchNormalizationLayer,
                             layerGraph, maxPooling2dLayer, reluLayer, selfAttentionLayer,
                             softmaxLayer, trainingOptions, trainNetwork)
 
-from ._compare import assert_same_graph
+from attnlab.cli.demos._compare import assert_same_graph
 
 
 # ---------------------------------------------------------------------------- data ----

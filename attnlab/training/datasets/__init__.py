@@ -9,8 +9,9 @@
 digits needs scikit-learn, japanese_vowels sktime, co2 statsmodels: `pip install 'attnlab[data]'`.
 A missing one raises `MissingDataPackageError` (an `al.DataError` and an `ImportError`) that
 says so."""
-from ._common import Classification, MissingDataPackageError, TimeSeries, Translation
-from .loaders import co2, digits, japanese_vowels, roman_numerals, to_roman
+from attnlab.training.datasets._common import (Classification, MissingDataPackageError, TimeSeries,
+                                               Translation)
+from attnlab.training.datasets.loaders import co2, digits, japanese_vowels, roman_numerals, to_roman
 
 __all__ = ["digits", "japanese_vowels", "co2", "roman_numerals", "to_roman", "Classification",
            "TimeSeries", "Translation", "MissingDataPackageError"]
