@@ -51,7 +51,7 @@ from typing import Sequence
 from torch import nn
 
 from attnlab.core.errors import ArgumentError, NetworkError
-from .graph import format_port
+from .graph.names import format_port
 from attnlab.core.checks import MAX_PORTS
 from .layers.base import Layer
 from .layers.combine import Addition

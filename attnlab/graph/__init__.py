@@ -3,15 +3,17 @@
 `Graph` is what analysis, compilation, pictures, persistence and streaming read; `Network`
 (attnlab.network) is a `Graph` that is also a `torch.nn.Module`, owning the built modules and
 the compiled plan. This module imports nothing above the layers, so imports flow one way:
-layers → graph → analysis/compile/io/viz/stream → network.
+layers → graph → analysis/compile/io/viz/stream → network. The names of ports, learnables and
+module paths are written in `attnlab.graph.names`; the messages' hints in `.hints`.
 """
 from __future__ import annotations
-
 from types import MappingProxyType
-from typing import Callable, Mapping, NamedTuple, Sequence
+from typing import Mapping, NamedTuple
 
 from attnlab.core.errors import AttnlabError, NetworkError, close_matches
 from attnlab.layers.base import LAYER_TYPES, Layer, check_name
+from .hints import described, layer_fix, name_fix
+from .names import NameIndex, format_port, module_containers, module_path, parse_port
 
 
 class Connection(NamedTuple):
@@ -23,61 +25,6 @@ class Connection(NamedTuple):
 
     def __str__(self):
         return f"{self.source} → {self.destination}"
-
-
-def parse_port(ref: str) -> tuple[str, str]:
-    """A port's name, "layer/port" or "layer", as (layer, port); port is "" when not named.
-    The one place a port name is read (a layer name never holds '/')."""
-    layer, _, port = ref.partition("/")
-    return layer, port
-
-
-def format_port(layer: str, port: str, ports: Sequence[str] | None = None) -> str:
-    """The name of port `port` of layer `layer`: "layer/port", or "layer" alone when `ports`
-    (the layer's ports on that side) is that one port. `ports=None` always names the port.
-    The one place a port name is written."""
-    return layer if ports is not None and len(ports) == 1 else f"{layer}/{port}"
-
-
-def learnable_name(layer: str, param: str) -> str:
-    """The name of a layer's learnable (or of any entry kept per layer, such as a stepper),
-    "layer/param"; a nested network's entries keep their own names after its layer's
-    ("block/self_attn/query.weight"). The one place such a name is written."""
-    return f"{layer}/{param}"
-
-
-def parse_learnable(name: str) -> tuple[str, str]:
-    """A learnable's name as (the layer, nested layers joined, and the parameter)."""
-    layer, _, param = name.rpartition("/")
-    return layer, param
-
-
-def under_layer(layer: str, entries: Mapping) -> dict:
-    """`entries` (parameter → value) named after `layer`, as `learnable_name` writes them."""
-    return {learnable_name(layer, k): v for k, v in entries.items()}
-
-
-def module_path(name: str) -> tuple[str, ...]:
-    """Where a layer's module sits under `Network.layer_modules`: the parts of its name between
-    dots, each part but the last a container, as a Hugging Face model nests its modules
-    ('h.0.attn' → 'h', '0', 'attn'). So `named_parameters()`, `state_dict()` keys and
-    `get_submodule` spell a layer's name exactly ('layer_modules.h.0.attn.query.weight'); a
-    name without dots is one part. The one place a layer name becomes a module path (`Graph.add`
-    refuses names whose paths cannot be)."""
-    return tuple(name.split("."))
-
-
-def legacy_module_key(name: str) -> str:
-    """The one key under which earlier attnlab kept a layer's module, each '.' of the name
-    written as U+2024 (ONE DOT LEADER): how files and checkpoints saved then name weights.
-    Read only, to load them (`attnlab.io.messages.legacy_keys`)."""
-    return name.replace(".", "\u2024")
-
-
-def _containers(name: str) -> list[str]:
-    """The containers a layer's module sits in, as layer-name prefixes: 'h.0.attn' → 'h', 'h.0'."""
-    parts = module_path(name)
-    return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _path_clash(container: str, nested: str) -> NetworkError:
@@ -119,7 +66,7 @@ class Graph(Layer):
         Layer.__init__(self, name)
         self._layers: dict[str, Layer] = {}
         self._conns: dict[tuple[str, str], tuple[str, str]] = {}
-        self._names = _NameIndex()
+        self._names = NameIndex()
 
     # ------------------------------------------------------------------------- editing ---
     def add(self, layers: Layer | list[Layer] | tuple[Layer, ...]) -> "Graph":
@@ -129,8 +76,8 @@ class Graph(Layer):
         for i, layer in enumerate(new):
             if not isinstance(layer, Layer):
                 at = f" at position {i} of the list" if isinstance(layers, (list, tuple)) else ""
-                raise NetworkError(f"add(): expected attnlab layers, received {_what(layer)}{at}. "
-                                   f"{_layer_fix(layer)}")
+                raise NetworkError(f"add(): expected attnlab layers, received {described(layer)}{at}. "
+                                   f"{layer_fix(layer)}")
             check_name(layer.name)        # also a name set on the layer after it was made
             if layer.name is not None and self._layers.get(layer.name) is layer:
                 raise NetworkError(f"layer '{layer.name}' is already in this network: a layer can be "
@@ -167,7 +114,7 @@ class Graph(Layer):
         self._changed()
         return self
 
-    def _new_names(self, new: list[Layer], index: "_NameIndex") -> list[str]:
+    def _new_names(self, new: list[Layer], index: "NameIndex") -> list[str]:
         """The names `new` will have (a default for each unnamed one), once known to clash
         with none in use. The names in use are looked up, never listed: adding a layer costs
         the same in a graph of ten layers as in one of a hundred thousand."""
@@ -188,7 +135,7 @@ class Graph(Layer):
                     raise NetworkError(f"duplicate layer name '{layer.name}': names are unique. "
                                        f"Rename one, e.g. name='{index.fresh(layer.name, used)}'.")
                 pending.add(layer.name)
-                for c in _containers(layer.name):
+                for c in module_containers(layer.name):
                     nesting.setdefault(c, layer.name)
             names.append(layer.name)
         for i, layer in enumerate(new):
@@ -199,7 +146,7 @@ class Graph(Layer):
             self._check_path(n, index, pending, nesting)
         return names
 
-    def _check_path(self, name: str, index: "_NameIndex", pending: set[str],
+    def _check_path(self, name: str, index: "NameIndex", pending: set[str],
                     nesting: dict[str, str]) -> None:
         """Refuses a name whose module path (`module_path`) cannot be: an empty part, a part
         that torch's containers use as an attribute (`_reserved_parts`), or a layer where
@@ -217,7 +164,7 @@ class Graph(Layer):
                    "reach the module")
             raise NetworkError(f"layer name '{name}' cannot be used: {why}{nests}. Rename the "
                                f"layer, e.g. name='{fixed}'.")
-        for c in _containers(name):
+        for c in module_containers(name):
             if c in self._layers or c in pending:
                 raise _path_clash(c, name)
         other = next(iter(index.under.get(name, ())), None) or nesting.get(name)
@@ -278,7 +225,7 @@ class Graph(Layer):
             if not isinstance(layer, Layer):
                 at = f" at position {i} of the list" if isinstance(layers, (list, tuple)) else ""
                 raise NetworkError(f"replace('{name}'): expected an attnlab layer or a list of them, "
-                                   f"received {_what(layer)}{at}. {_layer_fix(layer)}")
+                                   f"received {described(layer)}{at}. {layer_fix(layer)}")
         first, last = new[0], new[-1]
         touching = {d: s for d, s in self._conns.items() if name in (d[0], s[0])}
         for (dst, port), (src, sport) in touching.items():
@@ -364,11 +311,11 @@ class Graph(Layer):
         been initialised; None otherwise (a Network keeps them)."""
         return None
 
-    def _name_index(self) -> "_NameIndex":
+    def _name_index(self) -> "NameIndex":
         """The index of the names in use (made again for a graph unpickled from before it)."""
         index = self.__dict__.get("_names")
         if index is None or len(index) != len(self._layers):
-            index = _NameIndex(self._layers)
+            index = NameIndex(self._layers)
             self.__dict__["_names"] = index
         return index
 
@@ -389,8 +336,8 @@ class Graph(Layer):
     def _layer(self, name: str, fn: str | None = None) -> Layer:
         if not isinstance(name, str):
             call = f"{fn}(): " if fn else ""
-            raise NetworkError(f"{call}expected a layer name (a string), received {_what(name)}. "
-                               + _name_fix(self, name, f"net.{fn}('{{}}')" if fn else "'{}'"))
+            raise NetworkError(f"{call}expected a layer name (a string), received {described(name)}. "
+                               + name_fix(self._layers, name, f"net.{fn}('{{}}')" if fn else "'{}'"))
         if name not in self._layers:
             raise NetworkError(f"unknown layer '{name}'.{close_matches(name, self._layers)} "
                                f"Layers: {', '.join(self._layers) or 'none'}.")
@@ -401,8 +348,8 @@ class Graph(Layer):
         if not isinstance(ref, str):
             what = f"{fn}() argument '{arg}'" if arg else f"{fn}()"
             raise NetworkError(f"{what}: expected a string 'layer' or 'layer/port' naming an "
-                               f"{side}, received {_what(ref)}. "
-                               + _name_fix(self, ref, "'{}'"))
+                               f"{side}, received {described(ref)}. "
+                               + name_fix(self._layers, ref, "'{}'"))
         name, port = parse_port(ref)
         layer = self._layer(name)
         ports = layer.output_ports if side == "output" else layer.input_ports
@@ -552,97 +499,3 @@ def _check_nesting(outer: Graph, inner: Graph) -> None:
         seen.update(id(g) for g in level)
         level = [l for g in level for l in g._layers.values()
                  if isinstance(l, Graph) and id(l) not in seen]
-
-
-def _what(value) -> str:
-    """A wrong value in words: its type, and its repr when short."""
-    if value is None:
-        return "None"
-    if isinstance(value, Layer):
-        return f"layer '{value.name}' ({value.type_name})" if value.name else \
-            f"a {value.type_name} layer"
-    kind = type(value).__name__
-    if type(value).__module__.startswith("torch"):
-        if hasattr(value, "dim") and hasattr(value, "shape"):
-            return f"a tensor of size {'×'.join(map(str, value.shape)) or '()'}"
-        return f"a torch {'module' if hasattr(value, 'forward') else 'object'} {kind}"
-    text = repr(value)
-    return f"{text} ({kind})" if len(text) <= 40 else f"a {kind}"
-
-
-def _layer_fix(value) -> str:
-    """How to give a layer instead of `value`."""
-    if hasattr(value, "forward") and hasattr(value, "parameters"):          # a torch module
-        return f"A torch module must be wrapped: L.Module({_module_text(value)})."
-    if isinstance(value, type) and issubclass(value, Layer):
-        return f"Make a layer of it first, e.g. {value.__name__}(...)."
-    if isinstance(value, (list, tuple)):
-        return "Give the layers in one flat list."
-    return "Give a layer such as L.Dense(4), or a list of them."
-
-
-def _module_text(value) -> str:
-    kind = type(value)
-    where_ = "torch.nn." if kind.__module__.startswith("torch.nn") else ""
-    text = repr(value)
-    return f"{where_}{text}" if "\n" not in text and len(text) <= 60 else f"{where_}{kind.__name__}(...)"
-
-
-def _name_fix(graph, value, form: str) -> str:
-    """The fix for a non-string where a layer (or port) name belongs."""
-    if isinstance(value, Layer) and value.name is not None and \
-            graph._layers.get(value.name) is value:
-        return f"Name the layer by its name: {form.format(value.name)}."
-    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(graph._layers):
-        name = list(graph._layers)[value]
-        use = f": {form.format(name)}" if form != "'{}'" else ""
-        return f"Layers are named, not numbered: layer {value} is '{name}'{use}."
-    names = ", ".join(list(graph._layers)[:10])
-    return f"Name a layer by its name (layers: {names or 'none'})."
-
-
-class _NameIndex:
-    """What `Graph.add` asks of the names in use, kept up to date edit by edit (so that adding
-    a layer does not cost time in proportion to the layers already there): the containers that
-    dotted names make (`module_path`: 'h' and 'h.0' for 'h.0.attn'), each with the layers under
-    it, and, per stem, the suffix from which to look for the next free default name ("relu_7":
-    every "relu_1" … "relu_6" is taken)."""
-
-    __slots__ = ("under", "start", "count")
-
-    def __init__(self, names=()):
-        self.under: dict[str, dict[str, None]] = {}     # container → the layers under it
-        self.start: dict[str, int] = {}
-        self.count = 0
-        for n in names:
-            self.added(n)
-
-    def __len__(self) -> int:
-        return self.count
-
-    def added(self, name: str) -> None:
-        self.count += 1
-        for c in _containers(name):
-            self.under.setdefault(c, {})[name] = None
-
-    def removed(self, name: str) -> None:
-        self.count -= 1
-        for c in _containers(name):
-            below = self.under[c]
-            del below[name]
-            if not below:
-                del self.under[c]
-        stem, _, suffix = name.rpartition("_")
-        if stem in self.start and suffix.isascii() and suffix.isdigit():
-            self.start[stem] = min(self.start[stem], int(suffix))      # free again
-
-    def fresh(self, stem: str, taken: Callable[[str], bool], first_plain: bool = False) -> str:
-        """The default name for a layer of this stem: the stem itself (`first_plain`) or
-        "stem_i" with the least i ≥ 1 not `taken`, as if counted from 1 each time."""
-        if first_plain and not taken(stem):
-            return stem
-        i = self.start.get(stem, 1)
-        while taken(f"{stem}_{i}"):
-            i += 1
-        self.start[stem] = i            # all below are taken; i itself maybe next
-        return f"{stem}_{i}"

@@ -14,7 +14,8 @@ from typing import Any, cast
 import torch
 
 from attnlab.core.errors import AttnlabError, FormatError, NetworkError, SizeError
-from attnlab.graph import Graph, format_port, learnable_name, under_layer
+from attnlab.graph import Graph
+from attnlab.graph.names import format_port, learnable_name, under_layer
 from attnlab.layers.tying import declared_ties
 from attnlab.core.spec import Spec
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Collection, Iterator
 
-from attnlab.graph import format_port, parse_port
+from attnlab.graph.names import format_port, parse_port
 
 Key = tuple[str, str]          # (layer, port) of a value; ("<in>", input name) for a bare port
 

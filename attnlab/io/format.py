@@ -39,7 +39,8 @@ import torch
 
 from attnlab.core.files import atomic_writer, output_path
 from attnlab.core.errors import ArgumentError, AttnlabError, NetworkError
-from ..graph import Graph, format_port
+from ..graph import Graph
+from ..graph.names import format_port
 from attnlab.core.spec import Spec
 from .messages import _first_line, _show
 from .modules import _MODULE_FACTORIES

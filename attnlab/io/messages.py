@@ -2,7 +2,8 @@
 the layer names of the network (and as earlier attnlab named them), short listings."""
 from __future__ import annotations
 
-from ..graph import Graph, learnable_name, legacy_module_key, module_path
+from ..graph import Graph
+from ..graph.names import learnable_name, legacy_module_key, module_path
 
 
 def _show(text: str, n: int = 60) -> str:
@@ -17,7 +18,7 @@ PREFIX = "layer_modules."     # where a Network keeps its layers' modules
 
 def split_key(net, key: str) -> tuple[str, str] | None:
     """A state-dict key of `net` as (its layer, the rest): 'layer_modules.h.0.attn.query.weight'
-    → ('h.0.attn', 'query.weight'), reading the module path (`graph.module_path`: the name's
+    → ('h.0.attn', 'query.weight'), reading the module path (`graph.names.module_path`: the name's
     parts between dots) part by part; None for a key of no layer of `net`. No layer's path
     lies inside another's (`Graph.add` refuses that), so the first layer found is the one."""
     if not key.startswith(PREFIX):
@@ -46,7 +47,7 @@ def _friendly(net, key: str) -> str:
 
 def legacy_key(net, key: str) -> str:
     """The name earlier attnlab gave to `net`'s state-dict key `key`: each '.' of a layer name
-    written as U+2024 (`graph.legacy_module_key`), nested networks' keys likewise; `key` itself
+    written as U+2024 (`graph.names.legacy_module_key`), nested networks' keys likewise; `key` itself
     where the schemes agree."""
     found = split_key(net, key)
     if found is None:

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from attnlab.core.errors import ArgumentError, FormatError, NetworkError, SizeError, close_matches
-from ..graph import format_port, parse_port
+from ..graph.names import format_port, parse_port
 from ..network import Network
 from ._options import MatlabNote, _flag, _int, _parse, _word, split_pairs
 from .weights import apply_presets, getLayerWeights, setLayerWeights

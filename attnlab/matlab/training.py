@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from attnlab.core.errors import ArgumentError, DataError, NetworkError
-from ..graph import parse_port
+from ..graph.names import parse_port
 from ..network import Network
 from ..training.losses import Loss
 from ._options import MatlabNote, _parse, _word

@@ -21,7 +21,8 @@ from torch import nn
 
 from attnlab.graph.analysis import Analysis, analyze as _analyze
 from attnlab.core.errors import ArgumentError, AttnlabError, NetworkError, SizeError
-from attnlab.graph import LAYER_AUTHOR_HELPERS, Graph, module_path, parse_learnable
+from attnlab.graph import LAYER_AUTHOR_HELPERS, Graph
+from attnlab.graph.names import module_path, parse_learnable
 from attnlab.layers.base import LAYER_TYPES, Layer
 from attnlab.core.spec import Spec
 
@@ -61,7 +62,7 @@ class _Edited:
 class ModuleGroup(_Edited, nn.Module):
     """A container that dotted layer names make under `Network.layer_modules`: the module of
     layer 'h.0.attn' sits in group 'h', in its group '0', as in a Hugging Face model
-    (`graph.module_path`). It holds modules and groups, nothing of its own, and is never
+    (`graph.names.module_path`). It holds modules and groups, nothing of its own, and is never
     called."""
 
     def __init__(self, stamp: list[int]) -> None:
@@ -71,7 +72,7 @@ class ModuleGroup(_Edited, nn.Module):
 
 class LayerModules(_Edited, nn.ModuleDict):
     """The built modules by layer name. A layer's module sits at its name's module path
-    (`graph.module_path`): 'h.0.attn' in the groups 'h' and '0', so `named_parameters()`,
+    (`graph.names.module_path`): 'h.0.attn' in the groups 'h' and '0', so `named_parameters()`,
     `state_dict()` and `get_submodule` spell it `layer_modules.h.0.attn`; every lookup here
     takes the layer's own name, and iterating gives the layers, never the groups."""
 

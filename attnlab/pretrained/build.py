@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import layers as L
 from ..combinators import add_residual
-from ..graph import format_port
+from ..graph.names import format_port
 from ..network import Network
 from .common import ACTIVATIONS, GLU_ACTIVATIONS, check_choice, dropout, output, value
 from .config import Config

@@ -15,7 +15,7 @@ import torch
 
 from attnlab.core import batching as B
 from attnlab.core.errors import DataError, close_matches
-from ..graph import parse_port
+from ..graph.names import parse_port
 from attnlab.core.sequences import Padded
 from attnlab.core.spec import Spec
 from .sampler import shard, usable

@@ -22,7 +22,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from attnlab.core.errors import ArgumentError, close_matches
-from ..graph import parse_port
+from ..graph.names import parse_port
 from attnlab.core.spec import Spec
 from .labels import IGNORED
 

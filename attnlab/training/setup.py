@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 
 from attnlab.core.errors import ArgumentError, DataError, NetworkError
-from ..graph import parse_port
+from ..graph.names import parse_port
 from attnlab.core.precision import machine_devices  # noqa: F401 (re-exported)
 from attnlab.core.precision import resolve_device as resolve_device_choice
 from attnlab.core.spec import Spec

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from attnlab.core.errors import DataError, FormatError
-from ..graph import parse_port
+from ..graph.names import parse_port
 from attnlab.core.sequences import Padded, as_tensor
 from attnlab.core.spec import Spec
 from . import labels as lab

@@ -6,7 +6,8 @@ import numpy as np
 
 from attnlab.graph.analysis import analyze
 from attnlab.core.errors import DataError
-from ..graph import Graph, parse_port
+from ..graph import Graph
+from ..graph.names import parse_port
 
 MAX_STEPS = 256                   # attention maps are cut to this many queries and keys
 

@@ -4,7 +4,8 @@ import pytest
 
 import attnlab as al
 from attnlab import layers as L
-from attnlab.graph import LAYER_AUTHOR_HELPERS, format_port, parse_port
+from attnlab.graph import LAYER_AUTHOR_HELPERS
+from attnlab.graph.names import format_port, parse_port
 
 
 def _net():

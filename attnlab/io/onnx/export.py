@@ -33,7 +33,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from attnlab.core.errors import ArgumentError, AttnlabError, DataError, NetworkError
-from attnlab.graph import Graph, parse_port
+from attnlab.graph import Graph
+from attnlab.graph.names import parse_port
 from attnlab.io.onnx.culprits import example_shape, unexportable
 from attnlab.io.onnx.model import finish_model, first_line, have, require, run_exporter, session
 from attnlab.core.files import output_path
