@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import layers as L
-from .combinators import Port
+from .combinators import Port, add_residual
 from attnlab.core.errors import ArgumentError
 from .layers.base import Layer
 from .network import Network
@@ -230,13 +230,11 @@ class _Options:
             _chain(net, body, lambda: feed(norm.name))
         else:
             _chain(net, body, lambda: feed(x))
-        net.add(L.Addition(2, name=f"add{i}"))
-        net.connect(x, f"add{i}/in1")
-        net.connect(body[-1].name, f"add{i}/in2")
+        add = add_residual(net, x, body[-1].name, f"add{i}")
         if self.pre:
-            return f"add{i}"
+            return add
         net.add(norm)
-        net.connect(f"add{i}", norm.name)
+        net.connect(add, norm.name)
         return norm.name
 
 

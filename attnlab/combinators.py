@@ -248,11 +248,18 @@ def Residual(*layers: Layer | list | None, shortcut: Layer | list | None = None,
                            f"{_describe(short)} with {_n_in(short)} input(s) and {_n_out(short)} "
                            "output(s). Use a one-to-one layer such as L.Dense(C).")
     skip = w.place(short, ins[:1], "shortcut") if short is not None else ins[:1]
-    add = Addition(2)
-    w.net.add(add)
-    w.net.connect(skip[0], f"{add.name}/in1")
-    w.net.connect(outs[0], f"{add.name}/in2")
-    return w.finish([f"{add.name}/out"])
+    return w.finish([format_port(add_residual(w.net, skip[0], outs[0]), "out")])
+
+
+def add_residual(net: Network, skip: str, branch: str, name: str | None = None) -> str:
+    """Adds to `net` the `Addition` of `skip` (its `in1`) and `branch` (`in2`), two layers or
+    ports already in `net`: the one way attnlab writes a residual connection into a graph
+    (`Residual`, the blocks of `al.blocks`, the Hugging Face families). Returns its name."""
+    add = Addition(2, name=name)
+    net.add(add)
+    net.connect(skip, format_port(add.name, "in1"))
+    net.connect(branch, format_port(add.name, "in2"))
+    return add.name
 
 
 def Select(indices: Sequence[int], n_in: int | None = None, name: str | None = None) -> Network:

@@ -1,5 +1,5 @@
 """The checks every decoder family's tests run against transformers (Qwen2, Qwen3, Gemma,
-Gemma 2, scaled rotary positions): float32 logits within 1e-4 of the largest, a right-padded
+Gemma 2, GPT-NeoX, OPT, Phi-3, Mixtral, scaled rotary positions): float32 logits within 1e-4 of the largest, a right-padded
 batch, streaming, greedy generation, save_pretrained back to transformers, ONNX."""
 from __future__ import annotations
 
@@ -70,9 +70,9 @@ def stream_equal(net, vocab, t=8) -> float:
     return close(steps, full)
 
 
-def saved_back_equal(net, model, folder: Path, out: Path, cls, vocab):
+def saved_back_equal(net, model, folder: Path, out: Path, cls, vocab, t=7):
     """save_pretrained writes the original tensors (names, dtypes, values), and transformers
-    loads the folder into a model of equal outputs."""
+    loads the folder into a model of equal outputs (on `t` steps)."""
     from safetensors import safe_open
     net.save_pretrained(out)
     with safe_open(str(folder / "model.safetensors"), "pt") as a, \
@@ -82,7 +82,7 @@ def saved_back_equal(net, model, folder: Path, out: Path, cls, vocab):
             ta, tb = a.get_tensor(k), b.get_tensor(k)
             assert ta.dtype == tb.dtype and ta.shape == tb.shape and torch.equal(ta, tb), k
     again = cls.from_pretrained(out).eval()
-    ids = torch.randint(0, vocab, (1, 7))
+    ids = torch.randint(0, vocab, (1, t))
     assert torch.equal(hf_logits(again, ids), hf_logits(model, ids))
 
 

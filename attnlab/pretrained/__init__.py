@@ -9,10 +9,11 @@ downloaded and nothing is unpickled; the loader needs safetensors and json only.
 One family, one description
 ---------------------------
 `FAMILIES` maps a config's `model_type` to the family that builds it: the name of a module of
-this package, or a family given to `register_family`. A family is a description (a
-`builder.Family`, whose fields say what the config maps to; `gpt2.py`, `llama.py`,
-`mistral.py`, `bert.py` and `vit.py` are one each) or, for T5 (an encoder–decoder, not yet
-described), a module with the same parts:
+this package (its ``FAMILY``), or a family given to `register_family`. A family is a
+description (a `builder.Family`, whose fields say what the config maps to; `gpt2.py`,
+`llama.py`, `t5.py`, … are one each, T5's with a `builder.Decoder`), which one builder
+(`build.py`) turns into a graph; the loader reads it through these parts (any object that has
+them is a family too, as `t5_encoder.py`, which cuts T5's encoder out):
 
 - ``KEYS``: a `config.Keys` saying what it does with each key of its transformers config class
   (reads it, builds it at one value only — any other is refused —, or knows it leaves the model
@@ -46,10 +47,11 @@ import torch
 
 from attnlab.core.errors import ArgumentError, close_matches
 from .config import CONFIG_FILE, DTYPES, Config, CheckpointError, Keys, file_problem, keys
-from .weights import (Checkpoint, W, Weight, check_counts, check_sizes, load, no_random_init,
+from .checkpoint import Checkpoint
+from .weights import (W, Weight, check_counts, check_sizes, load, no_random_init,
                       small_table)
 from .saving import write_pretrained
-from .builder import Family, Names
+from .builder import Decoder, Family, Names
 
 # model_type → the module of this package that builds it, or a registered family
 FAMILIES: dict[str, Any] = {
@@ -73,8 +75,8 @@ FAMILIES: dict[str, Any] = {
 
 META_KEY = "huggingface"
 
-__all__ = ["from_pretrained", "save_pretrained", "register_family", "Family", "Names", "FAMILIES",
-           "Config", "CheckpointError", "Keys", "keys", "W", "Weight", "Checkpoint"]
+__all__ = ["from_pretrained", "save_pretrained", "register_family", "Family", "Decoder", "Names",
+           "FAMILIES", "Config", "CheckpointError", "Keys", "keys", "W", "Weight", "Checkpoint"]
 
 
 def register_family(model_type: str, family: Any) -> None:

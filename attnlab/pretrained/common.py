@@ -1,12 +1,18 @@
-"""Pieces the builder and the T5 family share: activations by their transformers names, table
-rows under a prefix, dropout, the residual connection, and the output layers named like a
-model's output fields."""
+"""Pieces of the description (`builder.py`) and of the graph it builds (`build.py`) that the
+families use too: a field's value for a config, the text choices, activations by their
+transformers names, table rows under a prefix, dropout, and the output layers named like a
+model's output fields. (A residual connection is `attnlab.combinators.add_residual`, the
+package's one way to write it.)"""
 from __future__ import annotations
 
 import dataclasses
 
+from typing import Any
+
 from .. import layers as L
+from attnlab.core.errors import ArgumentError
 from ..layers.base import Layer
+from .config import Config
 from .weights import Weight
 
 # transformers' activation names (ACT2FN) → the attnlab layer that computes the same function
@@ -26,6 +32,29 @@ ACTIVATIONS = {
     "tanh": lambda name: L.Tanh(name=name),
     "sigmoid": lambda name: L.Sigmoid(name=name),
 }
+
+# transformers' hidden_act → GLU's activation
+GLU_ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu",
+                   "gelu_pytorch_tanh": "gelu-tanh", "gelu_new": "gelu-tanh"}
+
+# the text choices of a description, and those that may be callables of the config
+TEXT_CHOICES = {"norm": ("rms", "layer"), "placement": ("pre", "post"),
+                "layout": ("sequential", "parallel"), "ffn": ("glu", "mlp", "moe")}
+CALLABLE_CHOICES = ("placement", "layout", "ffn")
+
+
+def check_choice(name: str, choice: Any) -> Any:
+    """`choice` of the text choice `name`, refused (naming what is allowed) otherwise."""
+    allowed = TEXT_CHOICES[name]
+    if choice not in allowed:
+        raise ArgumentError(f"Family {name}: expected one of {', '.join(allowed)}, "
+                            f"received {choice!r}.")
+    return choice
+
+
+def value(v: Any, cfg: Config, *more: Any) -> Any:
+    """A description's field for `cfg`: the value, or what the callable returns for it."""
+    return v(cfg, *more) if callable(v) else v
 
 
 def under(rows: list[Weight], tensors: str, layers: str) -> list[Weight]:
@@ -47,12 +76,4 @@ def dropout(net, x: str, p: float, name: str) -> str:
         return x
     net.add(L.Dropout(p, name=name))
     net.connect(x, name)
-    return name
-
-
-def residual(net, skip: str, branch: str, name: str) -> str:
-    """Adds `Addition` of `skip` (its `in1`) and `branch` (`in2`): the one way the families
-    write a residual connection (or any sum of two layers); returns its name."""
-    net.add(L.Addition(2, name=name))
-    net.connect(skip, f"{name}/in1").connect(branch, f"{name}/in2")
     return name

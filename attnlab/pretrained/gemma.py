@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from . import llama
-from .builder import GLU_ACTIVATIONS
+from .common import GLU_ACTIVATIONS
 from .config import Config, keys
 
 # transformers' Gemma reads "gelu" as the tanh approximation

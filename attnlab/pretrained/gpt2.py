@@ -60,7 +60,8 @@ FAMILY = Family(
         ignored="reorder_and_upcast_attn n_ctx summary_type summary_use_proj "
                 "summary_activation summary_proj_to_labels summary_first_dropout "
                 "summary_last_dropout"),
-    heads={"GPT2LMHeadModel": "lm", "GPT2ForSequenceClassification": "classifier",
+    heads={"GPT2LMHeadModel": "lm",
+           "GPT2ForSequenceClassification": "last-token-classifier",   # as transformers picks
            "GPT2Model": "hidden"},
     block_table=lambda c: BLOCK,
     blocks=lambda c: c.int("n_layer"),

@@ -7,9 +7,8 @@ a classifier with another number of labels, blocks removed from the end, another
 an output projection tied or untied. Any other difference is refused, naming each one; nothing
 is written then.
 
-The files: config.json and model.safetensors change together (`_folders.replace_files`), the
-folder's other files (tokenizer, README) stay, and the index and shards of an earlier sharded
-save go with the old weights, so that nothing from before can win over the new file.
+The files are written by `writing.py`: config.json and model.safetensors together, the
+folder's other files kept.
 """
 from __future__ import annotations
 
@@ -19,24 +18,17 @@ import json
 import math
 import os
 import re
-import time
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
-from attnlab.core import files as _files, folders as _folders, reading as _reading
 from attnlab.core.errors import ArgumentError, AttnlabError
-from .config import CONFIG_FILE, MAX_CONFIG_BYTES, CheckpointError, Config
-from .weights import INDEX, SAFETENSORS, Weight, check_table, collect
+from .config import CheckpointError, Config
+from .weights import Weight, check_table, collect
+from .writing import target, write
 
-# names a killed save may leave in its private folder or in the model folder
-_SHARD = re.compile(r"^model-\d+-of-\d+\.safetensors$")
-_SAFETENSORS_TEMP = re.compile(r"^\.tmp[A-Za-z0-9]{6}$")       # safetensors' own save_file
-_OLD_TEMPORARIES = (CONFIG_FILE + ".partial", SAFETENSORS + ".partial")   # attnlab ≤ 0.x
-TEMP_AGE_S = 600            # a safetensors temporary untouched this long has no live writer
 MAX_DIFFERENCES = 20
 
 
@@ -117,13 +109,13 @@ def write_pretrained(net: Any, path: str | os.PathLike, dtype: torch.dtype | Non
     if dtype is not None and (not isinstance(dtype, torch.dtype) or not dtype.is_floating_point):
         raise ArgumentError(f"save_pretrained dtype: expected a floating torch dtype such as "
                             f"torch.float32, received {dtype!r}.")
-    folder = _target(path)
+    folder = target(path)
     if dtype is None:                     # the network's own, where its learnables agree
         dtype = _learnables_dtype(net)
     layout = Layout.of(net, meta, families)
     tensors = layout.tensors(net, dtype)
     text = json.dumps(layout.config(dtype), indent=2, sort_keys=True) + "\n"
-    _write(folder, text, tensors)
+    write(folder, text, tensors)
 
 
 def _learnables_dtype(net: Any) -> torch.dtype | None:
@@ -491,113 +483,3 @@ def _describe(layer: Any) -> str:
             continue
         shown.append(f"{option}={_show(value)}")
     return f"{layer.type_name}({', '.join(shown)})" if shown else layer.type_name
-
-
-# -- the folder ------------------------------------------------------------------------------
-
-def _target(path: Any) -> Path:
-    """`path` as the folder to write, once it can be one."""
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
-    if not isinstance(path, (str, os.PathLike)):
-        raise ArgumentError(f"save_pretrained(path): expected the folder to write (str or "
-                            f"pathlib.Path), received {type(path).__name__} {repr(path)[:60]}.")
-    text = os.fspath(path)
-    if not text:
-        raise ArgumentError("save_pretrained(path): the path is empty (''), which names no "
-                            "folder. Give the folder to write, e.g. 'my-model' ('.' for the "
-                            "current folder).")
-    p = Path(text)
-    # os.path's tests: an unreadable place is "not there" here, and an error when written
-    if os.path.islink(p) and not os.path.exists(p):
-        raise ArgumentError(f"save_pretrained(path): '{p}' is a symbolic link to "
-                            f"'{os.readlink(p)}', which does not exist. Give a folder, or "
-                            "remove the link.")
-    if os.path.exists(p) and not os.path.isdir(p):
-        raise ArgumentError(f"save_pretrained(path): '{p}' is a file; give a folder to write "
-                            f"{CONFIG_FILE} and {SAFETENSORS} in (it is made if needed).")
-    for up in p.absolute().parents:
-        if os.path.exists(up):
-            if not os.path.isdir(up):
-                raise ArgumentError(f"save_pretrained(path): cannot make the folder '{p}': "
-                                    f"'{up}' is a file. Give a path under a folder.")
-            break
-    return p
-
-
-def _write(folder: Path, config: str, tensors: dict[str, torch.Tensor]) -> None:
-    from safetensors.torch import save_file
-
-    def write(tmp: Path) -> list[str]:
-        weights = tmp / SAFETENSORS
-        save_file(tensors, str(weights), metadata={"format": "pt"})
-        os.chmod(weights, _files.new_file_mode())     # safetensors makes it 0600
-        _files.write_new(tmp / CONFIG_FILE, config.encode("utf-8"))
-        return [SAFETENSORS, CONFIG_FILE]             # config.json, read first, goes last
-
-    try:
-        if os.path.isdir(folder):
-            _remove_old_temporaries(folder)
-        _folders.replace_files(folder, write, _stale_weights(folder), key=CONFIG_FILE,
-                             leftovers=_leftover)
-    except OSError as e:
-        raise ArgumentError(_os_error(folder, e)) from None
-
-
-def _os_error(folder: Path, e: OSError) -> str:
-    where = f" ('{e.filename}')" if e.filename else ""
-    if isinstance(e, PermissionError):
-        fix = "Choose a folder you can write, or make this one writable (e.g. chmod u+w)."
-    elif getattr(e, "errno", None) == 28:
-        fix = "Free some space, or choose a folder on another disk."
-    else:
-        fix = "Choose another folder."
-    return (f"save_pretrained: cannot write the model into '{folder}': {e.strerror or e}{where}. "
-            f"Its files are as they were. {fix}")
-
-
-def _leftover(name: str) -> bool:
-    return name in (CONFIG_FILE, SAFETENSORS, INDEX) or bool(_SHARD.match(name)) or \
-        bool(_SAFETENSORS_TEMP.match(name))
-
-
-def _stale_weights(folder: Path) -> list[str]:
-    """The index of an earlier sharded save and the shards it lists (files in the folder
-    named like safetensors files): they go with the old weights."""
-    index = folder / INDEX
-    if not os.path.lexists(index):
-        return []
-    names = [INDEX]
-    try:
-        doc = json.loads(_reading.read_regular(index, "save_pretrained", MAX_CONFIG_BYTES))
-        files = set(doc["weight_map"].values())
-    except (AttnlabError, OSError, ValueError, KeyError, TypeError, AttributeError):
-        return names                                   # not an index: only it goes
-    for f in sorted(x for x in files if isinstance(x, str)):
-        if Path(f).name == f and f.endswith(".safetensors") and f != SAFETENSORS and \
-                os.path.lexists(folder / f) and not (folder / f).is_dir():
-            names.append(f)
-    return names
-
-
-def _remove_old_temporaries(folder: Path) -> None:
-    """What killed writers of earlier versions and of safetensors' `save_file` left in the
-    folder: attnlab's fixed `.partial` names, and safetensors' `.tmpXXXXXX` files (a
-    safetensors header, untouched for `TEMP_AGE_S`: nobody is still writing them)."""
-    now = time.time()
-    for e in os.scandir(folder):
-        if e.name in _OLD_TEMPORARIES and not e.is_dir(follow_symlinks=False):
-            os.unlink(e.path)                          # a link planted there goes, not its target
-        elif _SAFETENSORS_TEMP.match(e.name) and e.is_file(follow_symlinks=False) and \
-                now - e.stat(follow_symlinks=False).st_mtime > TEMP_AGE_S and \
-                _looks_like_safetensors(e.path):
-            os.unlink(e.path)
-
-
-def _looks_like_safetensors(path: str) -> bool:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(9)
-    except OSError:
-        return False
-    return len(head) == 9 and int.from_bytes(head[:8], "little") < 2**30 and head[8:] == b"{"

@@ -1,4 +1,4 @@
-"""T5 (`model_type` "t5"): `T5ForConditionalGeneration`, the encoder–decoder `t5.py` builds,
+"""T5 (`model_type` "t5"): `T5ForConditionalGeneration`, the encoder–decoder `t5.py` describes,
 and `T5EncoderModel`, its encoder alone.
 
 `T5EncoderModel` is the encoder–decoder's graph cut where the decoder reads the encoder: the
@@ -29,8 +29,8 @@ ENCODER_TENSORS = ("shared.", "encoder.")
 
 
 def _full() -> Any:
-    """t5.py's family: its description, or the module itself."""
-    return getattr(t5, "FAMILY", t5)
+    """t5.py's family: the encoder–decoder's description."""
+    return t5.FAMILY
 
 
 ARCHITECTURES: tuple[str, ...] = tuple(_full().ARCHITECTURES) + (ENCODER,)

@@ -100,8 +100,19 @@ def own_layer_types():
     LAYER_TYPES.update(before)
 
 
+@pytest.fixture
+def own_families():
+    """A page may register model families (docs/transformers.md registers one): they leave
+    with the page, as they would with the reader's program."""
+    from attnlab.pretrained import FAMILIES
+    before = dict(FAMILIES)
+    yield
+    FAMILIES.clear()
+    FAMILIES.update(before)
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
-def test_page_code_runs(page, quick_training, own_layer_types):
+def test_page_code_runs(page, quick_training, own_layer_types, own_families):
     rel = page.relative_to(DOCS).as_posix()
     if rel in SETUP:
         SETUP[rel]()

@@ -1,36 +1,35 @@
 """A family added from outside the package with `register_family`: Qwen2 as a description
-(Llama's, with query/key/value biases), loaded equal to transformers, generating the same
-tokens, saved back; a loading function as a family; the loader's checks for both."""
+(Llama's, with biases on the query, key and value projections only; attnlab builds Qwen2
+itself too, and registering replaces it), loaded equal to transformers (padded batches too),
+generating the same tokens, saved back; the same description shown in docs/transformers.md;
+a loading function as a family; the loader's checks for both; the builder's general options
+(a decoder stack, a feed-forward chosen by the config)."""
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
 import attnlab as al
 from attnlab.pretrained import FAMILIES, CheckpointError, W, keys, llama, register_family
-from pretrained_helpers import hf_greedy, layout, quiet_transformers, relative_difference
+from pretrained_helpers import (hf_greedy, layout, quiet_transformers, relative_difference,
+                                valid_steps)
 
 transformers = pytest.importorskip("transformers")
 quiet_transformers()
 
 VOCAB = 64
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "transformers.md"
 
 
 # -- the Qwen2 description, as a user writes it ------------------------------------------------
-def full_attention(cfg):
-    """Qwen2's sliding window is off unless use_sliding_window (refused below)."""
+def full_attention(cfg):                 # no sliding window: every layer full attention
     types = cfg.get("layer_types", None)
     if types is not None and (not isinstance(types, list)
                               or any(t != "full_attention" for t in types)):
         raise cfg.unsupported("layer_types", types, 'every layer "full_attention"')
     return None
-
-
-def qwen2_block(cfg):
-    """Llama's block with biases on q, k and v (none on o: a zero bias the file lacks)."""
-    return llama.ATTENTION + llama.biases(llama.ATTENTION[:3]) + \
-        [W("self_attn.o_proj.bias", "self_attn/output.bias", zero=True)] + llama.MLP + llama.NORMS
 
 
 QWEN2 = dataclasses.replace(
@@ -43,18 +42,28 @@ QWEN2 = dataclasses.replace(
               fixed={"use_sliding_window": (False,)},
               ignored="sliding_window max_window_layers"),      # only with use_sliding_window
     heads={"Qwen2ForCausalLM": "lm", "Qwen2Model": "hidden"},
-    block_table=qwen2_block,
-    attention_bias=True, mlp_bias=False, window=full_attention,
-)
+    attention_bias=True, output_bias=False,        # biases on q, k and v; none on the output
+    block_table=lambda cfg: llama.ATTENTION + llama.biases(llama.ATTENTION[:3])
+    + llama.MLP + llama.NORMS,
+    mlp_bias=False, window=full_attention)
 # -- end of the description --------------------------------------------------------------------
+
+# the same with every projection's bias, the output's kept zero: a `zero` row says the file
+# has none
+ZERO_OUTPUT_BIAS = dataclasses.replace(
+    QWEN2, output_bias=None,
+    block_table=lambda cfg: QWEN2.block_table(cfg) +
+    [W("self_attn.o_proj.bias", "self_attn/output.bias", zero=True)])
 
 
 @pytest.fixture
 def qwen2_registered():
-    built_in = FAMILIES["qwen2"]             # the package's own, back after each test
+    """This description in place of the package's own Qwen2, which comes back afterwards."""
+    before = dict(FAMILIES)
     register_family("qwen2", QWEN2)
     yield
-    FAMILIES["qwen2"] = built_in
+    FAMILIES.clear()
+    FAMILIES.update(before)
 
 
 def checkpoint(folder, cls="Qwen2ForCausalLM", **over):
@@ -77,10 +86,16 @@ def qwen2(tmp_path, qwen2_registered):
     return tmp_path, checkpoint(tmp_path)
 
 
-def test_the_description_is_short():
-    text = open(__file__).read()
-    part = text[text.index("# -- the Qwen2 description"):text.index("# -- end of the description")]
+def _description() -> str:
+    text = Path(__file__).read_text(encoding="utf-8")
+    return text[text.index("# -- the Qwen2 description"):text.index("# -- end of the description")]
+
+
+def test_the_description_is_short_and_is_the_one_the_docs_show():
+    part = _description()
     assert len(part.splitlines()) <= 40
+    code = part[part.index("def full_attention"):].rstrip()
+    assert code in DOCS.read_text(encoding="utf-8")
 
 
 def test_registered_qwen2_equals_transformers(qwen2):
@@ -90,8 +105,24 @@ def test_registered_qwen2_equals_transformers(qwen2):
     with torch.no_grad():
         want = model(input_ids=ids).logits
     assert relative_difference(net(ids), want) <= 1e-4
-    assert net.analyze().total_learnables == model.num_parameters() + 2 * 32   # + the zero o bias
-    assert not net.learnables["layers.0.self_attn/output.bias"].any()
+    assert net.analyze().total_learnables == model.num_parameters()
+    attention = net.layers["layers.0.self_attn"]
+    assert (attention.projection_bias, attention.output_bias) == (True, False)
+    assert "layers.0.self_attn/query.bias" in net.learnables
+    assert "layers.0.self_attn/output.bias" not in net.learnables
+
+
+def test_registered_qwen2_padded_batch_equals_transformers(qwen2):
+    folder, model = qwen2
+    net = al.from_pretrained(folder)
+    lengths = [9, 4, 6]
+    seqs = [torch.randint(1, VOCAB, (t,)) for t in lengths]
+    ids, mask = torch.zeros(3, 9, dtype=torch.long), torch.zeros(3, 9, dtype=torch.long)
+    for i, seq in enumerate(seqs):
+        ids[i, :len(seq)], mask[i, :len(seq)] = seq, 1
+    with torch.no_grad():
+        want = valid_steps(model(input_ids=ids, attention_mask=mask).logits, lengths)
+    assert relative_difference(valid_steps(net(seqs), lengths), want) <= 1e-4
 
 
 def test_registered_qwen2_base_model_equals_transformers(tmp_path, qwen2_registered):
@@ -126,9 +157,25 @@ def test_registered_qwen2_saved_back_loads_in_transformers(qwen2, tmp_path_facto
         assert relative_difference(net(ids), back(input_ids=ids).logits) <= 1e-4
 
 
-def test_a_zero_bias_that_changed_is_not_saved(qwen2, tmp_path_factory):
+def test_an_output_bias_the_layout_lacks_is_not_saved(qwen2, tmp_path_factory):
+    """A network given every projection's bias is not Qwen2's layout: refused, by name."""
     folder, _ = qwen2
     net = al.from_pretrained(folder)
+    net.layers["layers.0.self_attn"].output_bias = None          # as projection_bias: one
+    out = tmp_path_factory.mktemp("refused")
+    with pytest.raises(CheckpointError, match=r"layers\.0\.self_attn.*output_bias"):
+        net.save_pretrained(out)
+    assert not (out / "config.json").exists()
+
+
+def test_a_zero_bias_loads_as_zeros_and_is_not_saved_once_changed(qwen2, tmp_path_factory):
+    folder, model = qwen2
+    register_family("qwen2", ZERO_OUTPUT_BIAS)              # the fixture puts Qwen2 back
+    net = al.from_pretrained(folder)
+    ids = torch.randint(0, VOCAB, (2, 9))
+    with torch.no_grad():
+        assert relative_difference(net(ids), model(input_ids=ids).logits) <= 1e-4
+    assert not net.learnables["layers.0.self_attn/output.bias"].any()
     with torch.no_grad():
         net.learnables["layers.0.self_attn/output.bias"].fill_(0.5)
     out = tmp_path_factory.mktemp("refused")
@@ -163,7 +210,7 @@ def test_registered_family_refuses_what_it_does_not_build(qwen2):
 
 
 def test_an_unregistered_model_type_is_refused(tmp_path, monkeypatch):
-    monkeypatch.delitem(FAMILIES, "qwen2", raising=False)   # (a page of the docs registers it)
+    monkeypatch.delitem(FAMILIES, "qwen2", raising=False)   # (attnlab builds qwen2 itself)
     checkpoint(tmp_path)
     with pytest.raises(CheckpointError, match=r'"model_type" is "qwen2": attnlab builds .*gpt2'):
         al.from_pretrained(tmp_path)
@@ -245,3 +292,59 @@ def test_a_description_refuses_an_unknown_choice():
         dataclasses.replace(llama.FAMILY, placement="middle")
     with pytest.raises(al.ArgumentError, match=r"heads\['X'\]: expected one of lm, classifier"):
         dataclasses.replace(llama.FAMILY, heads={"X": "pooler"})
+
+
+def test_a_description_with_a_decoder_refuses_parallel_blocks():
+    from attnlab.pretrained import t5
+    with pytest.raises(al.ArgumentError, match="Family layout: expected \"sequential\" with a "
+                                               "decoder"):
+        dataclasses.replace(t5.FAMILY, layout="parallel")
+
+
+def test_a_feed_forward_chosen_by_the_config_is_checked():
+    from attnlab.pretrained import Config
+    cfg = Config({"model_type": "llama", "vocab_size": 16, "hidden_size": 8,
+                  "intermediate_size": 12, "num_hidden_layers": 1, "num_attention_heads": 2})
+    odd = dataclasses.replace(llama.FAMILY, ffn=lambda c: "dense")
+    with pytest.raises(al.ArgumentError, match="Family ffn: expected one of glu, mlp, moe, "
+                                               "received 'dense'"):
+        odd.network(cfg, "LlamaModel")
+    mlp = dataclasses.replace(llama.FAMILY, ffn=lambda c: "mlp", inner_dropout=0.25,
+                              activation=("hidden_act", "relu"))
+    net = mlp.network(cfg, "LlamaModel")
+    assert net.layers["layers.0.mlp.act"].type_name == "ReLU"
+    assert _sources(net, "layers.0.mlp.inner_dropout") == ["layers.0.mlp.act"]
+    assert _sources(net, "layers.0.mlp.down_proj") == ["layers.0.mlp.inner_dropout"]
+
+
+def test_a_description_with_a_decoder_builds_cross_attention_and_a_bias_per_stack():
+    """An encoder–decoder from Llama's description: a Decoder stack whose blocks attend to
+    the encoder's output, a relative position bias per stack, and the decoder tied to the
+    encoder's token embedding; its table holds both stacks."""
+    from attnlab.pretrained import Config, Decoder, Names
+    cfg = Config({"model_type": "llama", "vocab_size": 16, "hidden_size": 8,
+                  "intermediate_size": 12, "num_hidden_layers": 1, "num_attention_heads": 2})
+    rows = lambda c: llama.ATTENTION + llama.MLP + llama.NORMS              # noqa: E731
+    names = Names(tokens="decoder.embed_tokens", block="decoder.layers.{i}",
+                  final_norm="decoder.norm", position_bias="decoder.bias")
+    both = dataclasses.replace(
+        llama.FAMILY, rotary=False, causal=False, position_bias=(8, 16),
+        heads={"LlamaForCausalLM": "lm"}, architectures=("LlamaForCausalLM",),
+        decoder=Decoder(blocks=2, block_table=rows, names=names))
+    net = both.network(cfg, "LlamaForCausalLM")
+    assert net.input_names == ["input_ids", "decoder_input_ids"]
+    assert net.layers["decoder.embed_tokens"].tied_to == "embed_tokens"
+    cross = "decoder.layers.1.cross_attn"
+    assert _sources(net, cross) == ["decoder.layers.1.cross_attn_layernorm", "norm", "norm"]
+    assert _sources(net, "decoder.layers.1.add_cross") == ["decoder.layers.1.add_1", cross]
+    assert net.layers["relative_attention_bias"].bidirectional
+    assert not net.layers["decoder.bias"].bidirectional
+    assert _sources(net, "decoder.layers.0.self_attn") == [
+        "decoder.bias", "decoder.layers.0.input_layernorm"]
+    table = {w.name for w in both.weights(cfg, "LlamaForCausalLM")}
+    assert {"model.relative_attention_bias.weight", "model.decoder.bias.weight",
+            "model.decoder.layers.1.mlp.down_proj.weight", "model.decoder.norm.weight"} <= table
+    net.initialize()
+    y = net({"input_ids": torch.randint(0, 16, (1, 5)),
+             "decoder_input_ids": torch.randint(0, 16, (1, 3))})
+    assert y.shape == (1, 3, 16)

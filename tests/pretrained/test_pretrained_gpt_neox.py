@@ -7,8 +7,9 @@ import pytest
 import torch
 
 import attnlab as al
-from pretrained_helpers import hf_greedy, layout, quiet_transformers, relative_difference, \
-    valid_steps
+from decoder_checks import (edited_copy, generate_equal, hf_logits, onnx_equal, padded_equal,
+                            randomized_norms, saved_back_equal, stream_equal)
+from pretrained_helpers import quiet_transformers, relative_difference
 
 transformers = pytest.importorskip("transformers")
 quiet_transformers()
@@ -24,17 +25,9 @@ def checkpoint(folder, **over):
     kw.update(over)
     torch.manual_seed(0)
     model = transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(**kw)).eval()
-    with torch.no_grad():                      # norms other than 1 and 0, so that they are tested
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(0.3 * torch.randn_like(p))
+    randomized_norms(model)                    # norms other than 1 and 0: tested
     model.save_pretrained(folder)
     return model
-
-
-def hf_logits(model, ids, mask=None):
-    with torch.no_grad():
-        return model(input_ids=ids, attention_mask=mask).logits
 
 
 @pytest.fixture(scope="module")
@@ -73,35 +66,20 @@ def test_fused_query_key_value_is_split_per_head(neox):
 def test_padded_batch_equals_transformers(neox):
     folder, model = neox
     net = al.from_pretrained(folder)
-    lengths = [9, 4, 6]
-    seqs = [torch.randint(3, VOCAB, (t,)) for t in lengths]
-    ids = torch.zeros(3, 9, dtype=torch.long)
-    mask = torch.zeros(3, 9, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, :len(s)], mask[i, :len(s)] = s, 1
-    want = valid_steps(hf_logits(model, ids, mask), lengths)
-    assert relative_difference(valid_steps(net(seqs), lengths), want) <= 1e-4
-    padded = net(al.Padded(ids, mask.bool()))
-    assert relative_difference(valid_steps(padded, lengths), want) <= 1e-4
+    padded_equal(net, model, VOCAB)
 
 
 def test_streaming_equals_the_forward_pass(neox):
     folder, _ = neox
     net = al.from_pretrained(folder)
-    ids = torch.randint(0, VOCAB, (2, 8))
-    full = net(ids)
-    s = net.stream()
-    steps = torch.cat([s.step(ids[:, :3])] + [s.step(ids[:, t:t + 1]) for t in range(3, 8)], 1)
-    assert relative_difference(steps, full) <= 1e-4
+    stream_equal(net, VOCAB)
 
 
 def test_greedy_generate_equals_transformers(neox):
     folder, model = neox
     net = al.from_pretrained(folder)
     torch.manual_seed(1)
-    prompt = torch.randint(3, VOCAB, (2, 5))
-    ours = al.generate(net, start=prompt, max_new_tokens=12).tokens
-    assert ours.tolist() == hf_greedy(model, prompt, 12).tolist()
+    ours = generate_equal(net, model, VOCAB, n=12)
     assert len(set(ours.flatten().tolist())) > 4            # not one token over and over
 
 
@@ -141,14 +119,6 @@ def test_transformers_4_layout_loads_the_same(tmp_path, neox):
     assert relative_difference(net(ids), hf_logits(model, ids)) <= 1e-4
 
 
-def edited_copy(tmp_path, folder, **changes):
-    cfg = json.loads((folder / "config.json").read_text())
-    cfg.update(changes)
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
-    (tmp_path / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
-    return tmp_path
-
-
 @pytest.mark.parametrize("changes,words", [
     ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 500.0,
                           "partial_rotary_factor": 0.5}},
@@ -160,7 +130,7 @@ def edited_copy(tmp_path, folder, **changes):
 def test_options_not_built_are_refused_by_name(tmp_path, neox, changes, words):
     folder, _ = neox
     with pytest.raises(al.NetworkError) as e:
-        al.from_pretrained(edited_copy(tmp_path, folder, **changes))
+        al.from_pretrained(edited_copy(folder, tmp_path, **changes))
     for w in words:
         assert w in str(e.value)
 
@@ -180,16 +150,7 @@ def test_4_x_rope_scaling_is_refused_by_name(tmp_path, neox):
 def test_save_pretrained_round_trip(tmp_path, neox):
     folder, model = neox
     net = al.from_pretrained(folder)
-    net.save_pretrained(tmp_path / "back")
-    assert layout(tmp_path / "back") == layout(folder)
-    from safetensors import safe_open
-    with safe_open(str(folder / "model.safetensors"), "pt") as a, \
-            safe_open(str(tmp_path / "back" / "model.safetensors"), "pt") as b:
-        for k in a.keys():
-            assert torch.equal(a.get_tensor(k), b.get_tensor(k)), k
-    again = transformers.GPTNeoXForCausalLM.from_pretrained(tmp_path / "back").eval()
-    ids = torch.randint(0, VOCAB, (1, 6))
-    assert torch.equal(hf_logits(again, ids), hf_logits(model, ids))
+    saved_back_equal(net, model, folder, tmp_path / "back", transformers.GPTNeoXForCausalLM, VOCAB)
 
 
 def test_trained_weights_are_fused_back_per_head(tmp_path, neox):
@@ -230,14 +191,6 @@ def test_attnlab_file_keeps_the_checkpoint_and_its_layout(tmp_path, neox):
 
 
 def test_export_onnx_runs_in_onnxruntime_at_two_lengths(tmp_path, neox):
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     folder, _ = neox
-    net = al.from_pretrained(folder)
-    assert net.export_onnx(tmp_path / "neox.onnx").max_error < 1e-4
-    session = ort.InferenceSession(str(tmp_path / "neox.onnx"))
-    for t in (3, 10):
-        ids = torch.randint(0, VOCAB, (2, t))
-        feeds = {"input_ids": ids.numpy(), "input_ids_mask": torch.ones(2, t, dtype=torch.bool).numpy()}
-        got = torch.from_numpy(session.run(["logits"], feeds)[0])
-        with torch.no_grad():
-            assert relative_difference(got, net(ids)) <= 1e-4
+    onnx_equal(al.from_pretrained(folder), tmp_path / "neox.onnx", VOCAB)

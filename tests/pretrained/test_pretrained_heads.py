@@ -1,5 +1,5 @@
 """The heads people fine-tune, chosen by the config's `architectures`: BERT's question
-answering and the decoders' sequence classifiers, against transformers on small random
+answering and the decoders' sequence classifiers (GPT-2's too), against transformers on small random
 checkpoints. (RoBERTa's and DistilBERT's heads: their own test files.)"""
 import json
 
@@ -83,11 +83,14 @@ def _decoder(family, seed=0, **kw):
                   transformers.Qwen2ForSequenceClassification),
         "gpt_neox": (lambda: transformers.GPTNeoXConfig(**common),
                      transformers.GPTNeoXForSequenceClassification),
+        "gpt2": (lambda: transformers.GPT2Config(vocab_size=VOCAB, n_embd=32, n_inner=48,
+                                                 n_layer=2, n_head=4, num_labels=3, **kw),
+                 transformers.GPT2ForSequenceClassification),
     }[family]
     return cls(config()).eval()
 
 
-DECODERS = ["llama", "mistral", "qwen2", "gpt_neox"]
+DECODERS = ["llama", "mistral", "qwen2", "gpt_neox", "gpt2"]
 
 
 @pytest.fixture(scope="module")

@@ -422,7 +422,7 @@ def test_the_header_metadata_is_null_or_strings(folder, metadata, ok):
 def test_attnlabs_own_reader_gives_what_safetensors_gives(tmp_path):
     from safetensors.torch import save_file
 
-    from attnlab.pretrained.weights import Checkpoint
+    from attnlab.pretrained.checkpoint import Checkpoint
     tensors = {"bf16": torch.randn(3, 4).bfloat16(), "f16": torch.randn(5).half(),
                "i64": torch.arange(6).reshape(2, 3), "bool": torch.tensor([True, False]),
                "empty": torch.zeros(0, 3), "f64": torch.tensor(3.5, dtype=torch.float64),

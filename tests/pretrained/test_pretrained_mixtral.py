@@ -9,8 +9,9 @@ import torch
 
 import attnlab as al
 from attnlab import layers as L
-from pretrained_helpers import hf_greedy, layout, quiet_transformers, relative_difference, \
-    valid_steps
+from decoder_checks import (edited_copy, generate_equal, hf_logits, onnx_equal, padded_equal,
+                            randomized_norms, saved_back_equal, stream_equal)
+from pretrained_helpers import quiet_transformers, relative_difference
 
 transformers = pytest.importorskip("transformers")
 quiet_transformers()
@@ -28,17 +29,9 @@ def checkpoint(folder, model_class=None, **over):
     torch.manual_seed(0)
     model = (model_class or transformers.MixtralForCausalLM)(transformers.MixtralConfig(**kw))
     model.eval()
-    with torch.no_grad():                      # norms other than 1, so that they are tested
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(0.3 * torch.randn_like(p))
+    randomized_norms(model)                    # norms other than 1 and 0: tested
     model.save_pretrained(folder)
     return model
-
-
-def hf_logits(model, ids, mask=None):
-    with torch.no_grad():
-        return model(input_ids=ids, attention_mask=mask).logits
 
 
 @pytest.fixture(scope="module")
@@ -74,35 +67,20 @@ def test_each_expert_is_loaded_from_its_tensors(mixtral):
 def test_padded_batch_equals_transformers(mixtral):
     folder, model = mixtral
     net = al.from_pretrained(folder)
-    lengths = [9, 4, 6]
-    seqs = [torch.randint(3, VOCAB, (t,)) for t in lengths]
-    ids = torch.zeros(3, 9, dtype=torch.long)
-    mask = torch.zeros(3, 9, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        ids[i, :len(s)], mask[i, :len(s)] = s, 1
-    want = valid_steps(hf_logits(model, ids, mask), lengths)
-    assert relative_difference(valid_steps(net(seqs), lengths), want) <= 1e-4
-    padded = net(al.Padded(ids, mask.bool()))
-    assert relative_difference(valid_steps(padded, lengths), want) <= 1e-4
+    padded_equal(net, model, VOCAB)
 
 
 def test_streaming_equals_the_forward_pass(mixtral):
     folder, _ = mixtral
     net = al.from_pretrained(folder)
-    ids = torch.randint(0, VOCAB, (2, 8))
-    full = net(ids)
-    s = net.stream()
-    steps = torch.cat([s.step(ids[:, :3])] + [s.step(ids[:, t:t + 1]) for t in range(3, 8)], 1)
-    assert relative_difference(steps, full) <= 1e-4
+    stream_equal(net, VOCAB)
 
 
 def test_greedy_generate_equals_transformers(mixtral):
     folder, model = mixtral
     net = al.from_pretrained(folder)
     torch.manual_seed(1)
-    prompt = torch.randint(3, VOCAB, (2, 5))
-    ours = al.generate(net, start=prompt, max_new_tokens=12).tokens
-    assert ours.tolist() == hf_greedy(model, prompt, 12).tolist()
+    ours = generate_equal(net, model, VOCAB, n=12)
     assert len(set(ours.flatten().tolist())) > 4            # not one token over and over
 
 
@@ -131,14 +109,6 @@ def test_transformers_4_layout_loads_the_same(tmp_path, mixtral):
     assert relative_difference(al.from_pretrained(tmp_path)(ids), hf_logits(model, ids)) <= 1e-4
 
 
-def edited_copy(tmp_path, folder, **changes):
-    cfg = json.loads((folder / "config.json").read_text())
-    cfg.update(changes)
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
-    (tmp_path / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
-    return tmp_path
-
-
 @pytest.mark.parametrize("changes,words", [
     ({"router_jitter_noise": 0.1}, ["router_jitter_noise", "0.1"]),
     ({"num_experts_per_tok": 5}, ["num_experts_per_tok", f"at most num_local_experts ({EXPERTS})"]),
@@ -148,7 +118,7 @@ def edited_copy(tmp_path, folder, **changes):
 def test_options_not_built_are_refused_by_name(tmp_path, mixtral, changes, words):
     folder, _ = mixtral
     with pytest.raises(al.NetworkError) as e:
-        al.from_pretrained(edited_copy(tmp_path, folder, **changes))
+        al.from_pretrained(edited_copy(folder, tmp_path, **changes))
     for w in words:
         assert w in str(e.value)
 
@@ -156,16 +126,7 @@ def test_options_not_built_are_refused_by_name(tmp_path, mixtral, changes, words
 def test_save_pretrained_round_trip(tmp_path, mixtral):
     folder, model = mixtral
     net = al.from_pretrained(folder)
-    net.save_pretrained(tmp_path / "back")
-    assert layout(tmp_path / "back") == layout(folder)
-    from safetensors import safe_open
-    with safe_open(str(folder / "model.safetensors"), "pt") as a, \
-            safe_open(str(tmp_path / "back" / "model.safetensors"), "pt") as b:
-        for k in a.keys():
-            assert torch.equal(a.get_tensor(k), b.get_tensor(k)), k
-    again = transformers.MixtralForCausalLM.from_pretrained(tmp_path / "back").eval()
-    ids = torch.randint(0, VOCAB, (1, 6))
-    assert torch.equal(hf_logits(again, ids), hf_logits(model, ids))
+    saved_back_equal(net, model, folder, tmp_path / "back", transformers.MixtralForCausalLM, VOCAB)
 
 
 def test_a_trained_expert_is_saved_back(tmp_path, mixtral):
@@ -204,14 +165,6 @@ def test_attnlab_file_keeps_the_checkpoint_and_its_layout(tmp_path, mixtral):
 
 
 def test_export_onnx_runs_in_onnxruntime_at_two_lengths(tmp_path, mixtral):
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     folder, _ = mixtral
-    net = al.from_pretrained(folder)
-    assert net.export_onnx(tmp_path / "mixtral.onnx").max_error < 1e-4
-    session = ort.InferenceSession(str(tmp_path / "mixtral.onnx"))
-    for t in (3, 10):
-        ids = torch.randint(0, VOCAB, (2, t))
-        feeds = {"input_ids": ids.numpy(), "input_ids_mask": torch.ones(2, t, dtype=torch.bool).numpy()}
-        got = torch.from_numpy(session.run(["logits"], feeds)[0])
-        with torch.no_grad():
-            assert relative_difference(got, net(ids)) <= 1e-4
+    onnx_equal(al.from_pretrained(folder), tmp_path / "mixtral.onnx", VOCAB)

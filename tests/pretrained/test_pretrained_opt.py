@@ -2,14 +2,14 @@
 positions at offset 2, pre- or post-norm blocks and the word_embed_proj_dim projections, equal
 to transformers in float32, padded, streaming, generating the same tokens, saved back and
 exported."""
-import json
 
 import pytest
 import torch
 
 import attnlab as al
-from pretrained_helpers import hf_greedy, layout, quiet_transformers, relative_difference, \
-    valid_steps
+from decoder_checks import (edited_copy, generate_equal, hf_logits, onnx_equal, padded_equal,
+                            randomized_norms, saved_back_equal, stream_equal)
+from pretrained_helpers import hf_greedy, quiet_transformers, relative_difference
 
 transformers = pytest.importorskip("transformers")
 quiet_transformers()
@@ -26,17 +26,9 @@ def checkpoint(folder, model_class=None, **over):
     kw.update(over)
     torch.manual_seed(0)
     model = (model_class or transformers.OPTForCausalLM)(transformers.OPTConfig(**kw)).eval()
-    with torch.no_grad():                      # norms other than 1 and 0, so that they are tested
-        for name, p in model.named_parameters():
-            if "norm" in name:
-                p.add_(0.3 * torch.randn_like(p))
+    randomized_norms(model)                    # norms other than 1 and 0: tested
     model.save_pretrained(folder)
     return model
-
-
-def hf_logits(model, ids, mask=None):
-    with torch.no_grad():
-        return model(input_ids=ids, attention_mask=mask).logits
 
 
 @pytest.fixture(scope="module")
@@ -91,36 +83,19 @@ def test_post_norm_and_projections_equal_transformers(opt350):
 
 def test_padded_batch_equals_transformers(opt, opt350):
     for folder, model in (opt, opt350):
-        net = al.from_pretrained(folder)
-        lengths = [9, 4, 6]
-        seqs = [torch.randint(3, VOCAB, (t,)) for t in lengths]
-        ids = torch.ones(3, 9, dtype=torch.long)                 # pad_token_id 1
-        mask = torch.zeros(3, 9, dtype=torch.long)
-        for i, s in enumerate(seqs):
-            ids[i, :len(s)], mask[i, :len(s)] = s, 1
-        want = valid_steps(hf_logits(model, ids, mask), lengths)
-        assert relative_difference(valid_steps(net(seqs), lengths), want) <= 1e-4
-        padded = net(al.Padded(ids, mask.bool()))
-        assert relative_difference(valid_steps(padded, lengths), want) <= 1e-4
+        padded_equal(al.from_pretrained(folder), model, VOCAB)
 
 
 def test_streaming_equals_the_forward_pass(opt, opt350):
     for folder, _ in (opt, opt350):
-        net = al.from_pretrained(folder)
-        ids = torch.randint(0, VOCAB, (2, 8))
-        full = net(ids)
-        s = net.stream()
-        steps = [s.step(ids[:, :3])] + [s.step(ids[:, t:t + 1]) for t in range(3, 8)]
-        assert relative_difference(torch.cat(steps, 1), full) <= 1e-4
+        stream_equal(al.from_pretrained(folder), VOCAB)
 
 
 def test_greedy_generate_equals_transformers(opt, opt350):
     for folder, model in (opt, opt350):
         net = al.from_pretrained(folder)
         torch.manual_seed(1)
-        prompt = torch.randint(3, VOCAB, (2, 5))
-        ours = al.generate(net, start=prompt, max_new_tokens=12).tokens
-        assert ours.tolist() == hf_greedy(model, prompt, 12).tolist()
+        ours = generate_equal(net, model, VOCAB, n=12)
         assert len(set(ours.flatten().tolist())) > 4          # not one token over and over
 
 
@@ -150,14 +125,6 @@ def test_variants_equal_transformers(tmp_path, over):
     assert net.analyze().total_learnables == model.num_parameters()
 
 
-def edited_copy(tmp_path, folder, **changes):
-    cfg = json.loads((folder / "config.json").read_text())
-    cfg.update(changes)
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
-    (tmp_path / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
-    return tmp_path
-
-
 @pytest.mark.parametrize("changes,words", [
     ({"layer_norm_elementwise_affine": False}, ["layer_norm_elementwise_affine", "false", "true"]),
     ({"layerdrop": 0.1}, ["layerdrop", "0.1"]),
@@ -167,25 +134,15 @@ def edited_copy(tmp_path, folder, **changes):
 def test_options_not_built_are_refused_by_name(tmp_path, opt, changes, words):
     folder, _ = opt
     with pytest.raises(al.NetworkError) as e:
-        al.from_pretrained(edited_copy(tmp_path, folder, **changes))
+        al.from_pretrained(edited_copy(folder, tmp_path, **changes))
     for w in words:
         assert w in str(e.value)
 
 
 def test_save_pretrained_round_trip(tmp_path, opt, opt350):
     for i, (folder, model) in enumerate((opt, opt350)):
-        net = al.from_pretrained(folder)
-        out = tmp_path / f"back{i}"
-        net.save_pretrained(out)
-        assert layout(out) == layout(folder)
-        from safetensors import safe_open
-        with safe_open(str(folder / "model.safetensors"), "pt") as a, \
-                safe_open(str(out / "model.safetensors"), "pt") as b:
-            for k in a.keys():
-                assert torch.equal(a.get_tensor(k), b.get_tensor(k)), k
-        again = transformers.OPTForCausalLM.from_pretrained(out).eval()
-        ids = torch.randint(0, VOCAB, (1, 6))
-        assert torch.equal(hf_logits(again, ids), hf_logits(model, ids))
+        saved_back_equal(al.from_pretrained(folder), model, folder, tmp_path / f"back{i}",
+                         transformers.OPTForCausalLM, VOCAB)
 
 
 def test_the_base_model_gives_the_projected_last_hidden_state(tmp_path):
@@ -214,14 +171,6 @@ def test_attnlab_file_keeps_the_checkpoint_and_its_layout(tmp_path, opt350):
 
 
 def test_export_onnx_runs_in_onnxruntime_at_two_lengths(tmp_path, opt350):
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     folder, _ = opt350
-    net = al.from_pretrained(folder)
-    assert net.export_onnx(tmp_path / "opt.onnx").max_error < 1e-4
-    session = ort.InferenceSession(str(tmp_path / "opt.onnx"))
-    for t in (3, 10):
-        ids = torch.randint(0, VOCAB, (2, t))
-        feeds = {"input_ids": ids.numpy(), "input_ids_mask": torch.ones(2, t, dtype=torch.bool).numpy()}
-        got = torch.from_numpy(session.run(["logits"], feeds)[0])
-        with torch.no_grad():
-            assert relative_difference(got, net(ids)) <= 1e-4
+    onnx_equal(al.from_pretrained(folder), tmp_path / "opt.onnx", VOCAB)

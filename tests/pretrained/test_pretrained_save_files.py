@@ -18,7 +18,7 @@ import torch
 
 import attnlab as al
 from attnlab.core import files as _files, folders as _folders
-from attnlab.pretrained import saving
+from attnlab.pretrained import writing
 from pretrained_helpers import quiet_transformers, relative_difference, save_checkpoint
 
 transformers = pytest.importorskip("transformers")
@@ -383,7 +383,7 @@ def test_safetensors_temporaries_of_killed_saves_are_removed(nets, tmp_path):
     dead.write_bytes(header + b"x" * 100)
     live.write_bytes(header)                           # touched just now: maybe being written
     other.write_bytes(b"not a safetensors file")
-    past = time.time() - 2 * saving.TEMP_AGE_S
+    past = time.time() - 2 * writing.TEMP_AGE_S
     os.utime(dead, (past, past))
     os.utime(other, (past, past))
     new.save_pretrained(folder)
