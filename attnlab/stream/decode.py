@@ -15,7 +15,9 @@ from attnlab.core.errors import ArgumentError, DataError, SizeError, close_match
 from attnlab.core import checks as check
 from ..layers.embedding import Embedding
 from .core import stream
+from .generation import defaults as D
 from .generation import settings as S
+from .generation.defaults import DEFAULT
 from .generation.processors import Processors
 from .generation.prompts import expand_start, start_input
 
@@ -60,11 +62,12 @@ def _eval_mode(net):
 
 def generate(net: Any, static_inputs: dict | None = None,
              start: int | Tensor | np.ndarray | list = 0,
-             stop: int | list[int] | tuple[int, ...] | Tensor | None = None,
-             max_new_tokens: int | None = None, *, max_length: int | None = None,
-             strategy: str | None = None, temperature: float | None = None,
-             top_k: int | None = None, top_p: float | None = None, min_p: float | None = None,
-             repetition_penalty: float | None = None, no_repeat_ngram_size: int | None = None,
+             stop: int | list[int] | tuple[int, ...] | Tensor | None = DEFAULT,
+             max_new_tokens: int | None = DEFAULT, *, max_length: int | None = DEFAULT,
+             strategy: str | None = DEFAULT, temperature: float | None = DEFAULT,
+             top_k: int | None = DEFAULT, top_p: float | None = DEFAULT,
+             min_p: float | None = DEFAULT, repetition_penalty: float | None = DEFAULT,
+             no_repeat_ngram_size: int | None = DEFAULT,
              callback: Callable | None = None, return_scores: bool = False,
              generator: torch.Generator | None = None, feedback: Callable | None = None,
              k: int | None = None, output: str | None = None,
@@ -140,6 +143,17 @@ def generate(net: Any, static_inputs: dict | None = None,
     device, precision, compile
         As for `Network.stream` (the network moves to `device`; tokens come back there).
 
+    Notes
+    -----
+    Defaults: for a network from `al.from_pretrained` whose folder has a generation_config.json, the
+    arguments left out take its values, as transformers' ``model.generation_config``:
+    `stop` ← ``eos_token_id``, `strategy` ← "sample" where ``do_sample`` is true, and
+    `max_new_tokens`, `max_length`, `temperature`, `top_k`, `top_p`, `min_p`,
+    `repetition_penalty`, `no_repeat_ngram_size` ← the keys of those names. An argument
+    given overrides the file, None included (``stop=None``: no stop id); a length given
+    overrides both of the file's lengths. The file's end ids past the vocabulary are left
+    out (the network never chooses them, as in transformers).
+
     Returns
     -------
     Generated
@@ -167,11 +181,18 @@ def generate(net: Any, static_inputs: dict | None = None,
     torch.Size([1, 5])
     """
     _check_net(net)
-    lengths = S.lengths(max_new_tokens, max_length)
-    how = S.strategy(strategy, None)
-    processing = S.processing(how, temperature, top_k, k, top_p, min_p, repetition_penalty,
-                              no_repeat_ngram_size)
-    stops = S.stop_ids(stop)
+    v, taken = D.resolve(net, dict(
+        stop=stop, max_new_tokens=max_new_tokens, max_length=max_length, strategy=strategy,
+        temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+        repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat_ngram_size))
+    try:
+        lengths = S.lengths(v["max_new_tokens"], v["max_length"])
+        how = S.strategy(v["strategy"], None)
+        processing = S.processing(how, v["temperature"], v["top_k"], k, v["top_p"], v["min_p"],
+                                  v["repetition_penalty"], v["no_repeat_ngram_size"])
+        stops = S.stop_ids(v["stop"])
+    except ArgumentError as e:
+        raise D.from_file(e, taken) from None
     S.callable_or_none("feedback", feedback, "feedback=lambda tokens, scores: <B×1×C input>")
     S.callable_or_none("callback", callback, "callback=lambda step, tokens: print(tokens)")
     return_scores = check.flag(S.GEN, "return_scores", return_scores)
@@ -181,8 +202,11 @@ def generate(net: Any, static_inputs: dict | None = None,
     generator = S.generator(generator)
     x = start_input(start)
     prompt = x.shape[1] if x.dim() >= 2 else 1
-    S.agree(lengths, prompt)
-    new = lengths.new(prompt)
+    try:
+        S.agree(lengths, prompt)
+        new = lengths.new(prompt)
+    except ArgumentError as e:
+        raise D.from_file(e, taken) from None
     with _eval_mode(net):
         # the caches start at the prompt and a few dozen steps, and double as tokens come:
         # memory follows the tokens generated (a stop id may end decoding long before
@@ -191,6 +215,8 @@ def generate(net: Any, static_inputs: dict | None = None,
                    device=device, precision=precision, compile=compile)
         _one_streamed_input(s, "generate")
         pick = _output_picker(s, output)
+        if stops is not None and "stop" in taken:
+            stops = _in_vocabulary(net, output, stops)
         if stops is not None:
             _check_vocabulary(net, output, stops, stop)
         if processing.sample:
@@ -244,6 +270,14 @@ def _check_vocabulary(net, output, stops: tuple[int, ...], stop) -> None:
                          f"network scores {vocab} tokens)", stop,
                          f"{bad[0]} is past it, so no sequence could stop there. Use the ids "
                          "of the network's own tokenizer (e.g. its end-of-text id).")
+
+
+def _in_vocabulary(net, output, stops: tuple[int, ...]) -> tuple[int, ...] | None:
+    """A checkpoint's end ids that the network can choose (None: none): transformers keeps
+    the others too, and never meets them (GPT-2's 50256 in a model of a smaller vocabulary)."""
+    vocab = _vocabulary(net, output)
+    kept = tuple(i for i in stops if vocab is None or i < vocab)
+    return kept or None
 
 
 def _vocabulary(net, output) -> int | None:
