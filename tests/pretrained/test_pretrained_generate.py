@@ -307,3 +307,76 @@ def test_a_files_end_id_past_the_vocabulary_is_no_stop(tmp_path):
         assert row[:len(seq)] == seq and (len(seq) == 10 or seq[-1] == 5)
     with pytest.raises(al.ArgumentError, match="'stop'.*50256"):
         al.generate(net, start=prompt, stop=[50256, 5])
+
+
+# -- beam search ------------------------------------------------------------------------------------
+
+BEAMS = [
+    dict(num_beams=2),
+    dict(num_beams=3, length_penalty=0.5),
+    dict(num_beams=4, length_penalty=2.0, early_stopping=True),
+    dict(num_beams=3, length_penalty=-1.0, early_stopping="never"),
+    dict(num_beams=4, no_repeat_ngram_size=2, repetition_penalty=1.3),
+]
+
+
+def _same_beams(family, model, net, prompt, stop, **kw):
+    """Our best hypotheses and transformers' (its rows padded after an end with fill ids)."""
+    got = ours(family, net, prompt, strategy="beam", max_new_tokens=9, stop=stop, **kw)
+    want, _ = theirs(family, model, prompt, max_new_tokens=9, eos_token_id=stop, **kw)
+    for row, seq in zip(want.tolist(), got.sequences()):
+        assert row[:len(seq)] == seq, (family, kw, row, seq)
+        assert len(seq) == 9 or seq[-1] in stop
+    assert got.tokens.shape[1] == int(got.lengths.max())
+    return got
+
+
+@pytest.mark.parametrize("kw", BEAMS, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
+def test_beam_search_gives_transformers_tokens(pair, kw):
+    family, model, net = pair
+    prompt = _prompt(family, b=2)
+    got = ours(family, net, prompt, strategy="beam", max_new_tokens=9, **kw)
+    want, _ = theirs(family, model, prompt, max_new_tokens=9, **kw)
+    assert got.tokens.tolist() == want.tolist() and got.lengths.tolist() == [9, 9]
+
+
+@pytest.mark.parametrize("kw", BEAMS[:4], ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
+def test_beam_search_with_stop_ids_gives_transformers_hypotheses(pair, kw):
+    family, model, net = pair
+    prompt = _prompt(family, b=3)
+    free = ours(family, net, prompt, strategy="beam", max_new_tokens=9, **kw).tokens
+    stops = [int(free[0, 2]), int(free[1, 5])]
+    got = _same_beams(family, model, net, prompt, stops, **kw)
+    # some hypothesis ended at a stop (T5's tiny decoder repeats one token: its stop ids are
+    # that token, and a long hypothesis may win)
+    assert int(got.lengths.min()) < 9 or family == "t5"
+
+
+def test_beams_reorder_the_caches_and_never_feed_the_prefix_again(pair):
+    family, model, net = pair
+    if family == "t5":
+        pytest.skip("T5's decoder prompt is its one start id")
+    prompt = _prompt(family, b=2, t=6)
+    fed = []
+    first = next(m for m in net.modules() if isinstance(m, torch.nn.Embedding))
+    hook = first.register_forward_hook(lambda m, args, out: fed.append(tuple(args[0].shape)))
+    try:
+        ours(family, net, prompt, strategy="beam", num_beams=3, max_new_tokens=5)
+    finally:
+        hook.remove()
+    assert fed[0] == (6, 6) and set(fed[1:]) == {(6, 1)}          # B·beams rows, one step
+
+
+def test_num_beams_from_generation_config_is_beam_search(tmp_path):
+    torch.manual_seed(0)
+    model = _gpt2()
+    model.generation_config = transformers.GenerationConfig(num_beams=3, length_penalty=0.7,
+                                                            max_new_tokens=7)
+    net = al.from_pretrained(save_checkpoint(model, tmp_path))
+    prompt = _prompt("gpt2")
+    with torch.no_grad():
+        want = model.generate(prompt, attention_mask=torch.ones_like(prompt), pad_token_id=0)
+    got = al.generate(net, start=prompt, stop=None)
+    assert got.tokens.tolist() == want[:, 5:].tolist()
+    assert al.generate(net, start=prompt, stop=None, strategy="greedy", num_beams=None)\
+        .tokens.tolist() == ours("gpt2", net, prompt, max_new_tokens=7, num_beams=None).tokens.tolist()

@@ -24,7 +24,8 @@ DEFAULT: Any = _Default()
 KEYS = {"max_new_tokens": "max_new_tokens", "max_length": "max_length",
         "stop": "eos_token_id", "temperature": "temperature", "top_k": "top_k",
         "top_p": "top_p", "min_p": "min_p", "repetition_penalty": "repetition_penalty",
-        "no_repeat_ngram_size": "no_repeat_ngram_size"}
+        "no_repeat_ngram_size": "no_repeat_ngram_size", "num_beams": "num_beams",
+        "length_penalty": "length_penalty", "early_stopping": "early_stopping"}
 LENGTHS = ("max_new_tokens", "max_length")
 
 
