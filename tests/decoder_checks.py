@@ -56,7 +56,7 @@ def padded_equal(net, model, vocab, lengths=(9, 4, 6)) -> float:
 
 def generate_equal(net, model, vocab, prompt_length=5, n=12):
     prompt = torch.randint(3, vocab, (2, prompt_length))
-    ours = al.generate(net, start=prompt, max_new_tokens=n).tokens
+    ours = al.generate(net, start=prompt, stop=None, max_new_tokens=n).tokens
     assert ours.tolist() == hf_greedy(model, prompt, n).tolist()
     assert len(set(ours.flatten().tolist())) > 3             # not one token over and over
     return ours

@@ -177,7 +177,7 @@ def from_pretrained(path: str | os.PathLike, dtype: torch.dtype | str | None = N
                       prefix, cfg)
     net.eval()
     net.metadata[META_KEY] = {"config": cfg.data, "architecture": arch, "tensors": record,
-                              "labels": _labels(fam, arch)}
+                              "labels": _labels(fam, arch), "generation": _generation(folder)}
     return net
 
 
@@ -237,6 +237,23 @@ def dtype_argument(dtype: Any, who: str, auto: bool = True) -> torch.dtype | Non
         if isinstance(dtype, str) else ""
     raise ArgumentError(f"{who} dtype: expected {', '.join(names)} or a floating torch dtype "
                         f"such as torch.bfloat16, received {dtype!r}.{hint}")
+
+
+def _generation(folder: Path) -> dict:
+    """The folder's generation_config.json, `al.generate`'s defaults ({} without one)."""
+    from .config import read_json
+    path = folder / "generation_config.json"
+    problem = file_problem(path)
+    if problem == "missing":
+        return {}
+    if problem is not None:
+        raise CheckpointError(f"'{path}' is {problem}, not a regular file: nothing was read "
+                              "from it. Remove it, or save the generation config as a file.")
+    doc = read_json(path)
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"'{path}' holds {type(doc).__name__}, not a JSON object of "
+                              "generation settings. Fix the file, or remove it.")
+    return doc
 
 
 def _labels(fam: Any, architecture: str) -> str:

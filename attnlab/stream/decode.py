@@ -15,9 +15,12 @@ from attnlab.core.errors import ArgumentError, DataError, SizeError, close_match
 from attnlab.core import checks as check
 from ..layers.embedding import Embedding
 from .core import stream
+from .generation import defaults as D
 from .generation import settings as S
+from .generation.defaults import DEFAULT
 from .generation.processors import Processors
-from .generation.prompts import expand_start, start_input
+from .generation import beams as beam_search
+from .generation.prompts import check_longrope, check_positions, expand_start, start_input
 
 
 class Generated(NamedTuple):
@@ -60,11 +63,13 @@ def _eval_mode(net):
 
 def generate(net: Any, static_inputs: dict | None = None,
              start: int | Tensor | np.ndarray | list = 0,
-             stop: int | list[int] | tuple[int, ...] | Tensor | None = None,
-             max_new_tokens: int | None = None, *, max_length: int | None = None,
-             strategy: str | None = None, temperature: float | None = None,
-             top_k: int | None = None, top_p: float | None = None, min_p: float | None = None,
-             repetition_penalty: float | None = None, no_repeat_ngram_size: int | None = None,
+             stop: int | list[int] | tuple[int, ...] | Tensor | None = DEFAULT,
+             max_new_tokens: int | None = DEFAULT, *, max_length: int | None = DEFAULT,
+             strategy: str | None = DEFAULT, temperature: float | None = DEFAULT,
+             top_k: int | None = DEFAULT, top_p: float | None = DEFAULT,
+             min_p: float | None = DEFAULT, repetition_penalty: float | None = DEFAULT,
+             no_repeat_ngram_size: int | None = DEFAULT, num_beams: int | None = DEFAULT,
+             length_penalty: float | None = DEFAULT, early_stopping: bool | str | None = DEFAULT,
              callback: Callable | None = None, return_scores: bool = False,
              generator: torch.Generator | None = None, feedback: Callable | None = None,
              k: int | None = None, output: str | None = None,
@@ -103,8 +108,8 @@ def generate(net: Any, static_inputs: dict | None = None,
         was); the arguments after it are keywords.
     strategy
         "greedy" (the highest processed score), "sample" (a draw from the processed scores,
-        as transformers' ``do_sample=True``), or "top-k" (sampling with ``top_k=k``, the
-        older name). None: greedy.
+        as transformers' ``do_sample=True``), "beam" (beam search, below) or "top-k"
+        (sampling with ``top_k=k``, the older name). None: greedy (beams when num_beams > 1).
     temperature, top_k, top_p, min_p
         For sampling: the scores divided by `temperature` (> 0; default 1), then only the
         `top_k` highest kept (≥ 0, 0 keeps all; default 50, as transformers), the smallest
@@ -116,6 +121,13 @@ def generate(net: Any, static_inputs: dict | None = None,
         the penalty (> 0) when positive, multiplied when negative; n-grams of that size (≥ 1)
         never repeated. The order of all processors is transformers'
         (`attnlab.stream.generation.processors`).
+    num_beams, length_penalty, early_stopping
+        Beam search (strategy "beam", or num_beams > 1 with no strategy), as transformers':
+        `num_beams` ≥ 2 beams per sequence, finished hypotheses scored by their summed
+        log-probability / new tokens ** `length_penalty` (default 1), `early_stopping` True,
+        False (default) or "never" (`attnlab.stream.generation.beams`). The key/value caches
+        follow the beams in place; the result is each sequence's best hypothesis. It takes
+        no `callback`, `return_scores` or `feedback`.
     callback
         ``callback(step, tokens)``, called after each step with the step's index (0, 1, …)
         and the B int64 ids just chosen (a stopped sequence repeats its stop id): what a
@@ -139,6 +151,17 @@ def generate(net: Any, static_inputs: dict | None = None,
         The output that scores the tokens, for a network with several outputs.
     device, precision, compile
         As for `Network.stream` (the network moves to `device`; tokens come back there).
+
+    Notes
+    -----
+    Defaults: for a network from `al.from_pretrained` whose folder has a generation_config.json, the
+    arguments left out take its values, as transformers' ``model.generation_config``:
+    `stop` ← ``eos_token_id``, `strategy` ← "sample" where ``do_sample`` is true, and
+    `max_new_tokens`, `max_length`, `temperature`, `top_k`, `top_p`, `min_p`,
+    `repetition_penalty`, `no_repeat_ngram_size` ← the keys of those names. An argument
+    given overrides the file, None included (``stop=None``: no stop id); a length given
+    overrides both of the file's lengths. The file's end ids past the vocabulary are left
+    out (the network never chooses them, as in transformers).
 
     Returns
     -------
@@ -167,39 +190,66 @@ def generate(net: Any, static_inputs: dict | None = None,
     torch.Size([1, 5])
     """
     _check_net(net)
-    lengths = S.lengths(max_new_tokens, max_length)
-    how = S.strategy(strategy, None)
-    processing = S.processing(how, temperature, top_k, k, top_p, min_p, repetition_penalty,
-                              no_repeat_ngram_size)
-    stops = S.stop_ids(stop)
+    v, taken = D.resolve(net, dict(
+        stop=stop, max_new_tokens=max_new_tokens, max_length=max_length, strategy=strategy,
+        temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+        repetition_penalty=repetition_penalty, no_repeat_ngram_size=no_repeat_ngram_size,
+        num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping))
+    try:
+        lengths = S.lengths(v["max_new_tokens"], v["max_length"])
+        nb = S.num_beams(v["num_beams"])
+        how = S.strategy(v["strategy"], nb)
+        beam = S.beam(nb, v["length_penalty"], v["early_stopping"]) if how == "beam" else None
+        processing = S.processing(how, v["temperature"], v["top_k"], k, v["top_p"], v["min_p"],
+                                  v["repetition_penalty"], v["no_repeat_ngram_size"])
+        stops = S.stop_ids(v["stop"])
+    except ArgumentError as e:
+        raise D.from_file(e, taken) from None
     S.callable_or_none("feedback", feedback, "feedback=lambda tokens, scores: <B×1×C input>")
     S.callable_or_none("callback", callback, "callback=lambda step, tokens: print(tokens)")
     return_scores = check.flag(S.GEN, "return_scores", return_scores)
+    if beam is not None:
+        _beam_arguments(callback, return_scores, feedback)
     if output is not None and not isinstance(output, str):
         raise check.fail(S.GEN, "output", "an output name (a str) or None", output,
                          "Use e.g. output='logits'.")
     generator = S.generator(generator)
     x = start_input(start)
     prompt = x.shape[1] if x.dim() >= 2 else 1
-    S.agree(lengths, prompt)
-    new = lengths.new(prompt)
+    try:
+        S.agree(lengths, prompt)
+        new = lengths.new(prompt)
+    except ArgumentError as e:
+        raise D.from_file(e, taken) from None
     with _eval_mode(net):
         # the caches start at the prompt and a few dozen steps, and double as tokens come:
         # memory follows the tokens generated (a stop id may end decoding long before
         # the length asked), at a handful of doublings' copies over a long run
+        if beam is not None:                   # each sequence's beams: rows of the batch
+            static_inputs = beam_search.expand(static_inputs, beam.num_beams)
         s = stream(net, static_inputs, capacity=prompt + min(new, _FIRST_STEPS),
                    device=device, precision=precision, compile=compile)
         _one_streamed_input(s, "generate")
         pick = _output_picker(s, output)
+        if stops is not None and "stop" in taken:
+            stops = _in_vocabulary(net, output, stops)
         if stops is not None:
             _check_vocabulary(net, output, stops, stop)
         if processing.sample:
             S.check_generator_device(generator, s.device)
+        if beam is not None:
+            x = _beam_start(x, s, beam.num_beams)
         x = expand_start(x, s).to(s.device)
-        _check_positions(s, x.shape[1], new)
-        _check_longrope(s, x.shape[1], new)
+        check_positions(s, x.shape[1], new)
+        check_longrope(s, x.shape[1], new)
         if feedback is None:
             feedback = _token_feedback(s)
+        if beam is not None:
+            search = beam_search.Beams(_prompt_ids(x), beam.num_beams, new, stops,
+                                       beam.length_penalty, beam.early_stopping)
+            best, ends = beam_search.search(s, x, pick, Processors(processing), search,
+                                            lambda tok: feedback(tok, None))
+            return Generated(best, ends)
         ids = _prompt_ids(x) if processing.needs_ids else None
         steps = _Steps(Processors(processing, generator), stops, callback, return_scores)
         return _decode(s, x, pick, steps, feedback, new, ids)
@@ -218,6 +268,25 @@ def _check_net(net) -> None:
         raise check.fail(S.GEN, "net", "an attnlab Network (a decoder that streams)", net,
                          "Build one with al.Network([...]) or load one with al.load or "
                          "al.from_pretrained.")
+
+
+def _beam_arguments(callback, return_scores, feedback) -> None:
+    """What beam search does not take: its beams are reordered every step, so no step's
+    tokens are final (transformers refuses a streamer there too)."""
+    for arg, value, why in (("callback", callback, "no token is final before the search ends"),
+                            ("return_scores", return_scores or None, "scores are per beam"),
+                            ("feedback", feedback, "beams feed their token ids back")):
+        if value is not None:
+            raise check.fail(S.GEN, arg, f"None with strategy='beam' ({why})", value,
+                             f"Leave {arg} out, or decode with strategy='greedy' or 'sample'.")
+
+
+def _beam_start(x: Tensor, s, beams: int) -> Tensor:
+    """The prompt of each sequence repeated for its beams (a start id for all: one sequence,
+    or one per row of the static inputs, which are repeated already)."""
+    if x.dim() == 0:
+        return x if s.batch_size is not None else x.reshape(1).repeat(beams)
+    return x.repeat_interleave(beams, 0)
 
 
 def _prompt_ids(x: Tensor) -> Tensor:
@@ -244,6 +313,14 @@ def _check_vocabulary(net, output, stops: tuple[int, ...], stop) -> None:
                          f"network scores {vocab} tokens)", stop,
                          f"{bad[0]} is past it, so no sequence could stop there. Use the ids "
                          "of the network's own tokenizer (e.g. its end-of-text id).")
+
+
+def _in_vocabulary(net, output, stops: tuple[int, ...]) -> tuple[int, ...] | None:
+    """A checkpoint's end ids that the network can choose (None: none): transformers keeps
+    the others too, and never meets them (GPT-2's 50256 in a model of a smaller vocabulary)."""
+    vocab = _vocabulary(net, output)
+    kept = tuple(i for i in stops if vocab is None or i < vocab)
+    return kept or None
 
 
 def _vocabulary(net, output) -> int | None:
@@ -382,48 +459,6 @@ class _History:
 
     def reorder(self, rows: Tensor) -> None:
         self.buf = self.buf.index_select(0, rows)
-
-
-def _check_positions(s, prompt: int, new: int) -> None:
-    """DataError before decoding when the prompt and the tokens fed back after it (positions
-    0…prompt + new − 2) reach past a learned PositionEmbedding's positions."""
-    from .steppers import PositionEmbeddingStepper
-    last = prompt + new - 2                     # the last token generated is not fed
-    for name, st in s.steppers.items():
-        if not isinstance(st, PositionEmbeddingStepper):
-            continue
-        held = st.module.positions
-        if prompt > held:
-            raise DataError(f"generate: the prompt has {prompt} tokens, more than the {held} "
-                            f"positions that layer '{name}' (PositionEmbedding max_length "
-                            f"{held}) has learned. Shorten the prompt to at most {held} tokens.")
-        if last >= held:
-            raise DataError(f"generate: a prompt of {prompt} tokens and {new} new tokens "
-                            f"reach position {last}, past the {held} positions that layer "
-                            f"'{name}' (PositionEmbedding max_length {held}) has learned. Use "
-                            f"max_new_tokens ≤ {held - prompt + 1} (max_length ≤ {held + 1}), "
-                            "or a shorter prompt.")
-
-
-def _check_longrope(s, prompt: int, new: int) -> None:
-    """DataError before decoding when the tokens fed back take the sequence past the
-    original_max_position_embeddings of a longrope rotary embedding after a prompt within it:
-    every position would then turn by the long factors, the prompt's cached keys included
-    (transformers recomputes its cache at that point)."""
-    end = prompt + new - 1                      # the length once the last token is fed
-    for name, st in s.steppers.items():
-        scaling = getattr(getattr(getattr(st, "module", None), "rotary", None), "scaling", None)
-        if scaling is None or scaling.get("rope_type") != "longrope":
-            continue
-        most = scaling["original_max_position_embeddings"]
-        if prompt <= most < end:
-            raise DataError(f"generate: a prompt of {prompt} tokens and {new} new tokens "
-                            f"reach position {end - 1}, past original_max_position_embeddings "
-                            f"({most}) of layer '{name}': its longrope rotary embedding then "
-                            "turns every position by the long factors, and the prompt's keys "
-                            "were turned by the short ones (transformers recomputes its cache "
-                            f"there). Use max_new_tokens ≤ {most - prompt + 1}, or a prompt of "
-                            f"more than {most} tokens.")
 
 
 def _output_picker(s, output):

@@ -233,7 +233,7 @@ def test_a_padded_encoder_generates_as_transformers(checkpoints):
     _, model, net = checkpoints("t5")
     ids, mask = _ids(seed=6), _mask("left")
     ours = al.generate(net, static_inputs={"input_ids": ids, "attention_mask": mask},
-                       start=0, max_new_tokens=6).tokens
+                       start=0, stop=None, max_new_tokens=6).tokens
     with torch.no_grad():
         theirs = model.generate(ids, attention_mask=mask, max_new_tokens=6, do_sample=False,
                                 eos_token_id=None, decoder_start_token_id=0)

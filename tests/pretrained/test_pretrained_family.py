@@ -139,7 +139,7 @@ def test_registered_qwen2_greedy_generation_equals_transformers(qwen2):
     folder, model = qwen2
     net = al.from_pretrained(folder)
     prompt = torch.randint(3, VOCAB, (2, 5))
-    ours = al.generate(net, start=prompt, max_new_tokens=10).tokens
+    ours = al.generate(net, start=prompt, stop=None, max_new_tokens=10).tokens
     assert ours.tolist() == hf_greedy(model, prompt, 10).tolist()
 
 

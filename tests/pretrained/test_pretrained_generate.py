@@ -70,6 +70,7 @@ def theirs(family, model, prompt, seed=None, **kw):
 
 
 def ours(family, net, prompt, seed=None, **kw):
+    kw.setdefault("stop", None)              # as theirs: no end id unless given
     if seed is not None:
         torch.manual_seed(seed)
     if family == "t5":
@@ -214,3 +215,168 @@ def test_return_scores_gives_the_log_probabilities_of_transformers_scores(pair, 
     assert torch.equal(finite, got.scores.isfinite())          # the same tokens ruled out
     assert torch.allclose(got.scores[finite], expected[finite], atol=1e-4)
     assert ours(family, net, prompt, max_new_tokens=5).scores is None
+
+
+# -- generation_config.json ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def configured(tmp_path_factory):
+    """A GPT-2 folder whose generation_config.json asks for sampling, its own lengths and two
+    end ids; transformers' model loaded back from the folder (so it reads the file too)."""
+    torch.manual_seed(0)
+    model = _gpt2()
+    folder = tmp_path_factory.mktemp("configured")
+    prompt = _prompt("gpt2", b=3)
+    free = ours("gpt2", al.from_pretrained(save_checkpoint(model, folder)), prompt,
+                max_new_tokens=12, stop=None).tokens
+    stops = [int(free[0, 3]), int(free[2, 5])]
+    model.generation_config = transformers.GenerationConfig(
+        do_sample=True, top_k=6, temperature=0.8, max_new_tokens=9, eos_token_id=stops,
+        pad_token_id=stops[0])
+    save_checkpoint(model, folder)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    return folder, hf, al.from_pretrained(folder), prompt
+
+
+def test_generation_config_gives_the_defaults_transformers_takes(configured):
+    folder, hf, net, prompt = configured
+    for seed in (0, 4):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            want = hf.generate(prompt, attention_mask=torch.ones_like(prompt))[:, 5:]
+        torch.manual_seed(seed)
+        got = al.generate(net, start=prompt)               # sampling, 9 tokens, two stop ids
+        assert got.tokens.shape[1] <= 9 and int(got.lengths.max()) == got.tokens.shape[1]
+        for row, seq in zip(want.tolist(), got.sequences()):
+            assert row[:len(seq)] == seq
+            assert len(seq) == 9 or seq[-1] in hf.generation_config.eos_token_id
+
+
+def test_arguments_given_override_generation_config(configured):
+    folder, hf, net, prompt = configured
+    greedy = al.generate(net, start=prompt, strategy="greedy", stop=None, max_new_tokens=12)
+    with torch.no_grad():
+        want = hf.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                           eos_token_id=None, max_new_tokens=12)[:, 5:]
+    assert greedy.tokens.tolist() == want.tolist()
+    assert greedy.lengths.tolist() == [12, 12, 12]                 # stop=None: no stop id
+    assert al.generate(net, start=prompt, stop=None, max_length=8).tokens.shape == (3, 3)
+    torch.manual_seed(1)
+    a = al.generate(net, start=prompt, stop=None, top_k=0)        # still sampling, all tokens
+    assert a.tokens.shape == (3, 9)
+
+
+def test_a_bad_generation_config_value_is_a_data_error_naming_the_file(tmp_path):
+    torch.manual_seed(0)
+    model = _gpt2()
+    model.generation_config = transformers.GenerationConfig(do_sample=True, top_k=5)
+    save_checkpoint(model, tmp_path)
+    path = tmp_path / "generation_config.json"
+    import json
+    doc = json.loads(path.read_text())
+    path.write_text(json.dumps({**doc, "top_p": 2.0}))
+    net = al.from_pretrained(tmp_path)
+    with pytest.raises(al.DataError) as e:
+        al.generate(net, start=_prompt("gpt2"))
+    message = str(e.value)
+    assert "generation_config.json" in message and "'top_p'" in message and "(0, 1]" in message
+    assert "received 2.0" in message and "give top_p=" in message
+    assert al.generate(net, start=_prompt("gpt2"), top_p=0.9, max_new_tokens=2).tokens.shape \
+        == (2, 2)                                                   # an argument overrides it
+    path.unlink()                                                   # no file: transformers'
+    plain = al.from_pretrained(tmp_path)
+    assert plain.metadata["huggingface"]["generation"] == {}
+    got = al.generate(plain, start=_prompt("gpt2"))
+    assert got.tokens.shape == (2, 20) and got.tokens.tolist() == \
+        al.generate(plain, start=_prompt("gpt2"), strategy="greedy").tokens.tolist()
+
+
+def test_a_files_end_id_past_the_vocabulary_is_no_stop(tmp_path):
+    """GPT-2's default end id 50256 in a model of 64 tokens: transformers never meets it, and
+    generate does not refuse the file for it (an end id given as stop= is refused)."""
+    torch.manual_seed(0)
+    model = _gpt2()
+    model.generation_config = transformers.GenerationConfig(eos_token_id=[50256, 5])
+    net = al.from_pretrained(save_checkpoint(model, tmp_path))
+    prompt = _prompt("gpt2")
+    with torch.no_grad():
+        want = model.generate(prompt, attention_mask=torch.ones_like(prompt), do_sample=False,
+                              max_new_tokens=10, pad_token_id=5)[:, 5:]
+    got = al.generate(net, start=prompt, max_new_tokens=10)
+    for row, seq in zip(want.tolist(), got.sequences()):
+        assert row[:len(seq)] == seq and (len(seq) == 10 or seq[-1] == 5)
+    with pytest.raises(al.ArgumentError, match="'stop'.*50256"):
+        al.generate(net, start=prompt, stop=[50256, 5])
+
+
+# -- beam search ------------------------------------------------------------------------------------
+
+BEAMS = [
+    dict(num_beams=2),
+    dict(num_beams=3, length_penalty=0.5),
+    dict(num_beams=4, length_penalty=2.0, early_stopping=True),
+    dict(num_beams=3, length_penalty=-1.0, early_stopping="never"),
+    dict(num_beams=4, no_repeat_ngram_size=2, repetition_penalty=1.3),
+]
+
+
+def _same_beams(family, model, net, prompt, stop, **kw):
+    """Our best hypotheses and transformers' (its rows padded after an end with fill ids)."""
+    got = ours(family, net, prompt, strategy="beam", max_new_tokens=9, stop=stop, **kw)
+    want, _ = theirs(family, model, prompt, max_new_tokens=9, eos_token_id=stop, **kw)
+    for row, seq in zip(want.tolist(), got.sequences()):
+        assert row[:len(seq)] == seq, (family, kw, row, seq)
+        assert len(seq) == 9 or seq[-1] in stop
+    assert got.tokens.shape[1] == int(got.lengths.max())
+    return got
+
+
+@pytest.mark.parametrize("kw", BEAMS, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
+def test_beam_search_gives_transformers_tokens(pair, kw):
+    family, model, net = pair
+    prompt = _prompt(family, b=2)
+    got = ours(family, net, prompt, strategy="beam", max_new_tokens=9, **kw)
+    want, _ = theirs(family, model, prompt, max_new_tokens=9, **kw)
+    assert got.tokens.tolist() == want.tolist() and got.lengths.tolist() == [9, 9]
+
+
+@pytest.mark.parametrize("kw", BEAMS[:4], ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
+def test_beam_search_with_stop_ids_gives_transformers_hypotheses(pair, kw):
+    family, model, net = pair
+    prompt = _prompt(family, b=3)
+    free = ours(family, net, prompt, strategy="beam", max_new_tokens=9, **kw).tokens
+    stops = [int(free[0, 2]), int(free[1, 5])]
+    got = _same_beams(family, model, net, prompt, stops, **kw)
+    # some hypothesis ended at a stop (T5's tiny decoder repeats one token: its stop ids are
+    # that token, and a long hypothesis may win)
+    assert int(got.lengths.min()) < 9 or family == "t5"
+
+
+def test_beams_reorder_the_caches_and_never_feed_the_prefix_again(pair):
+    family, model, net = pair
+    if family == "t5":
+        pytest.skip("T5's decoder prompt is its one start id")
+    prompt = _prompt(family, b=2, t=6)
+    fed = []
+    first = next(m for m in net.modules() if isinstance(m, torch.nn.Embedding))
+    hook = first.register_forward_hook(lambda m, args, out: fed.append(tuple(args[0].shape)))
+    try:
+        ours(family, net, prompt, strategy="beam", num_beams=3, max_new_tokens=5)
+    finally:
+        hook.remove()
+    assert fed[0] == (6, 6) and set(fed[1:]) == {(6, 1)}          # B·beams rows, one step
+
+
+def test_num_beams_from_generation_config_is_beam_search(tmp_path):
+    torch.manual_seed(0)
+    model = _gpt2()
+    model.generation_config = transformers.GenerationConfig(num_beams=3, length_penalty=0.7,
+                                                            max_new_tokens=7)
+    net = al.from_pretrained(save_checkpoint(model, tmp_path))
+    prompt = _prompt("gpt2")
+    with torch.no_grad():
+        want = model.generate(prompt, attention_mask=torch.ones_like(prompt), pad_token_id=0)
+    got = al.generate(net, start=prompt, stop=None)
+    assert got.tokens.tolist() == want[:, 5:].tolist()
+    assert al.generate(net, start=prompt, stop=None, strategy="greedy", num_beams=None)\
+        .tokens.tolist() == ours("gpt2", net, prompt, max_new_tokens=7, num_beams=None).tokens.tolist()

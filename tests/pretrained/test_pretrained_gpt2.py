@@ -66,7 +66,7 @@ def test_learnables_counted_as_transformers_tied_once(checkpoint, loaded):
 
 def test_greedy_generate_equals_transformers(checkpoint, loaded):
     prompt = _ids(2, 5, seed=3)
-    ours = al.generate(loaded, start=prompt, max_new_tokens=12)
+    ours = al.generate(loaded, start=prompt, stop=None, max_new_tokens=12)
     theirs = checkpoint[1].generate(prompt, attention_mask=torch.ones_like(prompt),
                                     max_new_tokens=12, do_sample=False, pad_token_id=0)
     assert torch.equal(ours.tokens, theirs[:, 5:])
@@ -76,7 +76,7 @@ def test_a_prompt_longer_than_the_learned_positions(loaded):
     with pytest.raises(al.DataError, match="max_length 24"):
         loaded(input_ids=_ids(1, 25))
     with pytest.raises(al.DataError, match="past the 24 positions"):
-        al.generate(loaded, start=_ids(1, 10), max_new_tokens=20)
+        al.generate(loaded, start=_ids(1, 10), stop=None, max_new_tokens=20)
 
 
 def test_ids_outside_the_vocabulary(loaded):
@@ -84,7 +84,7 @@ def test_ids_outside_the_vocabulary(loaded):
                                            f"the vocabulary of {VOCAB}"):
         loaded(input_ids=torch.tensor([[1, 2, VOCAB]]))
     with pytest.raises(al.DataError, match=f"token id {VOCAB} .* outside the vocabulary"):
-        al.generate(loaded, start=torch.tensor([[1, VOCAB]]), max_new_tokens=2)
+        al.generate(loaded, start=torch.tensor([[1, VOCAB]]), stop=None, max_new_tokens=2)
 
 
 def test_save_and_load_round_trip(checkpoint, loaded, tmp_path):
@@ -120,7 +120,7 @@ def test_bfloat16_keeps_ids_integers(checkpoint):
         ours, theirs = net(input_ids=ids), checkpoint[1](input_ids=ids).logits
     assert ours.dtype == torch.bfloat16
     assert relative_difference(ours.float(), theirs) < 0.05
-    assert al.generate(net, start=ids, max_new_tokens=3).tokens.dtype == torch.int64
+    assert al.generate(net, start=ids, stop=None, max_new_tokens=3).tokens.dtype == torch.int64
 
 
 def test_untied_output_projection(tmp_path):

@@ -92,7 +92,7 @@ def test_greedy_generate_equals_transformers(llama):
     folder, model = llama
     net = al.from_pretrained(folder)
     prompt = torch.randint(3, VOCAB, (2, 5))
-    ours = al.generate(net, start=prompt, max_new_tokens=12).tokens
+    ours = al.generate(net, start=prompt, stop=None, max_new_tokens=12).tokens
     assert ours.tolist() == hf_greedy(model, prompt, 12).tolist()
     assert len(set(ours.flatten().tolist())) > 4            # not one token over and over
 

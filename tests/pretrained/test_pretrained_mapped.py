@@ -110,7 +110,7 @@ def test_decoding_reads_fused_qkv_in_place(gpt2, monkeypatch):
         return real(self, x, fused)
     monkeypatch.setattr(SelfAttentionModule, "qkv", qkv)
     prompt = torch.randint(0, VOCAB, (1, 4), generator=torch.Generator().manual_seed(1))
-    out = al.generate(net, start=prompt, max_new_tokens=6).tokens
+    out = al.generate(net, start=prompt, stop=None, max_new_tokens=6).tokens
     assert seen and all(seen)
     assert out.tolist() == hf_greedy(model, prompt, 6).tolist()
 
@@ -125,7 +125,7 @@ def test_separate_qkv_decode_with_three_matmuls_not_a_copy(llama, monkeypatch):
     monkeypatch.setattr(SelfAttentionModule, "qkv",
                         lambda *a: pytest.fail("a concatenated q|k|v was used"))
     prompt = torch.randint(0, VOCAB, (1, 4), generator=torch.Generator().manual_seed(2))
-    out = al.generate(net, start=prompt, max_new_tokens=6).tokens
+    out = al.generate(net, start=prompt, stop=None, max_new_tokens=6).tokens
     assert out.tolist() == hf_greedy(model, prompt, 6).tolist()
 
 

@@ -88,7 +88,7 @@ def test_greedy_generate_past_the_window_equals_transformers(mistral):
     folder, model = mistral
     net = al.from_pretrained(folder)
     prompt = torch.randint(3, VOCAB, (2, 6))
-    ours = al.generate(net, start=prompt, max_new_tokens=14).tokens
+    ours = al.generate(net, start=prompt, stop=None, max_new_tokens=14).tokens
     assert ours.tolist() == hf_greedy(model, prompt, 14).tolist()
     assert len(set(ours.flatten().tolist())) > 4            # not one token over and over
 

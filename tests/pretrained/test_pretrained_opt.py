@@ -103,10 +103,10 @@ def test_generate_counts_the_positions_not_the_rows(opt):
     folder, model = opt
     net = al.from_pretrained(folder)
     prompt = torch.randint(3, VOCAB, (1, POSITIONS - 4))
-    ours = al.generate(net, start=prompt, max_new_tokens=5).tokens      # the last position: 31
+    ours = al.generate(net, start=prompt, stop=None, max_new_tokens=5).tokens      # the last position: 31
     assert ours.tolist() == hf_greedy(model, prompt, 5).tolist()
     with pytest.raises(al.DataError, match=f"past the {POSITIONS} positions"):
-        al.generate(net, start=prompt, max_new_tokens=6)
+        al.generate(net, start=prompt, stop=None, max_new_tokens=6)
     with pytest.raises(al.DataError, match=f"max_length {POSITIONS}"):
         net(torch.randint(3, VOCAB, (1, POSITIONS + 1)))
 

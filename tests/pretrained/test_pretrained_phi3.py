@@ -130,7 +130,7 @@ def test_a_stream_crossing_original_max_position_embeddings_is_refused(longrope)
     with pytest.raises(al.DataError, match=f"original_max_position_embeddings \\({ORIGINAL}\\)"):
         s.step(ids[:, ORIGINAL:])
     with pytest.raises(al.DataError, match="longrope"):
-        al.generate(net, start=ids[:, :ORIGINAL - 2], max_new_tokens=5)
+        al.generate(net, start=ids[:, :ORIGINAL - 2], stop=None, max_new_tokens=5)
     assert relative_difference(first, net(ids[:, :ORIGINAL])) <= 1e-4
 
 
@@ -140,7 +140,7 @@ def test_longrope_greedy_generate_equals_transformers(longrope, prompt_length, n
     net = al.from_pretrained(folder)
     torch.manual_seed(2)
     prompt = torch.randint(3, VOCAB, (2, prompt_length))
-    ours = al.generate(net, start=prompt, max_new_tokens=new).tokens
+    ours = al.generate(net, start=prompt, stop=None, max_new_tokens=new).tokens
     assert ours.tolist() == hf_greedy(model, prompt, new).tolist()
 
 

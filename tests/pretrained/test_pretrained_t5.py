@@ -142,7 +142,8 @@ def test_greedy_generate_equals_transformers(tmp_path):
     net = al.from_pretrained(tmp_path)
     enc = [torch.randint(2, VOCAB, (t,)) for t in (8, 3, 5)]
     ids, mask = padded(enc)
-    ours = al.generate(net, static_inputs={"input_ids": enc}, start=0, max_new_tokens=10).tokens
+    ours = al.generate(net, static_inputs={"input_ids": enc}, start=0, stop=None,
+                       max_new_tokens=10).tokens
     with torch.no_grad():
         theirs = model.generate(ids, attention_mask=mask, max_new_tokens=10, do_sample=False,
                                 eos_token_id=None, decoder_start_token_id=0)

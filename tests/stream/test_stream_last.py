@@ -126,3 +126,25 @@ def test_a_refused_step_with_last_leaves_the_stream_where_it_was(last):
         with pytest.raises(al.DataError, match="batch size 1"):
             s.step(torch.randint(0, V, (2, 2)), last=last)
         assert s.position == 3
+
+
+def test_a_step_drops_each_activation_after_its_last_reader():
+    """As the forward pass does: a prefill holds a few activations at a time, not every
+    layer's until the step returns (a Dense's output is gone once the ReLU after it ran)."""
+    import weakref
+    net = al.Network([L.TokenInput(name="ids"), L.Embedding(V, C, name="embed"),
+                      L.SelfAttention(2, C, attention_mask="causal", name="attn"),
+                      L.Dense(16, name="up"), L.ReLU(name="relu"), L.Dense(C, name="down"),
+                      L.Dense(V, name="head")])
+    torch.manual_seed(0)
+    net.initialize().eval()
+    refs, alive = [], []
+    net.layer_modules["up"].register_forward_hook(
+        lambda m, args, out: refs.append(weakref.ref(out)))
+    net.layer_modules["head"].register_forward_pre_hook(
+        lambda m, args: alive.append(refs[-1]() is not None))
+    for last in (False, True):
+        with torch.no_grad():
+            got = stream(net).step(torch.randint(0, V, (1, 6)), last=last)
+        assert got.shape == (1, 1 if last else 6, V)
+    assert alive == [False, False]

@@ -1,5 +1,6 @@
 """`generate`'s `start`: a start id, B ids, B×t prompts of ids or B×t×C inputs, checked and
-shaped for the stream's decoder input; DataError for anything else."""
+shaped for the stream's decoder input; DataError for anything else, and for a prompt and a
+length that reach past the positions the network holds."""
 from __future__ import annotations
 
 import numpy as np
@@ -104,3 +105,45 @@ def _start_ids(x, s) -> Tensor:
         raise DataError(f"generate: start has batch size {x.shape[0]} but static_inputs have "
                         f"{s.batch_size}. Give one start per sequence, or a single id.")
     return x.long()
+
+
+def check_positions(s, prompt: int, new: int) -> None:
+    """DataError before decoding when the prompt and the tokens fed back after it (positions
+    0…prompt + new − 2) reach past a learned PositionEmbedding's positions."""
+    from ..steppers import PositionEmbeddingStepper
+    last = prompt + new - 2                     # the last token generated is not fed
+    for name, st in s.steppers.items():
+        if not isinstance(st, PositionEmbeddingStepper):
+            continue
+        held = st.module.positions
+        if prompt > held:
+            raise DataError(f"generate: the prompt has {prompt} tokens, more than the {held} "
+                            f"positions that layer '{name}' (PositionEmbedding max_length "
+                            f"{held}) has learned. Shorten the prompt to at most {held} tokens.")
+        if last >= held:
+            raise DataError(f"generate: a prompt of {prompt} tokens and {new} new tokens "
+                            f"reach position {last}, past the {held} positions that layer "
+                            f"'{name}' (PositionEmbedding max_length {held}) has learned. Use "
+                            f"max_new_tokens ≤ {held - prompt + 1} (max_length ≤ {held + 1}), "
+                            "or a shorter prompt.")
+
+
+def check_longrope(s, prompt: int, new: int) -> None:
+    """DataError before decoding when the tokens fed back take the sequence past the
+    original_max_position_embeddings of a longrope rotary embedding after a prompt within it:
+    every position would then turn by the long factors, the prompt's cached keys included
+    (transformers recomputes its cache at that point)."""
+    end = prompt + new - 1                      # the length once the last token is fed
+    for name, st in s.steppers.items():
+        scaling = getattr(getattr(getattr(st, "module", None), "rotary", None), "scaling", None)
+        if scaling is None or scaling.get("rope_type") != "longrope":
+            continue
+        most = scaling["original_max_position_embeddings"]
+        if prompt <= most < end:
+            raise DataError(f"generate: a prompt of {prompt} tokens and {new} new tokens "
+                            f"reach position {end - 1}, past original_max_position_embeddings "
+                            f"({most}) of layer '{name}': its longrope rotary embedding then "
+                            "turns every position by the long factors, and the prompt's keys "
+                            "were turned by the short ones (transformers recomputes its cache "
+                            f"there). Use max_new_tokens ≤ {most - prompt + 1}, or a prompt of "
+                            f"more than {most} tokens.")

@@ -17,7 +17,7 @@ from torch import Tensor
 from attnlab.core import checks as check
 
 GEN = "generate"
-STRATEGIES = ("greedy", "sample", "top-k")
+STRATEGIES = ("greedy", "sample", "beam", "top-k")
 # the most tokens of a prompt and its continuation: positions are int64, and 2**53 keeps every
 # count exact in a float too; no run gets there
 MOST = 2**53
@@ -93,15 +93,47 @@ def agree(given: Lengths, prompt: int) -> None:
 
 def strategy(value, num_beams: int | None) -> str:
     """"greedy", "sample" or "beam" ("top-k" is sampling); None: "beam" when num_beams > 1,
-    else greedy."""
+    else greedy. Beam search with sampling is not offered: refused, naming num_beams."""
     if value is None:
         return "beam" if num_beams is not None and num_beams > 1 else "greedy"
-    value = check.choice(GEN, "strategy", value, STRATEGIES, extra="None (greedy)")
+    value = check.choice(GEN, "strategy", value, STRATEGIES,
+                         extra="None (greedy, or beams when num_beams > 1)")
     if value in ("greedy", "sample", "top-k") and num_beams is not None and num_beams > 1:
         raise check.fail(GEN, "num_beams", f"1 or None with strategy={value!r} (beams are "
-                         "strategy='beam')", num_beams,
+                         "strategy='beam', without sampling)", num_beams,
                          "Use strategy='beam' for beam search, or leave num_beams out.")
+    if value == "beam" and (num_beams is None or num_beams < 2):
+        raise check.fail(GEN, "num_beams", "an int ≥ 2 with strategy='beam'", num_beams,
+                         "Use e.g. num_beams=4.")
     return value
+
+
+@dataclass(frozen=True)
+class Beam:
+    """Beam search's arguments (transformers' defaults: length_penalty 1, early_stopping
+    False)."""
+
+    num_beams: int
+    length_penalty: float = 1.0
+    early_stopping: bool | str = False
+
+
+def num_beams(value) -> int | None:
+    return check.integer(GEN, "num_beams", value, most=MOST, none_ok=True, example=4)
+
+
+def beam(num_beams_: int | None, length_penalty, early_stopping) -> Beam:
+    """The checked beam arguments; `num_beams_` is the one `strategy` accepted (≥ 2)."""
+    if num_beams_ is None:
+        raise check.fail(GEN, "num_beams", "an int ≥ 2 with strategy='beam'", num_beams_)
+    lp = 1.0 if length_penalty is None else check.real(
+        GEN, "length_penalty", length_penalty, what="a finite number",
+        fix="Use e.g. length_penalty=1.0 (> 0 favours longer sequences, < 0 shorter).")
+    early = False if early_stopping is None else early_stopping
+    if not (isinstance(early, bool) or (isinstance(early, str) and early == "never")):
+        raise check.fail(GEN, "early_stopping", "True, False or 'never'", early_stopping,
+                         "Use early_stopping=True to stop at num_beams finished hypotheses.")
+    return Beam(num_beams_, lp, early)
 
 
 def processing(strategy_: str, temperature, top_k, k, top_p, min_p, repetition_penalty,
