@@ -110,10 +110,11 @@ class CachedAttentionStepper(Stepper):
             else:
                 bias = self.bias
         decoding = xs[0].shape[1] == 1 and self.fast and not (m.training and m.dropout) \
-            and not self.additive and self.padding is None
+            and not self.additive
         f = self.fused
         pos = self.cache.pos                                # the new steps' first position
-        if decoding and f is not None and self.same_heads and not _compiling():
+        if decoding and f is not None and self.same_heads and not _compiling() and \
+                self.padding is None:
             return self._step_fused(xs[0], f, pos)
         q, k, v = self.project(*xs)
         if self.hooked:
@@ -182,8 +183,13 @@ class CachedAttentionStepper(Stepper):
             if lo:
                 keys, values = keys[:, :, lo:], values[:, :, lo:]
         c.n = n + 1
+        real = None                     # left padding: the row's padded keys masked out
+        if self.padding is not None:
+            at = torch.arange(c.start + lo, c.start + n + 1, device=q.device)
+            real = (at >= self.padding[:, None]).view(b, 1, 1, -1)
         y = F.scaled_dot_product_attention(q.view(b, self.h, 1, self.dk), keys, values,
-                                           scale=self.scale, **self.sdpa_kw)   # B×H×1×dv
+                                           attn_mask=real, scale=self.scale,
+                                           **self.sdpa_kw)                  # B×H×1×dv
         return self.out(y.view(b, 1, self.h * self.dv))                     # B×1×H·dv: a view
 
     static_needs_pos = True
