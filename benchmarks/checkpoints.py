@@ -227,7 +227,9 @@ def report(rows, device, T, n_new, repeats, load) -> str:
              f"{__import__('transformers').__version__} · float32 · random weights, the same "
              f"in both · {repeats} interleaved rounds after a warm-up (transformers, then "
              "attnlab, in each). Times: median (fastest). Ratio = transformers' time / "
-             "attnlab's in the same round (above 1: attnlab faster): median (range).", "",
+             "attnlab's in the same round (above 1: attnlab faster): median (range), and the "
+             "ratio of the two median times (under load the two can disagree: a round's two "
+             "runs share its load, the medians come from different rounds).", "",
              load_note(*load) if device.type != "cuda" else "", "",
              f"| model | forward B1×T{T}: transformers | attnlab | ratio | greedy {n_new} "
              "tokens after 16: transformers | attnlab | ratio | attnlab recomputing the "
@@ -267,7 +269,9 @@ def _ms(samples: list[float]) -> str:
 
 def _spread(samples: dict) -> str:
     med, lo, hi = ratio_spread(samples["transformers"], samples["attnlab"])
-    return f"{med:.2f}× ({lo:.2f}–{hi:.2f})"
+    of_medians = statistics.median(samples["transformers"]) / statistics.median(
+        samples["attnlab"])
+    return f"{med:.2f}× ({lo:.2f}–{hi:.2f}; of the medians {of_medians:.2f}×)"
 
 
 def _ratio(a, b):

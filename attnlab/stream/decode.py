@@ -19,6 +19,7 @@ from .generation import defaults as D
 from .generation import settings as S
 from .generation.defaults import DEFAULT
 from .generation.processors import Processors
+from .generation import batches
 from .generation import beams as beam_search
 from .generation.prompts import check_longrope, check_positions, expand_start, start_input
 
@@ -70,7 +71,8 @@ def generate(net: Any, static_inputs: dict | None = None,
              min_p: float | None = DEFAULT, repetition_penalty: float | None = DEFAULT,
              no_repeat_ngram_size: int | None = DEFAULT, num_beams: int | None = DEFAULT,
              length_penalty: float | None = DEFAULT, early_stopping: bool | str | None = DEFAULT,
-             callback: Callable | None = None, return_scores: bool = False,
+             attention_mask: Tensor | None = None, callback: Callable | None = None,
+             return_scores: bool = False,
              generator: torch.Generator | None = None, feedback: Callable | None = None,
              k: int | None = None, output: str | None = None,
              device: str | torch.device | None = None, precision: str = "fp32",
@@ -92,9 +94,15 @@ def generate(net: Any, static_inputs: dict | None = None,
         The inputs given whole (e.g. ``{"encoder-input": x}``), as for `Network.stream`.
     start
         The first decoder input: a start token id (int, or a B tensor of ids), or a
-        prompt: B×t ids (a tensor, an array, or a list of B prompts of equal length) or
-        B×t×C inputs, consumed in one multi-step prefill (the key/value caches then hold it:
-        the prefix is never recomputed). A start id counts as a prompt of one token.
+        prompt: B×t ids (a tensor, an array, or a list of B prompts) or B×t×C inputs,
+        consumed in one multi-step prefill (the key/value caches then hold it: the prefix
+        is never recomputed). A start id counts as a prompt of one token. Prompts of
+        different lengths are padded on the left (with the checkpoint's pad_token_id, else
+        0); each row's padded keys are masked out and its positions start at its first real
+        token, as the forward pass of the padded batch gives them.
+    attention_mask
+        With B×T prompt ids: transformers' B×T mask, 1 at real tokens, 0 at the left
+        padding (a right-padded prompt is refused).
     stop
         A token id, or a list (tuple, 1-D tensor) of ids, that ends a sequence (the id it
         ends with is included in the output); sequences stop one by one while the batch goes
@@ -214,6 +222,8 @@ def generate(net: Any, static_inputs: dict | None = None,
         raise check.fail(S.GEN, "output", "an output name (a str) or None", output,
                          "Use e.g. output='logits'.")
     generator = S.generator(generator)
+    pad_id = D.generation_config(net).get("pad_token_id")
+    start, mask = batches.prompts(start, attention_mask, pad_id if isinstance(pad_id, int) else 0)
     x = start_input(start)
     prompt = x.shape[1] if x.dim() >= 2 else 1
     try:
@@ -239,7 +249,11 @@ def generate(net: Any, static_inputs: dict | None = None,
             S.check_generator_device(generator, s.device)
         if beam is not None:
             x = _beam_start(x, s, beam.num_beams)
+            mask = None if mask is None else mask.repeat_interleave(beam.num_beams, 0)
         x = expand_start(x, s).to(s.device)
+        if mask is not None:
+            mask = mask.to(s.device)
+            batches.pad_stream(s, mask, s.compiled or bool(compile))
         check_positions(s, x.shape[1], new)
         check_longrope(s, x.shape[1], new)
         if feedback is None:
@@ -247,11 +261,11 @@ def generate(net: Any, static_inputs: dict | None = None,
         if beam is not None:
             search = beam_search.Beams(_prompt_ids(x), beam.num_beams, new, stops,
                                        beam.length_penalty, beam.early_stopping)
-            best, ends = beam_search.search(s, x, pick, Processors(processing), search,
+            best, ends = beam_search.search(s, x, pick, Processors(processing, None, mask), search,
                                             lambda tok: feedback(tok, None))
             return Generated(best, ends)
         ids = _prompt_ids(x) if processing.needs_ids else None
-        steps = _Steps(Processors(processing, generator), stops, callback, return_scores)
+        steps = _Steps(Processors(processing, generator, mask), stops, callback, return_scores)
         return _decode(s, x, pick, steps, feedback, new, ids)
 
 

@@ -380,3 +380,67 @@ def test_num_beams_from_generation_config_is_beam_search(tmp_path):
     assert got.tokens.tolist() == want[:, 5:].tolist()
     assert al.generate(net, start=prompt, stop=None, strategy="greedy", num_beams=None)\
         .tokens.tolist() == ours("gpt2", net, prompt, max_new_tokens=7, num_beams=None).tokens.tolist()
+
+
+# -- left-padded batches ------------------------------------------------------------------------------
+
+LENGTHS = (7, 3, 5)
+
+
+def _padded(pad=0, seed=2):
+    g = torch.Generator().manual_seed(seed)
+    prompts = [torch.randint(3, VOCAB, (n,), generator=g) for n in LENGTHS]
+    t = max(LENGTHS)
+    ids = torch.full((len(LENGTHS), t), pad, dtype=torch.long)
+    mask = torch.zeros(len(LENGTHS), t, dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, t - len(p):], mask[i, t - len(p):] = p, 1
+    return prompts, ids, mask
+
+
+def _hf_padded(model, ids, mask, seed=None, **kw):
+    if seed is not None:
+        torch.manual_seed(seed)
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=mask, pad_token_id=0,
+                             **{"eos_token_id": None, **kw})
+    return out[:, ids.shape[1]:]
+
+
+PADDED = [dict(max_new_tokens=8),
+          dict(max_new_tokens=8, repetition_penalty=1.5, no_repeat_ngram_size=2),
+          dict(max_new_tokens=8, strategy="sample", temperature=0.9, top_k=20),
+          dict(max_new_tokens=8, strategy="beam", num_beams=3, length_penalty=0.6)]
+
+
+@pytest.mark.parametrize("kw", PADDED, ids=["greedy", "penalties", "sample", "beam"])
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_left_padded_prompts_give_transformers_tokens(family, kw, tmp_path):
+    torch.manual_seed(0)
+    model = MAKERS[family]().eval()
+    net = al.from_pretrained(save_checkpoint(model, tmp_path))
+    prompts, ids, mask = _padded()
+    hf = {k: v for k, v in kw.items() if k != "strategy"}
+    if kw.get("strategy") == "sample":
+        hf["do_sample"] = True
+    want = _hf_padded(model, ids, mask, seed=5, **hf)
+    torch.manual_seed(5)
+    got = al.generate(net, start=ids, attention_mask=mask, stop=None, **kw)
+    assert got.tokens.tolist() == want.tolist()
+    torch.manual_seed(5)                                   # a list of prompts: the same batch
+    again = al.generate(net, start=[p.tolist() for p in prompts], stop=None, **kw)
+    assert torch.equal(again.tokens, got.tokens)
+
+
+def test_left_padded_rows_stop_one_by_one_as_transformers(tmp_path):
+    torch.manual_seed(0)
+    model = _llama().eval()
+    net = al.from_pretrained(save_checkpoint(model, tmp_path))
+    _, ids, mask = _padded()
+    free = _hf_padded(model, ids, mask, max_new_tokens=10)
+    stops = [int(free[1, 2]), int(free[2, 6])]
+    want = _hf_padded(model, ids, mask, max_new_tokens=10, eos_token_id=stops)
+    got = al.generate(net, start=ids, attention_mask=mask, stop=stops, max_new_tokens=10)
+    for row, seq in zip(want.tolist(), got.sequences()):
+        assert row[:len(seq)] == seq and (len(seq) == 10 or seq[-1] in stops)
+    assert sorted(got.lengths.tolist())[0] < 10

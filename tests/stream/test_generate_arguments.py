@@ -70,12 +70,16 @@ BAD = [
     (dict(stop=V), ARG, ["'stop'", f"0…{V - 1}", f"scores {V} tokens", f"received {V}",
                          "tokenizer"]),
     (dict(stop=[3, V + 5]), ARG, ["'stop'", f"0…{V - 1}", f"{V + 5} is past it"]),
-    # start: numbers, prompts of one length
-    (dict(start=[[1, 2], [3, 4, 5]]), DATA, ["'start'", "prompts of equal length",
-                                             "lengths 2, 3", "equal length for now",
-                                             "once per prompt length"]),
-    (dict(start=[torch.tensor([1, 2]), torch.tensor([1])]), DATA,
-     ["'start'", "prompts of equal length", "lengths 1, 2"]),
+    # start: numbers; prompts of different lengths are padded, an attention_mask pads left
+    (dict(start=[[1, 2], [3.5, 4, 5]]), DATA, ["'start'", "prompt 1 is no list of token ids"]),
+    (dict(start=torch.tensor([[1, 2, 3]]), attention_mask=torch.tensor([[1, 1, 0]])), DATA,
+     ["'attention_mask'", "padded at its end", "padding_side = 'left'"]),
+    (dict(start=torch.tensor([[1, 2, 3]]), attention_mask=torch.tensor([[0, 0, 0]])), DATA,
+     ["'attention_mask'", "no real token"]),
+    (dict(start=torch.tensor([[1, 2, 3]]), attention_mask=torch.tensor([[1, 1]])), ARG,
+     ["'attention_mask'", "a B×T mask", "ids 1×3", "same B×T shape"]),
+    (dict(start=torch.tensor([[1, 2, 3]]), attention_mask=torch.tensor([[0.5, 1, 1]])), ARG,
+     ["'attention_mask'", "0s and 1s"]),
     (dict(start=[[1, 2], 3]), DATA, ["'start'", "mixes ids and prompts"]),
     (dict(start="hello"), DATA, ["'start'", "numbers", "'hello' (str)", "tokenizer"]),
     (dict(start=["a", "b"]), DATA, ["'start'", "numbers", "text"]),
@@ -130,7 +134,7 @@ def test_arguments_are_refused_before_the_network_is_touched(monkeypatch):
     net = lm()
     calls = []
     monkeypatch.setattr(net, "stream", lambda *a, **k: calls.append(a))
-    for kwargs in ({"max_length": True}, {"stop": "x"}, {"start": [[1], [2, 3]]},
+    for kwargs in ({"max_length": True}, {"stop": "x"}, {"start": [[1], [2.5, 3]]},
                    {"temperature": "x"}, {"k": True}):
         with pytest.raises(al.AttnlabError):
             al.generate(net, **{"start": 0, **kwargs})

@@ -33,9 +33,11 @@ class Processors:
     """The processors of one `generate` call on a batch of B rows and V tokens; `seen` is
     the B×V record of the tokens each row holds, kept when there is a repetition penalty."""
 
-    def __init__(self, settings: Processing, generator: torch.Generator | None = None) -> None:
+    def __init__(self, settings: Processing, generator: torch.Generator | None = None,
+                 prompt_mask: Tensor | None = None) -> None:
         self.s = settings
         self.generator = generator
+        self.prompt_mask = prompt_mask          # B×t, False at a prompt's left padding
         self.seen: Tensor | None = None
 
     @property
@@ -49,6 +51,7 @@ class Processors:
         before the first step: the tokens a repetition penalty counts."""
         if self.s.repetition_penalty is None or prompt_ids is None:
             return
+        mask = self.prompt_mask if mask is None else mask
         b = prompt_ids.shape[0]
         # ids past the scores (a vocabulary larger than the head) go to a spare column
         ids = prompt_ids.clamp(max=vocab)

@@ -91,6 +91,10 @@ class CachedAttentionStepper(Stepper):
         self.rebind()
 
     needs_snapshot = False          # a failed step is undone by the position alone
+    # left padding (B int64: the padded steps before each row's first real one), set by
+    # `generate` for prompts of different lengths: padded keys are masked out, and with
+    # positions="mask" each row's rotary positions start at its first real step
+    padding: Tensor | None = None
 
     def restore(self, snapshot, pos):
         self.cache.rewind(pos)
@@ -109,11 +113,14 @@ class CachedAttentionStepper(Stepper):
             and not self.additive
         f = self.fused
         pos = self.cache.pos                                # the new steps' first position
-        if decoding and f is not None and self.same_heads and not _compiling():
+        if decoding and f is not None and self.same_heads and not _compiling() and \
+                self.padding is None:
             return self._step_fused(xs[0], f, pos)
         q, k, v = self.project(*xs)
         if self.hooked:
-            q, k = m.transform_qk(q, k, pos, pos)
+            at = pos if self.padding is None or not getattr(m, "mask_positions", False) \
+                else _padded_positions(pos, q.shape[1], self.padding)
+            q, k = m.transform_qk(q, k, at, at)
         if decoding:
             return self._step_one(q, k, v)
         return self._step_many(q, k, v, bias, pos)
@@ -176,8 +183,13 @@ class CachedAttentionStepper(Stepper):
             if lo:
                 keys, values = keys[:, :, lo:], values[:, :, lo:]
         c.n = n + 1
+        real = None                     # left padding: the row's padded keys masked out
+        if self.padding is not None:
+            at = torch.arange(c.start + lo, c.start + n + 1, device=q.device)
+            real = (at >= self.padding[:, None]).view(b, 1, 1, -1)
         y = F.scaled_dot_product_attention(q.view(b, self.h, 1, self.dk), keys, values,
-                                           scale=self.scale, **self.sdpa_kw)   # B×H×1×dv
+                                           attn_mask=real, scale=self.scale,
+                                           **self.sdpa_kw)                  # B×H×1×dv
         return self.out(y.view(b, 1, self.h * self.dv))                     # B×1×H·dv: a view
 
     static_needs_pos = True
@@ -258,8 +270,16 @@ class CachedAttentionStepper(Stepper):
                 bias = _rows(bias, pos, t)
             if bias.shape[-1] > 1:                          # the cached keys' columns
                 bias = bias[..., c.start:c.start + end]
-        return m.attend(q, keys, values, None, "causal", "bottom-right",
+        real = None if self.padding is None else \
+            torch.arange(c.start, c.start + end, device=q.device) >= self.padding[:, None]
+        return m.attend(q, keys, values, real, "causal", "bottom-right",
                         bias=bias)                                          # B×t×Cout
+
+
+def _padded_positions(pos: int, t: int, padding: Tensor) -> Tensor:
+    """B×t: each row's place among its real steps (0 at padding), as `mask_positions`."""
+    at = torch.arange(pos, pos + t, device=padding.device)[None, :] - padding[:, None]
+    return at.clamp(min=0)
 
 
 class CrossAttentionStepper(Stepper):

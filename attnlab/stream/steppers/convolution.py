@@ -74,6 +74,9 @@ class PositionEmbeddingStepper(Stepper):
 
     needs_pos = True
     needs_snapshot = False           # no state: the position is the stream's
+    # left padding (B int64, set by `generate`): each row's positions start at its first
+    # real step, as the forward pass's `mask_positions`
+    padding: torch.Tensor | None = None
 
     def __init__(self, module):
         self.module = module
@@ -84,6 +87,9 @@ class PositionEmbeddingStepper(Stepper):
         if pos + t > m.positions:
             self._past_the_end(pos, x)
         row = pos + m.first                                           # OPT's rows start at 2
+        if self.padding is not None:
+            at = torch.arange(pos, pos + t, device=x.device)[None, :] - self.padding[:, None]
+            return m.weight[at.clamp(min=0) + m.first]                 # B×t×channels
         return m.weight[row:row + t].expand(b, t, -1)                 # B×t×channels
 
     def prepare(self, end, batch, device, dtype):
