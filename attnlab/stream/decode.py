@@ -62,10 +62,10 @@ def _eval_mode(net):
             m.training = training
 
 
-def generate(net: Any, static_inputs: dict | None = None,
-             start: int | Tensor | np.ndarray | list = 0,
+def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
+             max_new_tokens: int | None = DEFAULT, max_length: int | None = DEFAULT, *,
+             static_inputs: dict | None = None,
              stop: int | list[int] | tuple[int, ...] | Tensor | None = DEFAULT,
-             max_new_tokens: int | None = DEFAULT, *, max_length: int | None = DEFAULT,
              strategy: str | None = DEFAULT, temperature: float | None = DEFAULT,
              top_k: int | None = DEFAULT, top_p: float | None = DEFAULT,
              min_p: float | None = DEFAULT, repetition_penalty: float | None = DEFAULT,
@@ -90,8 +90,6 @@ def generate(net: Any, static_inputs: dict | None = None,
     net
         A network whose one streamed input is the decoder input and whose output (or the
         output named `output`) gives B×t×V scores (logits or probabilities) over V tokens.
-    static_inputs
-        The inputs given whole (e.g. ``{"encoder-input": x}``), as for `Network.stream`.
     start
         The first decoder input: a start token id (int, or a B tensor of ids), or a
         prompt: B×t ids (a tensor, an array, or a list of B prompts) or B×t×C inputs,
@@ -100,20 +98,22 @@ def generate(net: Any, static_inputs: dict | None = None,
         different lengths are padded on the left (with the checkpoint's pad_token_id, else
         0); each row's padded keys are masked out and its positions start at its first real
         token, as the forward pass of the padded batch gives them.
+    max_new_tokens, max_length
+        The most tokens generated per sequence: `max_new_tokens` counts the new tokens,
+        `max_length` the prompt's and the new ones, as in transformers (give one; both only
+        when they agree). Neither: 20 new tokens, transformers' default. `start`,
+        `max_new_tokens` and `max_length` may be given by position; the rest are keywords.
     attention_mask
         With B×T prompt ids: transformers' B×T mask, 1 at real tokens, 0 at the left
         padding (a right-padded prompt is refused).
+    static_inputs
+        The inputs given whole (e.g. ``{"encoder-input": x}``, an encoder's source), as for
+        `Network.stream`; by keyword only.
     stop
         A token id, or a list (tuple, 1-D tensor) of ids, that ends a sequence (the id it
         ends with is included in the output); sequences stop one by one while the batch goes
         on, and decoding ends when all have stopped. Each id must be in the vocabulary (below
         the size of the scores).
-    max_new_tokens, max_length
-        The most tokens generated per sequence: `max_new_tokens` counts the new tokens,
-        `max_length` the prompt's and the new ones, as in transformers (give one; both only
-        when they agree). Neither: 20 new tokens, transformers' default. The fifth
-        positional argument is `max_new_tokens` (the new tokens, as the count there always
-        was); the arguments after it are keywords.
     strategy
         "greedy" (the highest processed score), "sample" (a draw from the processed scores,
         as transformers' ``do_sample=True``), "beam" (beam search, below) or "top-k"
@@ -198,6 +198,10 @@ def generate(net: Any, static_inputs: dict | None = None,
     torch.Size([1, 5])
     """
     _check_net(net)
+    if isinstance(start, dict):
+        raise check.fail(S.GEN, "start", "a start id or a prompt (ids, a list of prompts)",
+                         start, "The inputs given whole, such as an encoder's source, go to "
+                         "static_inputs=: al.generate(net, start=0, static_inputs={...}).")
     v, taken = D.resolve(net, dict(
         stop=stop, max_new_tokens=max_new_tokens, max_length=max_length, strategy=strategy,
         temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,

@@ -526,12 +526,12 @@ def test_generate_equals_greedy_decoding_by_full_passes():
     ref, _ = greedy_by_full_passes(net, source, start, 12)
     stop = int(ref[0, 3])                                  # a token some sequences produce
     ref, lengths = greedy_by_full_passes(net, source, start, 12, stop)
-    g = generate(net, {"source": source}, start=0, stop=stop, max_new_tokens=12)
+    g = generate(net, static_inputs={"source": source}, start=0, stop=stop, max_new_tokens=12)
     assert torch.equal(g.tokens, ref)
     assert torch.equal(g.lengths, lengths)
     assert g.sequences()[0][-1] == stop and len(g.sequences()[0]) == int(lengths[0])
     # without a stop token, every sequence runs to max_length
-    g = generate(net, {"source": source}, 0, None, 12)
+    g = generate(net, 0, 12, static_inputs={"source": source})
     assert torch.equal(g.tokens, greedy_by_full_passes(net, source, start, 12)[0])
 
 
@@ -541,7 +541,7 @@ def test_generate_with_a_prompt_prefills_it():
     source = torch.randn(2, 4, 3)
     prompt = torch.randint(0, V, (2, 3))                   # B×t ids
     ref, _ = greedy_by_full_passes(net, source, prompt.unsqueeze(-1).float(), 6)
-    g = generate(net, {"source": source}, start=prompt, max_new_tokens=6)
+    g = generate(net, static_inputs={"source": source}, start=prompt, max_new_tokens=6)
     assert torch.equal(g.tokens, ref)
 
 
@@ -549,10 +549,11 @@ def test_generate_top_k_samples_reproducibly_and_k1_is_greedy():
     torch.manual_seed(3)
     net = translator()
     source = torch.randn(3, 4, 3)
-    greedy = generate(net, {"source": source}, 0, None, 8)
-    k1 = generate(net, {"source": source}, 0, None, 8, strategy="top-k", k=1)
+    greedy = generate(net, 0, 8, static_inputs={"source": source})
+    k1 = generate(net, 0, 8, static_inputs={"source": source}, strategy="top-k", k=1)
     assert torch.equal(k1.tokens, greedy.tokens)
-    runs = [generate(net, {"source": source}, 0, None, 8, strategy="top-k", k=3, temperature=2.0,
+    runs = [generate(net, 0, 8, static_inputs={"source": source}, strategy="top-k", k=3,
+                     temperature=2.0,
                      generator=torch.Generator().manual_seed(5)) for _ in range(2)]
     assert torch.equal(runs[0].tokens, runs[1].tokens)
     assert runs[0].tokens.min() >= 0 and runs[0].tokens.max() < V
@@ -560,14 +561,14 @@ def test_generate_top_k_samples_reproducibly_and_k1_is_greedy():
 
 def test_generate_restores_training_mode_and_checks_arguments():
     net = translator().train()
-    generate(net, {"source": torch.randn(1, 2, 3)}, 0, None, 2)
+    generate(net, 0, 2, static_inputs={"source": torch.randn(1, 2, 3)})
     assert all(m.training for m in net.modules())
     with pytest.raises(al.ArgumentError, match="strategy"):
-        generate(net, {"source": torch.randn(1, 2, 3)}, strategy="beam")
+        generate(net, static_inputs={"source": torch.randn(1, 2, 3)}, strategy="beam")
     onehot = al.Network([L.SequenceInput(V, name="x"), L.LSTM(C), L.Dense(V)])
     with pytest.raises(al.ArgumentError, match="feedback"):
-        generate(onehot, None, torch.zeros(1, 1, V), None, 3)
-    g = generate(onehot, None, torch.zeros(2, 1, V), None, 3,
+        generate(onehot, torch.zeros(1, 1, V), 3)
+    g = generate(onehot, torch.zeros(2, 1, V), 3,
                  feedback=lambda tok, scores: nn.functional.one_hot(tok, V).float().unsqueeze(1))
     assert g.tokens.shape == (2, 3)
 
