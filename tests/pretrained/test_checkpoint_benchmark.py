@@ -1,4 +1,4 @@
-"""`benchmarks/checkpoints.py --smoke` and `benchmarks/families.py --smoke`: every path of the
+"""`benchmarks/checkpoints.py --smoke`, `families.py --smoke` and `generation.py --smoke`: every path of the
 benchmarks against transformers at tiny sizes on the CPU, so that they run first time when a
 GPU session or `make bench` needs them."""
 import sys
@@ -47,3 +47,13 @@ def test_families_benchmark_smoke_runs_every_family_with_equal_logits():
     text = families.report(rows, 9.0, 9.5, 1, 1)
     assert text.count("\n| ") == 1 + len(rows)             # the header and one row each
     assert "under load" in text
+
+
+def test_generation_benchmark_smoke_gives_transformers_tokens_every_way():
+    import generation
+    rows = generation.main(["--smoke"])
+    assert [(r["model"], r["way"]) for r in rows] == [
+        (m, w) for m in ("GPT-2-shaped", "Llama-shaped") for w in ("greedy", "sample", "beam")]
+    assert all(r["same"] for r in rows), [(r["model"], r["way"]) for r in rows if not r["same"]]
+    text = generation.report(rows, 9.0, 9.5, 1, 1, 6)
+    assert text.count("\n| ") == 1 + len(rows) and "8 prompts" in text
