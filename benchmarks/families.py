@@ -119,7 +119,32 @@ def measure(family, config, cls, kind, t, rounds, iters) -> dict:
                "attnlab": (lambda: net(xs)) if len(xs) > 1 else (lambda: net(one))}
         samples = interleaved_samples(fns, iters, rounds)
     tokens = (config.image_size // 8) ** 2 + 1 if kind == "image" else t
-    return dict(family=family, cls=cls, diff=diff, samples=samples, tokens=tokens, kind=kind)
+    row = dict(family=family, cls=cls, diff=diff, samples=samples, tokens=tokens, kind=kind)
+    if cls.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")):
+        row.update(decode(model, net, kind, config, rounds, iters))
+    return row
+
+
+def decode(model, net, kind, config, rounds, iters, prompt=16, new=32) -> dict:
+    """Greedy decoding of `new` tokens after a prompt (T5: after an encoder input of that
+    length), no stop id on either side; the tokens are compared first."""
+    ids = torch.randint(3, config.vocab_size, (1, prompt), generator=torch.Generator().manual_seed(2))
+    hf_kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, eos_token_id=None,
+                 pad_token_id=0, attention_mask=torch.ones_like(ids))
+
+    def hf_call():
+        with torch.no_grad():
+            out = model.generate(ids, **hf_kw)
+        return out[:, 1:] if kind == "seq2seq" else out[:, prompt:]
+
+    def ours_call():
+        if kind == "seq2seq":
+            return al.generate(net, 0, new, static_inputs={"input_ids": ids}, stop=None).tokens
+        return al.generate(net, ids, new, stop=None).tokens
+
+    same = torch.equal(hf_call(), ours_call())
+    dec = interleaved_samples({"transformers": hf_call, "attnlab": ours_call}, iters, rounds)
+    return dict(same=same, dec=dec)
 
 
 def report(rows, before, after, rounds, iters) -> str:
@@ -133,18 +158,25 @@ def report(rows, before, after, rounds, iters) -> str:
              f"{iters} calls each after a warm-up; ratio = transformers' time / attnlab's in "
              "the same round (above 1: attnlab faster), median and range over the rounds.",
              "", load_note(before, after), "",
+             "Greedy decoding (causal LMs and T5): a 16-token prompt (T5: encoder input), 32 "
+             "new tokens, no stop id on either side, the tokens compared first.", "",
              "| family | transformers class | transformers median (fastest) | attnlab median "
-             "(fastest) | ratio (range) | ratio of the medians | logits diff |",
-             "|---|---|---|---|---|---|---|"]
+             "(fastest) | ratio (range) | ratio of the medians | logits diff | decode 32 "
+             "tokens: ratio (range) | same tokens |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s = r["samples"]
         med, lo, hi = ratio_spread(s["transformers"], s["attnlab"])
         cells = [f"{statistics.median(s[k]) * 1e3:.1f} ms ({min(s[k]) * 1e3:.1f})"
                  for k in ("transformers", "attnlab")]
         of_medians = statistics.median(s["transformers"]) / statistics.median(s["attnlab"])
+        dec, same = "–", "–"
+        if "dec" in r:
+            dm, dlo, dhi = ratio_spread(r["dec"]["transformers"], r["dec"]["attnlab"])
+            dec, same = f"{dm:.2f}× ({dlo:.2f}–{dhi:.2f})", "yes" if r["same"] else "NO"
         lines.append(f"| {r['family']} | `{r['cls']}` | {cells[0]} | {cells[1]} | "
                      f"{med:.2f}× ({lo:.2f}–{hi:.2f}) | {of_medians:.2f}× | "
-                     f"{r['diff']:.1e} |")
+                     f"{r['diff']:.1e} | {dec} | {same} |")
     return "\n".join(lines)
 
 

@@ -43,7 +43,11 @@ def test_families_benchmark_smoke_runs_every_family_with_equal_logits():
         "opt", "mixtral", "bert", "roberta", "distilbert", "vit", "t5"]
     for r in rows:
         assert r["diff"] <= 1e-4, r["family"]
+        assert r.get("same", True), f"{r['family']}: greedy tokens differ from transformers'"
         assert all(len(s) == 1 and s[0] > 0 for s in r["samples"].values())
+    assert {r["family"] for r in rows if "dec" in r} == {
+        "gpt2", "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3", "gpt_neox",
+        "opt", "mixtral", "t5"}
     text = families.report(rows, 9.0, 9.5, 1, 1)
     assert text.count("\n| ") == 1 + len(rows)             # the header and one row each
     assert "under load" in text
