@@ -22,6 +22,7 @@ from attnlab.graph import Connection, Graph, LayerList
 from attnlab.graph.names import parse_port, under_layer
 from attnlab.layers.base import Layer
 from attnlab.layers.tying import tie_modules
+from attnlab.network import freezing
 from attnlab.network.modules import LayerModules, ModuleHost
 from attnlab.graph.plan import Plan, build_plan
 from attnlab.core.sequences import (Padded, follows_hugging_face, hugging_face_inputs,
@@ -94,6 +95,16 @@ class Network(ModuleHost):
             else:
                 out.update(under_layer(name, dict(mod.named_parameters())))
         return out
+
+    def freeze(self, *patterns: str) -> list[str]:
+        """Stops training the learnables matching any `fnmatch` pattern ("h.*.attn/*",
+        "wte/weight", or a layer name alone for all its learnables); returns the sorted names
+        frozen, tied ones included. A pattern matching nothing is an ArgumentError."""
+        return freezing.set_trainable(self, patterns, False)
+
+    def unfreeze(self, *patterns: str) -> list[str]:
+        """Trains again the learnables matching the patterns (as `freeze`); returns their names."""
+        return freezing.set_trainable(self, patterns, True)
 
     @property
     def initialized(self) -> bool:

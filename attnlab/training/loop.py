@@ -31,7 +31,7 @@ from .optim import clipper, current_lr, make_optimizer, make_scheduler
 from .options import DEFAULT_LEARNING_RATE, TrainingOptions, make_options
 from .pieces import Pieces, make_pieces
 from .plots import Plotter
-from .progress import TensorBoard, make_progress
+from .progress import TensorBoard, describe_trainable, make_progress
 from .sampler import draw_epoch, usable
 from .state import State, restore, snapshot
 from .step import evaluate, train_step
@@ -231,7 +231,8 @@ def _data(net, X, Y, loss, o, d, device, cdev):
 
 def _loop(r: Run, st: State) -> None:
     o, at, step, rep = r.o, r.place, r.optim, r.report
-    rep.progress.start(o.max_epochs * r.feed.batches_per_epoch, o.max_epochs, st.iteration)
+    rep.progress.start(o.max_epochs * r.feed.batches_per_epoch, o.max_epochs, st.iteration,
+                       describe_trainable(r.net))
     while st.epoch < o.max_epochs and not st.stop_reason:
         for k, whole in r.feed.data.batches(st.order, st.batch, at.d.rank, at.d.world, at.device):
             for batch, trains in _pieces(r, whole):

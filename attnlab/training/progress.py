@@ -31,7 +31,7 @@ def summary(row: dict, prefix: str = "") -> str:
 class Quiet:
     """No output (verbose=False, or a process other than rank 0)."""
 
-    def start(self, total: int, epochs: int, done: int = 0): pass
+    def start(self, total: int, epochs: int, done: int = 0, what: str = ""): pass
     def advance(self, iteration: int, epoch: int): pass
     def log(self, row: dict): pass
     def validation(self, row: dict): pass
@@ -48,9 +48,9 @@ class Lines(Quiet):
         self.stream = stream or sys.stdout
         self.last, self.validated = None, False
 
-    def start(self, total, epochs, done=0):
+    def start(self, total, epochs, done=0, what=""):
         self.total, self.epochs, self.t0 = total, epochs, time.perf_counter()
-        self._print(f"training: {epochs} epoch(s), {total} iteration(s)"
+        self._print(f"training{' ' + what if what else ''}: {epochs} epoch(s), {total} iteration(s)"
                     + (f", resuming after iteration {done}" if done else ""))
 
     def _head(self, row):
@@ -81,7 +81,7 @@ class Bar(Lines):
         super().__init__()
         self.console = console
 
-    def start(self, total, epochs, done=0):
+    def start(self, total, epochs, done=0, what=""):
         from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
                                    TimeElapsedColumn, TimeRemainingColumn)
         self.total, self.epochs, self.t0 = total, epochs, time.perf_counter()
@@ -92,6 +92,8 @@ class Bar(Lines):
         self.bar.start()
         self.task = self.bar.add_task("train", total=total, completed=done, epoch=1, epochs=epochs,
                                       stats="")
+        if what:
+            self._print(f"training {what}")
 
     def advance(self, iteration, epoch):
         self.bar.update(self.task, completed=iteration, epoch=epoch + 1)
@@ -141,3 +143,20 @@ class TensorBoard:
         if self.writer is not None:
             self.writer.flush()
             self.writer.close()
+
+
+def describe_trainable(net) -> str:
+    """"12 of 148 learnables (1.2 M of 124 M parameters)": what training updates (the
+    parameters with requires_grad). Each Parameter counts once (a tie is one)."""
+    params = list(net.parameters())
+    trained = [p for p in params if p.requires_grad]
+    return (f"{len(trained)} of {len(params)} learnables "
+            f"({_count(sum(p.numel() for p in trained))} of "
+            f"{_count(sum(p.numel() for p in params))} parameters)")
+
+
+def _count(n: int) -> str:
+    for unit, size in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return str(n)

@@ -341,7 +341,7 @@ def test_plain_progress_lines_when_not_a_terminal(capsys):
     al.train(lstm_classifier(), x, y, max_epochs=2, batch_size=10, verbose_frequency=2,
              validation_data=(x, y), validation_frequency=4)
     out = capsys.readouterr().out
-    assert "training: 2 epoch(s), 8 iteration(s)" in out
+    assert "learnables" in out and "parameters): 2 epoch(s), 8 iteration(s)" in out
     assert "epoch 1/2  iteration 2/8" in out and "loss" in out and "accuracy" in out
     assert "val_loss" in out and "done: max-epochs" in out
     assert "\x1b[" not in out                                      # plain text
