@@ -233,7 +233,10 @@ class Rotary:
         if isinstance(pos, int):
             start, end = pos, pos + t
         elif pos.numel():
-            start, end = int(pos.min()), int(pos.max()) + 1
+            # the longest row's steps before these (a padded batch's rows start apart): the
+            # whole batch turns by one table, chosen by its longest row, as in transformers
+            start = int(pos[..., 0].max()) if pos.dim() == 2 else int(pos.min())
+            end = int(pos.max()) + 1
         else:
             return False
         most = self.scaling["original_max_position_embeddings"]

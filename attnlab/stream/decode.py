@@ -21,7 +21,8 @@ from .generation.defaults import DEFAULT
 from .generation.processors import Processors
 from .generation import batches
 from .generation import beams as beam_search
-from .generation.prompts import check_longrope, check_positions, expand_start, start_input
+from .generation.prompts import (LongropeSwitch, check_positions, expand_start, longrope_switch,
+                                 start_input)
 
 
 class Generated(NamedTuple):
@@ -94,7 +95,9 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
         The first decoder input: a start token id (int, or a B tensor of ids), or a
         prompt: B×t ids (a tensor, an array, or a list of B prompts) or B×t×C inputs,
         consumed in one multi-step prefill (the key/value caches then hold it: the prefix
-        is never recomputed). A start id counts as a prompt of one token. Prompts of
+        is not recomputed, except once where a longrope rotary embedding (Phi-3) switches to
+        its long factors: as transformers, decoding then runs the whole sequence so far
+        again when it grows past original_max_position_embeddings). A start id counts as a prompt of one token. Prompts of
         different lengths are padded on the left (with the checkpoint's pad_token_id, else
         0); each row's padded keys are masked out and its positions start at its first real
         token, as the forward pass of the padded batch gives them.
@@ -184,7 +187,9 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
     DataError
         For a `start` that is no prompt (text, prompts of different lengths, no ids), and
         when the prompt and the tokens fed back would reach past the positions a learned
-        `PositionEmbedding` holds (its `max_length`), before any step runs.
+        `PositionEmbedding` holds (its `max_length`), before any step runs; likewise for
+        beam search, or a batch whose every row is left-padded, that would take a longrope
+        rotary embedding past original_max_position_embeddings.
 
     Examples
     --------
@@ -255,11 +260,12 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
             x = _beam_start(x, s, beam.num_beams)
             mask = None if mask is None else mask.repeat_interleave(beam.num_beams, 0)
         x = expand_start(x, s).to(s.device)
+        padding = None
         if mask is not None:
             mask = mask.to(s.device)
-            batches.pad_stream(s, mask, s.compiled or bool(compile))
+            padding = batches.pad_stream(s, mask, s.compiled or bool(compile))
         check_positions(s, x.shape[1], new)
-        check_longrope(s, x.shape[1], new)
+        switch = longrope_switch(s, x.shape[1], new, padding, beams=beam is not None)
         if feedback is None:
             feedback = _token_feedback(s)
         if beam is not None:
@@ -270,7 +276,7 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
             return Generated(best, ends)
         ids = _prompt_ids(x) if processing.needs_ids else None
         steps = _Steps(Processors(processing, generator, mask), stops, callback, return_scores)
-        return _decode(s, x, pick, steps, feedback, new, ids)
+        return _decode(s, x, pick, steps, feedback, new, ids, switch)
 
 
 # key/value cache steps made beyond the prompt at first (the stream's own default); the
@@ -411,13 +417,14 @@ class _Steps:
         return None if self.kept is None else torch.stack(self.kept[:longest], 1)
 
 
-def _decode(s, x, pick, steps: _Steps, feedback, new: int, ids: Tensor | None) -> Generated:
+def _decode(s, x, pick, steps: _Steps, feedback, new: int, ids: Tensor | None,
+            switch: LongropeSwitch) -> Generated:
     b = x.shape[0]
     tokens = _Tokens()
     history = _History(ids) if ids is not None and steps.proc.s.no_repeat_ngram_size else None
     lengths = torch.full((b,), new, dtype=torch.long, device=x.device)
     for i in range(new):
-        logits = pick(s.step(x, last=True))[:, -1]           # B×V: the newest step's scores
+        logits = pick(switch.step(s, x))[:, -1]               # B×V: the newest step's scores
         if i == 0:
             steps.begin(b, x.device, ids, logits.shape[-1])
         tok = steps.choose(logits, None if history is None else history.ids())

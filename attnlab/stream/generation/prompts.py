@@ -1,6 +1,7 @@
 """`generate`'s `start`: a start id, B ids, B×t prompts of ids or B×t×C inputs, checked and
 shaped for the stream's decoder input; DataError for anything else, and for a prompt and a
-length that reach past the positions the network holds."""
+length that reach past the positions the network holds. `LongropeSwitch`: the one recompute
+of the sequence so far where a longrope rotary embedding switches to its long factors."""
 from __future__ import annotations
 
 import numpy as np
@@ -128,22 +129,67 @@ def check_positions(s, prompt: int, new: int) -> None:
                             "or a shorter prompt.")
 
 
-def check_longrope(s, prompt: int, new: int) -> None:
-    """DataError before decoding when the tokens fed back take the sequence past the
-    original_max_position_embeddings of a longrope rotary embedding after a prompt within it:
-    every position would then turn by the long factors, the prompt's cached keys included
-    (transformers recomputes its cache at that point)."""
+def longrope_switch(s, prompt: int, new: int, padding: Tensor | None,
+                   beams: bool = False) -> "LongropeSwitch":
+    """Where decoding takes the sequence past original_max_position_embeddings of a longrope
+    rotary embedding after a prompt within it: transformers' Phi-3 then drops its cache and
+    runs the whole sequence so far again, every position turned by the long factors (its
+    `prepare_inputs_for_generation`, when the ids reach that length plus one and the cache
+    holds no more than it). DataError before decoding where that cannot be followed."""
+    most = _original_length(s)
     end = prompt + new - 1                      # the length once the last token is fed
-    for name, st in s.steppers.items():
+    if most is None or not prompt <= most < end:
+        return LongropeSwitch(None)
+    if beams:
+        raise DataError(f"generate: a prompt of {prompt} tokens and {new} new tokens reach "
+                        f"position {end - 1}, past original_max_position_embeddings ({most}) "
+                        "of a longrope rotary embedding: there every position turns anew by "
+                        "the long factors, which beam search does not recompute yet. Use "
+                        f"max_new_tokens ≤ {most - prompt + 1}, a prompt of more than {most} "
+                        "tokens, or strategy='greedy' or 'sample'.")
+    least = 0 if padding is None else int(padding.min())
+    if least and end - least > most:
+        # every row padded: transformers recomputes at the padded length, still with the
+        # short factors (its longest row is shorter), and later turns only the new keys
+        # by the long ones, beside cached keys turned by the short ones
+        raise DataError(f"generate: every prompt of this batch is left-padded (at least "
+                        f"{least} pad tokens), and {new} new tokens take its longest row past "
+                        f"original_max_position_embeddings ({most}) of a longrope rotary "
+                        "embedding only after the padded length crossed it: the cached keys "
+                        "would keep the short factors while new ones turn by the long ones. "
+                        "Remove the padding column shared by all rows, or use max_new_tokens "
+                        f"≤ {most + least - prompt + 1}.")
+    return LongropeSwitch(most)
+
+
+def _original_length(s) -> int | None:
+    """original_max_position_embeddings of the stream's longrope rotary embeddings (None: no
+    layer has one)."""
+    found = None
+    for st in s.steppers.values():
         scaling = getattr(getattr(getattr(st, "module", None), "rotary", None), "scaling", None)
-        if scaling is None or scaling.get("rope_type") != "longrope":
-            continue
-        most = scaling["original_max_position_embeddings"]
-        if prompt <= most < end:
-            raise DataError(f"generate: a prompt of {prompt} tokens and {new} new tokens "
-                            f"reach position {end - 1}, past original_max_position_embeddings "
-                            f"({most}) of layer '{name}': its longrope rotary embedding then "
-                            "turns every position by the long factors, and the prompt's keys "
-                            "were turned by the short ones (transformers recomputes its cache "
-                            f"there). Use max_new_tokens ≤ {most - prompt + 1}, or a prompt of "
-                            f"more than {most} tokens.")
+        if scaling is not None and scaling.get("rope_type") == "longrope":
+            most = scaling["original_max_position_embeddings"]
+            found = most if found is None else min(found, most)
+    return found
+
+
+class LongropeSwitch:
+    """Steps a stream as transformers' Phi-3 decodes: when the next input goes in at position
+    `at` (original_max_position_embeddings), the stream starts again with every input fed so
+    far and that one, in one step; until then the inputs fed are kept for it."""
+
+    def __init__(self, at: int | None) -> None:
+        self.at = at
+        self.fed: list[Tensor] = []
+
+    def step(self, s, x: Tensor) -> Tensor:
+        """`s.step(x, last=True)`, or the whole sequence again at the switch."""
+        if self.at is None:
+            return s.step(x, last=True)
+        if s.position != self.at:
+            self.fed.append(x)
+            return s.step(x, last=True)
+        whole = torch.cat(self.fed + [x], 1)
+        self.at, self.fed = None, []
+        return s.reset().step(whole, last=True)
