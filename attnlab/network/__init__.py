@@ -421,6 +421,13 @@ class Network(ModuleHost):
         return DataError(f"{where_}running it failed; torch says: {text}. Check that the data fits "
                          "the network: print(net.analyze()) shows the sizes each layer expects.")
 
+    def add_lora(self, targets: str | list[str], rank: int = 8, alpha: float = 16,
+                 dropout: float = 0.0) -> list[tuple[str, str | None]]:
+        """LoRA adapters on the targets' linear maps ('h.*.attn/query', a Dense layer's name),
+        everything else frozen; returns the (layer, projection) adapted (network/lora.py)."""
+        from attnlab.network import lora
+        return lora.add_lora(self, targets, rank, alpha, dropout)
+
     def stream(self, static_inputs: dict[str, Any] | None = None, **kw: Any) -> Stream:
         """Step-wise execution (Trax `mode='predict'`): `s.step(x)` takes the next t ≥ 1 steps of
         the streamed inputs and returns exactly what the full forward gives at those steps."""

@@ -1,0 +1,187 @@
+"""LoRA adapters on a network's linear maps: `Network.add_lora`.
+
+A target is a layer-name pattern (fnmatch) with an optional projection after '/':
+"h.*.attn/query" adapts the query projection of each attention layer 'h.<i>.attn',
+"h.*.mlp.c_fc" each Dense layer of that name. Targets are resolved against the built
+network before anything changes, so a pattern that matches nothing is refused with the
+names it is close to, and nothing is half adapted.
+
+An adapted map is a `LoraLinear`: an `nn.Linear` (the same weight and bias Parameters, so
+names, state-dict keys, ties and optimizers keep them) with two more learnables, `lora_A`
+(rank×in) and `lora_B` (out×rank, zeros), computing W x + b + scaling · B(A(dropout(x))).
+It is not a bare `nn.Linear`, so every path that reads bare Linears' weights directly (the
+one-matmul q|k|v projection, the decoding step) calls it as a module instead.
+"""
+from __future__ import annotations
+
+import fnmatch
+import math
+from typing import Any, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.core.errors import ArgumentError, NetworkError, close_matches
+
+__all__ = ["LoraLinear", "add_lora", "PROJECTIONS"]
+
+# the linear maps of an attention module that a target may name after '/'
+PROJECTIONS = ("query", "key", "value", "output")
+
+# where a net keeps the Parameters that add_lora froze
+_FROZEN = "_lora_frozen"
+
+
+class LoraLinear(nn.Linear):
+    """An `nn.Linear` with a low-rank update: y = W x + b + scaling · B(A(dropout(x)))."""
+
+    def __init__(self, base: nn.Linear, rank: int, alpha: float, dropout: float):
+        nn.Module.__init__(self)                 # no weights of its own: it keeps base's
+        self.in_features, self.out_features = base.in_features, base.out_features
+        self.weight, self.bias = base.weight, base.bias
+        self.rank, self.alpha, self.scaling = rank, alpha, alpha / rank
+        w = base.weight
+        # half-precision bases get float32 adapters (as peft): updates that small round away
+        dtype = torch.float32 if w.dtype in (torch.float16, torch.bfloat16) else w.dtype
+        self.lora_A = nn.Parameter(torch.empty(rank, self.in_features, dtype=dtype,
+                                               device=w.device))
+        self.lora_B = nn.Parameter(torch.zeros(self.out_features, rank, dtype=dtype,
+                                               device=w.device))
+        nn.init.kaiming_uniform_(self.lora_A, a=math.sqrt(5))      # peft's init of A
+        self.lora_dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
+        self.train(base.training)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = F.linear(x, self.weight, self.bias)
+        a = self.lora_A
+        # under autocast F.linear casts by itself; outside it x meets A in A's dtype
+        h = self.lora_dropout(x if torch.is_autocast_enabled() else x.to(a.dtype))
+        update = F.linear(F.linear(h, a), self.lora_B) * self.scaling
+        return y + update.to(y.dtype)
+
+    def delta(self) -> Tensor:
+        """scaling · B·A, the update folded into the weight by a merge (float32 or wider)."""
+        b, a = self.lora_B.detach(), self.lora_A.detach()
+        wide = torch.promote_types(a.dtype, torch.float32)
+        return (b.to(wide) @ a.to(wide)) * self.scaling
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}, rank={self.rank}, alpha={self.alpha}")
+
+
+# -- resolving targets --------------------------------------------------------------------
+def _check_numbers(rank: Any, alpha: Any, dropout: Any) -> None:
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise ArgumentError(f"add_lora: rank must be a positive int, received {rank!r}. "
+                            "Use e.g. rank=8.")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or \
+            not math.isfinite(alpha) or alpha <= 0:
+        raise ArgumentError(f"add_lora: alpha must be a positive finite number, received "
+                            f"{alpha!r}. Use e.g. alpha=16 (scaling is alpha/rank).")
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or \
+            not 0 <= dropout < 1:
+        raise ArgumentError(f"add_lora: dropout must be a number in [0, 1), received "
+                            f"{dropout!r}.")
+
+
+def _patterns(targets: Any) -> List[str]:
+    if isinstance(targets, str):
+        targets = [targets]
+    if not isinstance(targets, (list, tuple)) or not targets or \
+            not all(isinstance(t, str) and t for t in targets):
+        raise ArgumentError(f"add_lora: targets must be a layer-name pattern or a list of "
+                            f"them, received {targets!r}. Use e.g. ['h.*.attn/query', "
+                            "'h.*.attn/value'].")
+    return list(targets)
+
+
+def _adaptable(module: nn.Module, projection: Optional[str]) -> Optional[nn.Module]:
+    """The linear map a target names in `module`, or None where it has none."""
+    if projection is None:
+        return module if isinstance(module, nn.Linear) else None
+    child = module._modules.get(projection)
+    return child if isinstance(child, nn.Linear) else None
+
+
+def _resolve_one(net: Any, pattern: str) -> List[Tuple[str, Optional[str]]]:
+    layer_pat, _, projection = pattern.partition("/")
+    projection_or_none = projection or None
+    if projection and projection not in PROJECTIONS:
+        raise ArgumentError(f"add_lora: target '{pattern}' names the projection "
+                            f"'{projection}'; an attention layer's are {', '.join(PROJECTIONS)}."
+                            f"{close_matches(projection, PROJECTIONS)}")
+    mods = net.layer_modules
+    names = [n for n in net._layers if n in mods]
+    matched = [n for n in names if fnmatch.fnmatchcase(n, layer_pat)]
+    if not matched:
+        raise ArgumentError(f"add_lora: target '{pattern}' matches no layer of the network."
+                            f"{close_matches(layer_pat, names)} Targets are layer names "
+                            "(fnmatch patterns), e.g. 'h.*.attn/query' or a Dense layer's name.")
+    found = [(n, projection_or_none) for n in matched
+             if _adaptable(mods[n], projection_or_none) is not None]
+    if not found:
+        kinds = ", ".join(f"'{n}' ({type(net._layers[n]).__name__})" for n in matched[:5])
+        what = f"a '{projection}' projection" if projection else \
+            "a linear map of its own (a Dense layer; name an attention layer's projection " \
+            "after '/', e.g. 'attn/query')"
+        raise ArgumentError(f"add_lora: target '{pattern}' matches {kinds}"
+                            f"{' …' if len(matched) > 5 else ''}, none of which has {what}.")
+    return found
+
+
+def resolve(net: Any, targets: Any) -> List[Tuple[str, Optional[str]]]:
+    """(layer, projection or None) for every linear map the targets name, in network order,
+    each once; raises before anything changes."""
+    found: List[Tuple[str, Optional[str]]] = []
+    for pattern in _patterns(targets):
+        found += [t for t in _resolve_one(net, pattern) if t not in found]
+    for name, proj in found:
+        if isinstance(_linear_at(net, name, proj), LoraLinear):
+            where = name + (f"/{proj}" if proj else "")
+            raise ArgumentError(f"add_lora: '{where}' already has a LoRA adapter. Call "
+                                "merge_lora() first to fold it in, then add new ones.")
+    order = {n: i for i, n in enumerate(net._layers)}
+    return sorted(found, key=lambda t: (order[t[0]], PROJECTIONS.index(t[1]) if t[1] else -1))
+
+
+def _linear_at(net: Any, name: str, proj: Optional[str]) -> nn.Linear:
+    module = net.layer_modules[name]
+    return module if proj is None else module._modules[proj]  # an nn.Linear (resolve)
+
+
+def _put(net: Any, name: str, proj: Optional[str], linear: nn.Module) -> None:
+    if proj is None:
+        net.layer_modules[name] = linear        # the plan is made again at the next call
+    else:
+        setattr(net.layer_modules[name], proj, linear)
+
+
+def _built(net: Any) -> None:
+    if not net.initialized:
+        try:
+            net.initialize()
+        except NetworkError as e:
+            raise NetworkError(f"add_lora: the network must be initialised first: {e}") from None
+
+
+# -- the public operations ------------------------------------------------------------------
+def add_lora(net: Any, targets: Any, rank: int = 8, alpha: float = 16,
+             dropout: float = 0.0) -> List[Tuple[str, Optional[str]]]:
+    """Adapts the targets' linear maps with LoRA and freezes every other learnable. Returns
+    the (layer, projection or None) adapted."""
+    _check_numbers(rank, alpha, dropout)
+    _built(net)
+    found = resolve(net, targets)
+    froze = net.__dict__.setdefault(_FROZEN, [])
+    held = {id(p) for m in net.modules() if isinstance(m, LoraLinear)
+            for p in (m.lora_A, m.lora_B)}
+    for p in net.parameters():                  # everything but the adapters stops learning
+        if p.requires_grad and id(p) not in held:
+            p.requires_grad_(False)
+            froze.append(p)
+    for name, proj in found:
+        _put(net, name, proj, LoraLinear(_linear_at(net, name, proj), rank, alpha,
+                                         float(dropout)))
+    return found
