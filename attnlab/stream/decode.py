@@ -21,7 +21,7 @@ from .generation.defaults import DEFAULT
 from .generation.processors import Processors
 from .generation import batches
 from .generation import beams as beam_search
-from .generation.prompts import (LongropeSwitch, check_positions, expand_start, longrope_switch,
+from .generation.prompts import (BeamSwitch, LongropeSwitch, check_positions, expand_start, longrope_switch,
                                  start_input)
 
 
@@ -187,9 +187,9 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
     DataError
         For a `start` that is no prompt (text, prompts of different lengths, no ids), and
         when the prompt and the tokens fed back would reach past the positions a learned
-        `PositionEmbedding` holds (its `max_length`), before any step runs; likewise for
-        beam search, or a batch whose every row is left-padded, that would take a longrope
-        rotary embedding past original_max_position_embeddings.
+        `PositionEmbedding` holds (its `max_length`), before any step runs; likewise for a
+        batch whose every row is left-padded that would take a longrope rotary embedding
+        past original_max_position_embeddings.
 
     Examples
     --------
@@ -265,13 +265,14 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
             mask = mask.to(s.device)
             padding = batches.pad_stream(s, mask, s.compiled or bool(compile))
         check_positions(s, x.shape[1], new)
-        switch = longrope_switch(s, x.shape[1], new, padding, beams=beam is not None)
+        switch = longrope_switch(s, x.shape[1], new, padding)
         if feedback is None:
             feedback = _token_feedback(s)
         if beam is not None:
             search = beam_search.Beams(_prompt_ids(x), beam.num_beams, new, stops,
                                        beam.length_penalty, beam.early_stopping)
-            best, ends = beam_search.search(s, x, pick, Processors(processing, None, mask), search,
+            best, ends = beam_search.search(BeamSwitch(s, switch, search), x, pick,
+                                            Processors(processing, None, mask), search,
                                             lambda tok: feedback(tok, None))
             return Generated(best, ends)
         ids = _prompt_ids(x) if processing.needs_ids else None

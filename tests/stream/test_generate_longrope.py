@@ -103,8 +103,15 @@ def test_every_row_padded_past_the_switch_is_refused(longrope):
     assert out.tokens.shape == (2, 3)
 
 
-def test_beams_across_the_switch_are_refused_by_name(longrope):
-    net, _ = longrope
-    prompt = torch.randint(3, VOCAB, (1, 4))
-    with pytest.raises(al.DataError, match=r"beam search.*max_new_tokens ≤ 5"):
-        al.generate(net, start=prompt, stop=None, max_new_tokens=8, num_beams=2)
+@pytest.mark.parametrize("beams,prompt_length,new", [(2, 4, 10), (3, 6, 7)])
+def test_beams_across_the_original_length_equal_transformers(longrope, beams, prompt_length,
+                                                               new):
+    net, model = longrope
+    prompt = torch.randint(3, VOCAB, (2, prompt_length),
+                           generator=torch.Generator().manual_seed(beams))
+    ours = al.generate(net, start=prompt, stop=None, max_new_tokens=new, num_beams=beams)
+    with torch.no_grad():
+        theirs = model.generate(prompt, attention_mask=torch.ones_like(prompt), num_beams=beams,
+                                do_sample=False, max_new_tokens=new, eos_token_id=None,
+                                pad_token_id=0)
+    assert ours.tokens.tolist() == theirs[:, prompt_length:].tolist()

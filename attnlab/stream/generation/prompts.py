@@ -129,8 +129,7 @@ def check_positions(s, prompt: int, new: int) -> None:
                             "or a shorter prompt.")
 
 
-def longrope_switch(s, prompt: int, new: int, padding: Tensor | None,
-                   beams: bool = False) -> "LongropeSwitch":
+def longrope_switch(s, prompt: int, new: int, padding: Tensor | None) -> "LongropeSwitch":
     """Where decoding takes the sequence past original_max_position_embeddings of a longrope
     rotary embedding after a prompt within it: transformers' Phi-3 then drops its cache and
     runs the whole sequence so far again, every position turned by the long factors (its
@@ -140,13 +139,6 @@ def longrope_switch(s, prompt: int, new: int, padding: Tensor | None,
     end = prompt + new - 1                      # the length once the last token is fed
     if most is None or not prompt <= most < end:
         return LongropeSwitch(None)
-    if beams:
-        raise DataError(f"generate: a prompt of {prompt} tokens and {new} new tokens reach "
-                        f"position {end - 1}, past original_max_position_embeddings ({most}) "
-                        "of a longrope rotary embedding: there every position turns anew by "
-                        "the long factors, which beam search does not recompute yet. Use "
-                        f"max_new_tokens ≤ {most - prompt + 1}, a prompt of more than {most} "
-                        "tokens, or strategy='greedy' or 'sample'.")
     least = 0 if padding is None else int(padding.min())
     if least and end - least > most:
         # every row padded: transformers recomputes at the padded length, still with the
@@ -193,3 +185,28 @@ class LongropeSwitch:
         whole = torch.cat(self.fed + [x], 1)
         self.at, self.fed = None, []
         return s.reset().step(whole, last=True)
+
+
+class BeamSwitch:
+    """The stream beam search steps, with `LongropeSwitch`'s recompute: at the switch the
+    running beams' ids so far (which follow every reordering of the beams) run again in one
+    step. Everything else is the stream's."""
+
+    def __init__(self, s, switch: LongropeSwitch, search) -> None:
+        self.s, self.at, self.search = s, switch.at, search
+
+    @property
+    def steppers(self) -> dict:
+        return self.s.steppers
+
+    def step(self, x: Tensor, last: bool = False):
+        if self.at is None or self.s.position != self.at:
+            return self.s.step(x, last=last)
+        self.at = None
+        ids = self.search.ids()
+        whole = ids if x.dim() == 2 else ids.to(x.dtype).unsqueeze(-1)
+        if not torch.equal(whole[:, -1:], x):         # the beams' ids end with the fed step
+            raise DataError("generate: beam search feeds inputs other than the beams' token "
+                            "ids, so the longrope recompute at original_max_position_embeddings "
+                            "cannot rebuild the sequences. Use strategy='greedy' or 'sample'.")
+        return self.s.reset().step(whole, last=last)
