@@ -428,6 +428,12 @@ class Network(ModuleHost):
         from attnlab.network import lora
         return lora.add_lora(self, targets, rank, alpha, dropout)
 
+    def merge_lora(self) -> list[tuple[str, str | None]]:
+        """Folds the LoRA adapters into the weights (W + scaling·B·A), removes them and thaws
+        what add_lora froze; returns the (layer, projection) merged (network/lora.py)."""
+        from attnlab.network import lora
+        return lora.merge_lora(self)
+
     def stream(self, static_inputs: dict[str, Any] | None = None, **kw: Any) -> Stream:
         """Step-wise execution (Trax `mode='predict'`): `s.step(x)` takes the next t ≥ 1 steps of
         the streamed inputs and returns exactly what the full forward gives at those steps."""
@@ -464,6 +470,8 @@ class Network(ModuleHost):
     def save(self, path: str | os.PathLike) -> None:
         """One file: the graph as JSON and the weights as safetensors (no pickle)."""
         from attnlab.io import save
+        from attnlab.network.lora import refuse_adapters
+        refuse_adapters(self, "net.save")
         save(self, path)
 
     def save_pretrained(self, path: str | os.PathLike, dtype: torch.dtype | None = None) -> None:
@@ -474,6 +482,8 @@ class Network(ModuleHost):
         # network): reached by name when called, as `attnlab.from_pretrained` is, so that the
         # network never imports a front end
         import importlib
+        from attnlab.network.lora import refuse_adapters
+        refuse_adapters(self, "net.save_pretrained")
         importlib.import_module(_HUGGING_FACE_LAYOUT).save_pretrained(self, path, dtype)
 
     def export_onnx(self, path: str | os.PathLike, example_inputs: Any = None, **kw: Any) -> OnnxExport:

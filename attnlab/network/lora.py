@@ -1,4 +1,4 @@
-"""LoRA adapters on a network's linear maps: `Network.add_lora`.
+"""LoRA adapters on a network's linear maps: `Network.add_lora` and `Network.merge_lora`.
 
 A target is a layer-name pattern (fnmatch) with an optional projection after '/':
 "h.*.attn/query" adapts the query projection of each attention layer 'h.<i>.attn',
@@ -24,12 +24,12 @@ from torch import Tensor, nn
 
 from attnlab.core.errors import ArgumentError, NetworkError, close_matches
 
-__all__ = ["LoraLinear", "add_lora", "PROJECTIONS"]
+__all__ = ["LoraLinear", "add_lora", "merge_lora", "PROJECTIONS"]
 
 # the linear maps of an attention module that a target may name after '/'
 PROJECTIONS = ("query", "key", "value", "output")
 
-# where a net keeps the Parameters that add_lora froze
+# where a net keeps the Parameters that add_lora froze, so that merge_lora thaws them again
 _FROZEN = "_lora_frozen"
 
 
@@ -175,8 +175,7 @@ def add_lora(net: Any, targets: Any, rank: int = 8, alpha: float = 16,
     _built(net)
     found = resolve(net, targets)
     froze = net.__dict__.setdefault(_FROZEN, [])
-    held = {id(p) for m in net.modules() if isinstance(m, LoraLinear)
-            for p in (m.lora_A, m.lora_B)}
+    held = {id(p) for _, _, m in adapters(net) for p in (m.lora_A, m.lora_B)}
     for p in net.parameters():                  # everything but the adapters stops learning
         if p.requires_grad and id(p) not in held:
             p.requires_grad_(False)
@@ -185,3 +184,66 @@ def add_lora(net: Any, targets: Any, rank: int = 8, alpha: float = 16,
         _put(net, name, proj, LoraLinear(_linear_at(net, name, proj), rank, alpha,
                                          float(dropout)))
     return found
+
+
+def adapters(net: Any) -> List[Tuple[str, Optional[str], LoraLinear]]:
+    """(layer, projection or None, its LoraLinear) for every adapter, in network order."""
+    out: List[Tuple[str, Optional[str], LoraLinear]] = []
+    mods = net.layer_modules
+    for name in net._layers:
+        if name not in mods:
+            continue
+        m = mods[name]
+        if isinstance(m, LoraLinear):
+            out.append((name, None, m))
+        out += [(name, p, m._modules[p]) for p in PROJECTIONS
+                if isinstance(m._modules.get(p), LoraLinear)]
+    return out
+
+
+def refuse_adapters(net: Any, doing: str) -> None:
+    """A NetworkError where the network holds adapters: a saved network's layers have no
+    place for them (the file would not load), so they are merged first, never dropped."""
+    found = adapters(net)
+    if found:
+        names = ", ".join(n + (f"/{p}" if p else "") for n, p, _ in found[:4])
+        more = f" and {len(found) - 4} more" if len(found) > 4 else ""
+        raise NetworkError(f"{doing}: the network has LoRA adapters ({names}{more}), which "
+                           "its saved layers have no place for. Call net.merge_lora() first "
+                           "to fold them into the weights.")
+
+
+def _plain(lora: LoraLinear) -> nn.Linear:
+    """A bare nn.Linear holding the adapter's weight and bias Parameters."""
+    lin = nn.Linear(lora.in_features, lora.out_features, bias=lora.bias is not None,
+                    device="meta")
+    lin.weight, lin.bias = lora.weight, lora.bias
+    lin.train(lora.training)
+    return lin
+
+
+def merge_lora(net: Any) -> List[Tuple[str, Optional[str]]]:
+    """Folds every adapter into its weight (W + scaling·B·A), removes the adapters and thaws
+    what add_lora froze. Returns the (layer, projection or None) merged."""
+    found = adapters(net)
+    if not found:
+        raise NetworkError("merge_lora: the network has no LoRA adapters. Add them with "
+                           "net.add_lora(targets) first.")
+    touched = set()
+    for name, proj, lora in found:
+        with torch.no_grad():
+            w = lora.weight
+            w.copy_((w.to(lora.delta().dtype) + lora.delta()).to(w.dtype))
+        _put(net, name, proj, _plain(lora))
+        touched.add(name)
+    for name in touched:                        # q|k|v back in one storage for one matmul
+        pack = getattr(net.layer_modules[name], "pack_qkv", None)
+        if pack is not None:
+            pack()
+    _thaw(net.__dict__.pop(_FROZEN, []))
+    return [(n, p) for n, p, _ in found]
+
+
+def _thaw(params: List[nn.Parameter]) -> None:
+    for p in params:
+        p.requires_grad_(True)

@@ -1,4 +1,4 @@
-"""LoRA adapters: `net.add_lora` (targets, freezing, every path)."""
+"""LoRA adapters: `net.add_lora` (targets, freezing, every path) and `net.merge_lora`."""
 import pytest
 import torch
 
@@ -203,3 +203,85 @@ def test_half_precision_base_gets_float32_adapters_and_runs():
     with torch.no_grad():
         y = net(ids)
     assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()
+
+
+# -- merge_lora ------------------------------------------------------------------------------
+def _adapted(seed=1):
+    net = _net()
+    net.add_lora(["h.*.attn/query", "h.*.attn/value", "h.*.mlp.c_fc", "lm_head"], rank=3,
+                 alpha=6)
+    _train_adapters(net, seed)
+    return net
+
+
+def test_merge_keeps_the_outputs_and_leaves_a_plain_network():
+    net, ids = _adapted(), _ids()
+    with torch.no_grad():
+        before = net(ids)
+        merged = net.merge_lora()
+        after = net(ids)
+    assert merged == [("h.0.attn", "query"), ("h.0.attn", "value"), ("h.0.mlp.c_fc", None),
+                      ("h.1.attn", "query"), ("h.1.attn", "value"), ("lm_head", None)]
+    torch.testing.assert_close(after, before, rtol=0, atol=1e-6)
+    assert (after - _net()(ids)).abs().max() > 1e-3         # the updates are in the weights
+    assert not any(isinstance(m, LoraLinear) for m in net.modules())
+    assert type(net.layer_modules["lm_head"]) is torch.nn.Linear
+    assert list(net.learnables) == list(_net().learnables)
+    assert all(p.requires_grad for p in net.parameters())   # what add_lora froze is thawed
+    assert net.layer_modules["h.0.attn"].fusable()          # one matmul for q|k|v again
+
+
+def test_merged_network_saves_and_loads_as_a_plain_one(tmp_path):
+    net, ids = _adapted(), _ids()
+    net.merge_lora()
+    net.save(tmp_path / "merged.attnlab")
+    back = al.load(tmp_path / "merged.attnlab").eval()
+    assert set(back.state_dict()) == set(_net().state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(back(ids), net(ids), rtol=0, atol=0)
+
+
+def test_merged_network_streams_as_its_forward():
+    net, ids = _adapted(), _ids(1, 5)
+    net.merge_lora()
+    with torch.no_grad():
+        full = net(ids)
+        s = net.stream()
+        steps = torch.cat([s.step(ids[:, i:i + 1]) for i in range(5)], dim=1)
+    torch.testing.assert_close(steps, full, rtol=0, atol=1e-5)
+
+
+def test_merge_without_adapters_is_refused():
+    with pytest.raises(al.NetworkError, match=r"no LoRA adapters.*add_lora"):
+        _net().merge_lora()
+
+
+def test_adapters_can_be_added_again_after_a_merge():
+    net = _adapted()
+    net.merge_lora()
+    assert net.add_lora("h.0.attn/query") == [("h.0.attn", "query")]
+    assert [n for n, p in net.learnables.items() if p.requires_grad] == \
+        ["h.0.attn/query.lora_A", "h.0.attn/query.lora_B"]
+
+
+def test_saving_with_adapters_is_refused_until_merged(tmp_path):
+    net = _adapted()
+    for save in (net.save, net.save_pretrained):
+        with pytest.raises(al.NetworkError, match=r"has LoRA adapters \(h\.0\.attn/query, "
+                                                  r"h\.0\.attn/value, h\.0\.mlp\.c_fc, h\.1\.attn/"
+                                                  r"query and 2 more\).*net\.merge_lora\(\)"):
+            save(tmp_path / "net.attnlab")
+    assert not (tmp_path / "net.attnlab").exists()
+
+
+def test_merge_of_a_bfloat16_base_keeps_its_dtype():
+    net, ids = _net(), _ids()
+    net.to(torch.bfloat16)
+    net.add_lora(["h.*.attn/value", "lm_head"], rank=2)
+    _train_adapters(net)
+    with torch.no_grad():
+        before = net(ids).float()
+        net.merge_lora()
+        after = net(ids).float()
+    assert net.layer_modules["lm_head"].weight.dtype == torch.bfloat16
+    assert (after - before).abs().max() <= 0.1 * before.abs().max()   # bf16 rounding of W+ΔW
