@@ -1,7 +1,8 @@
 """`al.train`: the epoch loop, with validation, early stopping, logging and checkpoints.
 
-The loop body per iteration is: gather the batch (index_select), `train_step`, append the
-step's device record, advance the progress bar. Everything that reads tensors on the host —
+The loop body per iteration is: gather the batch (index_select), its forward and backward
+(`accumulation_steps` of them), the update, append the step's device record, advance the
+progress bar. Everything that reads tensors on the host —
 logging, the divergence check, validation, checkpoints — happens at fixed iteration counts, the
 same on every process, so collectives under DDP stay in step.
 """
@@ -34,7 +35,8 @@ from .plots import Plotter
 from .progress import TensorBoard, describe_trainable, make_progress
 from .sampler import draw_epoch, usable
 from .state import State, restore, snapshot
-from .step import evaluate, train_step
+from .accumulation import Accumulation, steps_per_epoch
+from .step import backward, evaluate, update
 
 
 @dataclass
@@ -188,6 +190,7 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
     if pieces is not None:
         # iterations are pieces: the first epoch's count (the same every epoch where it matters)
         per_epoch = pieces.per_epoch(first, data) or per_epoch
+    per_epoch = steps_per_epoch(per_epoch, o.accumulation_steps)     # iterations: optimizer steps
     scheduler, unit = make_scheduler(opt, o, per_epoch)
     info = TrainingInfo()
     names = [col for h in heads for col, _, _ in h.metrics]
@@ -233,35 +236,51 @@ def _loop(r: Run, st: State) -> None:
     o, at, step, rep = r.o, r.place, r.optim, r.report
     rep.progress.start(o.max_epochs * r.feed.batches_per_epoch, o.max_epochs, st.iteration,
                        describe_trainable(r.net))
+    acc = Accumulation(o.accumulation_steps)
     while st.epoch < o.max_epochs and not st.stop_reason:
+        k = st.batch
         for k, whole in r.feed.data.batches(st.order, st.batch, at.d.rank, at.d.world, at.device):
             for batch, trains in _pieces(r, whole):
                 if not trains:
                     _advance(r, batch)
                     continue
-                lr = current_lr(step.opt)
                 try:
-                    record, denominators = train_step(step.fwd, batch, r.feed.heads, step.opt,
-                                                      step.clip, at.d.world, step.watch, at.d,
-                                                      at.cdev, step.amp, step.scaler)
+                    record, denominators = backward(step.fwd, batch, r.feed.heads, at.d.world,
+                                                    step.watch, at.d, at.cdev, step.amp,
+                                                    step.scaler, acc.scale)
                 except NonFinite as e:
-                    raise diverged(st.iteration + 1, st.epoch + 1, e.loss, lr, e.layer,
-                                   checked=True) from None
-                st.iteration += 1
-                st.batch = k + 1
-                if step.scheduler is not None and step.sched_unit == "iteration":
-                    step.scheduler.step()
-                rep.recorder.add(record, st.iteration, st.epoch + 1, lr, sum(batch.units.values()),
-                                 denominators)
-                rep.progress.advance(st.iteration, st.epoch)
-                _after_iteration(r, st)
+                    raise diverged(st.iteration + 1, st.epoch + 1, e.loss, current_lr(step.opt),
+                                   e.layer, checked=True) from None
+                acc.add(record, denominators, sum(batch.units.values()))
+                if acc.full:
+                    _step(r, st, acc, k)
                 if st.stop_reason:
                     break
             if st.stop_reason:
                 break
         if st.stop_reason:
             break
+        if acc.count:                 # the epoch's last, shorter group still steps
+            _step(r, st, acc, k)
+            if st.stop_reason:
+                break
         _end_epoch(r, st)
+
+
+def _step(r: Run, st: State, acc: Accumulation, k: int) -> None:
+    """One optimizer step on the micro-batches gathered: the update, the iteration count,
+    the schedule, the progress record, and what happens after an iteration."""
+    step, rep = r.optim, r.report
+    lr = current_lr(step.opt)
+    update(step.opt, step.clip, step.scaler, acc.correction)
+    record, denominators, units = acc.take()
+    st.iteration += 1
+    st.batch = k + 1
+    if step.scheduler is not None and step.sched_unit == "iteration":
+        step.scheduler.step()
+    rep.recorder.add(record, st.iteration, st.epoch + 1, lr, units, denominators)
+    rep.progress.advance(st.iteration, st.epoch)
+    _after_iteration(r, st)
 
 
 def _pieces(r: Run, batch):

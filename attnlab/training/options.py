@@ -94,6 +94,13 @@ class TrainingOptions:
     longest, then split along time into pieces of N steps trained in consecutive iterations,
     the LSTM/GRU state carried from one piece to the next and detached between them: truncated
     backpropagation through time). See `attnlab.training.pieces` for what a piece trains on.
+
+    Fine-tuning: `accumulation_steps` 1 (an int ≥ 1): N mini-batches (micro-batches) per
+    optimizer step, each loss scaled by 1/N, so that the gradient equals one batch N times as
+    large (each micro-batch's mean loss weighing 1/N; with `sequence_length` N, the pieces
+    count as micro-batches). Iterations, the learning-rate schedule, logging, validation and
+    checkpoints count optimizer steps. A last, shorter group at the end of an epoch (m < N
+    micro-batches) still steps, on the mean over its m micro-batches.
     """
 
     solver: str = "sgdm"
@@ -137,6 +144,7 @@ class TrainingOptions:
     compile: Any = False
     ignore_index: Optional[int] = -100
     sequence_length: Any = None
+    accumulation_steps: int = 1
 
     def __post_init__(self):
         _choice("solver", self.solver, SOLVERS)
@@ -148,7 +156,8 @@ class TrainingOptions:
         if not callable(self.learning_rate_schedule):
             _choice("learning_rate_schedule", self.learning_rate_schedule, SCHEDULES)
         for name in ("max_epochs", "batch_size", "validation_frequency", "verbose_frequency",
-                     "checkpoint_frequency", "checkpoint_keep", "learning_rate_drop_period"):
+                     "checkpoint_frequency", "checkpoint_keep", "learning_rate_drop_period",
+                     "accumulation_steps"):
             _positive_int(name, getattr(self, name))
         _positive_int("warmup_iterations", self.warmup_iterations, allow_zero=True)
         if self.validation_patience is not None:

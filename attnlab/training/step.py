@@ -64,6 +64,16 @@ def train_step(fwd, batch: Batch, heads: list, opt, clip, world: int, watch=None
     metric sums) and the metrics' denominators (host numbers). With `watch` (check_finite), a
     non-finite loss stops before the update. `amp`: the autocast context factory (mixed
     precision), `scaler`: fp16's GradScaler (it skips steps whose gradients overflowed)."""
+    record, denominators = backward(fwd, batch, heads, world, watch, d, cdev, amp, scaler)
+    update(opt, clip, scaler)
+    return record, denominators
+
+
+def backward(fwd, batch: Batch, heads: list, world: int, watch=None, d=None, cdev=None,
+             amp=None, scaler=None, scale: float = 1.0):
+    """Forward and backward of one (micro-)batch, its loss multiplied by `scale` (1/N when N
+    micro-batches make one step), the gradients added to those already there. Returns the
+    record and denominators as `train_step`; the record's loss is the batch's own, unscaled."""
     if watch is not None:
         watch.reset()
     if amp is None:
@@ -73,10 +83,23 @@ def train_step(fwd, batch: Batch, heads: list, opt, clip, world: int, watch=None
             outs, _ = fwd(batch.inputs)
         outs = float32(outs)
     total, parts, denominators = objective(outs, batch, heads)
-    loss = total * world if world > 1 else total
+    factor = world * scale
+    loss = total * factor if factor != 1 else total
     (loss if scaler is None else scaler.scale(loss)).backward()
     if watch is not None and d.any_(not bool(torch.isfinite(total.detach())), cdev):
         raise _located(watch, total)
+    record = torch.stack([total.detach(), *parts]) if parts else total.detach().reshape(1)
+    return record, denominators
+
+
+def update(opt, clip, scaler=None, correction: float = 1.0) -> None:
+    """The optimizer step on the gradients gathered, then the gradients cleared. `correction`
+    multiplies the gradients first (a last, shorter group of micro-batches: N / its length)."""
+    if correction != 1.0:
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad.mul_(correction)
     if scaler is None:
         if clip is not None:
             clip()
@@ -88,8 +111,6 @@ def train_step(fwd, batch: Batch, heads: list, opt, clip, world: int, watch=None
         scaler.step(opt)
         scaler.update()
     opt.zero_grad(set_to_none=True)
-    record = torch.stack([total.detach(), *parts]) if parts else total.detach().reshape(1)
-    return record, denominators
 
 
 def _evaluate_batch(net, batch: Batch, slots: list, sums: torch.Tensor, units: list) -> None:
