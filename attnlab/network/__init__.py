@@ -434,6 +434,16 @@ class Network(ModuleHost):
         from attnlab.network import lora
         return lora.merge_lora(self)
 
+    def save_adapter(self, path: str | os.PathLike) -> None:
+        """Writes the LoRA adapters in peft's layout (network/lora_files.py)."""
+        from attnlab.network import lora_files
+        lora_files.save_adapter(self, path)
+
+    def load_adapter(self, path: str | os.PathLike) -> list[tuple[str, str | None]]:
+        """Adds the LoRA adapter peft saved in `path` (network/lora_files.py)."""
+        from attnlab.network import lora_files
+        return lora_files.load_adapter(self, path)
+
     def stream(self, static_inputs: dict[str, Any] | None = None, **kw: Any) -> Stream:
         """Step-wise execution (Trax `mode='predict'`): `s.step(x)` takes the next t ≥ 1 steps of
         the streamed inputs and returns exactly what the full forward gives at those steps."""

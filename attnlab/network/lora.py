@@ -137,13 +137,18 @@ def resolve(net: Any, targets: Any) -> List[Tuple[str, Optional[str]]]:
     found: List[Tuple[str, Optional[str]]] = []
     for pattern in _patterns(targets):
         found += [t for t in _resolve_one(net, pattern) if t not in found]
+    refuse_adapted(net, found, "add_lora")
+    order = {n: i for i, n in enumerate(net._layers)}
+    return sorted(found, key=lambda t: (order[t[0]], PROJECTIONS.index(t[1]) if t[1] else -1))
+
+
+def refuse_adapted(net: Any, found: List[Tuple[str, Optional[str]]], doing: str) -> None:
+    """An ArgumentError where one of `found` already has an adapter."""
     for name, proj in found:
         if isinstance(_linear_at(net, name, proj), LoraLinear):
             where = name + (f"/{proj}" if proj else "")
-            raise ArgumentError(f"add_lora: '{where}' already has a LoRA adapter. Call "
+            raise ArgumentError(f"{doing}: '{where}' already has a LoRA adapter. Call "
                                 "merge_lora() first to fold it in, then add new ones.")
-    order = {n: i for i, n in enumerate(net._layers)}
-    return sorted(found, key=lambda t: (order[t[0]], PROJECTIONS.index(t[1]) if t[1] else -1))
 
 
 def _linear_at(net: Any, name: str, proj: Optional[str]) -> nn.Linear:
@@ -174,6 +179,14 @@ def add_lora(net: Any, targets: Any, rank: int = 8, alpha: float = 16,
     _check_numbers(rank, alpha, dropout)
     _built(net)
     found = resolve(net, targets)
+    adapt(net, found, rank, alpha, dropout)
+    return found
+
+
+def adapt(net: Any, found: List[Tuple[str, Optional[str]]], rank: int, alpha: float,
+          dropout: float) -> None:
+    """Puts an adapter on each (layer, projection) of `found` (resolved: linear maps without
+    one) and freezes everything else."""
     froze = net.__dict__.setdefault(_FROZEN, [])
     held = {id(p) for _, _, m in adapters(net) for p in (m.lora_A, m.lora_B)}
     for p in net.parameters():                  # everything but the adapters stops learning
@@ -183,7 +196,6 @@ def add_lora(net: Any, targets: Any, rank: int = 8, alpha: float = 16,
     for name, proj in found:
         _put(net, name, proj, LoraLinear(_linear_at(net, name, proj), rank, alpha,
                                          float(dropout)))
-    return found
 
 
 def adapters(net: Any) -> List[Tuple[str, Optional[str], LoraLinear]]:

@@ -1,0 +1,133 @@
+"""LoRA adapters in peft's layout: `net.save_adapter` read by peft on the Hugging Face model,
+and `net.load_adapter` reading what peft saved."""
+import json
+
+import pytest
+import torch
+
+import attnlab as al
+from attnlab import layers as L
+from pretrained_helpers import quiet_transformers, relative_difference, save_checkpoint
+
+transformers = pytest.importorskip("transformers")
+peft = pytest.importorskip("peft")
+quiet_transformers()
+VOCAB = 50
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2,
+                                   vocab_size=VOCAB, tie_word_embeddings=False)
+    return save_checkpoint(transformers.LlamaForCausalLM(cfg), tmp_path_factory.mktemp("llama"))
+
+
+def _ids():
+    return torch.randint(0, VOCAB, (2, 7), generator=torch.Generator().manual_seed(0))
+
+
+def _random_b(modules, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in modules:
+            if "lora_B" in name:
+                p.copy_(torch.randn(p.shape, generator=g) * 0.1)
+
+
+def test_saved_adapter_gives_peft_the_same_outputs(llama, tmp_path):
+    folder = llama
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    with torch.no_grad():
+        plain = hf(input_ids=_ids()).logits
+    net = al.from_pretrained(folder).eval()
+    net.add_lora(["layers.*.self_attn/query", "layers.*.self_attn/value",
+                  "layers.*.mlp.down_proj"], rank=4, alpha=8)
+    _random_b(net.named_parameters())
+    net.save_adapter(tmp_path / "adapter")
+    config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert config["peft_type"] == "LORA" and config["r"] == 4 and config["lora_alpha"] == 8
+    assert "model.layers.0.self_attn.q_proj" in config["target_modules"]
+    from safetensors.torch import load_file
+    keys = load_file(str(tmp_path / "adapter" / "adapter_model.safetensors"))
+    assert "base_model.model.model.layers.1.mlp.down_proj.lora_B.weight" in keys
+    theirs = peft.PeftModel.from_pretrained(hf, tmp_path / "adapter").eval()
+    with torch.no_grad():
+        ours, ref = net(input_ids=_ids()), theirs(input_ids=_ids()).logits
+    assert relative_difference(ours, plain) > 1e-3      # the adapters are on both paths
+    assert relative_difference(ours, ref) <= 1e-4
+
+
+def test_adapter_saved_by_peft_loads_with_the_same_outputs(llama, tmp_path):
+    folder = llama
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    cfg = peft.LoraConfig(r=2, lora_alpha=6, target_modules=["k_proj", "o_proj", "down_proj"])
+    model = peft.get_peft_model(hf, cfg)
+    _random_b(model.named_parameters(), seed=2)
+    model.save_pretrained(tmp_path / "from_peft")
+    net = al.from_pretrained(folder).eval()
+    with torch.no_grad():
+        plain = net(input_ids=_ids())
+    got = net.load_adapter(tmp_path / "from_peft")
+    assert got == [("layers.0.self_attn", "key"), ("layers.0.self_attn", "output"),
+                   ("layers.0.mlp.down_proj", None), ("layers.1.self_attn", "key"),
+                   ("layers.1.self_attn", "output"), ("layers.1.mlp.down_proj", None)]
+    with torch.no_grad():
+        ours, ref = net(input_ids=_ids()), model(input_ids=_ids()).logits
+    assert relative_difference(ours, plain) > 1e-3
+    assert relative_difference(ours, ref) <= 1e-4
+
+
+def test_save_then_load_round_trips_on_a_plain_network(tmp_path):
+    def make():
+        torch.manual_seed(0)
+        return al.Network([L.SequenceInput(8, name="x"),
+                           L.SelfAttention(2, 8, name="att"), L.Dense(3, name="fc")]).eval()
+    net, x = make(), torch.randn(2, 4, 8)
+    net.add_lora(["att/query", "fc"], rank=2, alpha=4)
+    _random_b(net.named_parameters())
+    net.save_adapter(tmp_path / "a")
+    config = json.loads((tmp_path / "a" / "adapter_config.json").read_text())
+    assert config["target_modules"] == ["layer_modules.att.query", "layer_modules.fc"]
+    back = make()
+    assert back.load_adapter(tmp_path / "a") == [("att", "query"), ("fc", None)]
+    with torch.no_grad():
+        torch.testing.assert_close(back(x), net(x), rtol=0, atol=0)
+
+
+def test_fused_qkv_of_gpt2_is_refused_by_name(tmp_path):
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=VOCAB,
+                                  n_positions=16)
+    folder = save_checkpoint(transformers.GPT2LMHeadModel(cfg), tmp_path / "gpt2")
+    net = al.from_pretrained(folder)
+    net.add_lora("h.*.attn/query")
+    with pytest.raises(al.NetworkError, match=r"'h\.0\.attn/query' is one part of a tensor "
+                                              r"that holds several.*c_attn"):
+        net.save_adapter(tmp_path / "a")
+    assert not (tmp_path / "a").exists()
+
+
+def test_adapter_for_another_model_is_refused_and_changes_nothing(llama, tmp_path):
+    folder = llama
+    net = al.from_pretrained(folder)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "adapter_config.json").write_text(json.dumps(
+        {"peft_type": "LORA", "r": 2, "lora_alpha": 4, "target_modules": ["c_attn"]}))
+    from safetensors.torch import save_file
+    save_file({"base_model.model.transformer.h.0.attn.c_attn.lora_A.weight": torch.zeros(2, 32),
+               "base_model.model.transformer.h.0.attn.c_attn.lora_B.weight": torch.zeros(96, 2)},
+              str(tmp_path / "a" / "adapter_model.safetensors"))
+    with pytest.raises(al.DataError, match=r"'base_model\.model\.transformer\.h\.0\.attn\.c_attn"
+                                           r"\.lora_A\.weight' names no linear map"):
+        net.load_adapter(tmp_path / "a")
+    assert all(p.requires_grad for p in net.parameters())
+
+
+def test_dora_is_refused(tmp_path):
+    (tmp_path / "adapter_config.json").write_text(json.dumps(
+        {"peft_type": "LORA", "r": 2, "lora_alpha": 4, "use_dora": True}))
+    net = al.Network([L.SequenceInput(4, name="x"), L.Dense(3, name="fc")])
+    with pytest.raises(al.DataError, match=r"use_dora=True.*plain LoRA"):
+        net.load_adapter(tmp_path)
