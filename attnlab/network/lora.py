@@ -99,10 +99,10 @@ def _patterns(targets: Any) -> List[str]:
 
 def _adaptable(module: nn.Module, projection: Optional[str]) -> Optional[nn.Module]:
     """The linear map a target names in `module`, or None where it has none."""
-    if projection is None:
-        return module if isinstance(module, nn.Linear) else None
-    child = module._modules.get(projection)
-    return child if isinstance(child, nn.Linear) else None
+    found = module if projection is None else module._modules.get(projection)
+    # a bare Linear (or one adapted already, refused later by name); a subclass computes
+    # something else around its matmul (a Dense on images flattens first): not ours to wrap
+    return found if type(found) is nn.Linear or isinstance(found, LoraLinear) else None
 
 
 def _resolve_one(net: Any, pattern: str) -> List[Tuple[str, Optional[str]]]:
@@ -124,8 +124,8 @@ def _resolve_one(net: Any, pattern: str) -> List[Tuple[str, Optional[str]]]:
     if not found:
         kinds = ", ".join(f"'{n}' ({type(net._layers[n]).__name__})" for n in matched[:5])
         what = f"a '{projection}' projection" if projection else \
-            "a linear map of its own (a Dense layer; name an attention layer's projection " \
-            "after '/', e.g. 'attn/query')"
+            "a plain linear map of its own (a Dense layer on B×C or B×T×C inputs; name an " \
+            "attention layer's projection after '/', e.g. 'attn/query')"
         raise ArgumentError(f"add_lora: target '{pattern}' matches {kinds}"
                             f"{' …' if len(matched) > 5 else ''}, none of which has {what}.")
     return found

@@ -90,6 +90,15 @@ def test_targets_without_a_linear_map_are_refused(target, message):
         _net().add_lora(target)
 
 
+def test_a_dense_layer_that_flattens_images_is_refused():
+    net = al.Network([L.ImageInput((2, 3, 3), name="img"), L.Dense(4, name="fc")])
+    with pytest.raises(al.ArgumentError, match=r"'fc' \(Dense\), none of which has a plain "
+                                               r"linear map.*B×C or B×T×C"):
+        net.add_lora("fc")
+    x = torch.randn(2, 2, 3, 3)
+    assert net(x).shape == (2, 4)                           # untouched, still flattening
+
+
 @pytest.mark.parametrize("kw, message", [
     (dict(rank=0), "rank must be a positive int, received 0"),
     (dict(alpha=float("nan")), "alpha must be a positive finite number"),
