@@ -102,17 +102,21 @@ class Forward(nn.Module):
     """The network's masked forward as a module, so DDP can wrap it: inputs dict → (outputs,
     masks), each a dict by output name."""
 
-    def __init__(self, net):
+    def __init__(self, net, run=None):
         super().__init__()
         self.net = net
+        self.run = run          # another way to the same outputs (activation checkpointing)
 
     def forward(self, inputs: dict):
+        if self.run is not None:
+            return self.run(inputs)
         return self.net.forward_with_masks(inputs)
 
 
-def wrap(net, d: Dist, device: torch.device) -> nn.Module:
-    """The module the loop calls: DDP around the forward under torchrun, else the forward."""
-    fwd = Forward(net)
+def wrap(net, d: Dist, device: torch.device, run=None) -> nn.Module:
+    """The module the loop calls: DDP around the forward under torchrun, else the forward.
+    `run`: inputs → (outputs, masks) used instead of the network's own forward."""
+    fwd = Forward(net, run)
     if not d.active:
         return fwd
     from torch.nn.parallel import DistributedDataParallel as DDP

@@ -36,6 +36,7 @@ from .progress import TensorBoard, describe_trainable, make_progress
 from .sampler import draw_epoch, usable
 from .state import State, restore, snapshot
 from .accumulation import Accumulation, steps_per_epoch
+from .checkpointing import checkpointed
 from .step import backward, evaluate, update
 
 
@@ -204,7 +205,8 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
         _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler, per_epoch)
     plot_path = _plot_path(o) if o.plots == "training-progress" and d.main else None
     info.plot_file = str(plot_path) if plot_path else None
-    fwd = maybe_compile(dd.wrap(net, d, device), o.compile, device, "training")
+    recompute = checkpointed(net) if o.checkpoint_activations else None
+    fwd = maybe_compile(dd.wrap(net, d, device, recompute), o.compile, device, "training")
     run = Run(net, o, Placement(d, device, cdev),
               Feed(data, val, heads, per_epoch, generator, pieces),
               Optimisation(fwd, opt, scheduler, unit, clipper(params, o),

@@ -101,6 +101,11 @@ class TrainingOptions:
     count as micro-batches). Iterations, the learning-rate schedule, logging, validation and
     checkpoints count optimizer steps. A last, shorter group at the end of an epoch (m < N
     micro-batches) still steps, on the mean over its m micro-batches.
+    `checkpoint_activations` False: True recomputes each block's activations in the backward
+    pass instead of keeping them (torch.utils.checkpoint, non-reentrant): less memory, about
+    one more forward of time, the same gradients. A block is a nested network or the layers of
+    one numbered prefix ("h.0.*", "model.layers.3.*", as from_pretrained names them); a
+    network with neither is refused. See `attnlab.training.checkpointing`.
     """
 
     solver: str = "sgdm"
@@ -145,6 +150,7 @@ class TrainingOptions:
     ignore_index: Optional[int] = -100
     sequence_length: Any = None
     accumulation_steps: int = 1
+    checkpoint_activations: bool = False
 
     def __post_init__(self):
         _choice("solver", self.solver, SOLVERS)
@@ -178,7 +184,8 @@ class TrainingOptions:
         _in_range("learning_rate_drop_factor", self.learning_rate_drop_factor, 0, 1,
                   "in [0, 1], e.g. 0.1 (the rate is multiplied by it every drop period)")
         _in_range("warmup_fraction", self.warmup_fraction, 0, 1, "in [0, 1], e.g. 0.01")
-        for name in ("sort_by_length", "verbose", "resume", "check_finite"):
+        for name in ("sort_by_length", "verbose", "resume", "check_finite",
+                     "checkpoint_activations"):
             if not isinstance(getattr(self, name), bool):
                 raise ArgumentError(f"TrainingOptions {name} must be True or False, got "
                                     f"{getattr(self, name)!r}")
