@@ -124,3 +124,25 @@ def test_a_network_without_blocks_is_refused_and_the_option_is_a_bool():
                  al.TrainingOptions(max_epochs=1, verbose=False, checkpoint_activations=True))
     with pytest.raises(al.ArgumentError, match="checkpoint_activations must be True or False"):
         al.TrainingOptions(checkpoint_activations=1)
+
+
+def _hf_batch():
+    ids = torch.tensor([[3, 4, 5, 6, 7, 8], [9, 10, 11, 12, 0, 0]])
+    mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]])
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[0, 2] = -100
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_a_causal_lm_hugging_face_batch_trains_on_transformers_loss(gpt2, checkpoint):
+    """labels shifted by one inside, -100 ignored: the first step's loss is transformers'
+    model(input_ids, attention_mask=…, labels=…).loss, with and without checkpointing."""
+    model = transformers.GPT2LMHeadModel.from_pretrained(gpt2).eval()
+    batch = _hf_batch()
+    with torch.no_grad():
+        theirs = float(model(**batch).loss)
+    o = al.TrainingOptions(max_epochs=1, batch_size=2, shuffle="never", verbose=False,
+                           checkpoint_activations=checkpoint)
+    ours = al.train(al.from_pretrained(gpt2), batch, options=o).iterations["loss"][0]
+    assert abs(ours - theirs) <= 1e-6, (ours, theirs)
