@@ -58,22 +58,14 @@ def float32(outs: dict) -> dict:
 _HALF = (torch.float16, torch.bfloat16)
 
 
-def train_step(fwd, batch: Batch, heads: list, opt, clip, world: int, watch=None, d=None,
-               cdev=None, amp=None, scaler=None):
-    """Forward, backward, update. Returns the step's record (device tensor: the loss part, raw
-    metric sums) and the metrics' denominators (host numbers). With `watch` (check_finite), a
-    non-finite loss stops before the update. `amp`: the autocast context factory (mixed
-    precision), `scaler`: fp16's GradScaler (it skips steps whose gradients overflowed)."""
-    record, denominators = backward(fwd, batch, heads, world, watch, d, cdev, amp, scaler)
-    update(opt, clip, scaler)
-    return record, denominators
-
-
 def backward(fwd, batch: Batch, heads: list, world: int, watch=None, d=None, cdev=None,
              amp=None, scaler=None, scale: float = 1.0):
     """Forward and backward of one (micro-)batch, its loss multiplied by `scale` (1/N when N
     micro-batches make one step), the gradients added to those already there. Returns the
-    record and denominators as `train_step`; the record's loss is the batch's own, unscaled."""
+    record (device tensor: the batch's own loss, unscaled, and its raw metric sums) and the
+    metrics' denominators (host numbers). With `watch` (check_finite), a non-finite loss stops
+    before any update. `amp`: the autocast context factory (mixed precision), `scaler`: fp16's
+    GradScaler (it skips steps whose gradients overflowed)."""
     if watch is not None:
         watch.reset()
     if amp is None:
