@@ -225,6 +225,21 @@ def refuse_adapters(net: Any, doing: str) -> None:
                            "to fold them into the weights.")
 
 
+def _refuse_tied(net: Any, found: List[Tuple[str, Optional[str], LoraLinear]]) -> None:
+    """A NetworkError, before any change, where an adapted weight is shared with another
+    learnable (an output projection tied to the embedding): folding the update into it would
+    change the other too."""
+    uses: dict = {}
+    for _, p in net.named_parameters(remove_duplicate=False):
+        uses[id(p)] = uses.get(id(p), 0) + 1
+    tied = [n + (f"/{p}" if p else "") for n, p, m in found if uses.get(id(m.weight), 0) > 1]
+    if tied:
+        raise NetworkError(f"merge_lora: the weight of {', '.join(tied)} is tied to another "
+                           "learnable (e.g. the embedding), which a merge would change as well. "
+                           "Keep the adapter unmerged (net.save_adapter), or adapt layers whose "
+                           "weights are their own.")
+
+
 def _plain(lora: LoraLinear) -> nn.Linear:
     """A bare nn.Linear holding the adapter's weight and bias Parameters."""
     lin = nn.Linear(lora.in_features, lora.out_features, bias=lora.bias is not None,
@@ -241,6 +256,7 @@ def merge_lora(net: Any) -> List[Tuple[str, Optional[str]]]:
     if not found:
         raise NetworkError("merge_lora: the network has no LoRA adapters. Add them with "
                            "net.add_lora(targets) first.")
+    _refuse_tied(net, found)
     touched = set()
     for name, proj, lora in found:
         with torch.no_grad():

@@ -131,3 +131,21 @@ def test_dora_is_refused(tmp_path):
     net = al.Network([L.SequenceInput(4, name="x"), L.Dense(3, name="fc")])
     with pytest.raises(al.DataError, match=r"use_dora=True.*plain LoRA"):
         net.load_adapter(tmp_path)
+
+
+def test_merging_an_adapter_on_a_tied_weight_is_refused(tmp_path):
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=VOCAB,
+                                  n_positions=16)
+    net = al.from_pretrained(save_checkpoint(transformers.GPT2LMHeadModel(cfg), tmp_path))
+    assert net.analyze().shared == {"lm_head/weight": "wte/weight"}
+    net.add_lora(["h.0.attn/query", "lm_head"], rank=2)
+    with torch.no_grad():
+        net.layer_modules["lm_head"].lora_B.fill_(0.1)
+    before = {n: p.detach().clone() for n, p in net.learnables.items()}
+    with pytest.raises(al.NetworkError, match=r"merge_lora: the weight of lm_head is tied to "
+                                              r"another learnable"):
+        net.merge_lora()
+    assert all(torch.equal(net.learnables[n], v) for n, v in before.items())
+    assert "lm_head/lora_A" in net.learnables and "h.0.attn/query.lora_B" in net.learnables
+
