@@ -6,6 +6,10 @@ adapter_model.safetensors with "base_model.model.<module>.lora_A.weight" (r×in)
 `al.from_pretrained` (read from its family's weight table), so that peft puts the adapter on
 the Hugging Face model; for any other network it is the attnlab module path
 ("layer_modules.h.0.attn.query"), the name `peft.get_peft_model` sees on the network itself.
+Where one Hugging Face weight holds several of attnlab's maps (GPT-2's c_attn: q|k|v), the
+adapters of its k adapted parts are written as one of rank k·r (A stacked, B block-diagonal,
+alpha k·alpha: the same update), and one read back gives each part the module's A and its
+own rows of B.
 """
 from __future__ import annotations
 
@@ -40,40 +44,65 @@ def _shown(target: Target) -> str:
     return target[0] + (f"/{target[1]}" if target[1] else "")
 
 
-def _pretrained_table(net: Any) -> Optional[Dict[str, str]]:
-    """learnable weight name → its Hugging Face module, for a from_pretrained network (None
-    otherwise); a tensor split into several learnables maps each to '' (adapted whole)."""
+Place = Tuple[str, Tuple[str, ...]]      # a module's name and the learnables its weight holds
+
+
+def _pretrained_table(net: Any) -> Optional[Dict[str, Place]]:
+    """learnable weight name → (its Hugging Face module, the learnables that module's weight
+    holds: several where one tensor is split, as GPT-2's c_attn into q, k, v), for a
+    from_pretrained network; None for any other."""
     pre = importlib.import_module(_PRETRAINED)
     meta = net.metadata.get(pre.META_KEY)
     if not isinstance(meta, dict) or "config" not in meta:
         return None
     layout = importlib.import_module(_LAYOUT).Layout.of(net, meta, pre.family)
-    out: Dict[str, str] = {}
+    out: Dict[str, Place] = {}
     for w in layout.family.weights(layout.cfg, layout.architecture):
-        for name in w.learnables:
-            whole = len(w.learnables) == 1 and w.name.endswith(".weight") and not w.reshape \
-                and not w.interleave
-            out[name] = w.name[:-len(".weight")] if whole else ""
+        if w.name.endswith(".weight") and not w.reshape and not w.interleave:
+            for name in w.learnables:
+                out[name] = (w.name[:-len(".weight")], tuple(w.learnables))
     return out
 
 
-def module_names(net: Any, targets: List[Target]) -> Dict[Target, str]:
-    """Each adapted (layer, projection) → the module name peft knows it by."""
+def _own_name(t: Target) -> str:
+    return ".".join(("layer_modules",) + module_path(t[0]) + ((t[1],) if t[1] else ()))
+
+
+def module_names(net: Any, targets: List[Target]) -> Dict[Target, Place]:
+    """Each adapted (layer, projection) → where peft knows it: (module, its learnables)."""
     table = _pretrained_table(net)
-    out = {}
+    out: Dict[Target, Place] = {}
     for t in targets:
         if table is None:
-            out[t] = ".".join(("layer_modules",) + module_path(t[0]) + ((t[1],) if t[1] else ()))
+            out[t] = (_own_name(t), (_learnable(t),))
             continue
-        hf = table.get(_learnable(t))
-        if not hf:
-            why = "is one part of a tensor that holds several (as GPT-2's c_attn holds q, k and " \
-                  "v), which peft adapts whole" if hf == "" else "has no Hugging Face module"
-            raise NetworkError(f"save_adapter: '{_shown(t)}' {why}, so peft's layout cannot say "
-                               "its adapter. Adapt layers that are one Hugging Face Linear each "
-                               "(e.g. Llama's q_proj, v_proj, a Dense layer).")
-        out[t] = hf
+        place = table.get(_learnable(t))
+        if place is None:
+            raise NetworkError(f"save_adapter: '{_shown(t)}' has no Hugging Face module, so "
+                               "peft's layout cannot say its adapter. Adapt layers that are a "
+                               "Hugging Face Linear (e.g. Llama's q_proj, a Dense layer).")
+        out[t] = place
     return out
+
+
+def _module_tensors(net: Any, parts: Tuple[str, ...], held: Dict[str, Any]) -> Tuple[
+        torch.Tensor, torch.Tensor, int]:
+    """lora_A and lora_B of one Hugging Face module from the adapters on its parts: for a
+    split tensor (q|k|v) the adapters' A stacked and their B placed block-diagonally in the
+    rows of their parts, rank k·r for k adapted parts: the same update, exactly."""
+    loras = [held[p] for p in parts if p in held]
+    if len(parts) == 1:
+        return loras[0].lora_A.detach(), loras[0].lora_B.detach(), loras[0].rank
+    rows = [net.learnables[p].shape[0] for p in parts]
+    r = loras[0].rank
+    a = torch.cat([m.lora_A.detach() for m in loras])
+    b = a.new_zeros(sum(rows), r * len(loras))
+    slot = 0
+    for part, start, n in zip(parts, [sum(rows[:i]) for i in range(len(rows))], rows):
+        if part in held:
+            b[start:start + n, slot * r:(slot + 1) * r] = held[part].lora_B.detach()
+            slot += 1
+    return a, b, r * len(loras)
 
 
 def _one(values: set, what: str) -> Any:
@@ -90,19 +119,32 @@ def save_adapter(net: Any, path: str | os.PathLike) -> None:
     if not found:
         raise NetworkError("save_adapter: the network has no LoRA adapters. Add them with "
                            "net.add_lora(targets) first.")
-    names = module_names(net, [(n, p) for n, p, _ in found])
+    places = module_names(net, [(n, p) for n, p, _ in found])
     mods = [m for _, _, m in found]
     rank = _one({m.rank for m in mods}, "ranks")
     alpha = _one({m.alpha for m in mods}, "alphas")
     drops = {m.lora_dropout.p if isinstance(m.lora_dropout, torch.nn.Dropout) else 0.0
              for m in mods}
-    tensors = {}
-    for (n, p, m) in found:
-        key = PREFIX + names[(n, p)]
-        tensors[key + ".lora_A.weight"] = m.lora_A.detach().cpu().contiguous()
-        tensors[key + ".lora_B.weight"] = m.lora_B.detach().cpu().contiguous()
-    config = _config(net, rank, alpha, _one(drops, "dropouts"), sorted(set(names.values())))
+    held = {_learnable((n, p)): m for n, p, m in found}
+    tensors, ranks = {}, {}
+    for module, parts in sorted(set(places.values())):
+        a, b, ranks[module] = _module_tensors(net, parts, held)
+        tensors[PREFIX + module + ".lora_A.weight"] = a.cpu().contiguous()
+        tensors[PREFIX + module + ".lora_B.weight"] = b.cpu().contiguous()
+    # one rank in the config; a module of k adapted parts has rank k·r and alpha k·alpha
+    # (the same scaling), said per module where it differs
+    common = max(set(ranks.values()), key=list(ranks.values()).count)
+    config = _config(net, common, _exact(alpha * common / rank), _one(drops, "dropouts"),
+                     sorted(ranks))
+    config["rank_pattern"] = {m: k for m, k in ranks.items() if k != common}
+    config["alpha_pattern"] = {m: _exact(alpha * k / rank) for m, k in ranks.items()
+                               if k != common}
     _write(Path(path), config, tensors)
+
+
+def _exact(x: float) -> float:
+    """An int where the value is one (as peft writes lora_alpha), else the float."""
+    return int(x) if float(x).is_integer() else x
 
 
 def _config(net: Any, rank: int, alpha: float, dropout: float, modules: List[str]) -> dict:
@@ -128,7 +170,7 @@ def _write(folder: Path, config: dict, tensors: Dict[str, torch.Tensor]) -> None
 
 # -- loading ------------------------------------------------------------------------------------
 _UNSUPPORTED: Tuple[Tuple[str, Any], ...] = (("use_dora", False), ("use_rslora", False), ("bias", "none"),
-                ("modules_to_save", None), ("rank_pattern", {}), ("alpha_pattern", {}))
+                ("modules_to_save", None))
 
 
 def _read_config(folder: Path) -> dict:
@@ -149,68 +191,106 @@ def _read_config(folder: Path) -> dict:
     return config
 
 
-def _by_module(net: Any, tensors: Dict[str, torch.Tensor]) -> Dict[str, Target]:
-    """The file's modules → the (layer, projection) of this network that peft names so."""
+Slot = Tuple[Target, int, int]        # an adapted map, its first row in the module, its rows
+
+
+def _by_module(net: Any) -> Dict[str, List[Slot]]:
+    """Module names peft may use → the (layer, projection) maps of this network whose weights
+    the module's weight holds, each with its rows there (several for GPT-2's c_attn)."""
     candidates: List[Target] = []
     for name in net._layers:
         if name not in net.layer_modules:
             continue
         m = net.layer_modules[name]
-        if isinstance(m, torch.nn.Linear):
+        if type(m) is torch.nn.Linear:
             candidates.append((name, None))
         candidates += [(name, p) for p in lora.PROJECTIONS
-                       if isinstance(m._modules.get(p), torch.nn.Linear)]
+                       if type(m._modules.get(p)) is torch.nn.Linear]
     table = _pretrained_table(net)
-    by: Dict[str, Target] = {}
+    params = net.learnables
+    by: Dict[str, List[Slot]] = {}
     for t in candidates:
-        hf = (table or {}).get(_learnable(t)) if table is not None else \
-            ".".join(("layer_modules",) + module_path(t[0]) + ((t[1],) if t[1] else ()))
-        if hf:
-            by[hf] = t
+        module, parts = (_own_name(t), (_learnable(t),)) if table is None else \
+            table.get(_learnable(t), ("", ()))
+        if module and all(p in params for p in parts):
+            rows = [params[p].shape[0] for p in parts]
+            k = parts.index(_learnable(t))
+            by.setdefault(module, []).append((t, sum(rows[:k]), rows[k]))
     return by
 
 
-def load_adapter(net: Any, path: str | os.PathLike) -> List[Target]:
-    """Reads a LoRA adapter that peft saved (for the Hugging Face model of a from_pretrained
-    network, or for this network) and adds it; returns the (layer, projection) adapted."""
+def _numbers(config: dict, modules: List[str]) -> Dict[str, Tuple[Any, Any]]:
+    """(rank, alpha) of each module: the config's, or its rank_pattern / alpha_pattern entry
+    (read by exact module name; peft's regular-expression keys otherwise are refused)."""
+    out = {}
+    for key in ("rank_pattern", "alpha_pattern"):
+        odd = [k for k in (config.get(key) or {}) if k not in modules]
+        if odd:
+            raise DataError(f"load_adapter: {CONFIG}'s {key} names {odd[0]!r}, not a module of "
+                            "the adapter; attnlab reads these keys as exact module names.")
+    for m in modules:
+        out[m] = ((config.get("rank_pattern") or {}).get(m, config.get("r")),
+                  (config.get("alpha_pattern") or {}).get(m, config.get("lora_alpha")))
+        lora._check_numbers(*out[m], config.get("lora_dropout") or 0.0)
+    return out
+
+
+def _read_tensors(folder: Path, by: Dict[str, List[Slot]]) -> Dict[str, Dict[str, torch.Tensor]]:
     from safetensors.torch import load_file
-    folder = Path(path)
-    config = _read_config(folder)
-    rank: Any = config.get("r")
-    alpha: Any = config.get("lora_alpha")
-    lora._check_numbers(rank, alpha, config.get("lora_dropout") or 0.0)
     try:
         tensors = load_file(str(folder / WEIGHTS))
     except (OSError, ValueError, RuntimeError) as e:
         raise DataError(f"load_adapter: cannot read {folder / WEIGHTS}: {e}.") from None
-    lora._built(net)
-    by = _by_module(net, tensors)
-    found: Dict[Target, Dict[str, torch.Tensor]] = {}
+    found: Dict[str, Dict[str, torch.Tensor]] = {}
     for key, value in tensors.items():
         module, _, part = key[len(PREFIX):].rpartition(".lora_")
         if not key.startswith(PREFIX) or part not in ("A.weight", "B.weight") or module not in by:
             raise DataError(f"load_adapter: the tensor '{key}' names no linear map of this "
                             "network that an adapter can sit on. The adapter was saved for "
-                            "another model, or adapts a layer attnlab holds fused.")
-        found.setdefault(by[module], {})[part[0]] = value
-    targets = sorted(found, key=lambda t: (list(net._layers).index(t[0]), str(t[1])))
-    lora.refuse_adapted(net, targets, "load_adapter")
-    for t in targets:                            # every shape checked before any change
-        _check_shapes(net, t, found[t], rank)
-    lora.adapt(net, targets, rank, alpha, float(config.get("lora_dropout") or 0.0))
-    for t in targets:
+                            "another model.")
+        found.setdefault(module, {})[part[0]] = value
+    return found
+
+
+def load_adapter(net: Any, path: str | os.PathLike) -> List[Target]:
+    """Reads a LoRA adapter that peft saved (for the Hugging Face model of a from_pretrained
+    network, or for this network) and adds it; returns the (layer, projection) adapted. A
+    module whose weight holds several maps (GPT-2's c_attn: q|k|v) gives each an adapter with
+    the module's A and its own rows of B: the same update, exactly."""
+    folder = Path(path)
+    config = _read_config(folder)
+    lora._built(net)
+    by = _by_module(net)
+    found = _read_tensors(folder, by)
+    numbers = _numbers(config, sorted(found))
+    plan: List[Tuple[Target, Any, Any, torch.Tensor, torch.Tensor]] = []
+    for module, parts in sorted(found.items()):  # every shape checked before any change
+        r, alpha = numbers[module]
+        _check_shapes(module, by[module], parts, r, net)
+        plan += [(t, r, alpha, parts["A"], parts["B"][start:start + n])
+                 for t, start, n in by[module]]
+    order = list(net._layers)
+    plan.sort(key=lambda e: (order.index(e[0][0]),
+                             lora.PROJECTIONS.index(e[0][1]) if e[0][1] else -1))
+    lora.refuse_adapted(net, [e[0] for e in plan], "load_adapter")
+    dropout = float(config.get("lora_dropout") or 0.0)
+    for r, alpha in sorted({(e[1], e[2]) for e in plan}):
+        lora.adapt(net, [e[0] for e in plan if (e[1], e[2]) == (r, alpha)], r, alpha, dropout)
+    for t, _, _, a, b in plan:
         m = cast(lora.LoraLinear, lora._linear_at(net, *t))
         with torch.no_grad():
-            m.lora_A.copy_(found[t]["A"])
-            m.lora_B.copy_(found[t]["B"])
-    return targets
+            m.lora_A.copy_(a)
+            m.lora_B.copy_(b)
+    return [e[0] for e in plan]
 
 
-def _check_shapes(net: Any, t: Target, parts: Dict[str, torch.Tensor], rank: int) -> None:
-    base = lora._linear_at(net, *t)
-    for part, shape in (("A", (rank, base.in_features)), ("B", (base.out_features, rank))):
+def _check_shapes(module: str, slots: List[Slot], parts: Dict[str, torch.Tensor], rank: int,
+                  net: Any) -> None:
+    base = lora._linear_at(net, *slots[0][0])
+    rows = sum(n for _, _, n in slots)
+    for part, shape in (("A", (rank, base.in_features)), ("B", (rows, rank))):
         x = parts.get(part)
         if x is None or tuple(x.shape) != shape:
-            raise DataError(f"load_adapter: '{_shown(t)}' lora_{part} is "
+            raise DataError(f"load_adapter: '{module}' lora_{part} is "
                             f"{'missing' if x is None else tuple(x.shape)}, expected {shape} "
                             "(r × in for A, out × r for B).")

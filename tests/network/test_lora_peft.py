@@ -96,17 +96,57 @@ def test_save_then_load_round_trips_on_a_plain_network(tmp_path):
         torch.testing.assert_close(back(x), net(x), rtol=0, atol=0)
 
 
-def test_fused_qkv_of_gpt2_is_refused_by_name(tmp_path):
+def test_gpt2_fused_qkv_adapter_gives_peft_the_same_outputs(tmp_path):
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=VOCAB,
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=VOCAB,
                                   n_positions=16)
     folder = save_checkpoint(transformers.GPT2LMHeadModel(cfg), tmp_path / "gpt2")
-    net = al.from_pretrained(folder)
-    net.add_lora("h.*.attn/query")
-    with pytest.raises(al.NetworkError, match=r"'h\.0\.attn/query' is one part of a tensor "
-                                              r"that holds several.*c_attn"):
-        net.save_adapter(tmp_path / "a")
-    assert not (tmp_path / "a").exists()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    net = al.from_pretrained(folder).eval()
+    net.add_lora(["h.*.attn/query", "h.*.attn/value", "h.1.mlp.c_fc"], rank=2, alpha=3)
+    _random_b(net.named_parameters())
+    net.save_adapter(tmp_path / "a")
+    config = json.loads((tmp_path / "a" / "adapter_config.json").read_text())
+    # c_attn holds q|k|v: two adapted parts make one adapter of rank 4, alpha 6 (same scaling)
+    assert (config["r"], config["lora_alpha"]) == (4, 6)
+    assert config["target_modules"] == ["transformer.h.0.attn.c_attn",
+                                        "transformer.h.1.attn.c_attn", "transformer.h.1.mlp.c_fc"]
+    assert config["rank_pattern"] == {"transformer.h.1.mlp.c_fc": 2}
+    assert config["alpha_pattern"] == {"transformer.h.1.mlp.c_fc": 3}
+    with torch.no_grad():
+        plain = hf(input_ids=_ids()).logits
+        theirs = peft.PeftModel.from_pretrained(hf, tmp_path / "a").eval()
+        ours, ref = net(input_ids=_ids()), theirs(input_ids=_ids()).logits
+    assert relative_difference(ours, plain) > 1e-3
+    assert relative_difference(ours, ref) <= 1e-4
+    back = al.from_pretrained(folder).eval()                # and read back, patterns and all
+    assert back.load_adapter(tmp_path / "a") == [
+        ("h.0.attn", "query"), ("h.0.attn", "key"), ("h.0.attn", "value"),
+        ("h.1.attn", "query"), ("h.1.attn", "key"), ("h.1.attn", "value"),
+        ("h.1.mlp.c_fc", None)]
+    with torch.no_grad():
+        assert relative_difference(back(input_ids=_ids()), ours) <= 1e-5
+
+
+def test_gpt2_c_attn_adapter_saved_by_peft_loads_with_the_same_outputs(tmp_path):
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=VOCAB,
+                                  n_positions=16)
+    folder = save_checkpoint(transformers.GPT2LMHeadModel(cfg), tmp_path / "gpt2")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    model = peft.get_peft_model(hf, peft.LoraConfig(r=3, lora_alpha=5, fan_in_fan_out=True,
+                                                    target_modules=["c_attn", "c_proj"]))
+    _random_b(model.named_parameters(), seed=4)
+    model.save_pretrained(tmp_path / "from_peft")
+    net = al.from_pretrained(folder).eval()
+    got = net.load_adapter(tmp_path / "from_peft")
+    assert ("h.0.attn", "key") in got and ("h.1.mlp.c_proj", None) in got
+    assert net.layer_modules["h.0.attn"].query.lora_A.shape == (3, 16)
+    with torch.no_grad():
+        ours, ref = net(input_ids=_ids()), model(input_ids=_ids()).logits
+        plain = al.from_pretrained(folder)(input_ids=_ids())
+    assert relative_difference(ours, plain) > 1e-3
+    assert relative_difference(ours, ref) <= 1e-4
 
 
 def test_adapter_for_another_model_is_refused_and_changes_nothing(llama, tmp_path):
