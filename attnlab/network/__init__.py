@@ -97,9 +97,9 @@ class Network(ModuleHost):
         return out
 
     def freeze(self, *patterns: str) -> list[str]:
-        """Stops training the learnables matching any `fnmatch` pattern ("h.*.attn/*",
-        "wte/weight", or a layer name alone for all its learnables); returns the sorted names
-        frozen, tied ones included. A pattern matching nothing is an ArgumentError."""
+        """Stops training the learnables matching any `fnmatch` pattern (``"h.*.attn/*"``,
+        ``"wte/weight"``, or a layer name alone for all its learnables); returns the sorted
+        names frozen, tied ones included. A pattern matching nothing is an ArgumentError."""
         return freezing.set_trainable(self, patterns, False)
 
     def unfreeze(self, *patterns: str) -> list[str]:
