@@ -1,6 +1,5 @@
-"""`benchmarks/checkpoints.py --smoke`, `families.py --smoke` and `generation.py --smoke`: every path of the
-benchmarks against transformers at tiny sizes on the CPU, so that they run first time when a
-GPU session or `make bench` needs them."""
+"""The benchmarks against transformers and peft run at tiny sizes (`--smoke`), every path of
+each on the CPU, so that they run first time when a GPU session or `make bench` needs them."""
 import sys
 from pathlib import Path
 
@@ -61,3 +60,15 @@ def test_generation_benchmark_smoke_gives_transformers_tokens_every_way():
     assert all(r["same"] for r in rows), [(r["model"], r["way"]) for r in rows if not r["same"]]
     text = generation.report(rows, 9.0, 9.5, 1, 1, 6)
     assert text.count("\n| ") == 1 + len(rows) and "8 prompts" in text
+
+
+def test_lora_benchmark_smoke_starts_both_sides_at_the_base_models_loss():
+    pytest.importorskip("peft")
+    import lora
+    r = lora.main(["--smoke"])
+    peft_loss, ours = r["first"]
+    assert abs(peft_loss - ours) <= 1e-5 * abs(peft_loss)      # B = 0: the base model's loss
+    assert r["trained"]["attnlab"] == r["trained"]["peft"] > 0
+    assert all(len(v) == 1 and v[0] > 0 for v in r["samples"].values())
+    text = lora.report(r, 9.0, 9.5, 1, True)
+    assert "| forward + backward + AdamW |" in text and "under load" in text
