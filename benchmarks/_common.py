@@ -58,6 +58,14 @@ def ratio_spread(slow: list[float], fast: list[float]) -> tuple[float, float, fl
     return statistics.median(r), r[0], r[-1]
 
 
+def ratio_cells(slow: list[float], fast: list[float]) -> tuple[str, str]:
+    """The two ratio cells of a results table: the per-round ratio with its range, "1.09×
+    (1.04–1.10)", and the ratio of the median times, "1.08×"."""
+    med, lo, hi = ratio_spread(slow, fast)
+    return (f"{med:.2f}× ({lo:.2f}–{hi:.2f})",
+            f"{statistics.median(slow) / statistics.median(fast):.2f}×")
+
+
 def load_average() -> float | None:
     """The 1-minute load average (None where the system does not say)."""
     try:

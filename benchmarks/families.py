@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE))
 
 import attnlab as al                                                  # noqa: E402
 from _common import (interleaved_samples, load_average, load_note, machine,  # noqa: E402
-                     ratio_spread, write_section)
+                     ratio_cells, write_section)
 
 T = 128
 
@@ -166,17 +166,15 @@ def report(rows, before, after, rounds, iters) -> str:
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s = r["samples"]
-        med, lo, hi = ratio_spread(s["transformers"], s["attnlab"])
         cells = [f"{statistics.median(s[k]) * 1e3:.1f} ms ({min(s[k]) * 1e3:.1f})"
                  for k in ("transformers", "attnlab")]
-        of_medians = statistics.median(s["transformers"]) / statistics.median(s["attnlab"])
+        per_round, of_medians = ratio_cells(s["transformers"], s["attnlab"])
         dec, same = "–", "–"
         if "dec" in r:
-            dm, dlo, dhi = ratio_spread(r["dec"]["transformers"], r["dec"]["attnlab"])
-            dec, same = f"{dm:.2f}× ({dlo:.2f}–{dhi:.2f})", "yes" if r["same"] else "NO"
+            dec = ratio_cells(r["dec"]["transformers"], r["dec"]["attnlab"])[0]
+            same = "yes" if r["same"] else "NO"
         lines.append(f"| {r['family']} | `{r['cls']}` | {cells[0]} | {cells[1]} | "
-                     f"{med:.2f}× ({lo:.2f}–{hi:.2f}) | {of_medians:.2f}× | "
-                     f"{r['diff']:.1e} | {dec} | {same} |")
+                     f"{per_round} | {of_medians} | {r['diff']:.1e} | {dec} | {same} |")
     return "\n".join(lines)
 
 

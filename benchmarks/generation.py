@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 
 import attnlab as al                                                  # noqa: E402
 from _common import (interleaved_samples, load_average, load_note, machine,  # noqa: E402
-                     ratio_spread, write_section)
+                     ratio_cells, write_section)
 
 LENGTHS = (12, 30, 7, 22, 16, 9, 28, 19)
 WAYS = {"greedy": dict(),
@@ -123,11 +123,10 @@ def report(rows, before, after, rounds, iters, new) -> str:
         "|---|---|---|---|---|---|---|"]
     for r in rows:
         hf_t, ours_t = r["samples"]["transformers"], r["samples"]["attnlab"]
-        med, lo, hi = ratio_spread(hf_t, ours_t)
+        per_round, of_medians = ratio_cells(hf_t, ours_t)
         mh, mo = statistics.median(hf_t), statistics.median(ours_t)
         lines.append(f"| {r['model']} | {r['way']} | {mh * 1e3:.0f} ms | {mo * 1e3:.0f} ms | "
-                     f"{med:.2f}× ({lo:.2f}–{hi:.2f}) | {mh / mo:.2f}× | "
-                     f"{'yes' if r['same'] else 'NO'} |")
+                     f"{per_round} | {of_medians} | {'yes' if r['same'] else 'NO'} |")
     return "\n".join(lines)
 
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE))
 
 import attnlab as al                                                  # noqa: E402
 from _common import (interleaved_samples, load_average, load_note, machine,  # noqa: E402
-                     ratio_spread, write_section)
+                     ratio_cells, write_section)
 from checkpoints import _peaks                                        # noqa: E402
 
 
@@ -98,7 +98,7 @@ def measure(smoke: bool, rounds: int) -> dict:
 def report(r: dict, before, after, rounds: int, smoke: bool) -> str:
     z = sizes(smoke)
     s = r["samples"]
-    med, lo, hi = ratio_spread(s["peft"], s["attnlab"])
+    per_round, of_medians = ratio_cells(s["peft"], s["attnlab"])
     mp, ma = statistics.median(s["peft"]), statistics.median(s["attnlab"])
     pp, pa = r["peaks"]["peft"], r["peaks"]["attnlab"]
     mem = "–" if pp is None or pa is None else f"{pa / pp:.2f}×"
@@ -116,8 +116,8 @@ def report(r: dict, before, after, rounds: int, smoke: bool) -> str:
         "memory peft / attnlab | attnlab ÷ peft memory | trained values peft / attnlab | "
         "first loss peft / attnlab |",
         "|---|---|---|---|---|---|---|---|---|",
-        f"| forward + backward + AdamW | {mp * 1e3:.0f} ms | {ma * 1e3:.0f} ms | {med:.2f}× "
-        f"({lo:.2f}–{hi:.2f}) | {mp / ma:.2f}× | {mib} | {mem} | {r['trained']['peft']:,} / "
+        f"| forward + backward + AdamW | {mp * 1e3:.0f} ms | {ma * 1e3:.0f} ms | {per_round} | "
+        f"{of_medians} | {mib} | {mem} | {r['trained']['peft']:,} / "
         f"{r['trained']['attnlab']:,} | {r['first'][0]:.6f} / {r['first'][1]:.6f} |"])
 
 
