@@ -383,11 +383,13 @@ def attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale: Union[str,
 
 def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causal_alignment,
             dropout, need_weights, training, kv_heads, bias=None, window=None, alibi=False,
-            offset=None, sizes=None, softcap=None):
+            offset=None, sizes=None, softcap=None, probe=None):
     """`attention` on checked arguments (`sizes`: B, Tq, Tk, dk, dv). `softcap`: scores capped
     as softcap · tanh(scores / softcap), on the explicit path. `offset`: query i sits
     at key position i + offset, for the causal rule, the window and ALiBi (a stream's query
-    positions against its cache); None follows `causal_alignment`."""
+    positions against its cache); None follows `causal_alignment`. `probe`: a module's
+    `Probe` (functional/probe.py), handed the weights (`scores`, which take the explicit
+    path) and the heads' outputs (`heads`, B×Tq×H×dv); None costs nothing."""
     B, Tq, Tk, dk, dv = sizes
     p = float(dropout) if training else 0.0
     H = num_heads
@@ -395,6 +397,10 @@ def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causa
         window = None                     # wider than any sequence: no window (exactly)
     # softmax over zero keys is the explicit path's job, and capped scores (SDPA cannot)
     fused = not need_weights and Tk > 0 and softcap is None
+    # the weights exist on the explicit path alone: a probe asking for them takes it
+    probe_scores = probe is not None and probe.wants("scores")
+    if probe_scores:
+        fused = False
     # torch's is_causal kernels mask before they scale (-inf · 0 is NaN on the CPU), so scale 0
     # takes the causal rule as an explicit mask; a negative scale reaches the kernel as
     # |scale| on -Q (the same scores, exactly), for kernels that assume a positive one
@@ -451,11 +457,15 @@ def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causa
             weights = torch.softmax(scores, dim=-1)
         if may_empty:
             weights = weights.masked_fill(~row_any, 0.0)
+        if probe_scores:               # kept and replaced as used: before dropout, before v
+            weights = probe("scores", weights)
         y = torch.matmul(F.dropout(weights, p) if p > 0 else weights, vh)  # B×H×Tq×dv
 
     out = y.transpose(1, 2).reshape(B, Tq, H * dv)  # B×Tq×Cv
     if may_empty and fused:
         out = out.masked_fill(~row_any[:, 0], 0.0)  # (B|1)×(Tq|1)×1 broadcast over channels
+    if probe is not None and probe.wants("heads"):   # each head's output, B×Tq×H×dv
+        out = probe("heads", out.reshape(B, Tq, H, dv)).reshape(B, Tq, H * dv)
     # need_weights took the explicit path, so the weights exist
     return (out, cast(Tensor, weights)) if need_weights else out
 
@@ -463,16 +473,16 @@ def _attend(q, k, v, num_heads, scale_f, key_padding_mask, attention_mask, causa
 def _module_attention(q, k, v, num_heads: int, scale, key_padding_mask, attention_mask,
                       causal_alignment: str, dropout: float, need_weights: bool, training: bool,
                       kv_heads: int, bias=None, window=None, alibi=False, offset=None,
-                      at: Locate = None, softcap=None):
+                      at: Locate = None, softcap=None, probe=None):
     """`attention` as the modules call it: their options (heads, scale, dropout, window, …)
     were checked when they were made, so only the tensors of the call are checked here (`at`
-    as `_check_sizes`); `offset` as `_attend`."""
+    as `_check_sizes`); `offset` and `probe` as `_attend`."""
     _check_inputs(q, k, v, at)
     B, Tq, Tk, dk, dv = _check_sizes(q, k, v, num_heads, kv_heads, key_padding_mask,
                                      attention_mask, bias, at)
     return _attend(q, k, v, num_heads, rules.scale_value(scale, dk), key_padding_mask,
                    attention_mask, causal_alignment, dropout, need_weights, training, kv_heads,
-                   bias, window, alibi, offset, (B, Tq, Tk, dk, dv), softcap)
+                   bias, window, alibi, offset, (B, Tq, Tk, dk, dv), softcap, probe)
 
 
 def naive_attention(q: Tensor, k: Tensor, v: Tensor, num_heads: int, scale="auto",

@@ -22,6 +22,7 @@ from attnlab.core.errors import FormatError, SizeError
 from attnlab.core.sequences import mask_positions
 from attnlab.functional import loose as arguments, projections, rules
 from attnlab.functional.math import MaskArg, _fail, _module_attention, _size
+from attnlab.functional.probe import Probe
 # plain_linear and global_module_hooks: read here by the streaming steppers too
 from attnlab.functional.projections import Stacked, global_module_hooks, plain_linear  # noqa: F401
 from attnlab.functional.rotary import Rotary
@@ -80,6 +81,10 @@ class AttentionModule(nn.Module):
     (the `bias` or `mask` port, key and value lengths) is then reported as
     `layer 'NAME' port 'PORT': expected …, received ….` with the fix.
     """
+
+    # what a trace asks of this module's inside (functional/probe.py); None: nothing, and
+    # attention runs exactly as without a trace
+    probe: Optional[Probe] = None
 
     # the layer's port of each tensor the attention math checks
     PORTS = {"query": "query", "key": "key", "value": "value", "key_padding_mask": "mask",
@@ -172,14 +177,31 @@ class AttentionModule(nn.Module):
                offset: Optional[int] = None):
         """Attention of projected (and transformed) q, k, v, then the output map. `bias`: the
         additive score term (B×H×Tq×Tk broadcastable); `offset`: query i sits at key position
-        i + offset (a stream's queries against its cache), else `causal_alignment` decides."""
+        i + offset (a stream's queries against its cache), else `causal_alignment` decides.
+        With a `probe` set (a trace), the probe sees and may replace the queries and keys
+        (B×H×T×dk; the keys B×Hkv×T×dk with grouped-query attention), the weights and each
+        head's output (functional/probe.py)."""
+        probe = self.probe
+        if probe is not None:
+            q, k = self._probed(probe, "query", q, self.num_heads), \
+                self._probed(probe, "key", k, self.num_kv_heads)
         r = _module_attention(q, k, v, self.num_heads, self.scale, key_padding_mask,
                               attention_mask, causal_alignment, self.dropout, need_weights,
                               self.training, self.num_kv_heads, bias, self.window, self.alibi,
-                              offset, self._at(), self.softcap)
+                              offset, self._at(), self.softcap, probe)
         if need_weights:
             return self.output_map(r[0]), r[1]
         return self.output_map(r)
+
+    @staticmethod
+    def _probed(probe: Probe, port: str, x: Tensor, heads: int) -> Tensor:
+        """`x` (B×T×(heads·d)) shown to the probe head-major, B×heads×T×d, and back."""
+        if not probe.wants(port) or not isinstance(x, Tensor) or x.dim() != 3 or \
+                x.shape[-1] % heads:
+            return x                          # a tensor that does not fit: the checks say so
+        b, t, c = x.shape
+        y = probe(port, x.unflatten(-1, (heads, c // heads)).transpose(1, 2))
+        return y.transpose(1, 2).reshape(b, t, c)
 
     def _settings(self, attention_mask, causal_alignment, need_weights):
         """The module's settings, or those a call gives instead: checked here, as al.attention
@@ -433,7 +455,10 @@ class AttentionPoolModule(nn.Module):
     no `query` projection: a linear map of a learned constant is just another learned
     constant. `query_vector` starts at zero, so the layer starts as masked mean pooling
     (then `output`). A sequence with every step padded pools to 0 before `output`.
+    A `probe` (a trace) sees its inside as `AttentionModule`'s, with one query step.
     """
+
+    probe: Optional[Probe] = None
 
     def __init__(self, options: Any = None, *sizes: Any, **loose: Any):
         """`AttentionPoolModule(options, channels)`: a layer's checked options (num_heads,
@@ -466,9 +491,13 @@ class AttentionPoolModule(nn.Module):
                 f"Add a batch dimension with x.unsqueeze(0).")
         key_padding_mask = _key_mask(key_padding_mask, masks[0] if masks else None, (), x)
         q = self.query_vector.expand(x.shape[0], 1, -1)  # B×1×C
-        r = _module_attention(q, self.key(x), self.value(x), self.num_heads, "auto",
+        k, probe = self.key(x), self.probe
+        if probe is not None:
+            q = AttentionModule._probed(probe, "query", q, self.num_heads)
+            k = AttentionModule._probed(probe, "key", k, self.num_heads)
+        r = _module_attention(q, k, self.value(x), self.num_heads, "auto",
                               key_padding_mask, None, "top-left", self.dropout, need_weights,
-                              self.training, self.num_heads)
+                              self.training, self.num_heads, probe=probe)
         y = r[0] if isinstance(r, tuple) else r
         out = self.output(y.squeeze(1))  # B×C
         return (out, r[1]) if need_weights else out
