@@ -23,6 +23,7 @@ _LAZY = {
     "plot_attention": "attnlab.viz.attention",
     "generate": "attnlab.stream", "forecast": "attnlab.stream",
     "from_pretrained": "attnlab.pretrained",
+    "Trace": "attnlab.network.tracing",
 }
 _SUBMODULES = {"blocks": "attnlab.blocks", "datasets": "attnlab.training.datasets",
                "matlab": "attnlab.matlab", "functional": "attnlab.functional",

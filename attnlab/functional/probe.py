@@ -27,7 +27,7 @@ from torch import Tensor
 
 from attnlab.core.errors import ArgumentError, SizeError, where
 
-__all__ = ["Probe", "PORTS", "Patch"]
+__all__ = ["Probe", "PORTS", "Patch", "checked_patch"]
 
 PORTS = ("query", "key", "scores", "heads")      # the inside of attention, in order of use
 
@@ -42,6 +42,30 @@ def _size(t: Tensor) -> str:
 def _at(err: Exception, layer: Optional[str], port: str) -> Exception:
     err.layer, err.port = layer, port       # type: ignore[attr-defined]
     return err
+
+
+def checked_patch(layer: Optional[str], port: str, value: Tensor, new: Any,
+                  by_call: bool) -> Tensor:
+    """`new` when it may replace `value` (a tensor of its size, dtype and device), else the
+    error naming the layer and port, expected against received. `by_call`: `new` is what a
+    patch function returned (else the patch itself)."""
+    what = "the patch function returned" if by_call else "the patch is"
+    if not isinstance(new, Tensor):
+        raise _at(ArgumentError(
+            f"{where(layer, port)}expected a tensor of size {_size(value)}, but {what} "
+            f"{type(new).__name__}. Give a tensor (or return one from the patch function)."),
+            layer, port)
+    if new.shape != value.shape:
+        raise _at(SizeError(
+            f"{where(layer, port)}expected a patch of size {_size(value)}, but {what} a tensor "
+            f"of size {_size(new)}. Give the port's own size: capture it first to see it."),
+            layer, port)
+    if new.dtype != value.dtype or new.device != value.device:
+        raise _at(ArgumentError(
+            f"{where(layer, port)}expected a patch of dtype {value.dtype} on {value.device}, "
+            f"but {what} a tensor of dtype {new.dtype} on {new.device}. Convert it with "
+            f".to({value.dtype}) and move it with .to('{value.device}')."), layer, port)
+    return new
 
 
 class Probe:
@@ -79,30 +103,7 @@ class Probe:
         if given is None:
             return value
         new = given(value) if callable(given) else given
-        return self.checked(port, value, new, callable(given))
-
-    def checked(self, port: str, value: Tensor, new: Any, by_call: bool) -> Tensor:
-        """`new` when it may replace `value` (a tensor of its size, dtype and device), else
-        the error naming the layer and port, expected against received."""
-        what = "the patch function returned" if by_call else "the patch is"
-        if not isinstance(new, Tensor):
-            raise _at(ArgumentError(
-                f"{where(self.layer, port)}expected a tensor of size {_size(value)}, but {what} "
-                f"{type(new).__name__}. Give a tensor (or return one from the patch "
-                "function)."), self.layer, port)
-        if new.shape != value.shape:
-            raise _at(SizeError(
-                f"{where(self.layer, port)}expected a patch of size {_size(value)}, but {what} "
-                f"a tensor of size {_size(new)}. Give the port's own size: capture it first to "
-                "see it."),
-                self.layer, port)
-        if new.dtype != value.dtype or new.device != value.device:
-            raise _at(ArgumentError(
-                f"{where(self.layer, port)}expected a patch of dtype {value.dtype} on "
-                f"{value.device}, but {what} a tensor of dtype {new.dtype} on {new.device}. "
-                f"Convert it with .to({value.dtype}) and move it with .to('{value.device}')."),
-                self.layer, port)
-        return new
+        return checked_patch(self.layer, port, value, new, callable(given))
 
     def __repr__(self) -> str:
         return (f"Probe(layer={self.layer!r}, capture={sorted(self.capture)}, "

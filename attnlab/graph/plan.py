@@ -8,11 +8,17 @@ follows the module calling convention (`attnlab.graph.convention`).
 The code is written and run by `attnlab.graph.codegen`: it holds only identifiers made there (`m3`,
 `v7`, `x0`, …); layer names and specs, which come from users and files, stay in the side
 table `Plan.line_layers` (line → layer) and never enter the code, not even a comment.
+
+A traced plan (`build_plan(net, analysis, taps, modules)`, for `net.trace`) is the same code
+with one more line after each value a trace asks for: `v7 = m9(3, v7)`, the tap called with
+the value's index in `taps` (a literal made here), which keeps the value and returns it or its
+replacement. Values not asked for cost nothing; `modules` replaces some layers' modules (a
+nested network's own traced plan).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Optional, Sequence
 
 from attnlab.graph import codegen
 from attnlab.graph.analysis import Analysis
@@ -28,22 +34,32 @@ class Plan:
     filename: str = ""                   # the generated file (tracebacks name it)
 
 
-def build_plan(net, analysis: Analysis) -> Plan:
-    """The plan of `net` as `analysis` found it (its modules built)."""
+def build_plan(net, analysis: Analysis, taps: Sequence[codegen.Key] = (),
+               tap: Optional[Callable[[int, Any], Any]] = None,
+               modules: Optional[dict[str, Any]] = None) -> Plan:
+    """The plan of `net` as `analysis` found it (its modules built). A traced plan: `tap` is
+    called as `tap(i, value)` on the value of each key `taps[i]` (a layer's output port, or
+    an input's key) right after it is made, and its result stands for the value from then on;
+    `modules` calls these modules instead of the layers' own (by layer name)."""
     var: dict[codegen.Key, str] = {}        # (layer, port) → tensor variable
     mvar: dict[codegen.Key, str] = {}       # (layer, port) → mask variable or "None"
     args = []
+    mods = codegen.Refs("m")
+    tapped = {k: i for i, k in enumerate(taps)}
+    tap_fn = mods.add(tap) if tap is not None else ""
+    opening = []                            # the inputs' taps, first thing in the body
     for i, name in enumerate(net.input_names):
         args += [f"x{i}", f"k{i}"]
         key = codegen.input_key(net, name)
         var[key], mvar[key] = f"x{i}", f"k{i}"
+        if key in tapped:
+            opening.append(f"x{i} = {tap_fn}({tapped[key]}, x{i})")
 
-    mods = codegen.Refs("m")
     names = codegen.Names("v")
     steps = []                              # (layer, call line, variables it reads, it makes)
     for name, layer, keys in codegen.walk(net, analysis.order):
         ins, ims = [var[k] for k in keys], [mvar[k] for k in keys]
-        fn = mods.add(net.layer_modules[name])
+        fn = mods.add((modules or {}).get(name, net.layer_modules[name]))
         outs = [names.new() for _ in layer.output_ports]
         conv = convention(layer)
         if conv.returns_masks:
@@ -52,8 +68,11 @@ def build_plan(net, analysis: Analysis) -> Plan:
             omasks = passed_masks(layer, ims, analysis.in_specs[name], analysis.out_specs[name],
                                   none="None")
         made = outs + (omasks if conv.returns_masks else [])
-        steps.append((name, f"{targets_code(conv, outs, omasks)} = {call_code(conv, fn, ins, ims)}"
-                      f"  # layer {fn[1:]}", ins + ims, made))
+        line = f"{targets_code(conv, outs, omasks)} = {call_code(conv, fn, ins, ims)}"
+        for o, port in zip(outs, layer.output_ports):      # on the layer's line: its errors
+            if (name, port) in tapped:
+                line += f"; {o} = {tap_fn}({tapped[(name, port)]}, {o})"
+        steps.append((name, f"{line}  # layer {fn[1:]}", ins + ims, made))
         for o, om, port in zip(outs, omasks, layer.output_ports):
             var[(name, port)], mvar[(name, port)] = o, om
 
@@ -68,6 +87,8 @@ def build_plan(net, analysis: Analysis) -> Plan:
         if v not in kept:
             dying.setdefault(j, []).append(v)
     body = codegen.Source()
+    for line in opening:
+        body.line(line, indent=4)
     for i, (name, line, _, made) in enumerate(steps):
         body.line(line, layer=name, indent=4)
         dead = sorted(dying.get(i, ()), key=lambda v: (v[0], int(v[1:])))

@@ -444,6 +444,15 @@ class Network(ModuleHost):
         from attnlab.network import lora_files
         return lora_files.load_adapter(self, path)
 
+    def trace(self, *args: Any, capture: Any = (), patch: Any = None, **kwargs: Any) -> Any:
+        """Runs the network on the inputs (as its forward takes them) and returns a `Trace`:
+        `.outputs`, and the values named by the `fnmatch` patterns of `capture` ("layer/port",
+        "outer/inner/port"; each attention layer's "layer/query", "layer/key",
+        "layer/scores", "layer/heads"), with `patch` (name → tensor, or a function of the
+        value) replacing values as they are made (network/tracing.py)."""
+        from attnlab.network import tracing
+        return tracing.trace(self, args, kwargs, capture, patch)
+
     def stream(self, static_inputs: dict[str, Any] | None = None, **kw: Any) -> Stream:
         """Step-wise execution (Trax `mode='predict'`): `s.step(x)` takes the next t ≥ 1 steps of
         the streamed inputs and returns exactly what the full forward gives at those steps."""

@@ -1,0 +1,349 @@
+"""Looking inside a network: `net.trace(inputs, capture=[patterns], patch={name: …})`.
+
+Every value a trace can reach has a name:
+
+- each layer's output port, `"layer/port"` (a layer with one output port may be named
+  `"layer"` alone), the input layers' included; a nested network's layers as
+  `"outer/inner/port"`, to any depth;
+- each attention layer's inside (functional/probe.py): `"layer/query"`, `"layer/key"`
+  (B×H×T×dk after rotary; the keys with the key/value heads under grouped-query attention),
+  `"layer/scores"` (B×H×Tq×Tk, the softmax weights, 0 at padded keys) and `"layer/heads"`
+  (B×Tq×H×dv, before the output projection). An attention layer's own `scores` output is the
+  same value under the same name.
+
+Captures are `fnmatch` patterns over these names; patches are names (or patterns) to a tensor
+of the value's size or a function of the value returning one. Only what is asked for is kept
+or touched: attention's inside through a `Probe` set on the module for the call (the fused
+kernel runs wherever the weights are not asked for), layer outputs through a traced plan
+(graph/plan.py) that calls a tap on the asked values alone. Captured values keep their
+autograd graph (unless the caller runs under `torch.no_grad()`), so gradients flow through a
+trace.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
+
+from torch import Tensor
+
+from attnlab.core.errors import ArgumentError, AttnlabError, close_matches
+from attnlab.functional.modules import AttentionModule, AttentionPoolModule
+from attnlab.functional.probe import PORTS, Probe, checked_patch
+from attnlab.graph import Graph
+from attnlab.graph.analysis import analyze
+from attnlab.graph.codegen import input_key
+from attnlab.graph.plan import Plan, build_plan
+
+__all__ = ["Trace", "trace", "names"]
+
+Patch = Union[Tensor, Callable[[Tensor], Tensor]]
+_ATTENTION = (AttentionModule, AttentionPoolModule)
+
+
+def _size(t: Any) -> str:
+    if isinstance(t, Tensor):
+        return "×".join(str(s) for s in t.shape) if t.dim() else "a scalar"
+    return type(t).__name__
+
+
+class Trace(Mapping[str, Tensor]):
+    """What a trace kept: `outputs` (what the network gives for these inputs with the
+    patches applied: a tensor, or a dict by output name), and each captured value by name
+    (`t["h.0.attn/scores"]`; a single-output layer's value also by the layer's name alone).
+    `list(t)` gives the names captured, in the order the network made them."""
+
+    def __init__(self, outputs: Any, values: dict[str, Tensor], aliases: dict[str, str]):
+        self.outputs = outputs
+        self._values = values
+        self._aliases = aliases
+
+    def _name(self, name: str) -> str:
+        return name if name in self._values else self._aliases.get(name, name)
+
+    def __getitem__(self, name: str) -> Tensor:
+        key = self._name(name)
+        if key not in self._values:
+            raise ArgumentError(f"trace: nothing captured under '{name}'."
+                                + close_matches(name, list(self._values))
+                                + " Capture it: net.trace(inputs, capture=[name]); list(trace) "
+                                  "shows the names captured.")
+        return self._values[key]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self._name(name) in self._values
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        if isinstance(self.outputs, dict):
+            outs = ", ".join(f"{k}: {_size(v)}" for k, v in self.outputs.items())
+        else:
+            outs = _size(self.outputs)
+        width = max((len(n) for n in self._values), default=0)
+        rows = "".join(f"\n  {n:<{width}}  {_size(v)}" for n, v in self._values.items())
+        return f"Trace(outputs {outs}; {len(self)} captured{':' if rows else ''}{rows})"
+
+
+# -- the names a network offers ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Site:
+    """Where a named value is made: the networks' layers down to it (`path`), and its port;
+    `inside`: attention's inside (a probe port) rather than a layer's output."""
+    path: tuple[str, ...]
+    port: str
+    inside: bool
+
+
+def _sites(net: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Site, bool]]:
+    """(name, site, single: the layer's only output) of every value `net` offers, in order."""
+    mods = net.layer_modules
+    for lname in _order(net):
+        layer = net.layer_map[lname]
+        inner = path + (lname,)
+        module = mods[lname] if lname in mods else None
+        probed = isinstance(module, _ATTENTION)
+        outs = layer.output_ports
+        for port in outs:
+            if probed and port in PORTS:
+                continue                                  # the probe's port of that name
+            yield "/".join(inner + (port,)), Site(inner, port, False), len(outs) == 1
+        if probed:
+            for port in PORTS:
+                yield "/".join(inner + (port,)), Site(inner, port, True), False
+        if isinstance(layer, Graph) and module is not None:
+            yield from _sites(module, inner)
+
+
+def _order(net: Any) -> list[str]:
+    """The layers in the order the forward runs them (the analysis' order)."""
+    return list(_analysis(net).order)
+
+
+def _analysis(net: Any):
+    """The analysis the network's plan was made from (at the sizes it had)."""
+    return analyze(net, net._data_specs)
+
+
+def catalogue(net: Any) -> Catalogue:
+    """The network's names, made once per plan (a graph edit makes them anew)."""
+    held = getattr(net, "_trace_names", None)
+    if held is not None and held[0] is net._plan:
+        return held[1]
+    made = Catalogue(net)
+    net._trace_names = (net._plan, made)
+    return made
+
+
+class Catalogue:
+    """Every name a network offers for tracing: `sites` (name → Site, in order) and `aliases`
+    (a single-output layer's name → its output's name)."""
+
+    def __init__(self, net: Any) -> None:
+        self.sites: dict[str, Site] = {}
+        self.aliases: dict[str, str] = {}
+        for name, site, single in _sites(net):
+            self.sites[name] = site
+            alias = "/".join(site.path)
+            if single and alias not in self.sites:
+                self.aliases.setdefault(alias, name)
+
+    def select(self, pattern: Any, what: str) -> list[str]:
+        """The names `pattern` stands for: a name, a layer's name alone, or an `fnmatch`
+        pattern over both; matching nothing is an ArgumentError with close names."""
+        if not isinstance(pattern, str) or not pattern:
+            raise ArgumentError(f"trace: each {what} name must be a non-empty string such as "
+                                f"'h.0.attn/scores' or 'h.*.attn/scores', received {pattern!r}.")
+        if pattern in self.sites:
+            return [pattern]
+        if pattern in self.aliases:
+            return [self.aliases[pattern]]
+        found = [n for n in self.sites if fnmatchcase(n, pattern)]
+        found += [n for a, n in self.aliases.items() if fnmatchcase(a, pattern) and n not in found]
+        if not found:
+            raise ArgumentError(
+                f"trace: {what} '{pattern}' matches no name of the network."
+                + close_matches(pattern, list(self.sites) + list(self.aliases))
+                + " Names are 'layer/port' (a nested network's 'outer/inner/port'), with "
+                  "'layer/query', 'layer/key', 'layer/scores' and 'layer/heads' for each "
+                  "attention layer; al.network.tracing.names(net) lists them all.")
+        return sorted(found, key=list(self.sites).index)
+
+
+def names(net: Any) -> list[str]:
+    """Every name `net.trace` can capture or patch, in the order the network makes them."""
+    if net._plan is None:
+        net._prepare()
+    return list(catalogue(net).sites)
+
+
+# -- running -------------------------------------------------------------------------------
+
+class _Asked:
+    """What one call asks: per name, captured or not and its patch."""
+
+    def __init__(self, catalogue: Catalogue, capture: Sequence[str],
+                 patch: Mapping[str, Patch]) -> None:
+        self.capture: set[str] = set()
+        for pat in capture:
+            self.capture.update(catalogue.select(pat, "capture pattern"))
+        self.patch: dict[str, Patch] = {}
+        for pat, value in patch.items():
+            if not isinstance(value, Tensor) and not callable(value):
+                raise ArgumentError(f"trace: the patch of '{pat}' must be a tensor or a function "
+                                    f"of the value returning one, received "
+                                    f"{type(value).__name__}.")
+            for name in catalogue.select(pat, "patch name"):
+                self.patch[name] = value
+        self.sites = {n: catalogue.sites[n] for n in catalogue.sites
+                      if n in self.capture or n in self.patch}
+
+
+class _Tap:
+    """The tap of one traced plan: value i is `names[i]`'s; the call's values are kept in
+    `values` and the patches applied (their sizes checked)."""
+
+    def __init__(self, names: list[str], sites: list[Site]) -> None:
+        self.names, self.sites = names, sites
+        self.call: Optional[Callable[[str, Site, Any], Any]] = None
+
+    def __call__(self, i: int, value: Any) -> Any:
+        assert self.call is not None                   # set for the duration of a trace
+        return self.call(self.names[i], self.sites[i], value)
+
+
+class _Nested:
+    """A nested network's traced plan, called as the outer plan calls that network's module
+    (inputs by position, their masks by `_masks=`)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+
+    def __call__(self, *xs: Any, _masks: Any) -> Any:
+        flat = [v for pair in zip(xs, _masks) for v in pair]
+        return self.plan.fn(self.plan.mods, *flat)
+
+
+def _traced_plan(net: Any, asked: dict[str, Site], depth: int, taps: list[_Tap]) -> Plan:
+    """`net`'s plan with taps on the asked layer outputs at this depth of `path`, and the
+    nested networks holding asked outputs replaced by their own traced plans."""
+    mine = [(n, s) for n, s in asked.items() if len(s.path) == depth + 1]
+    keys = []
+    for n, s in mine:
+        layer = net.layer_map[s.path[-1]]
+        keys.append(input_key(net, s.path[-1]) if layer.is_input else (s.path[-1], s.port))
+    tap = _Tap([n for n, _ in mine], [s for _, s in mine])
+    taps.append(tap)
+    nested = {}
+    for lname in {s.path[depth] for s in asked.values() if len(s.path) > depth + 1}:
+        inner = {n: s for n, s in asked.items()
+                 if len(s.path) > depth + 1 and s.path[depth] == lname}
+        nested[lname] = _Nested(_traced_plan(net.layer_modules[lname], inner, depth + 1, taps))
+    return build_plan(net, _analysis(net), keys, tap, nested)
+
+
+def trace(net: Any, args: tuple, kwargs: dict, capture: Union[str, Sequence[str]] = (),
+          patch: Optional[Mapping[str, Patch]] = None) -> Trace:
+    """`net.trace`: run `net` on the inputs (`args`, `kwargs` as its forward takes them) with
+    the values asked for captured and patched (see the module doc)."""
+    if isinstance(capture, str):
+        capture = [capture]
+    if patch is None:
+        patch = {}
+    if not isinstance(patch, Mapping):
+        raise ArgumentError(f"trace: patch must be a dict of name → tensor or function, "
+                            f"received {type(patch).__name__}.")
+    plan = net._plan if net._plan is not None else net._prepare(args, kwargs)
+    if net._edits[0] != net._made:
+        plan = net._replan()
+    names_ = catalogue(net)
+    asked = _Asked(names_, list(capture), patch)
+    values: dict[str, Tensor] = {}
+
+    def keep(name: str, site: Site, value: Any) -> Any:
+        if name in asked.capture:
+            values[name] = value
+        given = asked.patch.get(name)
+        if given is None:
+            return value
+        new = given(value) if callable(given) else given
+        return checked_patch("/".join(site.path), site.port, value, new, callable(given))
+
+    outputs_asked = {n: s for n, s in asked.sites.items() if not s.inside}
+    taps: list[_Tap] = []
+    if outputs_asked:
+        plan = _traced_plan(net, outputs_asked, 0, taps)
+    probes = _probes(net, asked, values)
+    try:
+        for tap in taps:
+            tap.call = keep
+        outs = _run(net, plan, args, kwargs)
+    finally:
+        _restore(probes)
+        for tap in taps:
+            tap.call = None
+    order = {n: i for i, n in enumerate(names_.sites)}
+    ordered = {n: values[n] for n in sorted(values, key=order.__getitem__)}
+    return Trace(outs, ordered, names_.aliases)
+
+
+def _probes(net: Any, asked: _Asked, values: dict[str, Tensor]) -> list[tuple[Any, Any]]:
+    """Sets a Probe on each attention module asked about, which keeps its captured values in
+    `values` by name; returns (module, its probe before) for each, to restore."""
+    by_layer: dict[tuple[str, ...], dict[str, str]] = {}       # path → port → name
+    for name, site in asked.sites.items():
+        if site.inside:
+            by_layer.setdefault(site.path, {})[site.port] = name
+    done: list[tuple[Any, Any]] = []
+    try:
+        for path, ports in by_layer.items():
+            module = _module(net, path)
+            probe = Probe(capture=[p for p, n in ports.items() if n in asked.capture],
+                          patch={p: asked.patch[n] for p, n in ports.items() if n in asked.patch},
+                          layer="/".join(path),
+                          record=_keeper(values, ports))
+            done.append((module, module.probe))
+            module.probe = probe
+    except BaseException:
+        _restore(done)
+        raise
+    return done
+
+
+def _keeper(values: dict[str, Tensor], ports: dict[str, str]) -> Callable[[str, Tensor], None]:
+    """Keeps a probe's captured value of `port` in `values` under its full name."""
+    def keep(port: str, value: Tensor) -> None:
+        values[ports[port]] = value
+    return keep
+
+
+def _restore(done: list[tuple[Any, Any]]) -> None:
+    for module, before in reversed(done):
+        module.probe = before
+
+
+def _module(net: Any, path: tuple[str, ...]) -> Any:
+    mod = net
+    for part in path:
+        mod = mod.layer_modules[part]
+    return mod
+
+
+def _run(net: Any, plan: Plan, args: tuple, kwargs: dict) -> Any:
+    """The network's forward through `plan`, as `net(*args, **kwargs)` gives it."""
+    flat = net._flatten_inputs(args, kwargs)
+    try:
+        outs, _ = plan.fn(plan.mods, *flat)
+    except AttnlabError:
+        raise
+    except (RuntimeError, IndexError, ValueError) as e:
+        raise net._translate(e, flat[0::2]) from None
+    if len(outs) == 1:
+        return outs[0]
+    return dict(zip(net._out_names, outs))
+

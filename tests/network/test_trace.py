@@ -1,0 +1,205 @@
+"""`net.trace`: capturing and patching layer outputs and attention's inside by name, on
+hand-built, nested, seed, MATLAB-built and pretrained networks."""
+from unittest import mock
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import attnlab as al
+from attnlab import layers as L
+from attnlab.cli.demos.seed1 import answer_network
+from attnlab.network.tracing import names
+
+
+def _net(dropout=0.0):
+    torch.manual_seed(0)
+    return al.Network([L.SequenceInput(4, name="in"), L.Dense(8, name="fc"),
+                       L.SelfAttention(2, 8, dropout=dropout, name="sa"), L.ReLU(name="relu"),
+                       L.Dense(3, name="head")]).eval()
+
+
+def _x(b=2, t=5):
+    return torch.randn(b, t, 4, generator=torch.Generator().manual_seed(1))
+
+
+def test_layer_outputs_equal_the_network_and_a_hand_built_forward():
+    net = _net()
+    x = _x()
+    t = net.trace(x, capture=["fc", "sa/out", "head/out"])
+    assert torch.equal(t.outputs, net(x))
+    assert torch.equal(t["head"], t.outputs)
+    mods = net.layer_modules
+    assert torch.equal(t["fc/out"], mods["fc"](x))
+    assert torch.equal(t["fc"], t["fc/out"])          # a single output: the layer's name alone
+    assert torch.equal(t["sa/out"], mods["sa"](mods["fc"](x)))
+    assert list(t) == ["fc/out", "sa/out", "head/out"] and len(t) == 3
+    assert "fc" in t and "sa/scores" not in t
+
+
+def test_scores_equal_the_explicit_weights_and_sum_to_one_over_real_keys():
+    net = _net()
+    seqs = [torch.randn(5, 4), torch.randn(3, 4)]
+    t = net.trace(seqs, capture=["sa/scores", "fc"])
+    s = t["sa/scores"]
+    assert s.shape == (2, 2, 5, 5)
+    assert torch.all(s[1, :, :, 3:] == 0)                      # padded keys weigh nothing
+    torch.testing.assert_close(s[0].sum(-1), torch.ones(2, 5))
+    torch.testing.assert_close(s[1, :, :3].sum(-1), torch.ones(2, 3))
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    _, weights = net.layer_modules["sa"](t["fc"], masks=(mask,), need_weights=True)
+    torch.testing.assert_close(s, weights, rtol=0, atol=0)
+
+
+def test_patching_a_layer_output_changes_downstream_as_a_hand_built_computation():
+    net = _net()
+    x = _x()
+    patched = torch.randn(2, 5, 8)
+    t = net.trace(x, patch={"sa": patched}, capture=["relu"])
+    mods = net.layer_modules
+    assert torch.equal(t["relu"], torch.relu(patched))
+    assert torch.equal(t.outputs, mods["head"](torch.relu(patched)))
+    doubled = net.trace(x, patch={"fc/out": lambda v: 2 * v})
+    assert torch.equal(doubled.outputs, mods["head"](torch.relu(mods["sa"](2 * mods["fc"](x)))))
+
+
+def test_identity_patches_leave_the_outputs_equal():
+    net = _net()
+    x = _x()
+    same = lambda v: v  # noqa: E731
+    t = net.trace(x, patch={"fc": same, "sa/heads": same, "head": same})
+    assert torch.equal(t.outputs, net(x))
+    t = net.trace(x, patch={"*": same})             # every value, the weights' path too
+    torch.testing.assert_close(t.outputs, net(x))
+
+
+def test_star_captures_every_name_and_the_repr_lists_them():
+    net = _net()
+    t = net.trace(_x(), capture="*")
+    assert list(t) == names(net)
+    assert set(t) >= {"in/out", "fc/out", "sa/query", "sa/key", "sa/scores", "sa/heads",
+                      "relu/out", "head/out"}
+    text = repr(t)
+    assert "sa/scores" in text and "2×2×5×5" in text and "sa/heads" in text and "2×5×2×4" in text
+
+
+def test_fused_kernel_unless_the_scores_are_asked_for():
+    net = _net()
+    x = _x()
+    with mock.patch.object(F, "scaled_dot_product_attention",
+                           wraps=F.scaled_dot_product_attention) as spy:
+        net(x)
+        net.trace(x, capture=["sa/heads", "sa/query", "fc"])
+        assert spy.call_count == 2
+        net.trace(x, capture=["sa/scores"])
+        assert spy.call_count == 2
+    assert net.layer_modules["sa"].probe is None           # the probe is gone after the call
+
+
+def test_gradients_flow_through_a_trace_in_train_mode():
+    net = _net(dropout=0.0).train()
+    x = _x().requires_grad_()
+    t = net.trace(x, capture=["fc", "sa/scores"])
+    (g,) = torch.autograd.grad(t.outputs.sum(), t["fc"], retain_graph=True)
+    assert g.shape == (2, 5, 8) and g.abs().sum() > 0
+    t["sa/scores"][0, 0, 1, 2].backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    with torch.no_grad():
+        assert not net.trace(x, capture=["fc"])["fc"].requires_grad
+
+
+def test_nested_networks_name_their_layers_outer_inner_port():
+    torch.manual_seed(0)
+    inner = al.Serial(L.Dense(8, name="proj"), L.SelfAttention(2, 8, name="att"))
+    inner.name = "block"
+    net = al.Network([L.SequenceInput(4, name="in"), inner, L.Dense(2, name="out")])
+    block = next(n for n in net.layer_map if n not in ("in", "out"))
+    x = _x()
+    t = net.trace(x, capture=[f"{block}/*"])
+    assert f"{block}/proj/out" in t and f"{block}/att/scores" in t
+    inner_mod = net.layer_modules[block]
+    assert torch.equal(t[f"{block}/proj"], inner_mod.layer_modules["proj"](x))
+    zero = torch.zeros(2, 5, 8)
+    t = net.trace(x, patch={f"{block}/att/out": zero})
+    assert torch.equal(t.outputs, net.layer_modules["out"](zero))
+    t = net.trace(x, patch={f"{block}/att/heads": torch.zeros(2, 5, 2, 4)})
+    expected = net.layer_modules["out"](inner_mod.layer_modules["att"].output(zero))
+    torch.testing.assert_close(t.outputs, expected)
+
+
+def test_seed_network_lstm_attention_with_two_inputs():
+    torch.manual_seed(0)
+    net = answer_network(channels=16, heads=2).eval()
+    xd, xe = torch.randn(2, 6, 1), torch.randn(2, 4, 1)
+    inputs = {"decoder-input": xd, "encoder-input": xe}
+    t = net.trace(inputs, capture=["cross-attention/*", "query"])
+    assert t["cross-attention/scores"].shape == (2, 2, 6, 4)
+    assert t["cross-attention/key"].shape == (2, 2, 4, 8)
+    torch.testing.assert_close(t["cross-attention/query"],
+                               t["query"].view(2, 6, 2, 8).transpose(1, 2))
+    torch.testing.assert_close(t.outputs, net(inputs))
+
+
+def test_matlab_built_network():
+    from attnlab import matlab as M
+    torch.manual_seed(0)
+    net = M.dlnetwork([M.sequenceInputLayer(3, Name="in"),
+                       M.selfAttentionLayer(2, 8, Name="sa"),
+                       M.fullyConnectedLayer(2, Name="fc")])
+    x = torch.randn(1, 4, 3)
+    t = net.trace(x, capture=["sa/scores", "fc"])
+    assert t["sa/scores"].shape == (1, 2, 4, 4)
+    torch.testing.assert_close(t["fc"], net(x))
+
+
+def test_patching_a_head_to_zero_equals_zeroing_its_value_slice():
+    net = _net()
+    x = _x()
+    sa = net.layer_modules["sa"]
+    ablate = lambda h: torch.cat([h[:, :, :1], torch.zeros_like(h[:, :, 1:])], 2)  # noqa: E731
+    t = net.trace(x, patch={"sa/heads": ablate})
+    with torch.no_grad():
+        sa.value.weight[4:] = 0
+        sa.value.bias[4:] = 0
+    sa.pack_qkv()
+    torch.testing.assert_close(t.outputs, net(x))
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+def test_a_pattern_matching_nothing_is_refused_with_close_names():
+    net = _net()
+    with pytest.raises(al.ArgumentError, match=r"capture pattern 'sa/score' matches no name of "
+                                               r"the network\. Did you mean 'sa/scores'"):
+        net.trace(_x(), capture=["sa/score"])
+    with pytest.raises(al.ArgumentError, match=r"patch name 'fcc' matches no name.*'fc'"):
+        net.trace(_x(), patch={"fcc": torch.zeros(1)})
+
+
+def test_a_patch_of_the_wrong_size_names_the_port_expected_and_received():
+    net = _net()
+    with pytest.raises(al.SizeError, match=r"layer 'fc' port 'out': expected a patch of size "
+                                           r"2×5×8, but the patch is a tensor of size 2×5×4"):
+        net.trace(_x(), patch={"fc": torch.zeros(2, 5, 4)})
+    with pytest.raises(al.SizeError, match=r"layer 'sa' port 'scores': expected a patch of size "
+                                           r"2×2×5×5, but the patch function returned a tensor "
+                                           r"of size 2×2×5×4"):
+        net.trace(_x(), patch={"sa/scores": lambda s: s[..., :4]})
+    assert net.layer_modules["sa"].probe is None            # removed after the error too
+
+
+def test_a_patch_that_is_neither_tensor_nor_function_is_refused():
+    with pytest.raises(al.ArgumentError, match=r"the patch of 'fc' must be a tensor or a "
+                                               r"function.*received float"):
+        _net().trace(_x(), patch={"fc": 0.0})
+
+
+def test_an_unknown_name_in_a_trace_is_refused_with_close_names():
+    t = _net().trace(_x(), capture=["sa/scores"])
+    with pytest.raises(al.ArgumentError, match=r"nothing captured under 'sa/score'.*"
+                                               r"Did you mean 'sa/scores'"):
+        t["sa/score"]
+
+
+def test_trace_is_exported():
+    assert al.Trace is type(_net().trace(_x()))
