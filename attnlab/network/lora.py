@@ -2,9 +2,11 @@
 
 A target is a layer-name pattern (fnmatch) with an optional projection after '/':
 "h.*.attn/query" adapts the query projection of each attention layer 'h.<i>.attn',
-"h.*.mlp.c_fc" each Dense layer of that name. Targets are resolved against the built
-network before anything changes, so a pattern that matches nothing is refused with the
-names it is close to, and nothing is half adapted.
+"layers.*.mlp.gate_up_proj/gate" the gate of each GLU, "h.*.mlp.c_fc" each Dense layer of
+that name. A layer inside a nested network is named as its learnables are, its network's
+name first: "block/attn/query", "block/fc". Targets are resolved against the built network
+before anything changes, so a pattern that matches nothing is refused with the names it is
+close to, and nothing is half adapted.
 
 An adapted map is a `LoraLinear`: an `nn.Linear` (the same weight and bias Parameters, so
 names, state-dict keys, ties and optimizers keep them) with two more learnables, `lora_A`
@@ -15,19 +17,29 @@ one-matmul q|k|v projection, the decoding step) calls it as a module instead.
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import math
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.core.errors import ArgumentError, NetworkError, close_matches
+from attnlab.graph import Graph
+from attnlab.graph.names import learnable_name, module_path, parse_learnable
 
 __all__ = ["LoraLinear", "add_lora", "merge_lora", "PROJECTIONS"]
 
-# the linear maps of an attention module that a target may name after '/'
-PROJECTIONS = ("query", "key", "value", "output")
+# the linear maps inside a layer's module that a target may name after '/': an attention
+# module's four, a GLU's two (Llama's gate_proj and up_proj)
+PROJECTIONS = ("query", "key", "value", "output", "gate", "up")
+
+Target = Tuple[str, Optional[str]]      # a layer (nested: 'block/fc') and its projection
+Place = Tuple[str, Tuple[str, ...]]     # a Hugging Face module and the learnables it holds
+
+_PRETRAINED = "attnlab.pretrained"        # a front end, reached by name when called (as
+_LAYOUT = "attnlab.pretrained.saving"     # Network.save_pretrained does): never imported here
 
 # where a net keeps the Parameters that add_lora froze, so that merge_lora thaws them again
 _FROZEN = "_lora_frozen"
@@ -71,6 +83,79 @@ class LoraLinear(nn.Linear):
                 f"bias={self.bias is not None}, rank={self.rank}, alpha={self.alpha}")
 
 
+# -- where the linear maps are ----------------------------------------------------------------
+class Site(NamedTuple):
+    """A layer with a module, in a network or in a network nested in it (at any depth)."""
+    name: str          # its name, nested networks' layer names joined by '/' ("block/attn")
+    owner: Any         # the network whose layer it is
+    local: str         # its name in `owner`
+    layer: Any         # the layer (its description)
+    module: nn.Module
+
+
+def sites(net: Any, prefix: str = "") -> List[Site]:
+    """Every layer that has a module, in network order, a nested network's layers in its
+    place (after the nested network itself)."""
+    out: List[Site] = []
+    mods = net.layer_modules
+    for local in net._layers:
+        if local not in mods:
+            continue
+        name = learnable_name(prefix, local) if prefix else local
+        out.append(Site(name, net, local, net._layers[local], mods[local]))
+        if isinstance(mods[local], Graph):
+            out += sites(mods[local], name)
+    return out
+
+
+def _is_linear(m: Any) -> bool:
+    # a bare Linear (or one adapted already, refused later by name); a subclass computes
+    # something else around its matmul (a Dense on images flattens first): not ours to wrap
+    return type(m) is nn.Linear or isinstance(m, LoraLinear)
+
+
+def maps(net: Any) -> List[Tuple[Site, Optional[str]]]:
+    """(site, projection or None) for every linear map a target may name, in network order:
+    a layer whose module is a Linear (Dense), and each projection of one that has them."""
+    out: List[Tuple[Site, Optional[str]]] = []
+    for s in sites(net):
+        if _is_linear(s.module):
+            out.append((s, None))
+        out += [(s, p) for p in PROJECTIONS if _is_linear(s.module._modules.get(p))]
+    return out
+
+
+def torch_name(target: Target) -> str:
+    """The name `named_modules()` gives a (layer, projection): 'layer_modules.h.0.attn.query',
+    a nested network's layer under its network's ('layer_modules.block.layer_modules.fc')."""
+    name, proj = target
+    path: Tuple[str, ...] = ()
+    for part in name.split("/"):
+        path += ("layer_modules",) + module_path(part)
+    return ".".join(path + ((proj,) if proj else ()))
+
+
+def shown(target: Target) -> str:
+    return target[0] + (f"/{target[1]}" if target[1] else "")
+
+
+def pretrained_table(net: Any) -> Optional[Dict[str, Place]]:
+    """learnable weight name → (its Hugging Face module, the learnables that module's weight
+    holds: several where one tensor is split, as GPT-2's c_attn into q, k, v, Phi-3's
+    gate_up_proj into gate and up), for a from_pretrained network; None for any other."""
+    pre = importlib.import_module(_PRETRAINED)
+    meta = net.metadata.get(pre.META_KEY)
+    if not isinstance(meta, dict) or "config" not in meta:
+        return None
+    layout = importlib.import_module(_LAYOUT).Layout.of(net, meta, pre.family)
+    out: Dict[str, Place] = {}
+    for w in layout.family.weights(layout.cfg, layout.architecture):
+        if w.name.endswith(".weight") and not w.reshape and not w.interleave:
+            for name in w.learnables:
+                out[name] = (w.name[:-len(".weight")], tuple(w.learnables))
+    return out
+
+
 # -- resolving targets --------------------------------------------------------------------
 def _check_numbers(rank: Any, alpha: Any, dropout: Any) -> None:
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
@@ -97,70 +182,108 @@ def _patterns(targets: Any) -> List[str]:
     return list(targets)
 
 
-def _adaptable(module: nn.Module, projection: Optional[str]) -> Optional[nn.Module]:
-    """The linear map a target names in `module`, or None where it has none."""
-    found = module if projection is None else module._modules.get(projection)
-    # a bare Linear (or one adapted already, refused later by name); a subclass computes
-    # something else around its matmul (a Dense on images flattens first): not ours to wrap
-    return found if type(found) is nn.Linear or isinstance(found, LoraLinear) else None
+def _hit(pattern: str, site: Site, proj: Optional[str]) -> bool:
+    """Whether `pattern` names this map: a Linear layer by its whole name ('h.*.mlp.c_fc',
+    'block/fc'), a projection as 'layer-pattern/projection-pattern' ('h.*.attn/query')."""
+    if proj is None:
+        return fnmatch.fnmatchcase(site.name, pattern)
+    layer_pat, slash, proj_pat = pattern.rpartition("/")
+    return bool(slash) and fnmatch.fnmatchcase(proj, proj_pat) and \
+        fnmatch.fnmatchcase(site.name, layer_pat)
 
 
-def _resolve_one(net: Any, pattern: str) -> List[Tuple[str, Optional[str]]]:
-    layer_pat, _, projection = pattern.partition("/")
-    projection_or_none = projection or None
-    if projection and projection not in PROJECTIONS:
-        raise ArgumentError(f"add_lora: target '{pattern}' names the projection "
-                            f"'{projection}'; an attention layer's are {', '.join(PROJECTIONS)}."
-                            f"{close_matches(projection, PROJECTIONS)}")
-    mods = net.layer_modules
-    names = [n for n in net._layers if n in mods]
-    matched = [n for n in names if fnmatch.fnmatchcase(n, layer_pat)]
-    if not matched:
-        raise ArgumentError(f"add_lora: target '{pattern}' matches no layer of the network."
-                            f"{close_matches(layer_pat, names)} Targets are layer names "
-                            "(fnmatch patterns), e.g. 'h.*.attn/query' or a Dense layer's name.")
-    found = [(n, projection_or_none) for n in matched
-             if _adaptable(mods[n], projection_or_none) is not None]
-    if not found:
-        kinds = ", ".join(f"'{n}' ({type(net._layers[n]).__name__})" for n in matched[:5])
-        what = f"a '{projection}' projection" if projection else \
+def _has_projections(module: nn.Module) -> bool:
+    return any(_is_linear(module._modules.get(p)) for p in PROJECTIONS)
+
+
+def _refuse_unmatched(net: Any, pattern: str, all_sites: List[Site]) -> None:
+    """The ArgumentError for a pattern that names no linear map, saying why."""
+    layer_pat, slash, proj_pat = pattern.rpartition("/")
+    names_proj = bool(slash) and any(fnmatch.fnmatchcase(p, proj_pat) for p in PROJECTIONS)
+    matched = [s for s in all_sites if fnmatch.fnmatchcase(s.name, pattern) or
+               (names_proj and fnmatch.fnmatchcase(s.name, layer_pat))]
+    if matched:
+        kinds = ", ".join(f"'{s.name}' ({type(s.layer).__name__})" for s in matched[:5])
+        what = f"a '{proj_pat}' projection" if names_proj else \
             "a plain linear map of its own (a Dense layer on B×C or B×T×C inputs; name an " \
             "attention layer's projection after '/', e.g. 'attn/query')"
         raise ArgumentError(f"add_lora: target '{pattern}' matches {kinds}"
                             f"{' …' if len(matched) > 5 else ''}, none of which has {what}.")
+    if slash and not names_proj and any(fnmatch.fnmatchcase(s.name, layer_pat) and
+                                        _has_projections(s.module) for s in all_sites):
+        raise ArgumentError(f"add_lora: target '{pattern}' names the projection "
+                            f"'{proj_pat}'; an attention layer's are query, key, value, "
+                            f"output, a GLU's gate, up.{close_matches(proj_pat, PROJECTIONS)}")
+    names = [s.name for s in all_sites]
+    near = close_matches(layer_pat if names_proj else pattern, names)
+    raise ArgumentError(f"add_lora: target '{pattern}' matches no layer of the network."
+                        f"{near}{_hugging_face_hint(net, pattern)} Targets are layer names "
+                        "(fnmatch patterns; a nested network's layers as 'block/fc'), e.g. "
+                        "'h.*.attn/query' or a Dense layer's name.")
+
+
+def _hugging_face_hint(net: Any, pattern: str) -> str:
+    """For a from_pretrained network, where a pattern names Hugging Face modules (as peft's
+    target_modules do: 'layers.*.mlp.gate_proj'), the attnlab target of the first."""
+    table = pretrained_table(net)
+    for learnable, (module, _) in (table or {}).items():
+        if fnmatch.fnmatchcase(module, pattern) or fnmatch.fnmatchcase(module, "*." + pattern):
+            layer, param = parse_learnable(learnable)
+            proj = param[:-len(".weight")]
+            target = shown((layer, proj if proj in PROJECTIONS else None))
+            return (f" Hugging Face's module '{module}' is the target '{target}' here (attnlab "
+                    "names the layers it builds; net.learnables lists them).")
+    return ""
+
+
+def _resolve_one(net: Any, pattern: str, all_maps: List[Tuple[Site, Optional[str]]],
+                 all_sites: List[Site]) -> List[Target]:
+    found = [(s.name, p) for s, p in all_maps if _hit(pattern, s, p)]
+    if not found:
+        _refuse_unmatched(net, pattern, all_sites)
     return found
 
 
-def resolve(net: Any, targets: Any) -> List[Tuple[str, Optional[str]]]:
+def resolve(net: Any, targets: Any) -> List[Target]:
     """(layer, projection or None) for every linear map the targets name, in network order,
     each once; raises before anything changes."""
-    found: List[Tuple[str, Optional[str]]] = []
+    all_maps, all_sites = maps(net), sites(net)
+    found: List[Target] = []
     for pattern in _patterns(targets):
-        found += [t for t in _resolve_one(net, pattern) if t not in found]
+        found += [t for t in _resolve_one(net, pattern, all_maps, all_sites) if t not in found]
     refuse_adapted(net, found, "add_lora")
-    order = {n: i for i, n in enumerate(net._layers)}
-    return sorted(found, key=lambda t: (order[t[0]], PROJECTIONS.index(t[1]) if t[1] else -1))
+    order = {(s.name, p): i for i, (s, p) in enumerate(all_maps)}
+    return sorted(found, key=order.__getitem__)
 
 
-def refuse_adapted(net: Any, found: List[Tuple[str, Optional[str]]], doing: str) -> None:
+def refuse_adapted(net: Any, found: List[Target], doing: str) -> None:
     """An ArgumentError where one of `found` already has an adapter."""
-    for name, proj in found:
-        if isinstance(_linear_at(net, name, proj), LoraLinear):
-            where = name + (f"/{proj}" if proj else "")
-            raise ArgumentError(f"{doing}: '{where}' already has a LoRA adapter. Call "
+    for target in found:
+        if isinstance(linear_at(net, *target), LoraLinear):
+            raise ArgumentError(f"{doing}: '{shown(target)}' already has a LoRA adapter. Call "
                                 "merge_lora() first to fold it in, then add new ones.")
 
 
-def _linear_at(net: Any, name: str, proj: Optional[str]) -> nn.Linear:
-    module = net.layer_modules[name]
+def _owner(net: Any, name: str) -> Tuple[Any, str]:
+    """The network holding layer `name` (nested names: 'block/fc') and its name there."""
+    *outer, local = name.split("/")
+    for part in outer:
+        net = net.layer_modules[part]
+    return net, local
+
+
+def linear_at(net: Any, name: str, proj: Optional[str]) -> nn.Linear:
+    owner, local = _owner(net, name)
+    module = owner.layer_modules[local]
     return module if proj is None else module._modules[proj]  # an nn.Linear (resolve)
 
 
 def _put(net: Any, name: str, proj: Optional[str], linear: nn.Module) -> None:
+    owner, local = _owner(net, name)
     if proj is None:
-        net.layer_modules[name] = linear        # the plan is made again at the next call
+        owner.layer_modules[local] = linear     # the plan is made again at the next call
     else:
-        setattr(net.layer_modules[name], proj, linear)
+        setattr(owner.layer_modules[local], proj, linear)
 
 
 def _built(net: Any) -> None:
@@ -173,7 +296,7 @@ def _built(net: Any) -> None:
 
 # -- the public operations ------------------------------------------------------------------
 def add_lora(net: Any, targets: Any, rank: int = 8, alpha: float = 16,
-             dropout: float = 0.0) -> List[Tuple[str, Optional[str]]]:
+             dropout: float = 0.0) -> List[Target]:
     """Adapts the targets' linear maps with LoRA and freezes every other learnable. Returns
     the (layer, projection or None) adapted."""
     _check_numbers(rank, alpha, dropout)
@@ -183,7 +306,7 @@ def add_lora(net: Any, targets: Any, rank: int = 8, alpha: float = 16,
     return found
 
 
-def adapt(net: Any, found: List[Tuple[str, Optional[str]]], rank: int, alpha: float,
+def adapt(net: Any, found: List[Target], rank: int, alpha: float,
           dropout: float) -> None:
     """Puts an adapter on each (layer, projection) of `found` (resolved: linear maps without
     one) and freezes everything else."""
@@ -194,22 +317,18 @@ def adapt(net: Any, found: List[Tuple[str, Optional[str]]], rank: int, alpha: fl
             p.requires_grad_(False)
             froze.append(p)
     for name, proj in found:
-        _put(net, name, proj, LoraLinear(_linear_at(net, name, proj), rank, alpha,
+        _put(net, name, proj, LoraLinear(linear_at(net, name, proj), rank, alpha,
                                          float(dropout)))
 
 
 def adapters(net: Any) -> List[Tuple[str, Optional[str], LoraLinear]]:
-    """(layer, projection or None, its LoraLinear) for every adapter, in network order."""
+    """(layer, projection or None, its LoraLinear) for every adapter, in network order
+    (a nested network's layers named 'block/fc')."""
     out: List[Tuple[str, Optional[str], LoraLinear]] = []
-    mods = net.layer_modules
-    for name in net._layers:
-        if name not in mods:
-            continue
-        m = mods[name]
+    for s, p in maps(net):
+        m = s.module if p is None else s.module._modules[p]
         if isinstance(m, LoraLinear):
-            out.append((name, None, m))
-        out += [(name, p, m._modules[p]) for p in PROJECTIONS
-                if isinstance(m._modules.get(p), LoraLinear)]
+            out.append((s.name, p, m))
     return out
 
 
@@ -218,7 +337,7 @@ def refuse_adapters(net: Any, doing: str) -> None:
     place for them (the file would not load), so they are merged first, never dropped."""
     found = adapters(net)
     if found:
-        names = ", ".join(n + (f"/{p}" if p else "") for n, p, _ in found[:4])
+        names = ", ".join(shown((n, p)) for n, p, _ in found[:4])
         more = f" and {len(found) - 4} more" if len(found) > 4 else ""
         raise NetworkError(f"{doing}: the network has LoRA adapters ({names}{more}), which "
                            "its saved layers have no place for. Call net.merge_lora() first "
@@ -232,7 +351,7 @@ def _refuse_tied(net: Any, found: List[Tuple[str, Optional[str], LoraLinear]]) -
     uses: dict = {}
     for _, p in net.named_parameters(remove_duplicate=False):
         uses[id(p)] = uses.get(id(p), 0) + 1
-    tied = [n + (f"/{p}" if p else "") for n, p, m in found if uses.get(id(m.weight), 0) > 1]
+    tied = [shown((n, p)) for n, p, m in found if uses.get(id(m.weight), 0) > 1]
     if tied:
         raise NetworkError(f"merge_lora: the weight of {', '.join(tied)} is tied to another "
                            "learnable (e.g. the embedding), which a merge would change as well. "
@@ -249,7 +368,7 @@ def _plain(lora: LoraLinear) -> nn.Linear:
     return lin
 
 
-def merge_lora(net: Any) -> List[Tuple[str, Optional[str]]]:
+def merge_lora(net: Any) -> List[Target]:
     """Folds every adapter into its weight (W + scaling·B·A), removes the adapters and thaws
     what add_lora froze. Returns the (layer, projection or None) merged."""
     found = adapters(net)
@@ -265,7 +384,8 @@ def merge_lora(net: Any) -> List[Tuple[str, Optional[str]]]:
         _put(net, name, proj, _plain(lora))
         touched.add(name)
     for name in touched:                        # q|k|v back in one storage for one matmul
-        pack = getattr(net.layer_modules[name], "pack_qkv", None)
+        owner, local = _owner(net, name)
+        pack = getattr(owner.layer_modules[local], "pack_qkv", None)
         if pack is not None:
             pack()
     _thaw(net.__dict__.pop(_FROZEN, []))

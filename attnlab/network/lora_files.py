@@ -13,26 +13,22 @@ own rows of B.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, cast
+from typing import Any, Dict, List, Tuple, cast
 
 import torch
 
 from attnlab.core.errors import ArgumentError, DataError, NetworkError
 from attnlab.core.reading import read_regular
-from attnlab.graph.names import module_path
 from attnlab.network import lora
 
 __all__ = ["save_adapter", "load_adapter"]
 
 CONFIG, WEIGHTS, PREFIX = "adapter_config.json", "adapter_model.safetensors", "base_model.model."
-_PRETRAINED = "attnlab.pretrained"        # a front end, reached by name when called (as
-_LAYOUT = "attnlab.pretrained.saving"     # Network.save_pretrained does): never imported here
 
-Target = Tuple[str, Optional[str]]
+Target = lora.Target
 
 
 def _learnable(target: Target) -> str:
@@ -40,37 +36,17 @@ def _learnable(target: Target) -> str:
     return f"{name}/{proj}.weight" if proj else f"{name}/weight"
 
 
-def _shown(target: Target) -> str:
-    return target[0] + (f"/{target[1]}" if target[1] else "")
-
-
-Place = Tuple[str, Tuple[str, ...]]      # a module's name and the learnables its weight holds
-
-
-def _pretrained_table(net: Any) -> Optional[Dict[str, Place]]:
-    """learnable weight name → (its Hugging Face module, the learnables that module's weight
-    holds: several where one tensor is split, as GPT-2's c_attn into q, k, v), for a
-    from_pretrained network; None for any other."""
-    pre = importlib.import_module(_PRETRAINED)
-    meta = net.metadata.get(pre.META_KEY)
-    if not isinstance(meta, dict) or "config" not in meta:
-        return None
-    layout = importlib.import_module(_LAYOUT).Layout.of(net, meta, pre.family)
-    out: Dict[str, Place] = {}
-    for w in layout.family.weights(layout.cfg, layout.architecture):
-        if w.name.endswith(".weight") and not w.reshape and not w.interleave:
-            for name in w.learnables:
-                out[name] = (w.name[:-len(".weight")], tuple(w.learnables))
-    return out
+_shown = lora.shown
+Place = lora.Place
 
 
 def _own_name(t: Target) -> str:
-    return ".".join(("layer_modules",) + module_path(t[0]) + ((t[1],) if t[1] else ()))
+    return lora.torch_name(t)
 
 
 def module_names(net: Any, targets: List[Target]) -> Dict[Target, Place]:
     """Each adapted (layer, projection) → where peft knows it: (module, its learnables)."""
-    table = _pretrained_table(net)
+    table = lora.pretrained_table(net)
     out: Dict[Target, Place] = {}
     for t in targets:
         if table is None:
@@ -169,8 +145,19 @@ def _write(folder: Path, config: dict, tensors: Dict[str, torch.Tensor]) -> None
 
 
 # -- loading ------------------------------------------------------------------------------------
-_UNSUPPORTED: Tuple[Tuple[str, Any], ...] = (("use_dora", False), ("use_rslora", False), ("bias", "none"),
-                ("modules_to_save", None))
+# peft's settings that change what an adapter computes (a variant of LoRA, another scaling,
+# biases, other trained tensors, a model of another shape): attnlab's adapters are plain LoRA,
+# so a config that sets one is refused, never loaded as something else
+_UNSUPPORTED = ("use_dora", "use_rslora", "bias", "lora_bias", "modules_to_save",
+                "trainable_token_indices", "target_parameters", "layer_replication",
+                "alora_invocation_tokens", "use_qalora", "kasa_config", "monteclora_config",
+                "use_bdlora", "arrow_config")
+
+
+def _unset(value: Any) -> bool:
+    """Whether a config value leaves its setting off (peft writes false, null, "none", [])."""
+    return value is None or value is False or value == "none" or \
+        (isinstance(value, (list, dict)) and not value)
 
 
 def _read_config(folder: Path) -> dict:
@@ -183,11 +170,11 @@ def _read_config(folder: Path) -> dict:
         raise DataError(f"load_adapter: {folder / CONFIG} is not a LoRA adapter (peft_type "
                         f"{config.get('peft_type') if isinstance(config, dict) else None!r}, "
                         "expected 'LORA').")
-    for key, plain in _UNSUPPORTED:
-        if config.get(key, plain) not in (plain, None, {}) or \
-                (plain is False and config.get(key)):
-            raise DataError(f"load_adapter: {CONFIG} sets {key}={config[key]!r}; attnlab's "
-                            f"adapters are plain LoRA ({key}={plain!r}).")
+    for key in _UNSUPPORTED:
+        if not _unset(config.get(key)):
+            raise DataError(f"load_adapter: {CONFIG} sets {key}={config[key]!r}, which changes "
+                            "what the adapter computes; attnlab's adapters are plain LoRA "
+                            "(W x + lora_alpha/r · B A x). Save the adapter without it.")
     return config
 
 
@@ -197,16 +184,9 @@ Slot = Tuple[Target, int, int]        # an adapted map, its first row in the mod
 def _by_module(net: Any) -> Dict[str, List[Slot]]:
     """Module names peft may use → the (layer, projection) maps of this network whose weights
     the module's weight holds, each with its rows there (several for GPT-2's c_attn)."""
-    candidates: List[Target] = []
-    for name in net._layers:
-        if name not in net.layer_modules:
-            continue
-        m = net.layer_modules[name]
-        if type(m) is torch.nn.Linear:
-            candidates.append((name, None))
-        candidates += [(name, p) for p in lora.PROJECTIONS
-                       if type(m._modules.get(p)) is torch.nn.Linear]
-    table = _pretrained_table(net)
+    candidates: List[Target] = [(site.name, p) for site, p in lora.maps(net)
+                                 if type(lora.linear_at(net, site.name, p)) is torch.nn.Linear]
+    table = lora.pretrained_table(net)
     params = net.learnables
     by: Dict[str, List[Slot]] = {}
     for t in candidates:
@@ -269,15 +249,14 @@ def load_adapter(net: Any, path: str | os.PathLike) -> List[Target]:
         _check_shapes(module, by[module], parts, r, net)
         plan += [(t, r, alpha, parts["A"], parts["B"][start:start + n])
                  for t, start, n in by[module]]
-    order = list(net._layers)
-    plan.sort(key=lambda e: (order.index(e[0][0]),
-                             lora.PROJECTIONS.index(e[0][1]) if e[0][1] else -1))
+    order = {(site.name, p): i for i, (site, p) in enumerate(lora.maps(net))}
+    plan.sort(key=lambda e: order[e[0]])
     lora.refuse_adapted(net, [e[0] for e in plan], "load_adapter")
     dropout = float(config.get("lora_dropout") or 0.0)
     for r, alpha in sorted({(e[1], e[2]) for e in plan}):
         lora.adapt(net, [e[0] for e in plan if (e[1], e[2]) == (r, alpha)], r, alpha, dropout)
     for t, _, _, a, b in plan:
-        m = cast(lora.LoraLinear, lora._linear_at(net, *t))
+        m = cast(lora.LoraLinear, lora.linear_at(net, *t))
         with torch.no_grad():
             m.lora_A.copy_(a)
             m.lora_B.copy_(b)
@@ -286,7 +265,7 @@ def load_adapter(net: Any, path: str | os.PathLike) -> List[Target]:
 
 def _check_shapes(module: str, slots: List[Slot], parts: Dict[str, torch.Tensor], rank: int,
                   net: Any) -> None:
-    base = lora._linear_at(net, *slots[0][0])
+    base = lora.linear_at(net, *slots[0][0])
     rows = sum(n for _, _, n in slots)
     for part, shape in (("A", (rank, base.in_features)), ("B", (rows, rank))):
         x = parts.get(part)

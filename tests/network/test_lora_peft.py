@@ -189,3 +189,106 @@ def test_merging_an_adapter_on_a_tied_weight_is_refused(tmp_path):
     assert all(torch.equal(net.learnables[n], v) for n, v in before.items())
     assert "lm_head/lora_A" in net.learnables and "h.0.attn/query.lora_B" in net.learnables
 
+
+
+# -- Llama's MLP: gate_proj and up_proj are the two maps of one GLU layer in attnlab ----------
+FAMILIES = {          # model type → (config class, model class, extra config)
+    "llama": ("LlamaConfig", "LlamaForCausalLM", {}),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {}),
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {"head_dim": 8}),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"head_dim": 8}),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {"head_dim": 8}),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {"pad_token_id": 0}),   # gate_up_proj: one tensor
+}
+EVERY_PROJECTION = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def _family(kind, folder):
+    config_class, model_class, extra = FAMILIES[kind]
+    torch.manual_seed(0)
+    cfg = getattr(transformers, config_class)(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=VOCAB, **extra)
+    return save_checkpoint(getattr(transformers, model_class)(cfg), folder)
+
+
+def _peft_targets(kind):
+    # Phi-3's checkpoint holds q|k|v in qkv_proj and gate|up in gate_up_proj
+    return ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"] if kind == "phi3" else \
+        EVERY_PROJECTION
+
+
+@pytest.mark.parametrize("kind", sorted(FAMILIES))
+def test_adapter_on_every_projection_saved_by_peft_loads_with_the_same_outputs(kind, tmp_path):
+    folder = _family(kind, tmp_path / kind)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    model = peft.get_peft_model(hf, peft.LoraConfig(r=2, lora_alpha=6,
+                                                    target_modules=_peft_targets(kind)))
+    _random_b(model.named_parameters(), seed=5)
+    model.save_pretrained(tmp_path / "from_peft")
+    net = al.from_pretrained(folder).eval()
+    with torch.no_grad():
+        plain = net(input_ids=_ids())
+    got = net.load_adapter(tmp_path / "from_peft")
+    assert got[4:7] == [("layers.0.mlp.gate_up_proj", "gate"), ("layers.0.mlp.gate_up_proj", "up"),
+                        ("layers.0.mlp.down_proj", None)]
+    assert len(got) == 14
+    with torch.no_grad():
+        ours, ref = net(input_ids=_ids()), model(input_ids=_ids()).logits
+    assert relative_difference(ours, plain) > 1e-3
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", sorted(FAMILIES))
+def test_adapter_on_every_projection_gives_peft_the_same_outputs(kind, tmp_path):
+    folder = _family(kind, tmp_path / kind)
+    net = al.from_pretrained(folder).eval()
+    got = net.add_lora(["layers.*.self_attn/*", "layers.*.mlp.gate_up_proj/gate",
+                        "layers.*.mlp.gate_up_proj/up", "layers.*.mlp.down_proj"],
+                       rank=2, alpha=4)
+    assert len(got) == 14
+    _random_b(net.named_parameters(), seed=6)
+    net.save_adapter(tmp_path / "a")
+    config = json.loads((tmp_path / "a" / "adapter_config.json").read_text())
+    hf_names = [n for n, _ in transformers.AutoModelForCausalLM.from_pretrained(folder)
+                .named_modules()]
+    assert set(config["target_modules"]) <= set(hf_names)
+    if kind != "phi3":
+        assert "model.layers.1.mlp.up_proj" in config["target_modules"]
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    theirs = peft.PeftModel.from_pretrained(hf, tmp_path / "a").eval()
+    with torch.no_grad():
+        ours, ref = net(input_ids=_ids()), theirs(input_ids=_ids()).logits
+        plain = al.from_pretrained(folder)(input_ids=_ids())
+    assert relative_difference(ours, plain) > 1e-3
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_hugging_face_module_name_as_target_is_refused_naming_attnlabs(llama):
+    net = al.from_pretrained(llama)
+    with pytest.raises(al.ArgumentError, match=r"'layers\.\*\.mlp\.gate_proj' matches no layer"
+                                               r".*Hugging Face's module 'model\.layers\.0\.mlp"
+                                               r"\.gate_proj' is the target 'layers\.0\.mlp\."
+                                               r"gate_up_proj/gate' here"):
+        net.add_lora("layers.*.mlp.gate_proj")
+    assert all(p.requires_grad for p in net.parameters())
+
+
+def test_gate_and_up_of_a_glu_are_targets_on_any_network():
+    torch.manual_seed(0)
+    net = al.Network([L.SequenceInput(8, name="x"), L.GLU(16, name="mlp"),
+                      L.Dense(8, name="down")]).eval()
+    x = torch.randn(2, 3, 8)
+    assert net.add_lora("mlp/*", rank=2) == [("mlp", "gate"), ("mlp", "up")]
+    _random_b(net.named_parameters(), seed=7)
+    glu = net.layer_modules["mlp"]
+    with torch.no_grad():
+        ours = net(x)
+        gate = x @ (glu.gate.weight + glu.gate.scaling * glu.gate.lora_B @ glu.gate.lora_A).T
+        up = x @ (glu.up.weight + glu.up.scaling * glu.up.lora_B @ glu.up.lora_A).T
+        ref = net.layer_modules["down"](torch.nn.functional.silu(gate) * up)
+        torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-6)
+        net.merge_lora()
+        torch.testing.assert_close(net(x), ours, rtol=1e-5, atol=1e-6)
+    assert type(net.layer_modules["mlp"].gate) is torch.nn.Linear
