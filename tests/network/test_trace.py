@@ -203,3 +203,135 @@ def test_an_unknown_name_in_a_trace_is_refused_with_close_names():
 
 def test_trace_is_exported():
     assert al.Trace is type(_net().trace(_x()))
+
+
+# -- against transformers, on tiny random checkpoints ------------------------------------------
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    from pretrained_helpers import quiet_transformers, save_checkpoint
+    transformers = quiet_transformers()
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=32, n_head=4, vocab_size=60,
+                                     n_positions=16)
+    model = transformers.GPT2LMHeadModel(config)
+    model.set_attn_implementation("eager")            # output_attentions
+    folder = save_checkpoint(model, tmp_path_factory.mktemp("gpt2"))
+    return model, al.from_pretrained(folder)
+
+
+def _ids(b, t, vocab=60):
+    return torch.randint(0, vocab, (b, t), generator=torch.Generator().manual_seed(2))
+
+
+def test_gpt2_scores_and_block_outputs_equal_transformers(gpt2):
+    hf, net = gpt2
+    ids = _ids(2, 7)
+    with torch.no_grad():
+        theirs = hf(input_ids=ids, output_attentions=True, output_hidden_states=True)
+        t = net.trace(input_ids=ids, capture=["h.*.attn/scores", "drop", "h.*.add_2", "ln_f"])
+    for i, a in enumerate(theirs.attentions):
+        torch.testing.assert_close(t[f"h.{i}.attn/scores"], a)
+    # hidden_states: the embeddings, each block's output but the last, then the final norm's
+    ours = [t["drop"], t["h.0.add_2"], t["ln_f"]]
+    for o, h in zip(ours, theirs.hidden_states, strict=True):
+        torch.testing.assert_close(o, h)
+    torch.testing.assert_close(t.outputs, theirs.logits)
+
+
+def test_gpt2_head_ablation_equals_zeroing_the_heads_value_columns(gpt2):
+    import copy
+    hf, net = gpt2
+    ids = _ids(1, 6)
+    h, d, c = 2, 8, 32                           # head 2 of 4, 8 channels each; v after q, k
+
+    def ablate(x):
+        x = x.clone()
+        x[:, :, h] = 0
+        return x
+    with torch.no_grad():
+        t = net.trace(input_ids=ids, patch={"h.1.attn/heads": ablate})
+        cut = copy.deepcopy(hf)
+        cols = slice(2 * c + h * d, 2 * c + (h + 1) * d)
+        cut.transformer.h[1].attn.c_attn.weight[:, cols] = 0   # Conv1D: in × out
+        cut.transformer.h[1].attn.c_attn.bias[cols] = 0
+        theirs = cut(input_ids=ids).logits
+        plain = hf(input_ids=ids).logits
+    torch.testing.assert_close(t.outputs, theirs)
+    assert not torch.allclose(theirs, plain)            # the head mattered
+
+
+def test_bert_padded_batch_scores_equal_transformers_on_real_rows(tmp_path):
+    from pretrained_helpers import quiet_transformers, save_checkpoint
+    transformers = quiet_transformers()
+    torch.manual_seed(0)
+    config = transformers.BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
+                                     intermediate_size=48, vocab_size=50,
+                                     max_position_embeddings=16)
+    hf = transformers.BertModel(config)
+    hf.set_attn_implementation("eager")
+    net = al.from_pretrained(save_checkpoint(hf, tmp_path))
+    lengths = [7, 4]
+    ids = _ids(2, 7, 50)
+    mask = (torch.arange(7)[None] < torch.tensor(lengths)[:, None]).long()
+    with torch.no_grad():
+        theirs = hf(input_ids=ids, attention_mask=mask, output_attentions=True)
+        t = net.trace({"input_ids": ids, "attention_mask": mask}, capture=["*/scores"])
+    assert len(t) == len(theirs.attentions) == 2
+    for ours, a in zip(t.values(), theirs.attentions):
+        assert torch.all(ours[1, :, :, 4:] == 0)               # padded keys
+        for b, n in enumerate(lengths):
+            torch.testing.assert_close(ours[b, :, :n, :n], a[b, :, :n, :n])
+
+
+def test_vit_scores_equal_transformers(tmp_path):
+    from pretrained_helpers import quiet_transformers, save_checkpoint
+    transformers = quiet_transformers()
+    torch.manual_seed(0)
+    config = transformers.ViTConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
+                                    intermediate_size=48, image_size=8, patch_size=4,
+                                    num_labels=3)
+    hf = transformers.ViTForImageClassification(config)
+    hf.set_attn_implementation("eager")
+    net = al.from_pretrained(save_checkpoint(hf, tmp_path))
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        theirs = hf(pixel_values=x, output_attentions=True)
+        t = net.trace(pixel_values=x, capture=["*/scores"])
+    assert [v.shape for v in t.values()] == [(2, 4, 5, 5)] * 2
+    for ours, a in zip(t.values(), theirs.attentions, strict=True):
+        torch.testing.assert_close(ours, a)
+    torch.testing.assert_close(t.outputs, theirs.logits)
+
+
+def test_llama_query_and_key_after_rotary_equal_transformers(tmp_path):
+    from pretrained_helpers import quiet_transformers
+    transformers = quiet_transformers()
+    from transformers.models.llama import modeling_llama
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=48,
+                                      num_hidden_layers=1, num_attention_heads=4,
+                                      num_key_value_heads=2, max_position_embeddings=32,
+                                      tie_word_embeddings=False)
+    hf = transformers.LlamaForCausalLM(config).eval()
+    hf.set_attn_implementation("eager")
+    hf.save_pretrained(tmp_path)
+    net = al.from_pretrained(tmp_path)
+    seen = []
+    real = modeling_llama.apply_rotary_pos_emb
+
+    def spy(*a, **kw):
+        seen.append(real(*a, **kw))
+        return seen[-1]
+    ids = _ids(2, 6, 50)
+    with torch.no_grad(), mock.patch.object(modeling_llama, "apply_rotary_pos_emb", spy):
+        theirs = hf(input_ids=ids, output_attentions=True)
+    (name,) = [n for n in names(net) if n.endswith("/scores")]
+    layer = name[:-len("/scores")]
+    with torch.no_grad():
+        t = net.trace(input_ids=ids, capture=[f"{layer}/query", f"{layer}/key", name])
+    (q, k), = seen
+    assert t[f"{layer}/query"].shape == (2, 4, 6, 8) and t[f"{layer}/key"].shape == (2, 2, 6, 8)
+    torch.testing.assert_close(t[f"{layer}/query"], q)
+    torch.testing.assert_close(t[f"{layer}/key"], k)          # the key/value heads
+    torch.testing.assert_close(t[name], theirs.attentions[0])  # one per query head
