@@ -27,7 +27,8 @@ _LAZY = {
 }
 _SUBMODULES = {"blocks": "attnlab.blocks", "datasets": "attnlab.training.datasets",
                "matlab": "attnlab.matlab", "functional": "attnlab.functional",
-               "pretrained": "attnlab.pretrained", "viz": "attnlab.viz"}
+               "pretrained": "attnlab.pretrained", "viz": "attnlab.viz",
+               "explain": "attnlab.explain"}
 
 
 def __getattr__(name):

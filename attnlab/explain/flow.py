@@ -1,0 +1,85 @@
+"""Attention rollout (Abnar & Zuidema 2020) and attention × gradient relevance (Chefer et al.
+2021, "Generic attention-model explainability"), both by the graph walk of
+`attnlab.explain.mixing`: rollout with each layer's head-mean weights and additions averaged
+(0.5·A + 0.5·I at a residual), relevance with mean_h((∇A ⊙ A)⁺) and additions summed
+(R += Ā·R at a residual)."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from attnlab.core.errors import NetworkError
+from attnlab.explain.inputs import Target, as_dict, kind_of, target_values, token_labels
+from attnlab.explain.mixing import Walk, attention_layers
+from attnlab.explain.results import Mixing
+
+
+def _layers(net: Any, what: str) -> list[str]:
+    names = attention_layers(net)
+    if not names:
+        raise NetworkError(f"{what}: expected a network with attention layers, but "
+                           f"'{net.name}' has none ({len(net.layer_map)} layers). "
+                           f"{what.capitalize()} follows attention weights; use "
+                           "al.explain.integrated_gradients for a network without attention.")
+    return names
+
+
+def rollout(net: Any, inputs: Any) -> Mixing:
+    """Attention rollout: each output position's share of each input position, through every
+    attention layer's head-mean weights, residual additions averaged (see
+    `attnlab.explain.mixing` for each kind of layer)."""
+    names = _layers(net, "rollout")
+    given = as_dict(net, inputs, "rollout")
+    with torch.no_grad():
+        trace = net.trace(given, capture=[f"{n}/scores" for n in names])
+        weights = {n: trace[f"{n}/scores"].float().mean(1) for n in names}
+    return _walk(net, given, weights, mean=True, method="rollout")
+
+
+def relevance(net: Any, inputs: Any, target: Target) -> Mixing:
+    """Attention × gradient relevance of `target` (as for integrated gradients: a class,
+    (position, class), or a function of the outputs giving one value per item): R = I, then
+    for each attention layer in graph order R += mean_h((∇A ⊙ A)⁺)·R, residuals summed."""
+    names = _layers(net, "relevance")
+    given = as_dict(net, inputs, "relevance")
+    # a zero added to each layer's weights: its gradient is ∂target/∂A through every later
+    # layer, whether or not the network's own parameters take gradients
+    zeros: dict[str, Tensor] = {}
+
+    def shifted(name: str):
+        def patch(a: Tensor) -> Tensor:
+            zeros[name] = torch.zeros_like(a, requires_grad=True)
+            return a + zeros[name]
+        return patch
+
+    with torch.enable_grad():
+        trace = net.trace(given, capture=[f"{n}/scores" for n in names],
+                          patch={f"{n}/scores": shifted(n) for n in names})
+        f = target_values(trace.outputs, target, "relevance")
+        grads = torch.autograd.grad(f.sum(), [zeros[n] for n in names], allow_unused=True)
+    weights = {}
+    for n, g in zip(names, grads):
+        a = trace[f"{n}/scores"].detach().float()
+        g = torch.zeros_like(a) if g is None else g.float()
+        weights[n] = (g * a).clamp_min(0).mean(1)
+    return _walk(net, given, weights, mean=False, method="relevance")
+
+
+def _walk(net: Any, given: dict, weights: dict, mean: bool, method: str) -> Mixing:
+    walk = Walk(weights.__getitem__, mean)
+    walk.run(net, {})
+    last = walk.last
+    if last is None:
+        raise NetworkError(f"{method}: no attention layer of '{net.name}' mixes the positions "
+                           "of an input sequence (their value inputs carry no token). "
+                           "Explain a network whose attention attends over its inputs.")
+    basis = next(iter(last.terms))
+    values = last.terms[basis]
+    if values is None:           # pragma: no cover - a mixed value has a matrix
+        raise NetworkError(f"{method}: nothing was mixed.")
+    kind = kind_of(net, basis) if basis in net.input_names else \
+        "image" if any(kind_of(net, n) == "image" for n in net.input_names) else "sequence"
+    labels = token_labels(net, given, basis) if basis in net.input_names else None
+    return Mixing(values, basis, dict(last.terms), list(walk.attention), method, kind, labels)

@@ -1,0 +1,86 @@
+"""What the explain functions share: a network's inputs as a dict, the kind of an input, its
+token labels, and the scalar per batch item that a `target` picks from the outputs."""
+from __future__ import annotations
+
+from typing import Any, Callable, Union
+
+import torch
+from torch import Tensor
+
+from attnlab.core.errors import ArgumentError, SizeError
+
+Target = Union[int, tuple, Callable[[Any], Tensor]]
+
+
+def as_dict(net: Any, inputs: Any, what: str) -> dict[str, Tensor]:
+    """`inputs` by input name: a tensor for a one-input network, or a dict of tensors."""
+    names = list(net.input_names)
+    if isinstance(inputs, Tensor):
+        if len(names) != 1:
+            raise ArgumentError(f"{what}: the network has {len(names)} inputs "
+                                f"({', '.join(names)}), received one tensor. Give a dict by "
+                                "input name.")
+        return {names[0]: inputs}
+    if isinstance(inputs, dict) and all(isinstance(v, Tensor) for v in inputs.values()):
+        return dict(inputs)
+    raise ArgumentError(f"{what}: expected the inputs as a tensor (one-input network) or a "
+                        f"dict of tensors by input name, received {type(inputs).__name__}. "
+                        "Pad sequences of different lengths first (al.pad_sequences).")
+
+
+def kind_of(net: Any, name: str) -> str:
+    """"tokens", "sequence", "image" or "features": what input `name` holds."""
+    if name in net.token_inputs:
+        return "tokens"
+    spec = net.input_specs[name]
+    return "sequence" if spec.is_sequence else "image" if spec.is_image else "features"
+
+
+def token_labels(net: Any, inputs: dict[str, Tensor], name: str) -> list | None:
+    """The token ids of input `name`, one list per batch item, when it holds tokens."""
+    if name in net.token_inputs and name in inputs:
+        return [[int(i) for i in row] for row in inputs[name].reshape(inputs[name].shape[0], -1)]
+    return None
+
+
+def single_output(outputs: Any, what: str) -> Tensor:
+    if isinstance(outputs, Tensor):
+        return outputs
+    raise ArgumentError(f"{what}: the network has several outputs ({', '.join(outputs)}), so "
+                        "an index cannot say which. Give the target as a function of the "
+                        "outputs, e.g. target=lambda out: out['logits'][:, -1, 7].")
+
+
+def target_values(outputs: Any, target: Target, what: str) -> Tensor:
+    """The scalar per batch item (a vector, B) that `target` picks: an output index (class),
+    (position, class) for sequence outputs, or a function outputs → B values."""
+    if callable(target):
+        got = target(outputs)
+        if not isinstance(got, Tensor) or got.dim() != 1:
+            shape = tuple(got.shape) if isinstance(got, Tensor) else type(got).__name__
+            raise ArgumentError(f"{what}: the target function must return one value per batch "
+                                f"item (a tensor of size B), returned {shape}. Sum or index "
+                                "each item's outputs to a scalar.")
+        return got
+    out = single_output(outputs, what)
+    index = (target,) if isinstance(target, int) else tuple(target) \
+        if isinstance(target, tuple) else None
+    if index is None or not all(isinstance(i, int) for i in index):
+        raise ArgumentError(f"{what}: target must be an output index (class), a (position, "
+                            f"class) pair or a function of the outputs, received {target!r}.")
+    if len(index) != out.dim() - 1:
+        need = "(position, class)" if out.dim() == 3 else "a class index"
+        raise ArgumentError(f"{what}: the output is {'×'.join(map(str, out.shape))}, so the "
+                            f"target needs {out.dim() - 1} indices: {need}; received "
+                            f"{target!r}.")
+    for i, (k, n) in enumerate(zip(index, out.shape[1:])):
+        if not -n <= k < n:
+            raise SizeError(f"{what}: target index {k} is outside the output's dimension "
+                            f"{i + 1} of size {n}. Give one in {-n} … {n - 1}.")
+    return out[(slice(None),) + index]
+
+
+def repeat(x: Tensor, n: int) -> Tensor:
+    """x repeated n times along the batch, step-major: item b of copy s at s·B + b."""
+    return x.repeat(n, *([1] * (x.dim() - 1)))
+

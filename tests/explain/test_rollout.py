@@ -1,0 +1,119 @@
+"""Attention rollout and relevance against their formulas computed from transformers'
+`output_attentions` on tiny GPT-2, BERT (a padded batch) and ViT checkpoints."""
+import matplotlib
+import pytest
+import torch
+
+import attnlab as al
+from attnlab import layers as L
+from pretrained_helpers import quiet_transformers, save_checkpoint
+
+transformers = pytest.importorskip("transformers")
+quiet_transformers()
+
+VOCAB = 40
+
+
+def _abnar(attentions, t):
+    """Abnar & Zuidema's rollout: the product of 0.5·mean_h(A) + 0.5·I over the layers."""
+    r = torch.eye(t).expand(attentions[0].shape[0], t, t)
+    for a in attentions:
+        r = (0.5 * a.mean(1) + 0.5 * torch.eye(t)) @ r
+    return r
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_layer=2, n_embd=16, n_head=2, vocab_size=VOCAB, n_positions=16,
+        attn_implementation="eager")).eval()
+    return model, al.from_pretrained(save_checkpoint(model, tmp_path_factory.mktemp("gpt2")))
+
+
+def test_rollout_equals_abnars_formula_on_gpt2(gpt2):
+    hf, net = gpt2
+    ids = torch.randint(0, VOCAB, (2, 7))
+    got = al.explain.rollout(net, ids)
+    with torch.no_grad():
+        attentions = hf(ids, output_attentions=True).attentions
+    assert got.layers == ["h.0.attn", "h.1.attn"] and got.basis == "input_ids"
+    assert torch.allclose(got.values, _abnar(attentions, 7), atol=1e-5)
+    assert got.labels == ids.tolist()
+
+
+def test_rollout_equals_abnars_formula_on_a_padded_bert_batch(tmp_path):
+    torch.manual_seed(1)
+    hf = transformers.BertModel(transformers.BertConfig(
+        num_hidden_layers=2, hidden_size=16, num_attention_heads=2, intermediate_size=24,
+        vocab_size=VOCAB, max_position_embeddings=16, attn_implementation="eager")).eval()
+    net = al.from_pretrained(save_checkpoint(hf, tmp_path))
+    ids = torch.randint(1, VOCAB, (2, 6))
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
+    got = al.explain.rollout(net, {"input_ids": ids, "attention_mask": mask})
+    with torch.no_grad():
+        attentions = hf(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
+    want = _abnar(attentions, 6)
+    for b, n in enumerate((6, 4)):      # padded steps are no token: the valid block compares
+        assert torch.allclose(got.values[b, :n, :n], want[b, :n, :n], atol=1e-5)
+    assert got.values[1, :4, 4:].abs().max() == 0      # nothing flows from padding
+
+
+def test_rollout_equals_abnars_formula_on_vit_over_the_class_token_and_patches(tmp_path):
+    torch.manual_seed(2)
+    hf = transformers.ViTForImageClassification(transformers.ViTConfig(
+        num_hidden_layers=2, hidden_size=16, num_attention_heads=2, intermediate_size=24,
+        image_size=8, patch_size=4, num_labels=3, attn_implementation="eager")).eval()
+    net = al.from_pretrained(save_checkpoint(hf, tmp_path))
+    x = torch.randn(2, 3, 8, 8)
+    got = al.explain.rollout(net, x)
+    with torch.no_grad():
+        attentions = hf(pixel_values=x, output_attentions=True).attentions
+    assert got.values.shape == (2, 5, 5) and got.kind == "image"   # class token + 4 patches
+    assert torch.allclose(got.values, _abnar(attentions, 5), atol=1e-5)
+
+
+def test_relevance_equals_chefers_formula_on_gpt2(gpt2):
+    hf, net = gpt2
+    ids = torch.randint(0, VOCAB, (2, 6))
+    got = al.explain.relevance(net, ids, (5, 3))
+    out = hf(ids, output_attentions=True)
+    grads = torch.autograd.grad(out.logits[:, 5, 3].sum(), out.attentions)
+    r = torch.eye(6).expand(2, 6, 6)
+    for a, g in zip(out.attentions, grads):
+        r = r + (g * a).clamp_min(0).mean(1) @ r
+    assert got.method == "relevance" and got.layers == ["h.0.attn", "h.1.attn"]
+    assert torch.allclose(got.values, r.detach(), atol=1e-6)
+    assert (got.values - torch.eye(6)).abs().max() > 0       # the gradients moved it
+
+
+def test_relevance_takes_a_function_of_the_outputs_and_a_frozen_network(gpt2):
+    hf, net = gpt2
+    ids = torch.randint(0, VOCAB, (1, 5))
+    by_index = al.explain.relevance(net, ids, (4, 7))
+    net.requires_grad_(False)
+    try:
+        by_function = al.explain.relevance(net, ids, lambda out: out[:, 4, 7])
+    finally:
+        net.requires_grad_(True)
+    assert torch.allclose(by_index.values, by_function.values)
+
+
+def test_a_network_without_attention_is_refused_by_name():
+    net = al.Network()
+    net.add([L.SequenceInput(3, name="x"), L.Dense(2, name="fc")])
+    with pytest.raises(al.NetworkError, match=r"rollout: expected a network with attention "
+                                              r"layers, but .* has none.*integrated_gradients"):
+        al.explain.rollout(net, torch.randn(1, 4, 3))
+    with pytest.raises(al.NetworkError, match=r"relevance: expected a network with attention"):
+        al.explain.relevance(net, torch.randn(1, 4, 3), lambda out: out.sum((1, 2)))
+
+
+def test_the_rollout_plot_labels_its_axes_by_token(gpt2):
+    _, net = gpt2
+    ids = torch.tensor([[3, 1, 4, 1, 5]])
+    fig = al.explain.rollout(net, ids).plot()
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["3", "1", "4", "1", "5"]
+    assert "input token" in ax.get_xlabel() and ax.get_ylabel() == "output position"
+    matplotlib.pyplot.close(fig)
