@@ -292,3 +292,21 @@ def test_gate_and_up_of_a_glu_are_targets_on_any_network():
         net.merge_lora()
         torch.testing.assert_close(net(x), ours, rtol=1e-5, atol=1e-6)
     assert type(net.layer_modules["mlp"].gate) is torch.nn.Linear
+
+
+@pytest.mark.parametrize("key, value", [
+    ("alora_invocation_tokens", [3, 4]),      # the adapter acts only after these tokens
+    ("layer_replication", [[0, 1], [0, 1]]),  # a model with its layers repeated
+    ("lora_bias", True),                      # lora_B with a bias
+    ("use_qalora", True),                     # A reads pooled inputs
+])
+def test_peft_settings_that_change_the_computation_are_refused(key, value, tmp_path):
+    net = al.Network([L.SequenceInput(4, name="x"), L.Dense(3, name="fc")])
+    net.add_lora("fc", rank=2)
+    net.save_adapter(tmp_path)                # tensors that would load, under this setting
+    config = json.loads((tmp_path / "adapter_config.json").read_text())
+    (tmp_path / "adapter_config.json").write_text(json.dumps({**config, key: value}))
+    fresh = al.Network([L.SequenceInput(4, name="x"), L.Dense(3, name="fc")])
+    with pytest.raises(al.DataError, match=rf"sets {key}=.*changes what the adapter computes"):
+        fresh.load_adapter(tmp_path)
+    assert not any("lora" in n for n in fresh.learnables)
