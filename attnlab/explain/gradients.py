@@ -113,13 +113,13 @@ def _values(net, given, name, target, baseline, alphas, weights) -> Attribution:
     """A float input, interpolated itself."""
     x = given[name].to(net.input_dtype)
     base = _baseline(x, baseline, f"input '{name}'")
+    delta = _delta(net, given, {name: x}, {name: base}, target)     # checks the target first
     z = path(x, base, alphas).detach().requires_grad_(True)
     others = {k: repeat(v, len(alphas)) for k, v in given.items() if k != name}
     with torch.enable_grad():
         f = target_values(net({name: z, **others}), target, WHAT)
         (grads,) = torch.autograd.grad(f.sum(), z)
     values = (x - base) * integrate(grads, weights, x.shape[0])
-    delta = _delta(net, given, {name: x}, {name: base}, target)
     return Attribution(values.detach(), kind_of(net, name), values.detach(), delta,
                        input_name=name)
 
@@ -145,6 +145,7 @@ def _tokens(net, given, name, target, baseline, alphas, weights) -> Attribution:
                 not baseline.is_floating_point():
             baseline = net.trace({**given, name: baseline}, capture=[emb])[emb].detach()
     base = _baseline(e, baseline, f"the embedding '{emb}'")
+    delta = _delta(net, given, {}, {}, target, patch={emb: base})   # checks the target first
     z = path(e, base, alphas).detach().requires_grad_(True)
     steps = {k: repeat(v, len(alphas)) for k, v in given.items()}
     with torch.enable_grad():
@@ -152,6 +153,5 @@ def _tokens(net, given, name, target, baseline, alphas, weights) -> Attribution:
         f = target_values(out, target, WHAT)
         (grads,) = torch.autograd.grad(f.sum(), z)
     full = ((e - base) * integrate(grads, weights, e.shape[0])).detach()
-    delta = _delta(net, given, {}, {}, target, patch={emb: base})
     return Attribution(full.sum(-1), "tokens", full, delta, token_labels(net, given, name),
                        input_name=name)

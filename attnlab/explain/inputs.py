@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Union
 
-import torch
 from torch import Tensor
 
 from attnlab.core.errors import ArgumentError, SizeError
@@ -56,10 +55,11 @@ def target_values(outputs: Any, target: Target, what: str) -> Tensor:
     (position, class) for sequence outputs, or a function outputs → B values."""
     if callable(target):
         got = target(outputs)
-        if not isinstance(got, Tensor) or got.dim() != 1:
+        first = outputs if isinstance(outputs, Tensor) else next(iter(outputs.values()))
+        if not isinstance(got, Tensor) or got.shape != first.shape[:1]:
             shape = tuple(got.shape) if isinstance(got, Tensor) else type(got).__name__
             raise ArgumentError(f"{what}: the target function must return one value per batch "
-                                f"item (a tensor of size B), returned {shape}. Sum or index "
+                                f"item (a tensor of size {first.shape[0]}), returned {shape}. Sum or index "
                                 "each item's outputs to a scalar.")
         return got
     out = single_output(outputs, what)
@@ -69,10 +69,11 @@ def target_values(outputs: Any, target: Target, what: str) -> Tensor:
         raise ArgumentError(f"{what}: target must be an output index (class), a (position, "
                             f"class) pair or a function of the outputs, received {target!r}.")
     if len(index) != out.dim() - 1:
-        need = "(position, class)" if out.dim() == 3 else "a class index"
-        raise ArgumentError(f"{what}: the output is {'×'.join(map(str, out.shape))}, so the "
-                            f"target needs {out.dim() - 1} indices: {need}; received "
-                            f"{target!r}.")
+        each = "×".join(map(str, out.shape[1:]))
+        need = {1: "a class index", 2: "a (position, class) pair"}.get(
+            out.dim() - 1, f"{out.dim() - 1} indices")
+        raise ArgumentError(f"{what}: each item's output is {each}, so the target is {need}; "
+                            f"received {target!r}. Or give a function of the outputs.")
     for i, (k, n) in enumerate(zip(index, out.shape[1:])):
         if not -n <= k < n:
             raise SizeError(f"{what}: target index {k} is outside the output's dimension "
