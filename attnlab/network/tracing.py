@@ -147,6 +147,8 @@ class Catalogue:
     def __init__(self, net: Any) -> None:
         self.sites: dict[str, Site] = {}
         self.aliases: dict[str, str] = {}
+        # traced plans by the layer outputs they tap, with their taps: made once each
+        self.plans: dict[frozenset[str], tuple[Plan, list[_Tap]]] = {}
         for name, site, single in _sites(net):
             self.sites[name] = site
             alias = "/".join(site.path)
@@ -277,7 +279,10 @@ def trace(net: Any, args: tuple, kwargs: dict, capture: Union[str, Sequence[str]
     outputs_asked = {n: s for n, s in asked.sites.items() if not s.inside}
     taps: list[_Tap] = []
     if outputs_asked:
-        plan = _traced_plan(net, outputs_asked, 0, taps)
+        key = frozenset(outputs_asked)
+        if key not in names_.plans:
+            names_.plans[key] = (_traced_plan(net, outputs_asked, 0, taps), taps)
+        plan, taps = names_.plans[key]
     probes = _probes(net, asked, values)
     try:
         for tap in taps:
