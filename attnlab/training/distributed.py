@@ -17,6 +17,7 @@ returns at once.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import os
 import subprocess
@@ -122,6 +123,20 @@ def wrap(net, d: Dist, device: torch.device, run=None) -> nn.Module:
     from torch.nn.parallel import DistributedDataParallel as DDP
     ids = [device.index] if device.type == "cuda" else None
     return DDP(fwd, device_ids=ids)
+
+
+def gradient_sync(module: nn.Module, sync: bool):
+    """A context for one micro-batch's backward: with `sync` False (a micro-batch before the
+    last of an accumulation group) the gradients stay in this process, to be averaged once
+    with the last one's — DDP's `no_sync()`, FSDP's `set_requires_gradient_sync(False)`."""
+    from torch.distributed.fsdp import FSDPModule
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    inner = getattr(module, "_orig_mod", module)           # a compiled module's own
+    if isinstance(inner, DDP) and not sync:
+        return inner.no_sync()
+    if isinstance(inner, FSDPModule):
+        inner.set_requires_gradient_sync(sync)
+    return contextlib.nullcontext()
 
 
 def in_launch() -> bool:

@@ -23,6 +23,7 @@ from attnlab.core.torch_compile import maybe_compile
 from attnlab.core.errors import ArgumentError, DataError, TrainingError
 from . import checkpoint as ck
 from . import distributed as dd
+from . import fsdp
 from . import setup as S
 from ..layers.recurrent import carried
 from .finite import ActivationWatch, NonFinite, diverged, first_nonfinite
@@ -33,7 +34,7 @@ from .options import DEFAULT_LEARNING_RATE, TrainingOptions, make_options
 from .pieces import Pieces, make_pieces
 from .plots import Plotter
 from .progress import TensorBoard, describe_trainable, make_progress
-from .sampler import draw_epoch, usable
+from .sampler import EpochOrder, draw_epoch, usable
 from .state import State, restore, snapshot
 from .accumulation import Accumulation, steps_per_epoch
 from .checkpointing import checkpointed
@@ -43,10 +44,11 @@ from .step import backward, evaluate, update
 @dataclass
 class Placement:
     """Where the run computes: the process group (`d`), this process's device and the device
-    collectives run on (`cdev`)."""
+    collectives run on (`cdev`); `sharded` under strategy="fsdp" with several processes."""
     d: dd.Dist
     device: torch.device
     cdev: torch.device
+    sharded: fsdp.Sharded | None = None
 
 
 @dataclass
@@ -149,6 +151,8 @@ def _train(net, X, Y, loss, o, d) -> TrainingInfo:
             _loop(run, st)
             _finish(run, st)
     finally:
+        if run.place.sharded is not None:
+            run.place.sharded.release()          # plain full parameters in every process
         net.train(was_training)
         run.report.progress.close()
         run.report.board.close()
@@ -177,10 +181,29 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
                             "requires_grad=True (all frozen, or no learnable layers). Unfreeze the "
                             "layers to train, e.g. net.requires_grad_(True) or "
                             "p.requires_grad_(True) for p in net.layer_modules['fc'].parameters().")
-    opt = make_optimizer(params, o)
     half = P.autocast_dtype(o.precision, device, "TrainingOptions precision")
     amp = None if half is None else functools.partial(P.autocast, device, half)
     scaler = P.make_scaler(device, half)
+    recompute = checkpointed(net) if o.checkpoint_activations else None
+    sharded = None
+    if o.strategy == "fsdp" and d.active:
+        fsdp.check(o, scaler)
+        sharded = fsdp.Sharded(dd.Forward(net, recompute), net, device, half)
+        params = sharded.parameters()              # the optimizer is made over the shards
+    try:
+        return _prepare_steps(net, o, d, device, cdev, seed, data, val, heads, generator,
+                              params, half, amp, scaler, recompute, sharded)
+    except BaseException:
+        if sharded is not None:
+            sharded.release()
+        raise
+
+
+def _prepare_steps(net, o, d, device, cdev, seed, data, val, heads, generator, params, half,
+                   amp, scaler, recompute, sharded) -> tuple[Run, State]:
+    """The optimizer, the schedule, the first epoch's order, the checkpoint to resume from and
+    the module the loop calls."""
+    opt = make_optimizer(params, o)
     first = draw_epoch(len(data), o.batch_size, o.shuffle, generator, lengths=data.lengths,
                        sort_by_length=o.sort_by_length)
     per_epoch = sum(usable(*first.batch(k), d.world) for k in range(first.batches))
@@ -202,12 +225,12 @@ def _prepare(net, X, Y, loss, o, d) -> tuple[Run, State]:
         if getattr(o, what) and d.main:
             _make_folder(what, getattr(o, what))
     if o.resume:
-        _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler, per_epoch)
+        _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler, per_epoch, sharded)
     plot_path = _plot_path(o) if o.plots == "training-progress" and d.main else None
     info.plot_file = str(plot_path) if plot_path else None
-    recompute = checkpointed(net) if o.checkpoint_activations else None
-    fwd = maybe_compile(dd.wrap(net, d, device, recompute), o.compile, device, "training")
-    run = Run(net, o, Placement(d, device, cdev),
+    root = sharded.fwd if sharded is not None else dd.wrap(net, d, device, recompute)
+    fwd = maybe_compile(root, o.compile, device, "training")
+    run = Run(net, o, Placement(d, device, cdev, sharded),
               Feed(data, val, heads, per_epoch, generator, pieces),
               Optimisation(fwd, opt, scheduler, unit, clipper(params, o),
                            ActivationWatch(net) if o.check_finite else None, amp, scaler),
@@ -241,15 +264,20 @@ def _loop(r: Run, st: State) -> None:
     acc = Accumulation(o.accumulation_steps)
     while st.epoch < o.max_epochs and not st.stop_reason:
         k = st.batch
+        last = _last_batch(st.order, at.d.world)
         for k, whole in r.feed.data.batches(st.order, st.batch, at.d.rank, at.d.world, at.device):
             for batch, trains in _pieces(r, whole):
                 if not trains:
                     _advance(r, batch)
                     continue
+                # one gradient all-reduce per optimizer step: at the group's last micro-batch
+                # (pieces: at every one, since which piece is a batch's last is not known)
+                sync = acc.count + 1 >= acc.n or k == last or r.feed.pieces is not None
                 try:
-                    record, denominators = backward(step.fwd, batch, r.feed.heads, at.d.world,
-                                                    step.watch, at.d, at.cdev, step.amp,
-                                                    step.scaler, acc.scale)
+                    with dd.gradient_sync(step.fwd, sync):
+                        record, denominators = backward(step.fwd, batch, r.feed.heads,
+                                                        at.d.world, step.watch, at.d, at.cdev,
+                                                        step.amp, step.scaler, acc.scale)
                 except NonFinite as e:
                     raise diverged(st.iteration + 1, st.epoch + 1, e.loss, current_lr(step.opt),
                                    e.layer, checked=True) from None
@@ -267,6 +295,14 @@ def _loop(r: Run, st: State) -> None:
             if st.stop_reason:
                 break
         _end_epoch(r, st)
+
+
+def _last_batch(order: EpochOrder | None, world: int) -> int:
+    """The index of the epoch's last batch that trains (one too small to split is skipped)."""
+    if order is None:
+        return -1
+    ks = [k for k in range(order.batches) if usable(order.batch(k)[0], order.batch(k)[1], world)]
+    return ks[-1] if ks else -1
 
 
 def _step(r: Run, st: State, acc: Accumulation, k: int) -> None:
@@ -345,7 +381,10 @@ def _finish(r: Run, st: State) -> None:
     _log(r)
     if o.checkpoint_dir and st.iteration > 0:
         last = ck.checkpoints(o.checkpoint_dir)
-        if not last or not last[-1].name.endswith(f"{st.iteration:09d}.safetensors"):
+        due = not last or not last[-1].name.endswith(f"{st.iteration:09d}.safetensors")
+        if r.place.sharded is not None:            # a collective: rank 0's listing decides
+            due = bool(r.place.d.broadcast_int(int(due), r.place.cdev))
+        if due:
             _checkpoint(r, st)
         found = ck.checkpoints(o.checkpoint_dir)
         r.report.info.checkpoint = str(found[-1]) if found else None
@@ -383,8 +422,15 @@ def _log(r: Run) -> None:
 def _validate(r: Run, st: State, early_stop: bool = True) -> None:
     _log(r)
     at = r.place
-    row = evaluate(r.net, r.feed.val, r.feed.heads, r.o.batch_size, at.d, at.device, at.cdev,
-                   r.optim.amp, r.feed.pieces)
+    if at.sharded is None:
+        row = evaluate(r.net, r.feed.val, r.feed.heads, r.o.batch_size, at.d, at.device, at.cdev,
+                       r.optim.amp, r.feed.pieces)
+    else:
+        # each forward gathers across processes, so every process runs the same batches: the
+        # whole validation data, each alone (no sum across processes)
+        row = evaluate(r.net, r.feed.val, r.feed.heads, r.o.batch_size, dd.Dist(), at.device,
+                       at.cdev, r.optim.amp, r.feed.pieces, forward=r.optim.fwd)
+        at.sharded.reshard()
     st.last_validation = st.iteration
     epoch = st.epoch + 1 if st.batch > 0 or st.epoch == 0 else st.epoch    # of the last step
     full = {"iteration": st.iteration, "epoch": epoch, **row}
@@ -404,6 +450,9 @@ def _validate(r: Run, st: State, early_stop: bool = True) -> None:
 
 def _checkpoint(r: Run, st: State) -> None:
     _log(r)
+    if r.place.sharded is not None:
+        _checkpoint_sharded(r, st, r.place.sharded)
+        return
     if not r.place.d.main:
         return
     tensors, meta = snapshot(st, r.net, r.optim.opt, r.optim.scheduler, r.feed.generator,
@@ -411,13 +460,65 @@ def _checkpoint(r: Run, st: State) -> None:
     ck.save(r.o.checkpoint_dir, st.iteration, tensors, meta, r.o.checkpoint_keep)
 
 
+def _checkpoint_sharded(r: Run, st: State, sharded: fsdp.Sharded) -> None:
+    """fsdp: every process writes its shards, then rank 0 the checkpoint file (the rest)."""
+    directory = Path(str(r.o.checkpoint_dir))
+    path = ck.path_for(directory, st.iteration)
+    fsdp.write(fsdp.folder_for(path), sharded.fwd, r.optim.opt, st.best_weights)
+    if not r.place.d.main:
+        return
+    tensors, meta = snapshot(fsdp.without_best(st), fsdp.Weightless(r.net),
+                             fsdp.StatelessOptimizer(r.optim.opt), r.optim.scheduler,
+                             r.feed.generator, r.report.recorder, r.report.info, r.o.to_json(),
+                             r.optim.scaler)
+    meta["sharded"] = {"folder": fsdp.folder_for(path).name, "best": st.best_weights is not None}
+    ck.save(directory, st.iteration, tensors, meta, r.o.checkpoint_keep)
+    fsdp.remove_unlisted(directory, ck.checkpoints(directory))
+
+
 def _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler=None,
-            per_epoch: int = 1) -> None:
+            per_epoch: int = 1, sharded: fsdp.Sharded | None = None) -> None:
     found = ck.load_latest(o.checkpoint_dir)
     if found is None:
         return                                   # nothing to resume: start from the beginning
     tensors, meta, path = found
     _check_same_solver(meta, o, path)
+    _check_same_layout(meta, sharded, path)
+    if sharded is not None:
+        relaid = _resume_layout(st, net, opt, scheduler, generator, recorder, info, o, scaler,
+                                per_epoch, found)
+        lrs = [g["lr"] for g in opt.param_groups]
+        st.best_weights = fsdp.read(path.parent / meta["sharded"]["folder"], sharded.fwd, opt,
+                                    net, bool(meta["sharded"].get("best")))
+        if relaid:                               # this run's schedule, not the shards' rates
+            for g, lr in zip(opt.param_groups, lrs):
+                g["lr"] = lr
+        return
+    _resume_layout(st, net, opt, scheduler, generator, recorder, info, o, scaler, per_epoch,
+                   found)
+
+
+def _check_same_layout(meta: dict, sharded, path) -> None:
+    """A sharded checkpoint holds no weights in its file, a plain one no shards: each is
+    resumed by a run of its own kind only."""
+    was = bool(meta.get("sharded"))
+    if was == (sharded is not None):
+        return
+    then, now = ("sharded (strategy='fsdp' under torchrun)", "without sharding") if was else \
+        ("without sharding", "sharded (strategy='fsdp' under torchrun)")
+    raise TrainingError(f"checkpoint '{path}' was written {then}, and this run trains {now}, so "
+                        "it cannot continue exactly. Resume with the strategy and launch it was "
+                        "written with, or give another checkpoint_dir to start afresh.")
+
+
+def _resume_layout(st, net, opt, scheduler, generator, recorder, info, o, scaler, per_epoch,
+                   found) -> bool:
+    """Restores the checkpoint `found`; under fsdp `net` and `opt` are the file's stand-ins
+    (the weights and optimizer state come from the shards). True when the schedule was laid
+    out anew (max_epochs changed)."""
+    tensors, meta, path = found
+    if meta.get("sharded"):
+        net, opt = fsdp.Weightless(net), fsdp.StatelessOptimizer(opt)
     saved = meta.get("options") if isinstance(meta.get("options"), dict) else {}
     _warn_changed(saved, o, path)
     then = saved.get("max_epochs")
@@ -425,7 +526,7 @@ def _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler=None,
               and _schedule_layout(o.replace(max_epochs=then), per_epoch) != _schedule_layout(o, per_epoch))
     if not relaid:
         restore(tensors, meta, st, net, opt, scheduler, generator, recorder, info, path, scaler)
-        return
+        return False
     # the schedule's shape depends on max_epochs: this run's schedule, at the checkpoint's step
     fresh = [g["lr"] for g in opt.param_groups]
     restore(tensors, meta, st, net, opt, None, generator, recorder, info, path, scaler)
@@ -444,7 +545,8 @@ def _resume(st, net, opt, scheduler, generator, recorder, info, o, scaler=None,
         f"{st.iteration} (learning rate {current_lr(opt):.3g} now, {saved_lr:.3g} when the checkpoint "
         f"was written). For resumes equal to an uninterrupted run, use a schedule that does not "
         f"depend on max_epochs ('piecewise', 'warmup', 'none') or train with the final max_epochs "
-        f"from the start.", UserWarning, stacklevel=5)
+        f"from the start.", UserWarning, stacklevel=7)
+    return True
 
 
 # options that shape the steps: changed on resume, the run is neither the checkpoint's run
@@ -482,7 +584,7 @@ def _warn_changed(saved: dict, o: TrainingOptions, path) -> None:
         f"train: resuming from '{path}' with other options than it was written with ({parts}), "
         f"so training continues neither as that run would have nor as an uninterrupted run with "
         f"these options. {fate}. Resume with the checkpoint's options to continue exactly, or give "
-        f"another checkpoint_dir to start afresh.", UserWarning, stacklevel=6)
+        f"another checkpoint_dir to start afresh.", UserWarning, stacklevel=8)
 
 
 def _schedule_layout(o: TrainingOptions, per_epoch: int):

@@ -26,6 +26,7 @@ SCHEDULES = (None, "none", "piecewise", "cosine", "warmup", "warmup-cosine")
 CLIP_METHODS = ("global-l2norm", "l2norm", "absolute-value")
 PLOTS = (None, "none", "training-progress")
 UNITS = ("epoch", "iteration")
+STRATEGIES = ("ddp", "fsdp")
 
 # learning rate when none is given: MATLAB's trainingOptions defaults
 DEFAULT_LEARNING_RATE = {"sgdm": 0.01, "adam": 0.001, "adamw": 0.001, "rmsprop": 0.001}
@@ -106,6 +107,13 @@ class TrainingOptions:
     one more forward of time, the same gradients. A block is a nested network or the layers of
     one numbered prefix ("h.0.*", "model.layers.3.*", as from_pretrained names them); a
     network with neither is refused. See `attnlab.training.checkpointing`.
+
+    Several processes (under torchrun): `strategy` "ddp" (each process holds the whole network
+    and the gradients are averaged: DistributedDataParallel) or "fsdp" (torch's `fully_shard`:
+    each process holds 1/N of the parameters, gradients and optimizer state, one unit per
+    block gathered while it runs; checkpoints are written sharded). Either gives the weights
+    one process would train. In one process both train as usual. See
+    `attnlab.training.fsdp`.
     """
 
     solver: str = "sgdm"
@@ -151,6 +159,7 @@ class TrainingOptions:
     sequence_length: Any = None
     accumulation_steps: int = 1
     checkpoint_activations: bool = False
+    strategy: str = "ddp"
 
     def __post_init__(self):
         _choice("solver", self.solver, SOLVERS)
@@ -159,6 +168,7 @@ class TrainingOptions:
         _choice("checkpoint_frequency_unit", self.checkpoint_frequency_unit, UNITS)
         _choice("schedule_step", self.schedule_step, UNITS)
         _choice("gradient_threshold_method", self.gradient_threshold_method, CLIP_METHODS)
+        _choice("strategy", self.strategy, STRATEGIES)
         if not callable(self.learning_rate_schedule):
             _choice("learning_rate_schedule", self.learning_rate_schedule, SCHEDULES)
         for name in ("max_epochs", "batch_size", "validation_frequency", "verbose_frequency",

@@ -105,9 +105,9 @@ def update(opt, clip, scaler=None, correction: float = 1.0) -> None:
     opt.zero_grad(set_to_none=True)
 
 
-def _evaluate_batch(net, batch: Batch, slots: list, sums: torch.Tensor, units: list) -> None:
+def _evaluate_batch(forward, batch: Batch, slots: list, sums: torch.Tensor, units: list) -> None:
     """Adds one batch's loss and metric sums (and units) to the running totals."""
-    outs, _ = net.forward_with_masks(batch.inputs)
+    outs, _ = forward(batch.inputs)
     for i, (h, m, mult) in enumerate(slots):
         out = outs[h.output]
         y, mask = batch.targets[h.output]
@@ -125,12 +125,14 @@ def _located(watch, total):
 
 @torch.no_grad()
 def evaluate(net, source, heads: list, batch_size: int, d, device, cdev, amp=None,
-             pieces=None) -> dict:
+             pieces=None, forward=None) -> dict:
     """Loss and metrics over the whole validation data, in eval mode; each process takes a
     contiguous part and the sums meet in one all-reduce. Returns {"loss": …, column: …}; the
     loss of several outputs is the sum of their mean losses, as in training. With `pieces`
     (TrainingOptions.sequence_length) each batch is cut as in training, the recurrent state
-    carried from piece to piece in a carry of validation's own."""
+    carried from piece to piece in a carry of validation's own. `forward`: inputs → (outputs,
+    masks), the network's own forward by default (fsdp: the sharded root, which gathers)."""
+    forward = net.forward_with_masks if forward is None else forward
     was = net.training
     net.eval()
     slots = [(h, None, h.loss_mult) for h in heads] + \
@@ -146,7 +148,7 @@ def evaluate(net, source, heads: list, batch_size: int, d, device, cdev, amp=Non
             for _, whole in source.batches(part, 0, 0, 1, device, reduce=False):
                 cut = [whole] if pieces is None else (p.batch for p in pieces.split(whole, carry))
                 for batch in cut:
-                    _evaluate_batch(net, batch, slots, sums, units)
+                    _evaluate_batch(forward, batch, slots, sums, units)
         totals = d.sum_(torch.cat([sums.to(cdev), torch.tensor(units, dtype=torch.float64,
                                                                device=cdev)])).tolist()
     finally:
