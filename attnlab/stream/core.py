@@ -13,6 +13,7 @@ from attnlab.graph.codegen import layer_at
 from attnlab.core.errors import ArgumentError, AttnlabError, DataError, NetworkError, close_matches
 from attnlab.core.sequences import follows_hugging_face, hugging_face_inputs
 from attnlab.core.torch_compile import maybe_compile
+from .capture import Capture
 from .program import Static, Streamed, build_program
 from .steppers import Stepper
 
@@ -21,7 +22,7 @@ _IDS = (torch.int64, torch.int32)     # token ids an Embedding-only input takes 
 
 
 def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device=None,
-           precision: str = "fp32", compile=False) -> "Stream":
+           precision: str = "fp32", compile=False, capture=None, patch=None) -> "Stream":
     """Step-wise execution of `net` (Trax's predict mode, without a second model).
 
     `static_inputs`: a dict by input name of the inputs given whole (e.g. an encoder's
@@ -51,6 +52,13 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
     (zeros), every step attends over all of them with a mask, and positions enter as a
     tensor, so one graph serves every decoding step (another for each prefill length, and
     one more each time the caches double).
+
+    `capture`: names or fnmatch patterns of values to keep at each step, as `net.trace`
+    names them (a layer output "layer/port", "outer/inner/port" inside a nested network, an
+    attention layer's "layer/scores", "layer/heads", "layer/query", "layer/key"); the last
+    step's are in `Stream.captured`. `patch`: {name: tensor | callable} replaces a value at
+    every step (a tensor of the step's size, or a callable value → replacement). Either one
+    runs the step eagerly (not with `compile`); without them the step is exactly as fast.
     """
     P.check_precision(precision, "stream precision")
     P.check_compile(compile, "stream compile")
@@ -105,9 +113,14 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
                                "(B×T×C, or B×T token ids) can be streamed. Pass it in "
                                "static_inputs.")
     static_shapes = compile is not False and compile is not None
+    taps = Capture(net, capture, patch)
+    if taps and static_shapes:
+        raise ArgumentError("stream: capture and patch run the step eagerly (a value kept or "
+                            "replaced at every step is no part of a compiled graph); leave "
+                            "compile out to capture, or capture out to compile.")
     with P.autocast(run_on, half):       # static layers (encoders) in the step's precision
         program = build_program(net, static, capacity, static_shapes=static_shapes,
-                                analysis=analysis)
+                                analysis=analysis, capture=taps)
     if program.problems:
         lines = "\n".join(f"  - {i.message}" for i in program.problems)
         given = f" (static: {', '.join(map(repr, static))})" if static else ""
@@ -115,7 +128,7 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
                            f"{len(program.problems)} layer(s) cannot run step by step:\n{lines}",
                            program.problems)
     return Stream(net, program, [specs[n] for n in program.streamed_inputs], batch, dtype,
-                  run_on, half, compile)
+                  run_on, half, compile, taps if taps else None)
 
 
 class Stream:
@@ -126,9 +139,11 @@ class Stream:
     depend on static inputs only come back whole at every step. A step that raises changes
     nothing: the stream stays at its position, every layer's state as it was."""
 
-    def __init__(self, net, program, specs, batch, dtype, device=None, half=None, compile=False):
+    def __init__(self, net, program, specs, batch, dtype, device=None, half=None, compile=False,
+                 capture: Capture | None = None):
         self.net = net
         self._program = program
+        self._capture = capture
         self._device = device if device is not None else torch.device("cpu")
         self._half = half
         fn = program.fn if half is None else _autocast_step(program.fn, self._device, half)
@@ -197,6 +212,17 @@ class Stream:
         return bool(getattr(self._fn, "active", False))
 
     @property
+    def captured(self) -> dict[str, Tensor]:
+        """The values `capture=` asked for, name → tensor, as the last step computed them
+        (empty before the first step and after `reset()`): a layer output B×t×C for the t
+        new steps; an attention layer's "scores" B×H×t×Tk, the new queries against every
+        key the cache holds (Tk: the steps so far, fewer with a sliding window), "query"
+        B×H×t×dk, "key" B×H×Tk×dk (the cached keys, after rotary), "heads" B×t×H×dv. A value
+        computed once from static inputs is there whole from the start. After a step that
+        is refused, still the last successful step's."""
+        return {} if self._capture is None else self._capture.values()
+
+    @property
     def source(self) -> str:
         """The generated step code (for the curious and for debugging)."""
         return self._program.source
@@ -210,6 +236,8 @@ class Stream:
         """Forgets every step: caches emptied (their memory kept), recurrent states back to
         their initial values, position 0. Static inputs and what was computed from them stay."""
         self._program.reset()
+        if self._capture is not None:
+            self._capture.reset()
         self._pos = 0
         self._batch = self._static_batch
         return self
@@ -228,6 +256,8 @@ class Stream:
         `PositionEmbedding`'s length, a failure inside a layer, an interrupt) changes nothing:
         every layer's state is as before it, so the next step goes on from `position`."""
         batch, snaps = self._batch, [take() for take in self._snapshots]
+        if self._capture is not None:
+            self._capture.begin()
         try:
             outs, t = self._run(x, last)
         except BaseException as e:
@@ -237,6 +267,8 @@ class Stream:
             elif isinstance(e, (RuntimeError, IndexError, ValueError)):
                 raise self._translate(e) from None      # torch's error stays as __context__
             raise
+        if self._capture is not None:
+            self._capture.commit()
         self._pos += t
         return outs[0] if self._single_out else dict(zip(self._out_names, outs))
 

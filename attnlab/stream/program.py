@@ -17,6 +17,7 @@ Every layer that cannot stream is collected as an `Issue` (the caller raises the
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Callable
@@ -30,9 +31,10 @@ from attnlab.graph.analysis import Issue
 from attnlab.graph.convention import call, call_code, convention, passed_masks, targets_code
 from attnlab.core.errors import DataError
 from ..graph import Graph
-from ..graph.names import under_layer
+from ..graph.names import learnable_name, under_layer
 from ..layers.combine import _Sum
 from ..layers.embedding import Embedding, _Embedding
+from .capture import INSIDE, PROBED, Capture
 from .steppers import (PER_STEP, LayerContext, NotStreamable, Route, bound_forward,
                        embedding_of, stepper_for)
 
@@ -91,18 +93,24 @@ class Program:
 
 def build_program(net, static: dict[str, Static], capacity: int = 64,
                   with_static_outputs: bool = True, static_shapes: bool = False,
-                  analysis=None) -> Program:
+                  analysis=None, capture: Capture | None = None, prefix: str = "") -> Program:
     """The program streaming `net` with the inputs named in `static` given whole;
     `static_shapes` for one that torch.compile traces once (see `Program`); `analysis`: the
-    network's, when the caller has it already."""
-    return _Builder(net, static, capacity, static_shapes, analysis).build(with_static_outputs)
+    network's, when the caller has it already. `capture`: the values a step captures and
+    patches (its layers named with `prefix` before them, inside a nested network); without
+    one, the program has no taps at all."""
+    return _Builder(net, static, capacity, static_shapes, analysis, capture,
+                    prefix).build(with_static_outputs)
 
 
 class _Builder:
     def __init__(self, net, static: dict[str, Static], capacity: int,
-                 static_shapes: bool = False, analysis=None) -> None:
+                 static_shapes: bool = False, analysis=None, capture: Capture | None = None,
+                 prefix: str = "") -> None:
         self.net, self.static, self.capacity = net, static, capacity
         self.static_shapes = static_shapes
+        self.capture = capture if capture else None
+        self.prefix = prefix
         self.prepares: list[Callable] = []
         self.analysis = analysis if analysis is not None else net.analyze()
         self.analysis.raise_if_errors("stream")
@@ -131,6 +139,8 @@ class _Builder:
             else:
                 self.values[key] = Streamed(f"x{i}")
                 args.append(name)
+            if key[0] != "<in>":
+                self._tap(key[0], [key[1]])
         for name, layer, keys in codegen.walk(net, self.analysis.order):
             ins = {}
             for p, key in zip(layer.input_ports, keys):
@@ -144,6 +154,7 @@ class _Builder:
                 outs = self._stream_layer(name, layer, ins)
             for port, v in zip(layer.output_ports, outs):
                 self.values[(name, port)] = v
+            self._tap(name, layer.output_ports)
         outputs = [(oname, self.values[key]) for oname, key in codegen.output_keys(net)]
         returned = [self._ref(v) for _, v in outputs
                     if with_static_outputs or isinstance(v, Streamed)]
@@ -157,7 +168,9 @@ class _Builder:
             for layer, text in lines:
                 src.line(text, layer=layer)
             return self._compile(args, rets, src)[0]
-        last = make_last if with_static_outputs else None
+        # with taps, `step(x, last=True)` runs the whole step and slices: every value captured
+        # is then the same whatever `last` says
+        last = make_last if with_static_outputs and self.capture is None else None
         returned_vars = {v.var for _, v in outputs if isinstance(v, Streamed)}
         ids = frozenset(a for i, a in enumerate(net.input_names) if a in args and
                         f"x{i}" not in returned_vars and self.uses.get(f"x{i}") and
@@ -173,9 +186,14 @@ class _Builder:
         module = self.net.layer_modules[name]
         xs = [ins[p].value for p in layer.input_ports]
         ms = [ins[p].mask for p in layer.input_ports]
+        probe = self._probe(name, static=True)
         try:
             with torch.no_grad():
-                outs, masks = call(layer, module, xs, ms)
+                if probe is None:
+                    outs, masks = call(layer, module, xs, ms)
+                else:
+                    outs, masks = _probed(functools.partial(call, layer, module), module,
+                                          probe)(xs, ms)
         except (RuntimeError, IndexError, ValueError) as e:
             raise DataError(f"layer '{name}': computing it from the static inputs failed: {e}. "
                             "Check that static_inputs fit the network (print(net.analyze()) "
@@ -285,6 +303,9 @@ class _Builder:
         self.resets.append(stepper.reset)
         self.steppers[ctx.name] = stepper
         step, wants_pos = stepper.step, stepper.needs_pos
+        probe = self._probe(ctx.name)
+        if probe is not None:          # through the module's `attend`, which reads the probe
+            step = _probed(getattr(stepper, "probed_step", step), ctx.module, probe)
         if self.static_shapes:
             self.prepares.append(stepper.prepare)
             step, wants_pos = stepper.static_step, wants_pos or stepper.static_needs_pos
@@ -295,7 +316,8 @@ class _Builder:
         """A Network used as a layer streams with a program of its own (one line here)."""
         static = {p: v for p, v in ins.items() if isinstance(v, Static)}
         sub = build_program(layer, static, self.capacity, with_static_outputs=False,
-                            static_shapes=self.static_shapes)
+                            static_shapes=self.static_shapes, capture=self.capture,
+                            prefix=learnable_name(self.prefix + name, ""))
         self.prepares += sub.prepares
         for issue in sub.problems:
             self.problems.append(Issue("error", "stream", f"inside '{name}': {issue.message}",
@@ -314,6 +336,35 @@ class _Builder:
                                    False))
         new = iter(outs)
         return [Streamed(next(new)) if isinstance(v, Streamed) else v for _, v in sub.outputs]
+
+    # -- capture and patch --------------------------------------------------------------------
+    def _tap(self, name: str, ports) -> None:
+        """Each captured or patched output of layer `name` through its tap: a static value
+        once, here; a streamed one by a line of step code (`v9 = f4(v8)`, a new variable,
+        so that a patch reaches the layers after it and no other)."""
+        if self.capture is None:
+            return
+        for port in ports:
+            if not self.capture.touches(self.prefix + name, port) or \
+                    port in INSIDE and isinstance(self.net.layer_modules[name], PROBED):
+                continue             # an attention layer's scores output: its probe's
+            value = self.values[(name, port)]
+            if isinstance(value, Static):
+                tap = self.capture.tap(self.prefix + name, port, static=True)
+                self.values[(name, port)] = Static(tap(value.value), value.mask)
+            elif value.var != "None":                       # "None": a layer that cannot stream
+                out = self.names.new()
+                text = f"{out} = {self._callable(self.capture.tap(self.prefix + name, port))}" \
+                    f"({value.var})"
+                self._line(name, text)
+                self.entries.append(_Entry(name, text, [value.var], [out], False))
+                self.values[(name, port)] = Streamed(out)
+
+    def _probe(self, name: str, static: bool = False):
+        """The probe of attention layer `name` when its inside is captured or patched."""
+        if self.capture is None or not self.capture.inside(self.prefix + name):
+            return None
+        return self.capture.probe(self.prefix + name, static)
 
     def _problem(self, name, layer, e: NotStreamable):
         self.problems.append(Issue("error", "stream", f"layer '{name}' ({layer.type_name}): "
@@ -352,6 +403,19 @@ class _Builder:
         gen = codegen.define(src, "stream", share=True)
         self.line_layers = gen.line_layers
         return gen.namespace["make"](*self.callables.items, *self.constants.items), gen.source
+
+
+def _probed(run: Callable, module, probe) -> Callable:
+    """`run` with `probe` set on the attention module for the duration of each call (the
+    module's `attend` reads it), and the module's own probe put back after."""
+    def probed(*args):
+        before = getattr(module, "probe", None)
+        module.probe = probe
+        try:
+            return run(*args)
+        finally:
+            module.probe = before
+    return probed
 
 
 @dataclass(frozen=True)

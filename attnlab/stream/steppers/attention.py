@@ -125,6 +125,26 @@ class CachedAttentionStepper(Stepper):
             return self._step_one(q, k, v)
         return self._step_many(q, k, v, bias, pos)
 
+    def probed_step(self, *xs):
+        """A step whatever its length through the module's `attend` (as a prefill's), so a
+        probe set on the module sees the new queries against every cached key: a stream
+        that captures or patches the layer's inside calls this instead of `step`, which
+        stays as it is."""
+        if not self.watch.holds():
+            self.rebind()
+        m, bias = self.module, None
+        if isinstance(self.bias, str):                      # streamed: the last input
+            xs, bias = xs[:-1], xs[-1]
+        elif self.bias is not None:
+            bias = self.bias
+        pos = self.cache.pos
+        q, k, v = self.project(*xs)
+        if self.hooked:
+            at = pos if self.padding is None or not getattr(m, "mask_positions", False) \
+                else _padded_positions(pos, q.shape[1], self.padding)
+            q, k = m.transform_qk(q, k, at, at)
+        return self._step_many(q, k, v, bias, pos)
+
     def _step_fused(self, x, f, pos):
         """One step of self-attention with equal q/k/v heads: as `_step_one`, in fewer calls
         (q, k and v as views of one B×3×H×d tensor: no split, no reshaping views). A module's
