@@ -5,7 +5,8 @@ prompts and score processors live in `attnlab.stream.generation`."""
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Callable, NamedTuple
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 import torch
@@ -25,8 +26,15 @@ from .generation.prompts import (BeamSwitch, LongropeSwitch, check_positions, ex
                                  start_input)
 
 
-class Generated(NamedTuple):
-    """What `generate` returns.
+class _Fields(NamedTuple):
+    tokens: Tensor
+    lengths: Tensor
+    scores: Tensor | None = None
+
+
+class Generated(_Fields):
+    """What `generate` returns: a tuple of three fields (``tokens, lengths, scores =
+    generate(...)`` unpacks it), and the attribute `captured`.
 
     Attributes
     ----------
@@ -40,11 +48,26 @@ class Generated(NamedTuple):
         next token, ``log_softmax`` of the processed scores the token was chosen from (for
         transformers' ``output_scores``: ``log_softmax(out.scores[i], -1)``); rows of a
         sequence that has stopped hold what was computed there, unused.
+    captured : dict
+        With ``capture=[...]``: name → a list with one tensor per generated token (L of
+        them), what the stream step that chose the token computed (`Stream.captured`). The
+        first token's step is the prompt's prefill, so its entry covers every prompt
+        position (an attention layer's "scores" B×H×T×T); each later entry covers one
+        position, its query against every cached key (B×H×1×(T+i) for token i), as
+        transformers' ``generate(output_attentions=True)`` gives ``attentions``. Not a tuple
+        field: a 4th field would break ``tokens, lengths, scores = ...``. Empty without
+        `capture`.
     """
 
-    tokens: Tensor
-    lengths: Tensor
-    scores: Tensor | None = None
+    # the default of results made without it (`_replace`, `_make`); `generate` sets its own
+    captured: Mapping[str, list[Tensor]] = MappingProxyType({})
+
+    def __new__(cls, tokens: Tensor, lengths: Tensor, scores: Tensor | None = None,
+                captured: dict[str, list[Tensor]] | None = None) -> "Generated":
+        self = super().__new__(cls, tokens, lengths, scores)
+        if captured is not None:
+            self.captured = captured
+        return self
 
     def sequences(self) -> list[list[int]]:
         """Each sequence's token ids, up to and including its stop token."""
@@ -73,7 +96,7 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
              no_repeat_ngram_size: int | None = DEFAULT, num_beams: int | None = DEFAULT,
              length_penalty: float | None = DEFAULT, early_stopping: bool | str | None = DEFAULT,
              attention_mask: Tensor | None = None, callback: Callable | None = None,
-             return_scores: bool = False,
+             return_scores: bool = False, capture: list[str] | str | None = None,
              generator: torch.Generator | None = None, feedback: Callable | None = None,
              k: int | None = None, output: str | None = None,
              device: str | torch.device | None = None, precision: str = "fp32",
@@ -146,6 +169,11 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
         sequence has stopped (without one, it checks every 8 steps).
     return_scores
         True: the result's `scores` holds each step's B×V log-probabilities.
+    capture
+        Names or fnmatch patterns of values to keep at each step, as `Network.stream` takes
+        them (e.g. ``["h.*.attn/scores"]``): the result's `captured` holds them, a list per
+        name with one tensor per generated token. Not with beams (their rows are reordered
+        at every step, so no step's values belong to the sequence finally chosen).
     generator
         A `torch.Generator` on the stream's device, for sampling (None: torch's global one,
         as transformers, so `torch.manual_seed(s)` before either draws the same tokens).
@@ -226,7 +254,7 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
     S.callable_or_none("callback", callback, "callback=lambda step, tokens: print(tokens)")
     return_scores = check.flag(S.GEN, "return_scores", return_scores)
     if beam is not None:
-        _beam_arguments(callback, return_scores, feedback)
+        _beam_arguments(callback, return_scores, feedback, capture)
     if output is not None and not isinstance(output, str):
         raise check.fail(S.GEN, "output", "an output name (a str) or None", output,
                          "Use e.g. output='logits'.")
@@ -247,7 +275,8 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
         if beam is not None:                   # each sequence's beams: rows of the batch
             static_inputs = beam_search.expand(static_inputs, beam.num_beams)
         s = stream(net, static_inputs, capacity=prompt + min(new, _FIRST_STEPS),
-                   device=device, precision=precision, compile=compile)
+                   device=device, precision=precision, compile=compile,
+                   capture=_capture_argument(capture))
         _one_streamed_input(s, "generate")
         pick = _output_picker(s, output)
         if stops is not None and "stop" in taken:
@@ -277,7 +306,8 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
             return Generated(best, ends)
         ids = _prompt_ids(x) if processing.needs_ids else None
         steps = _Steps(Processors(processing, generator, mask), stops, callback, return_scores)
-        return _decode(s, x, pick, steps, feedback, new, ids, switch)
+        kept = _Captured(s) if capture is not None else None
+        return _decode(s, x, pick, steps, feedback, new, ids, switch, kept)
 
 
 # key/value cache steps made beyond the prompt at first (the stream's own default); the
@@ -295,12 +325,14 @@ def _check_net(net) -> None:
                          "al.from_pretrained.")
 
 
-def _beam_arguments(callback, return_scores, feedback) -> None:
+def _beam_arguments(callback, return_scores, feedback, capture=None) -> None:
     """What beam search does not take: its beams are reordered every step, so no step's
     tokens are final (transformers refuses a streamer there too)."""
     for arg, value, why in (("callback", callback, "no token is final before the search ends"),
                             ("return_scores", return_scores or None, "scores are per beam"),
-                            ("feedback", feedback, "beams feed their token ids back")):
+                            ("feedback", feedback, "beams feed their token ids back"),
+                            ("capture", capture, "each step's values are per beam, and the "
+                             "beams are reordered at every step")):
         if value is not None:
             raise check.fail(S.GEN, arg, f"None with strategy='beam' ({why})", value,
                              f"Leave {arg} out, or decode with strategy='greedy' or 'sample'.")
@@ -419,13 +451,15 @@ class _Steps:
 
 
 def _decode(s, x, pick, steps: _Steps, feedback, new: int, ids: Tensor | None,
-            switch: LongropeSwitch) -> Generated:
+            switch: LongropeSwitch, kept: "_Captured | None" = None) -> Generated:
     b = x.shape[0]
     tokens = _Tokens()
     history = _History(ids) if ids is not None and steps.proc.s.no_repeat_ngram_size else None
     lengths = torch.full((b,), new, dtype=torch.long, device=x.device)
     for i in range(new):
         logits = pick(switch.step(s, x))[:, -1]               # B×V: the newest step's scores
+        if kept is not None:
+            kept.add()
         if i == 0:
             steps.begin(b, x.device, ids, logits.shape[-1])
         tok = steps.choose(logits, None if history is None else history.ids())
@@ -439,7 +473,35 @@ def _decode(s, x, pick, steps: _Steps, feedback, new: int, ids: Tensor | None,
             x = feedback(tok, logits)
     out = tokens.result()                                    # B×steps
     longest = out.shape[1] if steps.stops is None else int(lengths.max())
-    return Generated(out[:, :longest], lengths, steps.scores(longest))
+    return Generated(out[:, :longest], lengths, steps.scores(longest),
+                     None if kept is None else kept.result(longest))
+
+
+def _capture_argument(capture):
+    """`capture` as `stream` takes it; None stays None (a stream without taps)."""
+    if capture is None or isinstance(capture, str):
+        return capture
+    try:
+        return list(capture)
+    except TypeError:
+        raise check.fail(S.GEN, "capture", "a list of names or fnmatch patterns (e.g. "
+                         "['h.*.attn/scores']) or None", capture,
+                         "Give e.g. capture=['*/scores'].") from None
+
+
+class _Captured:
+    """Each step's `Stream.captured`, one list per name (one entry per generated token)."""
+
+    def __init__(self, s) -> None:
+        self.s = s
+        self.kept: dict[str, list[Tensor]] = {}
+
+    def add(self) -> None:
+        for name, value in self.s.captured.items():
+            self.kept.setdefault(name, []).append(value)
+
+    def result(self, longest: int) -> dict[str, list[Tensor]]:
+        return {name: values[:longest] for name, values in self.kept.items()}
 
 
 class _Tokens:
