@@ -8,6 +8,12 @@
     attnlab plot FILE -o PICTURE           draw a saved network or a script's (PNG, SVG or PDF)
     attnlab view FILE [-o PAGE | --serve]  an interactive page of the network and its attention
                   [--set N=V]...           (FILE: a saved network, a demo's folder or FILE.m)
+                  [--input SAMPLE]         (+ its attention maps and explanations)
+    attnlab explain FILE --input SAMPLE    a page of what the output rests on for one sample:
+                  [--method M[,M…]]        rollout, ig, lens, heads or all (default)
+                  [--target CLASS]         (default: the class the network predicts)
+                  [-o PAGE]                (FILE: a saved network, a Hugging Face folder or a
+                                           demo's folder, whose sample.npz is the default)
 
 FILE may also be a Hugging Face model folder (config.json and model.safetensors, as
 `model.save_pretrained(folder)` writes it): it is read with `al.from_pretrained`. A picture or
@@ -91,7 +97,10 @@ def main(argv=None) -> int:
                        help="serve the page on 127.0.0.1 and open the browser, until Ctrl-C")
     view.add_argument("--input", type=Path, default=None, metavar="SAMPLE",
                       help="a sample (.npy, or .npz with one array per input name) whose attention "
-                           "weights the page shows")
+                           "weights and explanations the page shows")
+    view.add_argument("--method", default="all", metavar="METHODS",
+                      help="the explanations of the sample: rollout, ig, lens, heads, all "
+                           "(default) or none; several separated by commas")
     view.add_argument("--title", default=None, help="the page's title (default: the file name)")
     view.add_argument("--port", type=int, default=0, help="with --serve: the port (default: a free one)")
     view.add_argument("--timeout", type=float, default=3600.0,
@@ -99,6 +108,27 @@ def main(argv=None) -> int:
     view.add_argument("--no-browser", action="store_true", help="with --serve: do not open a browser")
     _imports(view)
     _sets(view)
+
+    explain = sub.add_parser("explain", help="write a page of what a network's output rests on "
+                             "for one sample: attributions, logit lens, head ablation")
+    explain.add_argument("file", type=Path, help="a network written by net.save(), a Hugging "
+                         "Face model folder, or a demo's output folder")
+    explain.add_argument("--input", type=Path, default=None, metavar="SAMPLE",
+                         help="the sample explained: .npy, or .npz with one array per input name "
+                              "(`labels:NAME` arrays hold tokens); a demo's folder has its own")
+    explain.add_argument("--method", default="all", metavar="METHODS",
+                         help="rollout (attention rollout), ig (integrated gradients), lens "
+                              "(logit lens, causal language models), heads (head ablation) or "
+                              "all (default: those that apply); several separated by commas")
+    explain.add_argument("--target", type=int, default=None, metavar="CLASS",
+                         help="the class (token id) explained, at the last position of a "
+                              "sequence output (default: the one the network predicts)")
+    explain.add_argument("--steps", type=int, default=64,
+                         help="integrated gradients' steps from the baseline (default 64)")
+    explain.add_argument("-o", "--out", type=Path, default=None,
+                         help="page to write (default: FILE with .explain.html)")
+    explain.add_argument("--title", default=None, help="the page's title (default: the file name)")
+    _imports(explain)
 
     args = ap.parse_args(argv)
     try:
@@ -108,6 +138,8 @@ def main(argv=None) -> int:
             return 2
         if args.command == "view":
             return _view(args)
+        if args.command == "explain":
+            return _explain(args)
         if args.command == "demo":
             return _demo(args)
         return _on_file(args)
@@ -126,16 +158,19 @@ def _check_arguments(args) -> str | None:
     """The first argument that cannot work, as the message of an `error:` line, or None.
     Checked before any work, so a long run never fails at its end on an argument."""
     cmd = args.command
-    if cmd in ("analyze", "plot", "view"):
+    if cmd in ("analyze", "plot", "view", "explain"):
         f = args.file
         if not f.exists():
             return f"no such file: {f}"
+        if cmd == "explain" and f.suffix.lower() == ".m" and not f.is_dir():
+            return (f"'{f}' is a MATLAB script: explain runs a network with its weights; save "
+                    "the trained network (net.save) and explain that file")
         if f.is_dir() and not _hugging_face_folder(f) and \
-                (cmd != "view" or f.suffix.lower() == ".m"):
+                (cmd not in ("view", "explain") or f.suffix.lower() == ".m"):
             return (f"'{f}' is a folder without a config.json; give a network file (written by "
                     "net.save()), a Hugging Face model folder (config.json and "
                     "model.safetensors), or a MATLAB script (.m)"
-                    + (", or a demo's output folder" if cmd == "view" else ""))
+                    + (", or a demo's output folder" if cmd in ("view", "explain") else ""))
         if not f.is_dir() and not f.is_file():
             return f"'{f}' is not a regular file (a device or a pipe); give a network file or a .m script"
         if not os.access(f, os.R_OK) or f.is_dir() and not os.access(f, os.X_OK):
@@ -144,23 +179,46 @@ def _check_arguments(args) -> str | None:
         return f"--width must be at least 40 characters, received {args.width}"
     if cmd == "plot" and not 1 <= args.dpi <= 1200:
         return f"--dpi must be a whole number in 1…1200, received {args.dpi} (e.g. --dpi 130)"
+    if cmd in ("view", "explain"):
+        problem = _sample_problem(args)
+        if problem:
+            return problem
+    if cmd == "explain" and not 1 <= args.steps <= 4096:
+        return f"--steps must be a whole number in 1…4096, received {args.steps} (e.g. --steps 64)"
     if cmd == "view":
         if not 0 <= args.port <= 65535:
             return f"--port must be in 0…65535 (0: a free one), received {args.port}"
         if not (math.isfinite(args.timeout) and args.timeout > 0):
             return (f"--timeout must be a positive number of seconds, received {args.timeout:g} "
                     "(e.g. --timeout 600)")
-        if args.input is not None:
-            if not args.input.exists():
-                return f"--input: no such file: {args.input}"
-            if not args.input.is_file():
-                return f"--input: '{args.input}' is not a regular file; give a .npy or .npz file"
     if cmd == "demo":
         return _folder_problem(args.out / args.name, "--out")
     if getattr(args, "sets", None) and (args.file.suffix.lower() != ".m" or
                                         args.file.is_dir()):
         return (f"--set gives workspace variables to a MATLAB script (.m); '{args.file}' is a "
                 "saved network, which has none. Drop --set.")
+    return None
+
+
+def _sample_problem(args) -> str | None:
+    """Why --input or --method cannot work (view, explain), or None."""
+    from attnlab.core.errors import ArgumentError
+    from attnlab.viz.page_explain import parse_methods
+    if args.input is not None:
+        if not args.input.exists():
+            return f"--input: no such file: {args.input}"
+        if not args.input.is_file():
+            return f"--input: '{args.input}' is not a regular file; give a .npy or .npz file"
+    elif args.command == "explain" and not (args.file.is_dir() and
+                                            not _hugging_face_folder(args.file)):
+        return ("explain needs the sample to explain: --input SAMPLE (.npy, or .npz with one "
+                "array per input name, e.g. input_ids for a Hugging Face model)")
+    try:
+        parse_methods(args.method)
+    except ArgumentError as e:
+        return str(e)
+    if args.command == "explain" and args.method.strip().lower() == "none":
+        return "--method none leaves nothing to explain; choose rollout, ig, lens, heads or all"
     return None
 
 
@@ -384,6 +442,7 @@ def _view(args) -> int:
     import matplotlib
     matplotlib.use("Agg")
     from attnlab.viz import view as V
+    from attnlab.viz.page_explain import parse_methods
 
     extra: dict[str, Any] = {"sample": None, "labels": {}, "training": None, "metrics": None,
                              "images": {}}
@@ -401,14 +460,16 @@ def _view(args) -> int:
         net = _view_network(Path(net_file), args.sets, notes)
         if args.input is not None:
             extra["sample"], extra["labels"] = V.read_sample(args.input)
-        page = V.page_html(net, title=args.title or args.file.name, **extra)
+        methods = parse_methods(args.method) if extra["sample"] is not None else ()
+        data = V.page_data(net, title=args.title or args.file.name, methods=methods, **extra)
+        page = V.render_html(data)
     except FileNotFoundError:
         print(f"error: no such file: {args.file}", file=sys.stderr)
         return 2
     except AttnlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for note in notes:
+    for note in notes + _explanation_notes(data):
         print(f"note: {note}")
     if args.serve:
         try:
@@ -432,6 +493,62 @@ def _view(args) -> int:
         V.write_page(out, page)
     except OSError as e:
         print(f"error: view -o: cannot write '{out}': {e.strerror or e}", file=sys.stderr)
+        return 2
+    print(f"wrote {out}")
+    return 0
+
+
+def _explanation_notes(data: dict) -> list[str]:
+    """The explanations a page leaves out, and why (a method that does not apply)."""
+    return list((data.get("explanations") or {}).get("notes", []))
+
+
+def _explain(args) -> int:
+    """`attnlab explain`: 0 page written, 2 file, sample, method or output unusable. The
+    methods the user names must all work; `all` leaves out those that do not apply (noted)."""
+    from attnlab.core.errors import AttnlabError, NetworkError
+    from attnlab.viz import view as V
+    from attnlab.viz.page_explain import parse_methods
+
+    if not _import_modules(args.imports):
+        return 2
+    import matplotlib
+    matplotlib.use("Agg")
+    methods = parse_methods(args.method)
+    strict = "all" not in args.method.lower()
+    extra: dict[str, Any] = {"sample": None, "labels": {}}
+    try:
+        if args.file.is_dir() and not _hugging_face_folder(args.file):     # a demo's
+            folder = V.read_folder(args.file)
+            net_file = folder["model"]
+            extra = {"sample": folder["sample"], "labels": folder["labels"]}
+            default_out = args.file / "explain.html"
+        else:
+            net_file, default_out = args.file, _beside(args.file, ".explain.html")
+        out = _output_file(args.out or default_out, "explain -o", ("html", "htm"),
+                           "page.html")
+        net = _read_network(Path(net_file))
+        if args.input is not None:
+            extra["sample"], extra["labels"] = V.read_sample(args.input)
+        if extra["sample"] is None:
+            raise AttnlabError(f"{args.file}: the demo's folder has no sample.npz; give one "
+                               "with --input SAMPLE")
+        analysis = net.analyze()
+        if not analysis.ok:
+            raise NetworkError(f"{args.file}: the network has errors, so it cannot run on the "
+                               "sample; `attnlab analyze` lists them:\n" +
+                               "\n".join(f"  {i.message}" for i in analysis.errors))
+        data = V.page_data(net, title=args.title or args.file.name, methods=methods,
+                           target=args.target, steps=args.steps, strict=strict, **extra)
+    except AttnlabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for note in _explanation_notes(data):
+        print(f"note: {note}")
+    try:
+        V.write_page(out, V.render_html(data), who="explain -o")
+    except OSError as e:
+        print(f"error: explain -o: cannot write '{out}': {e.strerror or e}", file=sys.stderr)
         return 2
     print(f"wrote {out}")
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnlab.graph.analysis import analyze
+from attnlab.core.batching import id_inputs
 from attnlab.core.errors import DataError
 from ..graph import Graph
 from ..graph.names import parse_port
@@ -12,7 +13,7 @@ from ..graph.names import parse_port
 MAX_STEPS = 256                   # attention maps are cut to this many queries and keys
 
 
-def _attention_modules(net, prefix=""):
+def attention_modules(net, prefix=""):
     """(display name, module) of every attention layer that can return its weights, nested
     networks included ('outer/inner')."""
     from ..functional import AttentionModule    # torch, only when a page shows attention
@@ -20,7 +21,7 @@ def _attention_modules(net, prefix=""):
     found = []
     for name, layer in net.layer_map.items():
         if isinstance(layer, Graph) and name in net.layer_modules:      # a nested Network
-            found += _attention_modules(net.layer_modules[name], f"{prefix}{name}/")
+            found += attention_modules(net.layer_modules[name], f"{prefix}{name}/")
             continue
         mod = net.layer_modules[name] if name in net.layer_modules else None
         # attnlab's attention modules take need_weights=True per call
@@ -38,13 +39,13 @@ def attention_maps(net, sample, labels=None, item: int = 0) -> list[dict]:
     that input; positions otherwise."""
     import torch
 
-    inputs = _sample_inputs(net, sample)
+    inputs = sample_inputs(net, sample)
     if not net.initialized:       # build the modules first: the hooks go on them
         if any(l.is_input for l in net.layer_map.values()):
             net.initialize()
         else:
             net.initialize(inputs)
-    mods = _attention_modules(net)
+    mods = attention_modules(net)
     if not mods:
         return []
     captured: dict[str, torch.Tensor] = {}
@@ -90,7 +91,9 @@ def attention_maps(net, sample, labels=None, item: int = 0) -> list[dict]:
     return out
 
 
-def _sample_inputs(net, sample) -> dict:
+def sample_inputs(net, sample) -> dict:
+    """`sample` (one array, or a dict by input name; one item may leave out its batch axis)
+    as the network's inputs: float32 tensors, token ids int64."""
     import torch
 
     names = list(net.input_names)
@@ -108,6 +111,7 @@ def _sample_inputs(net, sample) -> dict:
                         f"(it has {', '.join(repr(k) for k in sample) or 'none'}). Name the arrays "
                         "of the .npz file after the network's inputs.")
     a = analyze(net, net.data_specs)
+    tokens = {n for n, ids in zip(names, id_inputs(net)) if ids}
     out = {}
     for n in names:
         x = np.asarray(sample[n])
@@ -120,7 +124,11 @@ def _sample_inputs(net, sample) -> dict:
             raise DataError(f"input '{n}': expected {spec} ({len(spec.sizes)} dimensions, or "
                             f"{len(spec.sizes) - 1} for one item), received "
                             f"{'×'.join(map(str, x.shape))}.")
-        out[n] = torch.as_tensor(x, dtype=torch.float32)
+        if n in tokens and not np.array_equal(x, np.round(x)):
+            raise DataError(f"input '{n}' takes token ids, but the sample has numbers that "
+                            "are not whole; save the ids as integers (np.int64)")
+        # token ids stay integers (an explanation patches their embedding, never the ids)
+        out[n] = torch.as_tensor(x, dtype=torch.int64 if n in tokens else torch.float32)
     return out
 
 

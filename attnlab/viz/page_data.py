@@ -14,16 +14,19 @@ from attnlab.graph.analysis import analyze
 from ..graph import Graph
 from . import graph as G
 from .page_attention import attention_maps
+from .page_explain import explanations
 
 PX = 96.0                         # pixels per inch of the layout (text sizes: 1 pt = 96/72 px)
 
 
 def page_data(net, sample=None, labels=None, training=None, metrics=None, title=None,
-              images=None) -> dict:
+              images=None, methods=(), target=None, steps=64, strict=False) -> dict:
     """The page's one JSON object: layers with their places, ports, sizes, options, learnables
     and issues; edges as routed curves; the issues; totals; attention maps for `sample` (a
     dict by input name or one array, see `attention_maps`); `training` curves (a TrainingInfo
-    or its dict of tables); a demo's `metrics`; `images` (name → PNG bytes) shown as pictures."""
+    or its dict of tables); a demo's `metrics`; `images` (name → PNG bytes) shown as pictures;
+    the explanations of `sample` by `methods` (see `page_explain.explanations`, which takes
+    `target`, `steps` and `strict`)."""
     a = analyze(net, net.data_specs)
     geo = _geometry(net)
     issues = [{"severity": i.severity, "kind": i.kind, "message": i.message, "layer": i.layer,
@@ -64,7 +67,7 @@ def page_data(net, sample=None, labels=None, training=None, metrics=None, title=
                    "learnables": a.total_learnables, "errors": len(a.errors),
                    "warnings": len(a.warnings)},
         "colormap": _viridis(),
-        "attention": [], "attention_note": None,
+        "attention": [], "attention_note": None, "explanations": None,
         "training": _training(training), "metrics": _jsonable(metrics or {}),
         "images": [{"name": k, "src": "data:image/png;base64," + base64.b64encode(v).decode("ascii")}
                    for k, v in (images or {}).items()],
@@ -72,6 +75,9 @@ def page_data(net, sample=None, labels=None, training=None, metrics=None, title=
     if sample is not None:
         if a.ok:
             data["attention"] = attention_maps(net, sample, labels)
+            if methods:
+                data["explanations"] = explanations(net, sample, labels, methods, target=target,
+                                                    steps=steps, strict=strict)
             if not data["attention"]:
                 data["attention_note"] = "the network has no attention layer that gives weights"
         else:

@@ -429,6 +429,128 @@
     showMap(0);
   }
 
+  // ----------------------------------------------------------------- explanations ---
+  // colours: signed values on blue–white–red around 0, others white → red, both scaled by
+  // the largest magnitude of their own table; set through the CSSOM (the CSP admits no
+  // style attributes)
+  function shade(v, vmax, signed) {
+    if (v === null || !isFinite(v) || vmax <= 0) return "#fff";
+    const x = Math.max(-1, Math.min(1, v / vmax));
+    const a = Math.abs(signed ? x : Math.max(0, x));
+    const [r, g, b] = x >= 0 || !signed ? [214, 39, 40] : [31, 100, 190];
+    const mix = (c) => Math.round(255 + (c - 255) * a * 0.85);
+    return `rgb(${mix(r)},${mix(g)},${mix(b)})`;
+  }
+  const absMax = (vs) => vs.reduce((m, v) => (v === null || !isFinite(v) ? m : Math.max(m, Math.abs(v))), 0);
+  const num = (v) => (v === null || v === undefined ? "—" : Math.abs(v) >= 1000 || (v !== 0 && Math.abs(v) < 1e-3)
+    ? Number(v).toExponential(2) : Number(v).toFixed(3));
+
+  function attributionChips(a, vmax) {
+    const box = h("div", { class: "chips" });
+    a.values.forEach((v, i) => {
+      const c = h("span", { class: "chip", title: `${a.labels ? a.labels[i] : i}: ${num(v)}` },
+        a.labels ? a.labels[i] : String(i));
+      c.dataset.value = String(v);
+      c.style.background = shade(v, vmax, a.signed);
+      box.appendChild(c);
+    });
+    return box;
+  }
+  function attributionBars(a, vmax) {
+    const n = a.values.length, bw = Math.max(2, Math.min(14, Math.floor(900 / n)));
+    const w = 50 + n * bw + 10, hgt = 150, mid = a.signed ? 70 : 120, amp = a.signed ? 60 : 110;
+    const c = s("svg", { class: "attr-chart", width: w, height: hgt, viewBox: `0 0 ${w} ${hgt}`, role: "img" });
+    c.appendChild(s("title", {}, `${a.title} over ${n} ${a.kind === "time" ? "time steps" : "positions"}`));
+    c.appendChild(s("line", { class: "axis", x1: 48, x2: w - 8, y1: mid, y2: mid }));
+    c.appendChild(s("text", { x: 44, y: mid - amp + 8, "text-anchor": "end" }, num(vmax)));
+    c.appendChild(s("text", { x: 44, y: mid + 4, "text-anchor": "end" }, "0"));
+    a.values.forEach((v, i) => {
+      const hv = v === null || vmax <= 0 ? 0 : (Math.abs(v) / vmax) * amp;
+      const r = s("rect", { class: "bar " + (v < 0 ? "neg" : "pos"), x: 50 + i * bw, width: Math.max(1, bw - 1),
+        y: v < 0 ? mid : mid - hv, height: Math.max(0.5, hv) });
+      r.appendChild(s("title", {}, `${a.labels ? a.labels[i] : i}: ${num(v)}`));
+      c.appendChild(r);
+    });
+    c.appendChild(s("text", { x: 50, y: hgt - 4 }, a.labels ? a.labels[0] : "0"));
+    c.appendChild(s("text", { x: w - 10, y: hgt - 4, "text-anchor": "end" }, a.labels ? a.labels[n - 1] : String(n - 1)));
+    return c;
+  }
+  function attributionGrid(a, vmax) {
+    const [rows, cols] = a.size, cell = Math.max(3, Math.min(28, Math.floor(360 / Math.max(rows, cols))));
+    const cv = h("canvas", { class: "attr-grid" });
+    cv.width = cols * cell; cv.height = rows * cell;
+    const ctx = cv.getContext("2d");
+    for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) {
+      ctx.fillStyle = shade(a.values[i * cols + j], vmax, a.signed);
+      ctx.fillRect(j * cell, i * cell, cell, cell);
+    }
+    return cv;
+  }
+  function explanations(ex) {
+    $("explanations").hidden = false;
+    $("explain-target").textContent = `Explaining ${ex.target.text}.`;
+    const box = $("explain-attributions");
+    for (const a of ex.attributions) {
+      const div = h("div", { class: "attribution" });
+      div.dataset.method = a.method;
+      div.dataset.input = a.input;
+      div.appendChild(h("h3", {}, `${a.title} · input ${a.input}`));
+      const vmax = absMax(a.values);
+      div.appendChild(a.size ? attributionGrid(a, vmax) : a.kind === "tokens" || a.values.length <= 48
+        ? attributionChips(a, vmax) : attributionBars(a, vmax));
+      div.appendChild(h("p", { class: "caption muted" }, a.caption));
+      box.appendChild(div);
+    }
+    if (ex.heads) {
+      const hd = ex.heads, wrap = $("explain-heads");
+      wrap.appendChild(h("h3", {}, "head ablation"));
+      wrap.appendChild(h("p", { class: "caption" }, `Each cell: the ${hd.metric} (baseline ${num(hd.baseline)}); ` +
+        "red raises it, blue lowers it. Hover for the change of the whole output."));
+      const most = Math.max(...hd.layers.map((l) => l.heads));
+      const vmax = absMax(hd.layers.flatMap((l) => l.effects));
+      const tb = h("table", { class: "grid-table", id: "heads-table" });
+      row(tb, ["layer"].concat(Array.from({ length: most }, (_, k) => `head ${k}`)), "th");
+      for (const l of hd.layers) {
+        const tr = h("tr");
+        tr.dataset.layer = l.layer;
+        tr.appendChild(h("th", { scope: "row" }, l.layer));
+        for (let k = 0; k < most; k++) {
+          const v = k < l.heads ? l.effects[k] : null;
+          const td = h("td", k < l.heads ? { title: `output changes by ${num(100 * l.output_change[k])} % of its size` } : {},
+            k < l.heads ? num(v) : "");
+          td.style.background = shade(v, vmax, true);
+          tr.appendChild(td);
+        }
+        tb.appendChild(tr);
+      }
+      const sc = h("div", { class: "scroll" });
+      sc.appendChild(tb);
+      wrap.appendChild(sc);
+    }
+    if (ex.lens) {
+      const ln = ex.lens, wrap = $("explain-lens");
+      wrap.appendChild(h("h3", {}, "logit lens"));
+      wrap.appendChild(h("p", { class: "caption" }, ln.caption));
+      const tb = h("table", { class: "grid-table", id: "lens-table" });
+      row(tb, ["block"].concat(ln.positions), "th");
+      ln.top.forEach((cells, b) => {
+        const tr = h("tr");
+        tr.appendChild(h("th", { scope: "row" }, ln.blocks[b]));
+        for (const c of cells) {
+          const td = h("td", { class: "token", title: `p = ${num(c.p)}` }, c.token);
+          td.style.background = shade(c.p, 1, false);
+          tr.appendChild(td);
+        }
+        tb.appendChild(tr);
+      });
+      const sc = h("div", { class: "scroll" });
+      sc.appendChild(tb);
+      wrap.appendChild(sc);
+    }
+    for (const n of ex.notes) $("explain-notes").appendChild(h("li", {}, n));
+  }
+  if (data.explanations) explanations(data.explanations);
+
   // --------------------------------------------------------------------- training ---
   function chart(title, xs, series) {
     const w = 420, hgt = 240, m = { l: 52, r: 12, t: 22, b: 34 };
