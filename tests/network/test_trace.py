@@ -335,3 +335,16 @@ def test_llama_query_and_key_after_rotary_equal_transformers(tmp_path):
     torch.testing.assert_close(t[f"{layer}/query"], q)
     torch.testing.assert_close(t[f"{layer}/key"], k)          # the key/value heads
     torch.testing.assert_close(t[name], theirs.attentions[0])  # one per query head
+
+
+def test_trace_benchmark_smoke_compares_outputs_before_timing():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "trace.py"
+    spec = importlib.util.spec_from_file_location("trace_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)      # by path: the stdlib has a `trace`
+    spec.loader.exec_module(bench)
+    (row,) = bench.main(["--smoke"])
+    assert row["diff"] <= 1e-5
+    assert row["counts"]["scores"] == 2 and row["counts"]["all"] == len(names(bench.network(True)))
+    assert all(len(v) == 1 and v[0] > 0 for v in row["samples"].values())
