@@ -33,6 +33,8 @@ NOT_RUN = {
     "make test": "runs this suite",
     "attnlab view model.attnlab --serve": "serves the page until Ctrl-C (tests/viz/test_view.py "
                                           "serves one with a timeout)",
+    "torchrun": "starts several training processes, on GPUs or several machines "
+                "(tests/training/test_fsdp.py runs two under torch.distributed.run)",
 }
 
 # text blocks that are no code's output: (page, first words) → what they are

@@ -194,3 +194,39 @@ def test_a_killed_run_resumes_from_its_shards_to_the_uninterrupted_weights(tmp_p
             validation_frequency=2, learning_rate_schedule="warmup-cosine",
             warmup_iterations=2, checkpoint_frequency=3,
             checkpoint_frequency_unit="iteration"))
+
+
+# ----------------------------------------------------------- one process group ---
+
+@pytest.fixture
+def group(tmp_path):
+    """A process group of one (gloo), as torchrun's would be, removed afterwards."""
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_bf16_gathers_in_bf16_and_release_leaves_a_plain_network(group):
+    from torch.distributed.fsdp import FSDPModule
+    net = blocks_net()
+    before = {k: v.clone() for k, v in net.state_dict().items()}
+    own = list(net.parameters())
+    sharded = fsdp.Sharded(dd.Forward(net), net, torch.device("cpu"), torch.bfloat16)
+    policy = sharded.fwd._get_fsdp_state()._mp_policy
+    assert (policy.param_dtype, policy.reduce_dtype) == (torch.bfloat16, torch.float32)
+    assert isinstance(net.layer_modules["enc0"], FSDPModule)
+    x, _ = blocks_data()
+    sharded.fwd({"in": x[:2]})[0]["fc"].float().sum().backward()
+    sharded.release()
+    assert not any(isinstance(m, FSDPModule) for m in sharded.fwd.modules())
+    assert list(net.parameters()) == own and all(type(p) is torch.nn.Parameter for p in own)
+    assert all(not m._forward_pre_hooks and not m._forward_hooks for m in net.modules())
+    _close(net.state_dict(), before, 0)            # nothing stepped: the same weights
+
+
+def test_fp16_is_refused_under_fsdp():
+    scaler = torch.amp.GradScaler("cpu")
+    with pytest.raises(al.ArgumentError, match="strategy='fsdp' with precision 'fp16'.*bf16"):
+        fsdp.check(al.TrainingOptions(strategy="fsdp"), scaler)
