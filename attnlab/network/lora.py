@@ -139,21 +139,33 @@ def shown(target: Target) -> str:
     return target[0] + (f"/{target[1]}" if target[1] else "")
 
 
+def _file_weights(net: Any) -> List[Any]:
+    """The weight table (`attnlab.pretrained.weights.Weight`s) of a from_pretrained network's
+    family; [] for any other network."""
+    pre = importlib.import_module(_PRETRAINED)
+    meta = net.metadata.get(pre.META_KEY)
+    if not isinstance(meta, dict) or "config" not in meta:
+        return []
+    layout = importlib.import_module(_LAYOUT).Layout.of(net, meta, pre.family)
+    return [w for w in layout.family.weights(layout.cfg, layout.architecture)
+            if w.name.endswith(".weight") and not w.reshape and not w.interleave]
+
+
 def pretrained_table(net: Any) -> Optional[Dict[str, Place]]:
     """learnable weight name → (its Hugging Face module, the learnables that module's weight
     holds: several where one tensor is split, as GPT-2's c_attn into q, k, v, Phi-3's
     gate_up_proj into gate and up), for a from_pretrained network; None for any other."""
-    pre = importlib.import_module(_PRETRAINED)
-    meta = net.metadata.get(pre.META_KEY)
-    if not isinstance(meta, dict) or "config" not in meta:
+    weights = _file_weights(net)
+    if not weights:
         return None
-    layout = importlib.import_module(_LAYOUT).Layout.of(net, meta, pre.family)
-    out: Dict[str, Place] = {}
-    for w in layout.family.weights(layout.cfg, layout.architecture):
-        if w.name.endswith(".weight") and not w.reshape and not w.interleave:
-            for name in w.learnables:
-                out[name] = (w.name[:-len(".weight")], tuple(w.learnables))
-    return out
+    return {name: (w.name[:-len(".weight")], tuple(w.learnables))
+            for w in weights for name in w.learnables}
+
+
+def transposed_modules(net: Any) -> List[str]:
+    """The Hugging Face modules whose file holds the weight in×out (GPT-2's Conv1D, which
+    peft adapts with fan_in_fan_out)."""
+    return [w.name[:-len(".weight")] for w in _file_weights(net) if w.transpose]
 
 
 # -- resolving targets --------------------------------------------------------------------

@@ -112,6 +112,9 @@ def save_adapter(net: Any, path: str | os.PathLike) -> None:
     common = max(set(ranks.values()), key=list(ranks.values()).count)
     config = _config(net, common, _exact(alpha * common / rank), _one(drops, "dropouts"),
                      sorted(ranks))
+    # peft's flag for GPT-2's Conv1D (in×out weights); it sets it per module itself, with a
+    # warning where the config says otherwise
+    config["fan_in_fan_out"] = set(ranks) <= set(lora.transposed_modules(net))
     config["rank_pattern"] = {m: k for m, k in ranks.items() if k != common}
     config["alpha_pattern"] = {m: _exact(alpha * k / rank) for m, k in ranks.items()
                                if k != common}

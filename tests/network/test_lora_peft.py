@@ -1,6 +1,7 @@
 """LoRA adapters in peft's layout: `net.save_adapter` read by peft on the Hugging Face model,
 and `net.load_adapter` reading what peft saved."""
 import json
+import warnings
 
 import pytest
 import torch
@@ -90,6 +91,7 @@ def test_save_then_load_round_trips_on_a_plain_network(tmp_path):
     net.save_adapter(tmp_path / "a")
     config = json.loads((tmp_path / "a" / "adapter_config.json").read_text())
     assert config["target_modules"] == ["layer_modules.att.query", "layer_modules.fc"]
+    assert config["fan_in_fan_out"] is False
     back = make()
     assert back.load_adapter(tmp_path / "a") == [("att", "query"), ("fc", None)]
     with torch.no_grad():
@@ -113,7 +115,9 @@ def test_gpt2_fused_qkv_adapter_gives_peft_the_same_outputs(tmp_path):
                                         "transformer.h.1.attn.c_attn", "transformer.h.1.mlp.c_fc"]
     assert config["rank_pattern"] == {"transformer.h.1.mlp.c_fc": 2}
     assert config["alpha_pattern"] == {"transformer.h.1.mlp.c_fc": 3}
-    with torch.no_grad():
+    assert config["fan_in_fan_out"] is True                 # GPT-2's Conv1D: in×out weights
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*fan_in_fan_out")
         plain = hf(input_ids=_ids()).logits
         theirs = peft.PeftModel.from_pretrained(hf, tmp_path / "a").eval()
         ours, ref = net(input_ids=_ids()), theirs(input_ids=_ids()).logits
