@@ -34,6 +34,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.distributed import _composable_state
 
 from attnlab.core.errors import ArgumentError, TrainingError
 from .checkpointing import block_of
@@ -84,6 +85,8 @@ class Sharded:
             for _, _, p in self.own:                # torch shards contiguous tensors only
                 if not p.is_contiguous():           # (from_pretrained's transposed views)
                     p.data = p.data.contiguous()
+        if device.type == "cuda":
+            torch.cuda.set_device(device)           # fully_shard places shards on the current GPU
         mesh = init_device_mesh(device.type, (dist.get_world_size(),))
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
             if half is torch.bfloat16 else MixedPrecisionPolicy()
@@ -139,6 +142,9 @@ class Sharded:
             m.__class__ = self.classes[m]
             for key in [k for k, v in vars(m).items() if _is_fsdp_state(k, v)]:
                 delattr(m, key)
+            # torch's registry of sharded modules: left there, the next al.train's
+            # fully_shard of the same module would fail ("Inserting … more than once")
+            _composable_state._module_state_mapping.pop(m, None)
 
 
 def _full(t: torch.Tensor) -> torch.Tensor:

@@ -224,6 +224,9 @@ def test_bf16_gathers_in_bf16_and_release_leaves_a_plain_network(group):
     assert list(net.parameters()) == own and all(type(p) is torch.nn.Parameter for p in own)
     assert all(not m._forward_pre_hooks and not m._forward_hooks for m in net.modules())
     _close(net.state_dict(), before, 0)            # nothing stepped: the same weights
+    again = fsdp.Sharded(dd.Forward(net), net, torch.device("cpu"), None)   # a next al.train
+    again.release()
+    _close(net.state_dict(), before, 0)
 
 
 def test_fp16_is_refused_under_fsdp():
