@@ -11,7 +11,8 @@ import torch
 from torch import Tensor
 
 from attnlab.core.errors import NetworkError
-from attnlab.explain.inputs import Target, as_dict, kind_of, target_values, token_labels
+from attnlab.explain.inputs import (Target, as_dict, called, kind_of, target_values,
+                                    token_labels)
 from attnlab.explain.mixing import Walk, attention_layers
 from attnlab.explain.results import Mixing
 
@@ -20,16 +21,30 @@ def _layers(net: Any, what: str) -> list[str]:
     names = attention_layers(net)
     if not names:
         raise NetworkError(f"{what}: expected a network with attention layers, but "
-                           f"'{net.name}' has none ({len(net.layer_map)} layers). "
+                           f"{called(net)} has none ({len(net.layer_map)} layers). "
                            f"{what.capitalize()} follows attention weights; use "
                            "al.explain.integrated_gradients for a network without attention.")
     return names
 
 
 def rollout(net: Any, inputs: Any) -> Mixing:
-    """Attention rollout: each output position's share of each input position, through every
-    attention layer's head-mean weights, residual additions averaged (see
-    `attnlab.explain.mixing` for each kind of layer)."""
+    """Attention rollout (Abnar & Zuidema 2020): each output position's share of each input
+    position, through every attention layer's head-mean weights, residual additions
+    averaged.
+
+    Parameters
+    ----------
+    net : Network
+        A network with attention layers.
+    inputs : tensor or dict
+        One batch: a tensor for a one-input network, else tensors by input name (a
+        Hugging Face network's dict may hold an ``attention_mask``).
+
+    Returns
+    -------
+    Mixing
+        ``values``, B×T×Tin, for the last value the attention mixed; rows sum to 1.
+    """
     names = _layers(net, "rollout")
     given = as_dict(net, inputs, "rollout")
     with torch.no_grad():
@@ -39,9 +54,24 @@ def rollout(net: Any, inputs: Any) -> Mixing:
 
 
 def relevance(net: Any, inputs: Any, target: Target) -> Mixing:
-    """Attention × gradient relevance of `target` (as for integrated gradients: a class,
-    (position, class), or a function of the outputs giving one value per item): R = I, then
-    for each attention layer in graph order R += mean_h((∇A ⊙ A)⁺)·R, residuals summed."""
+    """Attention × gradient relevance (Chefer et al. 2021): R = I, then for each attention
+    layer in graph order R += mean_h((∇A ⊙ A)⁺)·R, residual additions summed.
+
+    Parameters
+    ----------
+    net : Network
+        A network with attention layers.
+    inputs : tensor or dict
+        One batch: a tensor, or tensors by input name.
+    target : int, tuple or callable
+        What the gradients are of: a class, (position, class), or a function of the outputs
+        giving one value per batch item.
+
+    Returns
+    -------
+    Mixing
+        ``values``, B×T×Tin: the relevance of each input position to each output position.
+    """
     names = _layers(net, "relevance")
     given = as_dict(net, inputs, "relevance")
     # a zero added to each layer's weights: its gradient is ∂target/∂A through every later
@@ -72,7 +102,7 @@ def _walk(net: Any, given: dict, weights: dict, mean: bool, method: str) -> Mixi
     walk.run(net, {})
     last = walk.last
     if last is None:
-        raise NetworkError(f"{method}: no attention layer of '{net.name}' mixes the positions "
+        raise NetworkError(f"{method}: no attention layer of {called(net)} mixes the positions "
                            "of an input sequence (their value inputs carry no token). "
                            "Explain a network whose attention attends over its inputs.")
     basis = next(iter(last.terms))

@@ -67,7 +67,8 @@ def integrated_gradients(net: Any, inputs: Any, target: Target,
     Parameters
     ----------
     net : Network
-    inputs : tensor or dict of tensors by input name
+    inputs : tensor or dict
+        One batch: a tensor, or tensors by input name. The first input is attributed.
     target : int, tuple or callable
         An output index (class); (position, class) for a sequence output; or a function of
         the outputs giving one value per batch item.

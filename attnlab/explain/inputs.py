@@ -11,6 +11,11 @@ from attnlab.core.errors import ArgumentError, SizeError
 Target = Union[int, tuple, Callable[[Any], Tensor]]
 
 
+def called(net: Any) -> str:
+    """The network in words: "network 'NAME'", or "the network" when it has no name."""
+    return f"network '{net.name}'" if getattr(net, "name", None) else "the network"
+
+
 def as_dict(net: Any, inputs: Any, what: str) -> dict[str, Tensor]:
     """`inputs` by input name: a tensor for a one-input network, or a dict of tensors."""
     names = list(net.input_names)

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 
 from attnlab.core.errors import NetworkError
-from attnlab.explain.inputs import as_dict, token_labels
+from attnlab.explain.inputs import as_dict, called, token_labels
 from attnlab.explain.mixing import attention_layers
 from attnlab.explain.results import LogitLens
 from attnlab.graph import codegen
@@ -43,7 +43,7 @@ class Lens:
                 known |= {(name, p) for p in layer.output_ports}
         outs = [k for _, k in codegen.output_keys(net)]
         if len(outs) != 1 or outs[0] not in known:
-            raise NetworkError(f"{EXPECTED}; the output of '{net.name}' is not made from the "
+            raise NetworkError(f"{EXPECTED}; the output of {called(net)} is not made from the "
                                f"last block's output ('{self.keys[-1][0]}') by the layers "
                                "after it alone.")
         self.out = outs[0]
@@ -66,7 +66,7 @@ class Lens:
             found.append(f"{len(outs)} outputs" if len(outs) != 1 else "an output that is not "
                          "a sequence")
         if found:
-            raise NetworkError(f"{EXPECTED}; '{net.name}' has {', '.join(found)}. Use "
+            raise NetworkError(f"{EXPECTED}; {called(net)} has {', '.join(found)}. Use "
                                "al.explain.rollout or integrated_gradients for other networks.")
 
     def apply(self, net: Any, value: torch.Tensor) -> torch.Tensor:
@@ -88,8 +88,22 @@ def _layer(net: Any, full: str) -> Any:
 
 
 def logit_lens(net: Any, inputs: Any) -> LogitLens:
-    """Each block's residual output through the final norm and the head: logits per block
-    (blocks×B×T×V; the last block's equal the network's logits)."""
+    """The logit lens: each block's residual output through the layers after the last block
+    (the final norm and the head), as if the network stopped there.
+
+    Parameters
+    ----------
+    net : Network
+        A causal language model: token ids in, blocks of causal attention, logits out.
+    inputs : tensor or dict
+        Token ids, B×T.
+
+    Returns
+    -------
+    LogitLens
+        ``logits``, blocks×B×T×V (the last block's equal the network's logits), and the
+        table of top tokens, ``top(k)``.
+    """
     lens = Lens(net)
     given = as_dict(net, inputs, "logit_lens")
     names = [f"{n}/{p}" for n, p in lens.keys]

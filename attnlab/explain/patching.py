@@ -53,11 +53,26 @@ def _placed(clean: Tensor, dim: int | None, pos: int | None) -> Callable[[Tensor
 
 def patching(net: Any, clean: Any, corrupted: Any, names: Union[str, Sequence[str]],
              metric: Callable[[Any], Any]) -> Patching:
-    """For each activation named by `names` (`fnmatch` patterns, as `net.trace` takes them)
-    and each of its positions (sequence activations; a value without positions is patched
-    whole), the corrupted run with the clean value at that position: `metric(outputs)`.
+    """Activation patching, as TransformerLens': for each activation named by `names` and
+    each of its positions, the corrupted run with the clean run's value at that position,
+    measured by `metric`.
 
-    Returns a `Patching`: `rows` (name, position, value), `values` names×positions."""
+    Parameters
+    ----------
+    net : Network
+    clean, corrupted : tensor or dict
+        Two batches of the same sizes: tensors, or tensors by input name.
+    names : str or list of str
+        `fnmatch` patterns of the names `net.trace` captures (``"h.*.attn"``,
+        ``"h.0.attn/scores"``).
+    metric : callable
+        The outputs → a number (a float or a one-element tensor), e.g. a logit difference.
+
+    Returns
+    -------
+    Patching
+        ``rows`` (name, position, value) and ``values``, names×positions.
+    """
     if not callable(metric):
         raise ArgumentError(f"patching: metric must be a function of the outputs returning a "
                             f"number, received {type(metric).__name__}.")

@@ -148,3 +148,31 @@ def test_a_value_without_positions_is_patched_whole_and_sizes_must_agree():
         al.explain.patching(seq, torch.randn(1, 4, 2), torch.randn(1, 4, 2), ["sa"],
                             lambda out: out)
     assert not math.isnan(float(got.values[0, 0]))
+
+
+def _nested_lm():
+    return al.Network([
+        L.TokenInput(name="ids"), L.Embedding(VOCAB, 8, name="emb"),
+        al.blocks.transformer_encoder(8, 2, 16, dropout=0.0, causal=True, name="enc0"),
+        al.blocks.transformer_encoder(8, 2, 16, dropout=0.0, causal=True, name="enc1"),
+        L.LayerNorm(name="norm"), L.Dense(VOCAB, name="head")]).eval()
+
+
+def test_logit_lens_reads_nested_blocks_and_the_layers_after_them():
+    net = _nested_lm()
+    ids = torch.randint(0, VOCAB, (2, 5))
+    lens = al.explain.logit_lens(net, ids)
+    assert lens.blocks == ["enc0", "enc1"]
+    with torch.no_grad():
+        first = net.trace(ids, capture=["enc0"])["enc0"]
+        by_hand = net.layer_modules["head"](net.layer_modules["norm"](first))
+        assert torch.allclose(lens.logits[0], by_hand)
+        assert torch.equal(lens.logits[1], net(ids))
+
+
+def test_logit_lens_names_a_network_without_a_name_in_words():
+    net = al.Network([L.TokenInput(name="ids"), L.Embedding(VOCAB, 8, name="emb"),
+                      al.blocks.transformer_encoder(8, 2, 16, name="enc0"),
+                      L.Dense(VOCAB, name="head")])
+    with pytest.raises(al.NetworkError, match=r"; the network has attention that is not causal\."):
+        al.explain.logit_lens(net, torch.randint(0, VOCAB, (1, 3)))

@@ -117,3 +117,19 @@ def test_the_rollout_plot_labels_its_axes_by_token(gpt2):
     assert [t.get_text() for t in ax.get_xticklabels()] == ["3", "1", "4", "1", "5"]
     assert "input token" in ax.get_xlabel() and ax.get_ylabel() == "output position"
     matplotlib.pyplot.close(fig)
+
+
+def test_rollout_through_nested_blocks_equals_the_formula_on_their_traced_weights():
+    net = al.Network([L.TokenInput(name="ids"), L.Embedding(VOCAB, 8, name="emb"),
+                      al.blocks.transformer_encoder(8, 2, 16, dropout=0.0, name="enc0"),
+                      al.blocks.transformer_encoder(8, 2, 16, dropout=0.0, norm="pre",
+                                                    name="enc1"),
+                      L.Dense(3, name="head")]).eval()
+    ids = torch.randint(0, VOCAB, (2, 5))
+    got = al.explain.rollout(net, ids)
+    assert got.layers == ["enc0/self_attn", "enc1/self_attn"]
+    with torch.no_grad():
+        trace = net.trace(ids, capture=["*/scores"])
+    assert list(trace) == ["enc0/self_attn/scores", "enc1/self_attn/scores"]
+    want = _abnar([trace[n] for n in trace], 5)
+    assert torch.allclose(got.values, want, atol=1e-6)
