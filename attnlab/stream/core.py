@@ -217,9 +217,9 @@ class Stream:
         (empty before the first step and after `reset()`): a layer output B×t×C for the t
         new steps; an attention layer's "scores" B×H×t×Tk, the new queries against every
         key the cache holds (Tk: the steps so far, fewer with a sliding window), "query"
-        B×H×t×dk, "key" B×H×Tk×dk (the cached keys, after rotary), "heads" B×t×H×dv. A value
-        computed once from static inputs is there whole from the start. After a step that
-        is refused, still the last successful step's."""
+        B×H×t×dk, "key" B×Hkv×Tk×dk (the cached keys after rotary; Hkv: the key/value
+        heads), "heads" B×t×H×dv. A value computed once from static inputs is there whole
+        from the start. After a step that is refused, still the last successful step's."""
         return {} if self._capture is None else self._capture.values()
 
     @property

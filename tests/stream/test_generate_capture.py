@@ -93,3 +93,22 @@ def test_capture_is_refused_with_beams_and_for_unknown_names():
         al.generate(net, 1, max_new_tokens=2, capture=["att/scoers"])
     with pytest.raises(al.ArgumentError, match="capture"):
         al.generate(net, 1, max_new_tokens=2, capture=5)
+
+
+def test_earlier_tokens_captures_stay_what_their_step_computed():
+    torch.manual_seed(0)
+    net = al.Network([L.TokenInput(name="ids"), L.Embedding(VOCAB, 8, name="wte"),
+                      L.SelfAttention(2, 8, attention_mask="causal", num_kv_heads=1,
+                                      rotary=True, name="att"),
+                      L.Dense(VOCAB, name="head")]).eval()
+    prompt = torch.randint(0, VOCAB, (2, 3), generator=torch.Generator().manual_seed(0))
+    got = al.generate(net, prompt, max_new_tokens=5, capture=["att/key", "att/scores"])
+    whole = torch.cat([prompt, got.tokens], 1)
+    with torch.no_grad():
+        full = net.trace(whole, capture=["att/key", "att/scores"])
+    for i, (key, scores) in enumerate(zip(got.captured["att/key"], got.captured["att/scores"])):
+        n = 3 + i                                    # the keys cached when token i was chosen
+        torch.testing.assert_close(key, full["att/key"][:, :, :n], atol=1e-5, rtol=1e-4)
+        rows = slice(0, n) if i == 0 else slice(n - 1, n)
+        torch.testing.assert_close(scores, full["att/scores"][:, :, rows, :n], atol=1e-5,
+                                   rtol=1e-4)

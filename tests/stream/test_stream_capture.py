@@ -206,3 +206,17 @@ def test_an_attention_layers_scores_output_is_patched_once_by_its_probe():
         close(y["cross/scores"], full.outputs["cross/scores"][:, :, a:b])
         close(got["cross/scores"], full["cross/scores"][:, :, a:b])
     assert len(calls) == 2                   # once a step
+
+
+def test_captures_kept_across_steps_survive_a_windowed_cache_moving_its_keys():
+    torch.manual_seed(0)
+    net = al.Network([L.TokenInput(name="ids"), L.Embedding(V, D, name="wte"),
+                      L.SelfAttention(2, D, attention_mask="causal", num_kv_heads=1, window=2,
+                                      name="att"), L.Dense(V, name="head")]).eval()
+    x = ids(t=12)
+    with torch.no_grad():
+        full = net.trace(x, capture=["att/key"])
+    s = net.stream(capacity=4, capture=["att/key"])          # compacted as it fills
+    kept = [got["att/key"] for _, _, _, got in steps(s, x, (1,) * 12)]
+    for end, key in enumerate(kept, 1):                       # the keys the cache held then
+        close(key, full["att/key"][:, :, end - key.shape[2]:end])
