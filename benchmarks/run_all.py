@@ -5,7 +5,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = ["overhead.py", "attention.py", "training.py", "decoding.py", "checkpoints.py",
-           "families.py", "generation.py", "lora.py", "trace.py"]
+           "families.py", "generation.py", "lora.py", "fsdp.py", "trace.py"]
 
 if __name__ == "__main__":
     extra = sys.argv[1:]                      # e.g. --quick, passed to every script
