@@ -4,7 +4,8 @@ As a script (under torchrun): `python tests/fsdp_worker.py MODE OUT_DIR [GPT2_FO
   MODE "blocks": a network of 2 nested blocks trained with strategy="fsdp"; the share of the
                  parameters and optimizer state each process holds; after training, rank 0
                  alone saves (net.save, and safetensors of the state dict) and every process
-                 predicts; then DDP with accumulation against one batch 2 times as large.
+                 predicts; the same with activation checkpointing and check_finite; then DDP
+                 with accumulation against one batch 2 times as large.
   MODE "gpt2":   a tiny from_pretrained GPT-2 fine-tuned with fsdp; rank 0 alone writes
                  save_pretrained.
   MODE "kill":   the checkpointed fsdp run, killed (every process) after a checkpoint;
@@ -167,6 +168,9 @@ def main(mode: str, out_dir: str, extra: str | None = None):
             save_weights(net, out / "weights-blocks.safetensors")
             (out / "blocks-loss.json").write_text(json.dumps(info.iterations["loss"]))
             (out / "blocks-validation.json").write_text(json.dumps(info.validation["loss"]))
+        again, _ = blocks_case(checkpoint_activations=True, check_finite=True)
+        if rank() == 0:
+            save_weights(again, out / "weights-blocks-recomputed.safetensors")
         acc = accumulation_case(batch_size=10, steps=2)
         big = accumulation_case(batch_size=20, steps=1)
         if rank() == 0:

@@ -147,6 +147,8 @@ def test_two_processes_match_one_and_hold_half_each(tmp_path):
         got = torch.tensor(json.loads((tmp_path / f"predict-{r}.json").read_text()))
         assert torch.allclose(got, want, atol=1e-5, rtol=0)
     _close(al.load(tmp_path / "blocks.attnlab").state_dict(), full, 1e-5)
+    # blocks recomputed in the backward pass (their units gathered again), every layer watched
+    _close(load_file(str(tmp_path / "weights-blocks-recomputed.safetensors")), full, 1e-5)
     # DDP: 2 micro-batches of 10 per step equal one batch of 20
     _close(load_file(str(tmp_path / "weights-acc.safetensors")),
            load_file(str(tmp_path / "weights-big.safetensors")), 1e-6)
