@@ -97,6 +97,12 @@ class Capture:
     def touches(self, layer: str, port: str) -> bool:
         return (layer, port) in self.wanted or (layer, port) in self.patches
 
+    def within(self, network: str) -> bool:
+        """Whether a value of a layer inside nested network `network` is captured or
+        patched."""
+        under = network + "/"
+        return any(key[0].startswith(under) for key in (*self.wanted, *self.patches))
+
     def inside(self, layer: str) -> bool:
         """Whether the attention layer's inside is captured or patched."""
         return any(self.touches(layer, p) for p in INSIDE)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, cast
 
 import torch
 import torch.nn.functional as F
@@ -182,7 +182,14 @@ class _Builder:
     # -- static layers: run once ------------------------------------------------------------
     def _run_static(self, name, layer, ins) -> list[Static]:
         """Runs a layer whose inputs are all static, by the calling convention of the forward
-        pass (masks in, masks out), and returns its outputs."""
+        pass (masks in, masks out), and returns its outputs. A nested network whose own
+        layers are captured or patched runs as a program of its own, all its inputs static,
+        so that its taps and probes see them."""
+        if isinstance(layer, Graph) and self.capture is not None and \
+                self.capture.within(self.prefix + name):
+            sub = build_program(layer, dict(ins), self.capacity, capture=self.capture,
+                                prefix=learnable_name(self.prefix + name, ""))
+            return [cast(Static, v) for _, v in sub.outputs]
         module = self.net.layer_modules[name]
         xs = [ins[p].value for p in layer.input_ports]
         ms = [ins[p].mask for p in layer.input_ports]

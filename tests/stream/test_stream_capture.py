@@ -220,3 +220,29 @@ def test_captures_kept_across_steps_survive_a_windowed_cache_moving_its_keys():
     kept = [got["att/key"] for _, _, _, got in steps(s, x, (1,) * 12)]
     for end, key in enumerate(kept, 1):                       # the keys the cache held then
         close(key, full["att/key"][:, :, end - key.shape[2]:end])
+
+
+def test_a_nested_encoder_run_once_from_static_inputs_is_captured_inside():
+    torch.manual_seed(0)
+    encoder = al.Network([L.SequenceInput(D, name="in"),
+                          L.SelfAttention(2, D, name="att"), L.LayerNorm(name="ln")],
+                         name="encoder")
+    net = al.Network([L.SequenceInput(D, name="x"),
+                      L.MultiHeadAttention(2, D, name="cross"), L.Dense(3, name="fc")])
+    net.add([L.SequenceInput(D, name="mem"), encoder])
+    net.connect("encoder", "cross/key")
+    net.connect("encoder", "cross/value")
+    net.eval()
+    x, mem = torch.randn(2, 3, D), torch.randn(2, 4, D)
+    names = ["encoder/att/scores", "encoder/ln/out"]
+
+    def double(v):
+        return v * 2
+
+    with torch.no_grad():
+        full = net.trace({"x": x, "mem": mem}, capture=names, patch={"encoder/att/out": double})
+    s = net.stream({"mem": mem}, capture=names, patch={"encoder/att/out": double})
+    assert sorted(s.captured) == sorted(names)               # made once, at creation
+    close(s.captured["encoder/att/scores"], full["encoder/att/scores"])
+    close(s.captured["encoder/ln/out"], full["encoder/ln/out"])
+    close(s.step(x), full.outputs)                           # the patch reached the cross keys
