@@ -16,11 +16,13 @@ import torch
 from torch import Tensor
 
 from attnlab.core.errors import ArgumentError, NetworkError, SizeError
-from attnlab.explain.inputs import (Target, as_dict, kind_of, repeat, target_values,
+from attnlab.core.sequences import Padded
+from attnlab.explain.inputs import (Target, as_dict, data, kind_of, repeat, target_values,
                                     token_labels)
 from attnlab.explain.results import Attribution
 from attnlab.graph import codegen
 from attnlab.graph.analysis import analyze
+from attnlab.layers.embedding import Embedding
 
 WHAT = "integrated_gradients"
 
@@ -48,16 +50,21 @@ def integrate(grads: Tensor, weights: Tensor, batch: int) -> Tensor:
 
 
 def embedding_of(net: Any, name: str) -> str:
-    """The layer that embeds token input `name`: the one layer reading it."""
+    """The layer that embeds token input `name`: its one `Embedding` reader (a position
+    layer may read the ids too, as RoBERTa's does), else its one reader."""
     analysis = analyze(net, net.data_specs)
     key = codegen.input_key(net, name)
-    readers = [n for n, _, keys in codegen.walk(net, analysis.order) if key in keys]
+    readers = [(n, layer) for n, layer, keys in codegen.walk(net, analysis.order) if key in keys]
+    embeddings = [n for n, layer in readers if isinstance(layer, Embedding)]
+    if len(embeddings) == 1:
+        return embeddings[0]
     if len(readers) != 1:
+        found = ", ".join(n for n, _ in readers) or "none"
         raise NetworkError(f"{WHAT}: token input '{name}' is read by {len(readers)} layers "
-                           f"({', '.join(readers) or 'none'}); tokens are attributed through "
-                           "the one layer that embeds them. Give a network whose token input "
-                           "feeds one embedding layer.")
-    return readers[0]
+                           f"({found}) and none or several of them is an Embedding; tokens "
+                           "are attributed through the one layer that embeds them. Give a "
+                           "network whose token input feeds one embedding layer.")
+    return readers[0][0]
 
 
 def integrated_gradients(net: Any, inputs: Any, target: Target,
@@ -111,18 +118,23 @@ def _baseline(x: Tensor, baseline: Optional[Tensor], what: str) -> Tensor:
 
 
 def _values(net, given, name, target, baseline, alphas, weights) -> Attribution:
-    """A float input, interpolated itself."""
-    x = given[name].to(net.input_dtype)
+    """A float input, interpolated itself (a `Padded` batch's data, its mask kept)."""
+    given_x = given[name]
+    mask = given_x.mask if isinstance(given_x, Padded) else None
+
+    def wrap(v: Tensor, copies: int = 1) -> Any:
+        return v if mask is None else Padded(v, repeat(mask, copies))
+
+    x = data(given_x).to(net.input_dtype)
     base = _baseline(x, baseline, f"input '{name}'")
-    delta = _delta(net, given, {name: x}, {name: base}, target)     # checks the target first
+    delta = _delta(net, given, {name: wrap(x)}, {name: wrap(base)}, target)   # target first
     z = path(x, base, alphas).detach().requires_grad_(True)
     others = {k: repeat(v, len(alphas)) for k, v in given.items() if k != name}
     with torch.enable_grad():
-        f = target_values(net({name: z, **others}), target, WHAT)
+        f = target_values(net({name: wrap(z, len(alphas)), **others}), target, WHAT)
         (grads,) = torch.autograd.grad(f.sum(), z)
-    values = (x - base) * integrate(grads, weights, x.shape[0])
-    return Attribution(values.detach(), kind_of(net, name), values.detach(), delta,
-                       input_name=name)
+    values = ((x - base) * integrate(grads, weights, x.shape[0])).detach()
+    return Attribution(values, kind_of(net, name), values, delta, input_name=name)
 
 
 def _delta(net, given, actual, base, target, patch=None) -> Tensor:
@@ -144,7 +156,9 @@ def _tokens(net, given, name, target, baseline, alphas, weights) -> Attribution:
         e = net.trace(given, capture=[emb])[emb].detach()
         if baseline is not None and isinstance(baseline, Tensor) and \
                 not baseline.is_floating_point():
-            baseline = net.trace({**given, name: baseline}, capture=[emb])[emb].detach()
+            ids = given[name]
+            ids = Padded(baseline, ids.mask) if isinstance(ids, Padded) else baseline
+            baseline = net.trace({**given, name: ids}, capture=[emb])[emb].detach()
     base = _baseline(e, baseline, f"the embedding '{emb}'")
     delta = _delta(net, given, {}, {}, target, patch={emb: base})   # checks the target first
     z = path(e, base, alphas).detach().requires_grad_(True)

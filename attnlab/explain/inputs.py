@@ -7,6 +7,7 @@ from typing import Any, Callable, Union
 from torch import Tensor
 
 from attnlab.core.errors import ArgumentError, SizeError
+from attnlab.core.sequences import Padded
 
 Target = Union[int, tuple, Callable[[Any], Tensor]]
 
@@ -16,20 +17,28 @@ def called(net: Any) -> str:
     return f"network '{net.name}'" if getattr(net, "name", None) else "the network"
 
 
-def as_dict(net: Any, inputs: Any, what: str) -> dict[str, Tensor]:
-    """`inputs` by input name: a tensor for a one-input network, or a dict of tensors."""
-    names = list(net.input_names)
-    if isinstance(inputs, Tensor):
-        if len(names) != 1:
-            raise ArgumentError(f"{what}: the network has {len(names)} inputs "
-                                f"({', '.join(names)}), received one tensor. Give a dict by "
-                                "input name.")
-        return {names[0]: inputs}
-    if isinstance(inputs, dict) and all(isinstance(v, Tensor) for v in inputs.values()):
+def _value(v: Any) -> bool:
+    return isinstance(v, (Tensor, Padded))
+
+
+def as_dict(net: Any, inputs: Any, what: str) -> dict[str, Any]:
+    """`inputs` by input name: a tensor (or `Padded` batch), the first input's, or a dict of
+    them."""
+    if _value(inputs):
+        # the first input, as the network's forward takes one positional tensor (the others
+        # it may leave out, such as Hugging Face's token_type_ids, or refuses by name)
+        return {net.input_names[0]: inputs}
+    if isinstance(inputs, dict) and all(_value(v) for v in inputs.values()):
         return dict(inputs)
-    raise ArgumentError(f"{what}: expected the inputs as a tensor (one-input network) or a "
-                        f"dict of tensors by input name, received {type(inputs).__name__}. "
-                        "Pad sequences of different lengths first (al.pad_sequences).")
+    raise ArgumentError(f"{what}: expected the inputs as a tensor or al.Padded batch "
+                        "(the first input's) or a dict of them by input name, received "
+                        f"{type(inputs).__name__}. Pad sequences of different lengths first "
+                        "(al.pad_sequences).")
+
+
+def data(v: Any) -> Tensor:
+    """The tensor of an input: itself, or a `Padded` batch's data."""
+    return v.data if isinstance(v, Padded) else v
 
 
 def kind_of(net: Any, name: str) -> str:
@@ -43,7 +52,8 @@ def kind_of(net: Any, name: str) -> str:
 def token_labels(net: Any, inputs: dict[str, Tensor], name: str) -> list | None:
     """The token ids of input `name`, one list per batch item, when it holds tokens."""
     if name in net.token_inputs and name in inputs:
-        return [[int(i) for i in row] for row in inputs[name].reshape(inputs[name].shape[0], -1)]
+        ids = data(inputs[name])
+        return [[int(i) for i in row] for row in ids.reshape(ids.shape[0], -1)]
     return None
 
 
@@ -86,7 +96,10 @@ def target_values(outputs: Any, target: Target, what: str) -> Tensor:
     return out[(slice(None),) + index]
 
 
-def repeat(x: Tensor, n: int) -> Tensor:
-    """x repeated n times along the batch, step-major: item b of copy s at s·B + b."""
+def repeat(x: Any, n: int) -> Any:
+    """x (a tensor or `Padded` batch) repeated n times along the batch, step-major: item b of
+    copy s at s·B + b."""
+    if isinstance(x, Padded):
+        return Padded(repeat(x.data, n), repeat(x.mask, n))
     return x.repeat(n, *([1] * (x.dim() - 1)))
 

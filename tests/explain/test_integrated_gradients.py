@@ -171,3 +171,38 @@ def test_a_baseline_of_the_wrong_size_and_inputs_not_tensors_are_refused():
     with pytest.raises(al.ArgumentError, match=r"expected the inputs as a tensor .* received "
                                                r"list"):
         al.explain.integrated_gradients(_classifier(), [np.zeros(5)], 0)
+
+
+def test_a_padded_time_series_keeps_its_mask_on_every_step():
+    net = al.Network([L.SequenceInput(2, name="x"), L.SelfAttention(1, 4, name="sa"),
+                      L.GlobalAvgPool1d(name="pool"), L.Dense(2, name="fc")]).eval()
+    batch = al.pad_sequences([torch.randn(5, 2), torch.randn(3, 2)])
+    attr = al.explain.integrated_gradients(net, batch, 1)
+    _complete(attr)
+    assert attr.values[1, 3:].abs().max() == 0          # padding is no input
+    with torch.no_grad():
+        want = net(batch)[:, 1] - net(al.Padded(torch.zeros(2, 5, 2), batch.mask))[:, 1]
+    assert torch.allclose(attr.delta, want)
+
+
+def test_tokens_go_through_the_embedding_when_a_position_layer_reads_the_ids_too(tmp_path):
+    torch.manual_seed(3)
+    hf = transformers.RobertaForSequenceClassification(transformers.RobertaConfig(
+        num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=24,
+        vocab_size=40, max_position_embeddings=20, num_labels=2, pad_token_id=1)).eval()
+    net = al.from_pretrained(save_checkpoint(hf, tmp_path))
+    ids = torch.randint(3, 40, (1, 6))
+    attr = al.explain.integrated_gradients(net, ids, 1)
+    _complete(attr)
+    assert attr.full.shape == (1, 6, 16)
+
+
+def test_a_token_input_read_by_two_layers_neither_an_embedding_is_refused():
+    net = al.Network([L.TokenInput(name="ids"), L.TokenPositionEmbedding(8, 4, 0, name="p1")])
+    net.add(L.TokenPositionEmbedding(8, 4, 0, name="p2"))
+    net.connect("ids", "p2")
+    with pytest.raises(al.NetworkError, match=r"token input 'ids' is read by 2 layers \(p1, "
+                                              r"p2\) and none or several of them is an "
+                                              r"Embedding"):
+        al.explain.integrated_gradients(net, torch.ones(1, 3, dtype=torch.long),
+                                        lambda out: out["p1"].sum((1, 2)))

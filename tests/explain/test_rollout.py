@@ -133,3 +133,25 @@ def test_rollout_through_nested_blocks_equals_the_formula_on_their_traced_weight
     assert list(trace) == ["enc0/self_attn/scores", "enc1/self_attn/scores"]
     want = _abnar([trace[n] for n in trace], 5)
     assert torch.allclose(got.values, want, atol=1e-6)
+
+
+def test_rollout_to_an_attention_pool_over_a_padded_batch():
+    net = al.Network([L.SequenceInput(3, name="x"), L.SelfAttention(2, 4, name="sa")])
+    net.add(L.Addition(2, name="add"))
+    net.connect("x", "add/in1")
+    net.connect("sa", "add/in2")
+    net.add([L.AttentionPool1d(1, name="pool"), L.Dense(2, name="fc")])
+    net.connect("add", "pool")
+    net.eval()
+    batch = al.pad_sequences([torch.randn(5, 3), torch.randn(3, 3)])
+    got = al.explain.rollout(net, batch)
+    with torch.no_grad():
+        trace = net.trace(batch, capture=["sa/scores", "pool/scores"])
+    residual = 0.5 * trace["sa/scores"].mean(1) + 0.5 * torch.eye(5)
+    assert got.layers == ["sa", "pool"] and got.kind == "sequence"
+    assert got.values.shape == (2, 1, 5)                  # the pooled vector's one row
+    assert torch.allclose(got.values, trace["pool/scores"].mean(1) @ residual, atol=1e-6)
+    assert got.values[1, 0, 3:].abs().max() == 0
+    fig = got.plot(batch=1)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [f"t{i}" for i in range(5)]
+    matplotlib.pyplot.close(fig)
