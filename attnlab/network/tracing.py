@@ -21,6 +21,7 @@ trace.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
@@ -130,13 +131,18 @@ def _analysis(net: Any):
     return analyze(net, net._data_specs)
 
 
+# network → (the plan its names were read from, its Catalogue): beside the network rather
+# than on it, so that copying or pickling a network never meets generated code
+_CATALOGUES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def catalogue(net: Any) -> Catalogue:
     """The network's names, made once per plan (a graph edit makes them anew)."""
-    held = getattr(net, "_trace_names", None)
+    held = _CATALOGUES.get(net)
     if held is not None and held[0] is net._plan:
         return held[1]
     made = Catalogue(net)
-    net._trace_names = (net._plan, made)
+    _CATALOGUES[net] = (net._plan, made)
     return made
 
 

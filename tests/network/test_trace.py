@@ -348,3 +348,20 @@ def test_trace_benchmark_smoke_compares_outputs_before_timing():
     assert row["diff"] <= 1e-5
     assert row["counts"]["scores"] == 2 and row["counts"]["all"] == len(names(bench.network(True)))
     assert all(len(v) == 1 and v[0] > 0 for v in row["samples"].values())
+
+
+def test_a_traced_network_still_pickles_copies_and_edits():
+    import copy
+    import pickle
+    net = _net()
+    x = _x()
+    net.trace(x, capture=["fc", "sa/scores"])
+    again = pickle.loads(pickle.dumps(net))
+    t = again.trace(x, capture=["fc"])
+    assert torch.equal(t["fc"], net.layer_modules["fc"](x)) and torch.equal(t.outputs, net(x))
+    twin = copy.deepcopy(net)
+    assert torch.equal(twin.trace(x, capture=["head"])["head"], net(x))
+    net.add(L.Dense(2, name="more"))
+    net.connect("head", "more")
+    t = net.trace(x, capture=["more"])                  # the edit's new layer has a name
+    assert t["more"].shape == (2, 5, 2) and torch.equal(t.outputs, t["more"])
