@@ -206,3 +206,36 @@ def test_a_token_input_read_by_two_layers_neither_an_embedding_is_refused():
                                               r"Embedding"):
         al.explain.integrated_gradients(net, torch.ones(1, 3, dtype=torch.long),
                                         lambda out: out["p1"].sum((1, 2)))
+
+
+@pytest.fixture(scope="module")
+def t5(tmp_path_factory):
+    torch.manual_seed(0)
+    model = transformers.T5ForConditionalGeneration(transformers.T5Config(
+        num_layers=1, num_decoder_layers=1, d_model=16, d_kv=4, num_heads=2, d_ff=24,
+        vocab_size=40, decoder_start_token_id=0)).eval()
+    return al.from_pretrained(save_checkpoint(model, tmp_path_factory.mktemp("t5")))
+
+
+def test_a_result_that_misses_completeness_is_refused_and_a_pad_baseline_fixes_it(t5):
+    # T5's zero embedding is a special point: its RMSNorms make f jump within α < 1e-7,
+    # which no quadrature of 64 steps sees
+    ids = torch.tensor([[5, 9, 3, 7, 2, 8]])
+    inputs = {"input_ids": ids, "decoder_input_ids": ids[:, :4]}
+    with pytest.raises(al.ArgumentError, match=r"integrated_gradients: the attributions of item "
+                                               r"0 sum to .*, but f\(x\) − f\(baseline\) is .* "
+                                               r"off, more than the tolerance of 1\.0%.*raise "
+                                               r"steps \(e\.g\. steps=256\) or start from a "
+                                               r"baseline nearer the input"):
+        al.explain.integrated_gradients(t5, inputs, (3, 5))
+    loose = al.explain.integrated_gradients(t5, inputs, (3, 5), tolerance=None)
+    assert (loose.error.abs() > 0.01 * loose.delta.abs()).all()
+    _complete(al.explain.integrated_gradients(t5, inputs, (3, 5),
+                                              baseline=torch.zeros_like(ids)))
+
+
+@pytest.mark.parametrize("tolerance", [0, -0.1, "1%", True])
+def test_tolerance_must_be_a_positive_number_or_none(tolerance):
+    with pytest.raises(al.ArgumentError, match=r"tolerance must be a positive number or None, "
+                                               rf"received {tolerance!r}"):
+        al.explain.integrated_gradients(_classifier(), torch.randn(1, 5), 0, tolerance=tolerance)
