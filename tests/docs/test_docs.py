@@ -43,6 +43,8 @@ ILLUSTRATIONS = {
                                            "(tests/functional/test_functional_attention.py does them)",
     ("attention.md", "top-left"): "the two causal masks for Tq=2, Tk=4 "
                                   "(tests/functional/test_functional_attention.py checks both alignments)",
+    ("tutorials/fine-tuning.md", "rank 1: loss"): "what two processes under torchrun printed "
+                                                "(tests/training/test_fsdp.py runs two)",
 }
 
 
