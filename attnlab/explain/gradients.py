@@ -45,14 +45,15 @@ def nodes(steps: int, dtype: torch.dtype = torch.float64) -> tuple[Tensor, Tenso
 
 def path(x: Tensor, base: Tensor, alphas: Tensor) -> Tensor:
     """The points base + α·(x − base), one batch per α, step-major (S·B × …)."""
-    a = alphas.to(x.dtype).repeat_interleave(x.shape[0]).reshape(-1, *([1] * (x.dim() - 1)))
+    a = alphas.to(x.device, x.dtype).repeat_interleave(x.shape[0])
+    a = a.reshape(-1, *([1] * (x.dim() - 1)))
     return repeat(base, len(alphas)) + a * repeat(x - base, len(alphas))
 
 
 def integrate(grads: Tensor, weights: Tensor, batch: int) -> Tensor:
     """Σ_s w_s · grad_s, from S·B × … gradients (step-major)."""
     g = grads.reshape(len(weights), batch, *grads.shape[1:])
-    w = weights.to(g.dtype).reshape(-1, *([1] * (g.dim() - 1)))
+    w = weights.to(g.device, g.dtype).reshape(-1, *([1] * (g.dim() - 1)))
     return (w * g).sum(0)
 
 
