@@ -546,7 +546,7 @@ def _explain(args) -> int:
     for note in _explanation_notes(data):
         print(f"note: {note}")
     try:
-        V.write_page(out, V.render_html(data), who="explain -o")
+        V.write_page(out, V.render_html(data, tool="explain"), who="explain -o")
     except OSError as e:
         print(f"error: explain -o: cannot write '{out}': {e.strerror or e}", file=sys.stderr)
         return 2

@@ -198,21 +198,16 @@ def _rollout(net, inputs, target, steps, out):
     layers = ", ".join(mixing.layers)
     for basis, matrix in (mixing.terms or {mixing.basis: mixing.values}).items():
         m = matrix[0].detach().float().cpu()                       # T×Tbasis
-        if target.position is not None and m.shape[0] == _steps(net, inputs, target):
+        # the target sits at the output's last step: its row, when the matrix is the output's
+        if target.position is not None and m.shape[0] == target.position + 1:
             row, which = m[target.position], f"the row of position {target.position}"
         else:
-            row, which = m.mean(0), f"the mean of its {m.shape[0]} rows (the output is pooled)"
+            row, which = m.mean(0), (f"the mean over its {m.shape[0]} positions (the output "
+                                     "is not this sequence, so no one row is the target's)")
         out["attributions"].append(_positions(
             "rollout", basis, row, mixing.kind, out["inputs"], signed=False,
             caption=f"Attention rollout (Abnar & Zuidema) through {layers}: how much of each "
                     f"position of {basis} the output carries, {which}."))
-
-
-def _steps(net, inputs, target) -> int:
-    """The time steps of the target's output."""
-    import torch
-    with torch.no_grad():
-        return int(_first(net(inputs), target.output).shape[1])
 
 
 def _ig(net, inputs, target, steps, out):

@@ -53,14 +53,15 @@ def _csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
 
 
-def render_html(data: dict) -> str:
-    """The page for `page_data(...)`: one HTML document with its style, script and data inline."""
+def render_html(data: dict, tool: str = "view") -> str:
+    """The page for `page_data(...)`: one HTML document with its style, script and data inline,
+    titled as the page of `tool` ("view", "explain")."""
     template, css, js = (_asset(n) for n in _TEMPLATE_FILES)
     csp = (f"default-src 'none'; script-src {_csp_hash(js)}; style-src {_csp_hash(css)}; "
            "img-src data:; base-uri 'none'; form-action 'none'")
     # the placeholders are replaced once each, in one pass, so text in the data cannot
     # reintroduce a placeholder
-    parts = {"@@CSP@@": html.escape(csp), "@@TITLE@@": html.escape(f"{data.get('title', 'network')} · attnlab view"),
+    parts = {"@@CSP@@": html.escape(csp), "@@TITLE@@": html.escape(f"{data.get('title', 'network')} · attnlab {tool}"),
              "@@CSS@@": css, "@@JS@@": js, "@@DATA@@": _script_json(data)}
     out, rest = [], template
     while True:
@@ -89,13 +90,17 @@ def notebook_html(net, height: int = 640, **kw) -> str:
 
 
 def view(net, path=None, *, sample=None, labels=None, training=None, serve: bool = False,
-         open_browser: bool = True, title: str | None = None, timeout: float | None = 3600.0):
+         open_browser: bool = True, title: str | None = None, timeout: float | None = 3600.0,
+         methods=()):
     """Writes the interactive page of `net` to `path` (returns the Path) or, with `serve=True`,
     serves it on 127.0.0.1 and opens the browser (returns the running `PageServer`; stop it
     with `.stop()`, it stops by itself after `timeout` seconds). Without either, returns the
     HTML. `sample`: an input (array, or dict by input name) whose attention weights the page
-    shows; `labels`: tokens per input name; `training`: a TrainingInfo for its curves."""
-    text = page_html(net, sample=sample, labels=labels, training=training, title=title)
+    shows; `labels`: tokens per input name; `training`: a TrainingInfo for its curves;
+    `methods`: the explanations of the sample to add ("rollout", "ig", "lens", "heads";
+    attnlab.viz.page_explain)."""
+    text = page_html(net, sample=sample, labels=labels, training=training, title=title,
+                     methods=tuple(methods))
     if serve:
         server = PageServer(text, timeout=timeout)
         server.start()

@@ -162,7 +162,8 @@ def test_image_attributions_are_grids_and_the_lens_a_note():
     assert by["ig"]["size"] == [8, 8] and len(by["ig"]["values"]) == 64
     assert by["ig"]["kind"] == "image" and by["ig"]["signed"] is True
     assert by["rollout"]["size"] == [4, 4] and len(by["rollout"]["values"]) == 16
-    assert "mean of its 16 rows (the output is pooled)" in by["rollout"]["caption"]
+    assert "the mean over its 16 positions (the output is not this sequence" in \
+        by["rollout"]["caption"]
     assert ex["lens"] is None
     [note] = ex["notes"]
     assert note.startswith("logit lens: ") and "causal language model" in note
@@ -294,7 +295,7 @@ def test_browser_explain_page_of_a_causal_lm(browser, gpt2_folder, tmp_path):
     assert [r[0] for r in lens[1:]] == ["h.0", "h.1"]
     assert lens[2][1:] == [c["token"] for c in data["lens"]["top"][1]]
     assert page.eval("document.querySelectorAll('#explain-notes li').length") == 0
-    page.screenshot(tmp_path / "explain.png", full_page=True)
+    assert page.eval("document.title").endswith(" · attnlab explain")
     _clean(page, out)
 
 
@@ -317,3 +318,19 @@ def test_browser_view_page_shows_image_explanations_and_notes(browser, tmp_path)
     page = browser.open(plain)
     assert page.eval("document.getElementById('explanations').hidden") is True
     _clean(page, plain)
+
+
+def test_browser_a_long_time_series_gets_one_bar_per_step(browser, tmp_path):
+    net = _classifier()
+    x = np.random.default_rng(2).standard_normal((60, 4)).astype(np.float32)
+    path = V.view(net, tmp_path / "series.html", sample=x, methods=("rollout", "ig"))
+    page = browser.open(path)
+    for method in ("rollout", "ig"):
+        bars = page.eval(f"[...document.querySelectorAll('.attribution[data-method=\"{method}\"]"
+                         " rect.bar')].map(r => r.querySelector('title').textContent)")
+        assert len(bars) == 60 and bars[0].startswith("0: ") and bars[59].startswith("59: ")
+    # signed attributions go both ways: red bars up, blue bars down
+    assert page.eval("document.querySelectorAll('.attribution[data-method=\"ig\"] "
+                     "rect.bar.neg').length") > 0
+    assert page.eval("document.title").endswith(" · attnlab view")
+    _clean(page, path)

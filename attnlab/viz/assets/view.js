@@ -496,8 +496,10 @@
       div.dataset.input = a.input;
       div.appendChild(h("h3", {}, `${a.title} · input ${a.input}`));
       const vmax = absMax(a.values);
-      div.appendChild(a.size ? attributionGrid(a, vmax) : a.kind === "tokens" || a.values.length <= 48
+      const sc = h("div", { class: "scroll" });        // a long sequence scrolls sideways
+      sc.appendChild(a.size ? attributionGrid(a, vmax) : a.kind === "tokens" || a.values.length <= 48
         ? attributionChips(a, vmax) : attributionBars(a, vmax));
+      div.appendChild(sc);
       div.appendChild(h("p", { class: "caption muted" }, a.caption));
       box.appendChild(div);
     }
