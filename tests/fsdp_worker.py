@@ -4,8 +4,9 @@ As a script (under torchrun): `python tests/fsdp_worker.py MODE OUT_DIR [GPT2_FO
   MODE "blocks": a network of 2 nested blocks trained with strategy="fsdp"; the share of the
                  parameters and optimizer state each process holds; after training, rank 0
                  alone saves (net.save, and safetensors of the state dict) and every process
-                 predicts; the same with activation checkpointing and check_finite; then DDP
-                 with accumulation against one batch 2 times as large.
+                 predicts; the same with activation checkpointing and check_finite, and
+                 with accumulation; then DDP with accumulation against one batch 2 times as
+                 large.
   MODE "gpt2":   a tiny from_pretrained GPT-2 fine-tuned with fsdp; rank 0 alone writes
                  save_pretrained.
   MODE "kill":   the checkpointed fsdp run, killed (every process) after a checkpoint;
@@ -169,8 +170,12 @@ def main(mode: str, out_dir: str, extra: str | None = None):
             (out / "blocks-loss.json").write_text(json.dumps(info.iterations["loss"]))
             (out / "blocks-validation.json").write_text(json.dumps(info.validation["loss"]))
         again, _ = blocks_case(checkpoint_activations=True, check_finite=True)
+        halves, _ = blocks_case(batch_size=6, accumulation_steps=2)
+        thirds, _ = blocks_case(batch_size=6, accumulation_steps=3)   # groups of 3, 3, 2
         if rank() == 0:
             save_weights(again, out / "weights-blocks-recomputed.safetensors")
+            save_weights(halves, out / "weights-blocks-acc2.safetensors")
+            save_weights(thirds, out / "weights-blocks-acc3.safetensors")
         acc = accumulation_case(batch_size=10, steps=2)
         big = accumulation_case(batch_size=20, steps=1)
         if rank() == 0:

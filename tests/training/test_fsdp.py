@@ -149,6 +149,11 @@ def test_two_processes_match_one_and_hold_half_each(tmp_path):
     _close(al.load(tmp_path / "blocks.attnlab").state_dict(), full, 1e-5)
     # blocks recomputed in the backward pass (their units gathered again), every layer watched
     _close(load_file(str(tmp_path / "weights-blocks-recomputed.safetensors")), full, 1e-5)
+    # fsdp with accumulation: 2 micro-batches of 6 step as one batch of 12; groups of 3, 3, 2
+    # as in one process (the epoch's last, shorter group syncs at its last micro-batch)
+    _close(load_file(str(tmp_path / "weights-blocks-acc2.safetensors")), full, 1e-5)
+    thirds, _ = blocks_case(batch_size=6, accumulation_steps=3)
+    _close(load_file(str(tmp_path / "weights-blocks-acc3.safetensors")), thirds.state_dict(), 1e-5)
     # DDP: 2 micro-batches of 10 per step equal one batch of 20
     _close(load_file(str(tmp_path / "weights-acc.safetensors")),
            load_file(str(tmp_path / "weights-big.safetensors")), 1e-6)
