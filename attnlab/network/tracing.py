@@ -160,6 +160,7 @@ class Catalogue:
             alias = "/".join(site.path)
             if single and alias not in self.sites:
                 self.aliases.setdefault(alias, name)
+        self.order = {n: i for i, n in enumerate(self.sites)}      # name → its place
 
     def select(self, pattern: Any, what: str) -> list[str]:
         """The names `pattern` stands for: a name, a layer's name alone, or an `fnmatch`
@@ -180,7 +181,7 @@ class Catalogue:
                 + " Names are 'layer/port' (a nested network's 'outer/inner/port'), with "
                   "'layer/query', 'layer/key', 'layer/scores' and 'layer/heads' for each "
                   "attention layer; al.network.tracing.names(net) lists them all.")
-        return sorted(found, key=list(self.sites).index)
+        return sorted(found, key=self.order.__getitem__)
 
 
 def names(net: Any) -> list[str]:
@@ -212,16 +213,24 @@ class _Asked:
                       if n in self.capture or n in self.patch}
 
 
+def _untouched(name: str, site: Site, value: Any) -> Any:
+    return value
+
+
 class _Tap:
-    """The tap of one traced plan: value i is `names[i]`'s; the call's values are kept in
-    `values` and the patches applied (their sizes checked)."""
+    """The tap of one traced plan: value i is `names[i]`'s, handed to `call` (name, site,
+    value), which a trace sets for its run: it keeps the value and returns its replacement."""
 
     def __init__(self, names: list[str], sites: list[Site]) -> None:
         self.names, self.sites = names, sites
-        self.call: Optional[Callable[[str, Site, Any], Any]] = None
+        self.call: Callable[[str, Site, Any], Any] = _untouched
+
+    @property
+    def busy(self) -> bool:
+        """Whether a trace is running through this tap (a patch function tracing again)."""
+        return self.call is not _untouched
 
     def __call__(self, i: int, value: Any) -> Any:
-        assert self.call is not None                   # set for the duration of a trace
         return self.call(self.names[i], self.sites[i], value)
 
 
@@ -286,9 +295,12 @@ def trace(net: Any, args: tuple, kwargs: dict, capture: Union[str, Sequence[str]
     taps: list[_Tap] = []
     if outputs_asked:
         key = frozenset(outputs_asked)
-        if key not in names_.plans:
-            names_.plans[key] = (_traced_plan(net, outputs_asked, 0, taps), taps)
-        plan, taps = names_.plans[key]
+        held = names_.plans.get(key)
+        if held is not None and not any(t.busy for t in held[1]):
+            plan, taps = held
+        else:             # made once; anew while that one runs (a trace inside a patch)
+            plan = _traced_plan(net, outputs_asked, 0, taps)
+            names_.plans.setdefault(key, (plan, taps))
     probes = _probes(net, asked, values)
     try:
         for tap in taps:
@@ -297,9 +309,8 @@ def trace(net: Any, args: tuple, kwargs: dict, capture: Union[str, Sequence[str]
     finally:
         _restore(probes)
         for tap in taps:
-            tap.call = None
-    order = {n: i for i, n in enumerate(names_.sites)}
-    ordered = {n: values[n] for n in sorted(values, key=order.__getitem__)}
+            tap.call = _untouched
+    ordered = {n: values[n] for n in sorted(values, key=names_.order.__getitem__)}
     return Trace(outs, ordered, names_.aliases)
 
 

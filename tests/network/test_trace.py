@@ -365,3 +365,17 @@ def test_a_traced_network_still_pickles_copies_and_edits():
     net.connect("head", "more")
     t = net.trace(x, capture=["more"])                  # the edit's new layer has a name
     assert t["more"].shape == (2, 5, 2) and torch.equal(t.outputs, t["more"])
+
+
+def test_a_patch_function_may_trace_the_same_network_again():
+    net = _net()
+    x = _x()
+    inner = {}
+
+    def from_another_run(v):
+        inner["t"] = net.trace(x, capture=["fc", "sa/scores"])
+        return inner["t"]["fc"] * 0
+    t = net.trace(x, capture=["fc", "sa/scores"], patch={"fc": from_another_run})
+    assert torch.equal(t["fc"], inner["t"]["fc"])              # both runs kept their values
+    assert "sa/scores" in t and "sa/scores" in inner["t"]
+    assert not torch.equal(t["sa/scores"], inner["t"]["sa/scores"])
