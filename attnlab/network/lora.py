@@ -237,7 +237,10 @@ def _refuse_unmatched(net: Any, pattern: str, all_sites: List[Site]) -> None:
 def _hugging_face_hint(net: Any, pattern: str) -> str:
     """For a from_pretrained network, where a pattern names Hugging Face modules (as peft's
     target_modules do: 'layers.*.mlp.gate_proj'), the attnlab target of the first."""
-    table = pretrained_table(net)
+    try:
+        table = pretrained_table(net)
+    except NetworkError:        # edited past what its checkpoint's layout says: no names to
+        return ""               # offer, and the error about the target stands as it is
     for learnable, (module, _) in (table or {}).items():
         if fnmatch.fnmatchcase(module, pattern) or fnmatch.fnmatchcase(module, "*." + pattern):
             layer, param = parse_learnable(learnable)

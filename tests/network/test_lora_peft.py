@@ -314,3 +314,12 @@ def test_peft_settings_that_change_the_computation_are_refused(key, value, tmp_p
     with pytest.raises(al.DataError, match=rf"sets {key}=.*changes what the adapter computes"):
         fresh.load_adapter(tmp_path)
     assert not any("lora" in n for n in fresh.learnables)
+
+
+def test_a_target_matching_nothing_on_an_edited_checkpoint_network_is_still_add_loras_error(
+        llama):
+    net = al.from_pretrained(llama)
+    net.replace("norm", L.LayerNorm(name="norm"))       # no longer what its config.json says
+    with pytest.raises(al.ArgumentError, match=r"'layers\.\*\.mlp\.gate_proj' matches no "
+                                               r"layer.*Did you mean 'layers\.1\.mlp\.gate_up"):
+        net.add_lora("layers.*.mlp.gate_proj")
