@@ -7,6 +7,7 @@ import numpy as np
 from attnlab.graph.analysis import analyze
 from attnlab.core.batching import id_inputs
 from attnlab.core.errors import DataError
+from attnlab.core.sequences import MASK_KEYS, follows_hugging_face, hugging_face_inputs
 from ..graph import Graph
 from ..graph.names import parse_port
 
@@ -99,6 +100,8 @@ def sample_inputs(net, sample) -> dict:
     names = list(net.input_names)
     if not names:
         raise DataError("the network has no inputs to give the sample to")
+    if follows_hugging_face(net):
+        sample = _hugging_face_sample(names, sample)
     if not isinstance(sample, dict):
         if len(names) != 1:
             raise DataError(f"the sample is one array, but the network has {len(names)} inputs "
@@ -130,6 +133,21 @@ def sample_inputs(net, sample) -> dict:
         # token ids stay integers (an explanation patches their embedding, never the ids)
         out[n] = torch.as_tensor(x, dtype=torch.int64 if n in tokens else torch.float32)
     return out
+
+
+def _hugging_face_sample(names: list, sample):
+    """A Hugging Face model's sample: one array is its `input_ids`, and `token_type_ids` left
+    out are zeros, as in transformers (`hugging_face_inputs`). A sample is one item, with no
+    padding, so a mask is refused rather than dropped."""
+    if not isinstance(sample, dict) and "input_ids" in names:
+        sample = {"input_ids": sample}
+    if not isinstance(sample, dict):
+        return sample
+    masks = [k for k in MASK_KEYS if k in sample]
+    if masks:
+        raise DataError(f"the sample holds '{masks[0]}', but a sample is one item without "
+                        f"padding: leave '{masks[0]}' out of the .npz file")
+    return hugging_face_inputs(sample, names)
 
 
 def _input_spec(net, a, name):

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from attnlab.core.errors import ArgumentError, AttnlabError, DataError
+from attnlab.graph.names import parse_port
+from attnlab.layers.pooling import GlobalAvgPool1d, GlobalMaxPool1d, Index1d
 from .page_attention import attention_modules, sample_inputs
 
 METHODS = ("rollout", "ig", "lens", "heads")
@@ -198,16 +200,49 @@ def _rollout(net, inputs, target, steps, out):
     layers = ", ".join(mixing.layers)
     for basis, matrix in (mixing.terms or {mixing.basis: mixing.values}).items():
         m = matrix[0].detach().float().cpu()                       # T×Tbasis
-        # the target sits at the output's last step: its row, when the matrix is the output's
-        if target.position is not None and m.shape[0] == target.position + 1:
-            row, which = m[target.position], f"the row of position {target.position}"
-        else:
-            row, which = m.mean(0), (f"the mean over its {m.shape[0]} positions (the output "
-                                     "is not this sequence, so no one row is the target's)")
+        row, which = _row(net, m, target)
         out["attributions"].append(_positions(
             "rollout", basis, row, mixing.kind, out["inputs"], signed=False,
             caption=f"Attention rollout (Abnar & Zuidema) through {layers}: how much of each "
                     f"position of {basis} the output carries, {which}."))
+
+
+def _row(net, m, target):
+    """The row of a rollout matrix (T×Tbasis) that the target reads, and its words: the
+    target's own position when the output is this sequence; else the step that an `Index1d`
+    before the output takes, or the mean for a `GlobalAvgPool1d`; else the mean, said so."""
+    import torch
+
+    if target.position is not None and m.shape[0] == target.position + 1:
+        return m[target.position], f"the row of position {target.position}"
+    reader = _reader(net, target.output)
+    if isinstance(reader, Index1d):
+        k = 0 if reader.index == "first" else m.shape[0] - 1 if reader.index == "last" \
+            else reader.index
+        if isinstance(k, int) and -m.shape[0] <= k < m.shape[0]:
+            return m[k], f"the row of position {k % m.shape[0]}, which '{reader.name}' takes"
+    if isinstance(reader, GlobalAvgPool1d):
+        return m.mean(0), f"the mean of its rows, which '{reader.name}' averages"
+    what = f" through '{reader.name}' ({reader.type_name})" if reader is not None else ""
+    return torch.as_tensor(m).mean(0), (
+        f"the mean over its {m.shape[0]} positions (the output reads them{what}, so no one "
+        "row is the target's)")
+
+
+def _reader(net, output: str):
+    """The layer through which `output` reads a sequence: back from the output by first
+    inputs to the first layer that reduces time (`Index1d`, a pooling); None when none is met."""
+    name, seen = parse_port(output)[0], set()
+    while name in net.layer_map and name not in seen:
+        seen.add(name)
+        layer = net.layer_map[name]
+        if isinstance(layer, (Index1d, GlobalAvgPool1d, GlobalMaxPool1d)):
+            return layer
+        src = net.source(name, layer.input_ports[0]) if layer.input_ports else None
+        if src is None:
+            return None
+        name = src[0]
+    return None
 
 
 def _ig(net, inputs, target, steps, out):
@@ -257,6 +292,11 @@ def _positions(method, name, values, kind, axes, signed, caption) -> dict:
     labels = axis.get("labels")
     if labels is not None and len(labels) != v.numel():
         labels = None
+    if kind == "image" and size is None and v.ndim == 1 and _grid(v.numel() - 1, image):
+        # a class token before the patches (ViT): the patches as the grid, its share in words
+        size = _grid(v.numel() - 1, image)
+        caption += f" The class token before the patches holds {float(v[0]):.3g} of it."
+        v = v[1:]
     return {"method": method, "title": TITLES[method], "input": name, "kind": kind,
             "labels": labels, "values": _values(v), "size": size, "signed": signed,
             "caption": caption}

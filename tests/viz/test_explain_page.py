@@ -162,13 +162,52 @@ def test_image_attributions_are_grids_and_the_lens_a_note():
     assert by["ig"]["size"] == [8, 8] and len(by["ig"]["values"]) == 64
     assert by["ig"]["kind"] == "image" and by["ig"]["signed"] is True
     assert by["rollout"]["size"] == [4, 4] and len(by["rollout"]["values"]) == 16
-    assert "the mean over its 16 positions (the output is not this sequence" in \
-        by["rollout"]["caption"]
+    assert "the mean of its rows, which 'gap' averages" in by["rollout"]["caption"]
     assert ex["lens"] is None
     [note] = ex["notes"]
     assert note.startswith("logit lens: ") and "causal language model" in note
     with pytest.raises(AttnlabError, match="causal language model"):
         explanations(net, image, methods=("lens",), strict=True)
+
+
+def test_a_classifier_is_explained_at_the_step_it_reads(tmp_path):
+    # BERT's classifier reads the first token ('pooler.first', an Index1d); ViT's its class
+    # token, which comes before the image's patches
+    transformers = quiet_transformers()
+    torch.manual_seed(0)
+    small = dict(num_hidden_layers=2, num_attention_heads=4, intermediate_size=37)
+    bert = save_checkpoint(transformers.BertForSequenceClassification(transformers.BertConfig(
+        hidden_size=32, vocab_size=50, max_position_embeddings=64, num_labels=3, **small)),
+        tmp_path / "bert")
+    vit = save_checkpoint(transformers.ViTForImageClassification(transformers.ViTConfig(
+        hidden_size=32, image_size=16, patch_size=4, num_channels=3, num_labels=5, **small)),
+        tmp_path / "vit")
+    net = al.from_pretrained(bert)
+    ids = np.array([2, 7, 9, 4, 1])                      # token_type_ids left out: zeros
+    [a] = explanations(net, ids, methods=("rollout",), strict=True)["attributions"]
+    assert "the row of position 0, which 'pooler.first' takes" in a["caption"]
+    rollout = al.explain.rollout(net, {"input_ids": torch.as_tensor(ids)[None]}).values[0, 0]
+    assert a["values"] == pytest.approx(rollout.tolist(), rel=1e-5)
+    with pytest.raises(DataError, match=r"the sample holds 'attention_mask', but a sample is "
+                                        r"one item without padding"):
+        explanations(net, {"input_ids": ids, "attention_mask": np.ones(5)})
+    net = al.from_pretrained(vit)
+    image = np.random.default_rng(0).standard_normal((3, 16, 16)).astype(np.float32)
+    [a] = explanations(net, image, methods=("rollout",), strict=True)["attributions"]
+    row = al.explain.rollout(net, torch.as_tensor(image)[None]).values[0, 0]
+    assert a["size"] == [4, 4] and a["values"] == pytest.approx(row[1:].tolist(), rel=1e-5)
+    assert f"The class token before the patches holds {float(row[0]):.3g}" in a["caption"]
+
+
+def test_rollout_through_a_max_pooling_says_it_shows_the_mean():
+    net = al.Network([L.SequenceInput(4, name="x"), L.SelfAttention(2, 8, name="attention"),
+                      L.GlobalMaxPool1d(name="gmp"), L.Dense(3, name="fc")])
+    net.initialize()
+    [a] = explanations(net, X, methods=("rollout",), strict=True)["attributions"]
+    assert "the mean over its 5 positions (the output reads them through 'gmp' " \
+           "(GlobalMaxPool1d), so no one row is the target's)" in a["caption"]
+    rollout = al.explain.rollout(net, sample_inputs(net, X)).values[0].mean(0)
+    assert a["values"] == pytest.approx(rollout.tolist(), rel=1e-5)
 
 
 def test_a_network_of_two_inputs_attributes_the_first_and_rolls_out_the_keys():
