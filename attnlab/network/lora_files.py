@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Dict, List, Tuple, cast
 
@@ -61,24 +62,32 @@ def module_names(net: Any, targets: List[Target]) -> Dict[Target, Place]:
     return out
 
 
-def _module_tensors(net: Any, parts: Tuple[str, ...], held: Dict[str, Any]) -> Tuple[
-        torch.Tensor, torch.Tensor, int]:
-    """lora_A and lora_B of one Hugging Face module from the adapters on its parts: for a
-    split tensor (q|k|v) the adapters' A stacked and their B placed block-diagonally in the
-    rows of their parts, rank k·r for k adapted parts: the same update, exactly."""
+def _module_tensors(net: Any, module: str, parts: Tuple[str, ...], held: Dict[str, Any]
+                    ) -> Tuple[torch.Tensor, torch.Tensor, int, float]:
+    """lora_A, lora_B, rank and alpha of one Hugging Face module from the adapters on its
+    parts: for a split tensor (q|k|v) the adapters' A stacked and their B placed
+    block-diagonally in the rows of their parts, rank the sum of theirs: the same update,
+    exactly, where they scale alike (one module has one scaling)."""
     loras = [held[p] for p in parts if p in held]
-    if len(parts) == 1:
-        return loras[0].lora_A.detach(), loras[0].lora_B.detach(), loras[0].rank
-    rows = [net.learnables[p].shape[0] for p in parts]
-    r = loras[0].rank
+    if len({m.scaling for m in loras}) > 1:
+        raise NetworkError(f"save_adapter: the adapters on the parts of '{module}' ("
+                           f"{', '.join(p for p in parts if p in held)}) have different "
+                           "scalings (alpha/rank), and peft keeps one per module. Give them the "
+                           "same rank and alpha.")
+    rank = sum(m.rank for m in loras)
     a = torch.cat([m.lora_A.detach() for m in loras])
-    b = a.new_zeros(sum(rows), r * len(loras))
-    slot = 0
-    for part, start, n in zip(parts, [sum(rows[:i]) for i in range(len(rows))], rows):
+    if len(parts) == 1:
+        return a, loras[0].lora_B.detach(), rank, loras[0].alpha
+    rows = [net.learnables[p].shape[0] for p in parts]
+    b = a.new_zeros(sum(rows), rank)
+    start = col = 0
+    for part, n in zip(parts, rows):
         if part in held:
-            b[start:start + n, slot * r:(slot + 1) * r] = held[part].lora_B.detach()
-            slot += 1
-    return a, b, r * len(loras)
+            r = held[part].rank
+            b[start:start + n, col:col + r] = held[part].lora_B.detach()
+            col += r
+        start += n
+    return a, b, rank, loras[0].alpha * rank / loras[0].rank    # the same scaling
 
 
 def _one(values: set, what: str) -> Any:
@@ -89,6 +98,11 @@ def _one(values: set, what: str) -> Any:
     return values.pop()
 
 
+def _most(values: List[Any]) -> Any:
+    """The value most modules have (the first of those tied), for the config's own entry."""
+    return max(values, key=values.count)
+
+
 def save_adapter(net: Any, path: str | os.PathLike) -> None:
     """Writes the network's adapters as peft saves them (see the module's description)."""
     found = lora.adapters(net)
@@ -96,28 +110,24 @@ def save_adapter(net: Any, path: str | os.PathLike) -> None:
         raise NetworkError("save_adapter: the network has no LoRA adapters. Add them with "
                            "net.add_lora(targets) first.")
     places = module_names(net, [(n, p) for n, p, _ in found])
-    mods = [m for _, _, m in found]
-    rank = _one({m.rank for m in mods}, "ranks")
-    alpha = _one({m.alpha for m in mods}, "alphas")
     drops = {m.lora_dropout.p if isinstance(m.lora_dropout, torch.nn.Dropout) else 0.0
-             for m in mods}
+             for _, _, m in found}
     held = {_learnable((n, p)): m for n, p, m in found}
-    tensors, ranks = {}, {}
+    tensors, ranks, alphas = {}, {}, {}
     for module, parts in sorted(set(places.values())):
-        a, b, ranks[module] = _module_tensors(net, parts, held)
+        a, b, ranks[module], alpha = _module_tensors(net, module, parts, held)
+        alphas[module] = _exact(alpha)
         tensors[PREFIX + module + ".lora_A.weight"] = a.cpu().contiguous()
         tensors[PREFIX + module + ".lora_B.weight"] = b.cpu().contiguous()
-    # one rank in the config; a module of k adapted parts has rank k·r and alpha k·alpha
-    # (the same scaling), said per module where it differs
-    common = max(set(ranks.values()), key=list(ranks.values()).count)
-    config = _config(net, common, _exact(alpha * common / rank), _one(drops, "dropouts"),
-                     sorted(ranks))
+    # one rank and alpha in the config (those most modules have); the others per module, by
+    # exact name (a module of k adapted parts of rank r has rank k·r, alpha k·alpha)
+    rank, alpha = _most(list(ranks.values())), _most(list(alphas.values()))
+    config = _config(net, rank, alpha, _one(drops, "dropouts"), sorted(ranks))
     # peft's flag for GPT-2's Conv1D (in×out weights); it sets it per module itself, with a
     # warning where the config says otherwise
     config["fan_in_fan_out"] = set(ranks) <= set(lora.transposed_modules(net))
-    config["rank_pattern"] = {m: k for m, k in ranks.items() if k != common}
-    config["alpha_pattern"] = {m: _exact(alpha * k / rank) for m, k in ranks.items()
-                               if k != common}
+    config["rank_pattern"] = {m: k for m, k in ranks.items() if k != rank}
+    config["alpha_pattern"] = {m: k for m, k in alphas.items() if k != alpha}
     _write(Path(path), config, tensors)
 
 
@@ -202,18 +212,27 @@ def _by_module(net: Any) -> Dict[str, List[Slot]]:
     return by
 
 
+def _pattern_value(config: dict, key: str, module: str) -> Any:
+    """A module's entry of the config's rank_pattern or alpha_pattern by peft's rule (its
+    get_pattern_key): the first key, a regular expression, that matches the module's whole
+    name or its end after a '.'; else the config's own r or lora_alpha."""
+    for pattern, value in (config.get(key) or {}).items():
+        try:
+            if re.match(rf"(.*\.)?({pattern})$", module):
+                return value
+        except re.error as e:
+            raise DataError(f"load_adapter: {CONFIG}'s {key} key {pattern!r} is not a regular "
+                            f"expression ({e}); peft reads these keys as ones.") from None
+    return config.get("r" if key == "rank_pattern" else "lora_alpha")
+
+
 def _numbers(config: dict, modules: List[str]) -> Dict[str, Tuple[Any, Any]]:
-    """(rank, alpha) of each module: the config's, or its rank_pattern / alpha_pattern entry
-    (read by exact module name; peft's regular-expression keys otherwise are refused)."""
+    """(rank, alpha) of each module: the config's, or its rank_pattern / alpha_pattern
+    entry, read as peft reads them."""
     out = {}
-    for key in ("rank_pattern", "alpha_pattern"):
-        odd = [k for k in (config.get(key) or {}) if k not in modules]
-        if odd:
-            raise DataError(f"load_adapter: {CONFIG}'s {key} names {odd[0]!r}, not a module of "
-                            "the adapter; attnlab reads these keys as exact module names.")
     for m in modules:
-        out[m] = ((config.get("rank_pattern") or {}).get(m, config.get("r")),
-                  (config.get("alpha_pattern") or {}).get(m, config.get("lora_alpha")))
+        out[m] = (_pattern_value(config, "rank_pattern", m),
+                  _pattern_value(config, "alpha_pattern", m))
         lora._check_numbers(*out[m], config.get("lora_dropout") or 0.0)
     return out
 

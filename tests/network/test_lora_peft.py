@@ -323,3 +323,62 @@ def test_a_target_matching_nothing_on_an_edited_checkpoint_network_is_still_add_
     with pytest.raises(al.ArgumentError, match=r"'layers\.\*\.mlp\.gate_proj' matches no "
                                                r"layer.*Did you mean 'layers\.1\.mlp\.gate_up"):
         net.add_lora("layers.*.mlp.gate_proj")
+
+
+# -- ranks and alphas per module: peft's rank_pattern and alpha_pattern ---------------------
+def test_adapter_with_rank_and_alpha_patterns_loads_and_saves_with_the_same_outputs(llama,
+                                                                                    tmp_path):
+    hf = transformers.AutoModelForCausalLM.from_pretrained(llama).eval()
+    cfg = peft.LoraConfig(r=2, lora_alpha=6, target_modules=EVERY_PROJECTION,
+                          rank_pattern={"q_proj": 4, "layers.1.mlp.down_proj": 3},
+                          alpha_pattern={"o_proj": 10, r"layers\.0\.mlp\.up_proj": 2})
+    model = peft.get_peft_model(hf, cfg)
+    _random_b(model.named_parameters(), seed=8)
+    model.save_pretrained(tmp_path / "from_peft")
+    net = al.from_pretrained(llama).eval()
+    net.load_adapter(tmp_path / "from_peft")
+    attn = net.layer_modules["layers.1.self_attn"]
+    assert (attn.query.rank, attn.output.rank, attn.output.alpha) == (4, 2, 10)
+    assert net.layer_modules["layers.1.mlp.down_proj"].rank == 3
+    assert net.layer_modules["layers.0.mlp.gate_up_proj"].up.alpha == 2
+    with torch.no_grad():
+        ours, ref = net(input_ids=_ids()), model(input_ids=_ids()).logits
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    net.save_adapter(tmp_path / "again")                    # and back, ranks and alphas kept
+    config = json.loads((tmp_path / "again" / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"]) == (2, 6)
+    assert config["rank_pattern"]["model.layers.0.self_attn.q_proj"] == 4
+    assert config["alpha_pattern"]["model.layers.1.self_attn.o_proj"] == 10
+    hf = transformers.AutoModelForCausalLM.from_pretrained(llama).eval()
+    theirs = peft.PeftModel.from_pretrained(hf, tmp_path / "again").eval()
+    with torch.no_grad():
+        torch.testing.assert_close(theirs(input_ids=_ids()).logits, ours, rtol=1e-5, atol=1e-5)
+
+
+def test_adapters_of_several_add_lora_calls_save_with_their_own_ranks(llama, tmp_path):
+    net = al.from_pretrained(llama).eval()
+    net.add_lora("layers.*.self_attn/query", rank=2, alpha=4)
+    net.add_lora("layers.*.mlp.down_proj", rank=3, alpha=9)
+    _random_b(net.named_parameters(), seed=9)
+    net.save_adapter(tmp_path / "a")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(llama).eval()
+    theirs = peft.PeftModel.from_pretrained(hf, tmp_path / "a").eval()
+    with torch.no_grad():
+        ours, ref = net(input_ids=_ids()), theirs(input_ids=_ids()).logits
+        plain = al.from_pretrained(llama)(input_ids=_ids())
+    assert relative_difference(ours, plain) > 1e-3
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_parts_of_one_tensor_scaled_apart_are_refused(tmp_path):
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=VOCAB,
+                                  n_positions=16)
+    net = al.from_pretrained(save_checkpoint(transformers.GPT2LMHeadModel(cfg), tmp_path / "g"))
+    net.add_lora("h.0.attn/query", rank=2, alpha=4)
+    net.add_lora("h.0.attn/value", rank=2, alpha=8)
+    with pytest.raises(al.NetworkError, match=r"parts of 'transformer\.h\.0\.attn\.c_attn' "
+                                              r"\(h\.0\.attn/query\.weight, h\.0\.attn/value"
+                                              r"\.weight\) have different scalings"):
+        net.save_adapter(tmp_path / "a")
+    assert not (tmp_path / "a").exists()
