@@ -9,7 +9,9 @@ the Hugging Face model; for any other network it is the attnlab module path
 Where one Hugging Face weight holds several of attnlab's maps (GPT-2's c_attn: q|k|v), the
 adapters of its k adapted parts are written as one of rank k·r (A stacked, B block-diagonal,
 alpha k·alpha: the same update), and one read back gives each part the module's A and its
-own rows of B.
+own rows of B. Ranks and alphas may differ by module: the config's r and lora_alpha are
+those most modules have, rank_pattern and alpha_pattern give the others (read back by peft's
+rule: the first key, a regular expression, matching the module's name or its end).
 """
 from __future__ import annotations
 
