@@ -96,7 +96,7 @@ def main(argv=None) -> int:
     where.add_argument("--serve", action="store_true",
                        help="serve the page on 127.0.0.1 and open the browser, until Ctrl-C")
     view.add_argument("--input", type=Path, default=None, metavar="SAMPLE",
-                      help="a sample (.npy, or .npz with one array per input name) whose attention "
+                      help="a sample (.npy, .csv, or .npz with one array per input name) whose attention "
                            "weights and explanations the page shows")
     view.add_argument("--method", default="all", metavar="METHODS",
                       help="the explanations of the sample: rollout, ig, lens, heads, all "
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     explain.add_argument("file", type=Path, help="a network written by net.save(), a Hugging "
                          "Face model folder, or a demo's output folder")
     explain.add_argument("--input", type=Path, default=None, metavar="SAMPLE",
-                         help="the sample explained: .npy, or .npz with one array per input name "
+                         help="the sample explained: .npy, .csv, or .npz with one array per input name "
                               "(`labels:NAME` arrays hold tokens); a demo's folder has its own")
     explain.add_argument("--method", default="all", metavar="METHODS",
                          help="rollout (attention rollout), ig (integrated gradients), lens "
@@ -208,10 +208,10 @@ def _sample_problem(args) -> str | None:
         if not args.input.exists():
             return f"--input: no such file: {args.input}"
         if not args.input.is_file():
-            return f"--input: '{args.input}' is not a regular file; give a .npy or .npz file"
+            return f"--input: '{args.input}' is not a regular file; give a .npy, .npz or .csv file"
     elif args.command == "explain" and not (args.file.is_dir() and
                                             not _hugging_face_folder(args.file)):
-        return ("explain needs the sample to explain: --input SAMPLE (.npy, or .npz with one "
+        return ("explain needs the sample to explain: --input SAMPLE (.npy, .csv, or .npz with one "
                 "array per input name, e.g. input_ids for a Hugging Face model)")
     try:
         parse_methods(args.method)

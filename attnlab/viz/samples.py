@@ -1,18 +1,24 @@
-"""Reading what a page shows from files: a sample (`.npy`/`.npz`, never unpickled) and a
-demo's output folder (model, sample, history, metrics, pictures)."""
+"""Reading what a page shows from files: a sample (`.npy`/`.npz`, never unpickled, or `.csv`
+text) and a demo's output folder (model, sample, history, metrics, pictures)."""
 from __future__ import annotations
 
+import io
 import json
+import math
 from pathlib import Path
 
 import numpy as np
 
 from attnlab.core.errors import DataError
+from attnlab.core.reading import read_regular
+
+MAX_CSV_BYTES = 64 * 2 ** 20          # a .csv sample is one item: 64 MiB is far more than one
 
 
 def read_sample(path) -> tuple[dict | np.ndarray, dict]:
-    """A sample from `.npy` (one array) or `.npz` (arrays named after the network's inputs;
-    arrays named `labels:<input>` hold that input's tokens). Never unpickles."""
+    """A sample from `.npy` (one array), `.npz` (arrays named after the network's inputs;
+    arrays named `labels:<input>` hold that input's tokens) or `.csv` (one array: a row per
+    time step, or one row of features). Never unpickles."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"--input: no such file: {path}")
@@ -22,8 +28,11 @@ def read_sample(path) -> tuple[dict | np.ndarray, dict]:
                 arrays = {k: z[k] for k in z.files}
         elif path.suffix == ".npy":
             arrays = np.load(path, allow_pickle=False)
+        elif path.suffix == ".csv":
+            return _csv(path), {}
         else:
-            raise DataError(f"--input {path}: expected a .npy or .npz file, received '{path.suffix}'")
+            raise DataError(f"--input {path}: expected a .npy, .npz or .csv file, received "
+                            f"'{path.suffix}'")
     except ValueError as e:         # an object array: would need pickle, which is refused
         raise DataError(f"--input {path}: cannot read it without unpickling ({e}); save numbers "
                         "with np.save / np.savez") from None
@@ -32,6 +41,38 @@ def read_sample(path) -> tuple[dict | np.ndarray, dict]:
                   if k.startswith("labels:")}
         return {k: v for k, v in arrays.items() if not k.startswith("labels:")}, labels
     return arrays, {}
+
+
+def _csv(path: Path) -> np.ndarray:
+    """A `.csv` sample: numbers separated by commas, a row per time step (or one row of an
+    item's features); a first row that is not all numbers is a header, and is skipped."""
+    raw = read_regular(path, f"--input {path}", MAX_CSV_BYTES, error=DataError)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"--input {path}: not UTF-8 text (byte {e.start}); a .csv sample is "
+                        "numbers separated by commas") from None
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise DataError(f"--input {path}: the file has no rows; write one row per time step")
+    header = 0 if all(_is_number(f) for f in lines[0].split(",")) else 1
+    for n, line in enumerate(lines[header:], start=header + 1):
+        bad = next((f for f in line.split(",") if not _is_number(f)), None)
+        if bad is not None:
+            raise DataError(f"--input {path}: row {n} has {bad.strip()!r}, not a finite number; a "
+                            ".csv sample is numbers separated by commas (a first row of names is "
+                            "allowed)")
+    rows = np.loadtxt(io.StringIO("\n".join(lines[header:])), delimiter=",", ndmin=2,
+                      dtype=np.float64)
+    return rows
+
+
+def _is_number(field: str) -> bool:
+    """A finite number: NaN or infinity in a sample would make every explanation NaN."""
+    try:
+        return math.isfinite(float(field))
+    except ValueError:
+        return False
 
 
 def read_folder(folder) -> dict:

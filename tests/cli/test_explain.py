@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+import attnlab as al
+from attnlab import layers as L
 from attnlab.cli import main
 from attnlab.cli.demos.seed1 import answer_network, question_network
 from attnlab.core.errors import ArgumentError
@@ -74,7 +76,7 @@ def test_explain_refuses_a_sample_that_does_not_fit(answer, tmp_path, capsys):
     assert "the sample is one array, but the network has 2 inputs" in capsys.readouterr().err
     (tmp_path / "s.txt").write_text("1 2 3")
     assert main(["explain", str(net_file), "--input", str(tmp_path / "s.txt")]) == 2
-    assert "expected a .npy or .npz file, received '.txt'" in capsys.readouterr().err
+    assert "expected a .npy, .npz or .csv file, received '.txt'" in capsys.readouterr().err
 
 
 def test_explain_refuses_a_network_with_errors_and_a_matlab_script(answer, tmp_path, capsys):
@@ -88,3 +90,25 @@ def test_explain_refuses_a_network_with_errors_and_a_matlab_script(answer, tmp_p
     assert main(["explain", str(tmp_path / "model.m"), "--input", str(sample)]) == 2
     assert "is a MATLAB script: explain runs a network with its weights" in \
         capsys.readouterr().err
+
+
+def test_explain_reads_a_csv_sample_a_row_per_time_step(tmp_path, capsys):
+    torch.manual_seed(0)
+    net = al.Network([L.SequenceInput(2, name="x"), L.SelfAttention(1, 4), L.Dense(3)])
+    net.initialize()
+    net.save(tmp_path / "m.attnlab")
+    (tmp_path / "x.csv").write_text("pressure,flow\n0.5,1\n-1,2.5\n3,0\n")
+    out = tmp_path / "m.html"
+    assert main(["explain", str(tmp_path / "m.attnlab"), "--input", str(tmp_path / "x.csv"),
+                 "--method", "ig", "--steps", "8", "-o", str(out)]) == 0
+    data = _data_of(out.read_text(encoding="utf-8"))["explanations"]
+    [ig] = data["attributions"]
+    assert ig["kind"] == "time" and len(ig["values"]) == 3         # the header row skipped
+    assert data["target"]["position"] == 2
+    for text, message in (("1,2\n3,x\n", "row 2 has 'x', not a finite number"),
+                          ("1,2\nnan,1\n", "row 2 has 'nan', not a finite number"),
+                          ("\n", "the file has no rows")):
+        (tmp_path / "bad.csv").write_text(text)
+        assert main(["explain", str(tmp_path / "m.attnlab"), "--input",
+                     str(tmp_path / "bad.csv")]) == 2
+        assert message in capsys.readouterr().err
