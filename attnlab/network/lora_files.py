@@ -47,9 +47,21 @@ def _own_name(t: Target) -> str:
     return lora.torch_name(t)
 
 
+def _table(net: Any, doing: str) -> Any:
+    """`lora.pretrained_table`, refused in `doing`'s words where the network was edited past
+    what its checkpoint's config.json says (the module names are that layout's)."""
+    try:
+        return lora.pretrained_table(net)
+    except NetworkError as e:
+        raise NetworkError(f"{doing}: the adapter's module names are those of the network's "
+                           "checkpoint, and the network was edited past what its config.json "
+                           "says, so they cannot be told. Adapt the network as loaded. (The "
+                           f"layout's check: {e})") from None
+
+
 def module_names(net: Any, targets: List[Target]) -> Dict[Target, Place]:
     """Each adapted (layer, projection) → where peft knows it: (module, its learnables)."""
-    table = lora.pretrained_table(net)
+    table = _table(net, "save_adapter")
     out: Dict[Target, Place] = {}
     for t in targets:
         if table is None:
@@ -201,7 +213,7 @@ def _by_module(net: Any) -> Dict[str, List[Slot]]:
     the module's weight holds, each with its rows there (several for GPT-2's c_attn)."""
     candidates: List[Target] = [(site.name, p) for site, p in lora.maps(net)
                                  if type(lora.linear_at(net, site.name, p)) is torch.nn.Linear]
-    table = lora.pretrained_table(net)
+    table = _table(net, "load_adapter")
     params = net.learnables
     by: Dict[str, List[Slot]] = {}
     for t in candidates:

@@ -382,3 +382,20 @@ def test_parts_of_one_tensor_scaled_apart_are_refused(tmp_path):
                                               r"\.weight\) have different scalings"):
         net.save_adapter(tmp_path / "a")
     assert not (tmp_path / "a").exists()
+
+
+def test_adapter_files_of_an_edited_checkpoint_network_are_refused_in_their_own_words(
+        llama, tmp_path):
+    saved = al.from_pretrained(llama)
+    saved.add_lora("layers.*.self_attn/query", rank=2)
+    saved.save_adapter(tmp_path / "a")
+    for adapted in (True, False):
+        net = al.from_pretrained(llama)
+        if adapted:
+            net.add_lora("layers.*.self_attn/query", rank=2)
+        net.replace("norm", L.LayerNorm(name="norm"))   # no longer what its config.json says
+        call = net.save_adapter if adapted else net.load_adapter
+        with pytest.raises(al.NetworkError, match=rf"^{call.__name__}: the adapter's module names"
+                                                  r".*edited past what its config\.json says"):
+            call(tmp_path / ("b" if adapted else "a"))
+    assert not (tmp_path / "b").exists()
