@@ -15,7 +15,8 @@ look along time (see `attnlab.stream.steppers`).
         return stream(self, static_inputs)
 """
 from .core import Stream, stream
-from .decode import Generated, forecast, generate
+from .decode import Generated, generate
+from .forecast import forecast
 from .steppers import (PER_STEP, KVCache, LayerContext, NotStreamable, Route, Stepper,
                        register_stepper)
 

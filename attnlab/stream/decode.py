@@ -1,5 +1,5 @@
-"""Decoding loops on a stream: `generate` (token by token: greedy, sampling, beams) and
-`forecast` (closed-loop regression). Both run the network in eval mode without gradients, like
+"""Decoding loops on a stream: `generate` (token by token: greedy, sampling, beams; its
+closed-loop sibling for regression, `forecast`, is in `attnlab.stream.forecast`). Both run the network in eval mode without gradients, like
 `Network.predict`, and put every module's mode back afterwards. `generate`'s arguments,
 prompts and score processors live in `attnlab.stream.generation`."""
 from __future__ import annotations
@@ -12,12 +12,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from attnlab.core.errors import ArgumentError, DataError, SizeError, close_matches
+from attnlab.core.errors import ArgumentError, close_matches
 from attnlab.core import checks as check
 from ..layers.embedding import Embedding
 from .core import stream
 from .generation import defaults as D
 from .generation import settings as S
+from .generation.captured import Captured, capture_argument
 from .generation.defaults import DEFAULT
 from .generation.processors import Processors
 from .generation import batches
@@ -276,7 +277,7 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
             static_inputs = beam_search.expand(static_inputs, beam.num_beams)
         s = stream(net, static_inputs, capacity=prompt + min(new, _FIRST_STEPS),
                    device=device, precision=precision, compile=compile,
-                   capture=_capture_argument(capture))
+                   capture=capture_argument(capture))
         _one_streamed_input(s, "generate")
         pick = _output_picker(s, output)
         if stops is not None and "stop" in taken:
@@ -306,7 +307,7 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
             return Generated(best, ends)
         ids = _prompt_ids(x) if processing.needs_ids else None
         steps = _Steps(Processors(processing, generator, mask), stops, callback, return_scores)
-        kept = _Captured(s) if capture is not None else None
+        kept = Captured(s) if capture is not None else None
         return _decode(s, x, pick, steps, feedback, new, ids, switch, kept)
 
 
@@ -451,7 +452,7 @@ class _Steps:
 
 
 def _decode(s, x, pick, steps: _Steps, feedback, new: int, ids: Tensor | None,
-            switch: LongropeSwitch, kept: "_Captured | None" = None) -> Generated:
+            switch: LongropeSwitch, kept: "Captured | None" = None) -> Generated:
     b = x.shape[0]
     tokens = _Tokens()
     history = _History(ids) if ids is not None and steps.proc.s.no_repeat_ngram_size else None
@@ -475,33 +476,6 @@ def _decode(s, x, pick, steps: _Steps, feedback, new: int, ids: Tensor | None,
     longest = out.shape[1] if steps.stops is None else int(lengths.max())
     return Generated(out[:, :longest], lengths, steps.scores(longest),
                      None if kept is None else kept.result(longest))
-
-
-def _capture_argument(capture):
-    """`capture` as `stream` takes it; None stays None (a stream without taps)."""
-    if capture is None or isinstance(capture, str):
-        return capture
-    try:
-        return list(capture)
-    except TypeError:
-        raise check.fail(S.GEN, "capture", "a list of names or fnmatch patterns (e.g. "
-                         "['h.*.attn/scores']) or None", capture,
-                         "Give e.g. capture=['*/scores'].") from None
-
-
-class _Captured:
-    """Each step's `Stream.captured`, one list per name (one entry per generated token)."""
-
-    def __init__(self, s) -> None:
-        self.s = s
-        self.kept: dict[str, list[Tensor]] = {}
-
-    def add(self) -> None:
-        for name, value in self.s.captured.items():
-            self.kept.setdefault(name, []).append(value)
-
-    def result(self, longest: int) -> dict[str, list[Tensor]]:
-        return {name: values[:longest] for name, values in self.kept.items()}
 
 
 class _Tokens:
@@ -592,67 +566,3 @@ def _token_feedback(s):
     def feed_token_id(tokens, scores):
         return tokens.to(dtype).view(-1, 1, 1)               # B → B×1×1
     return feed_token_id
-
-
-def forecast(net: Any, history: Tensor | np.ndarray, steps: int,
-             static_inputs: dict | None = None, feedback: Callable | None = None,
-             output: str | None = None, device: str | torch.device | None = None,
-             precision: str = "fp32", compile: bool | dict = False) -> Tensor:
-    """Closed-loop forecasting with a sequence-to-sequence regression network (each output step
-    predicts the next input step): prefill with the history, then feed each prediction back.
-
-    Parameters
-    ----------
-    history
-        B×T×C (or one T×C sequence) of observed steps.
-    steps
-        How many steps to predict.
-    feedback
-        ``feedback(prediction B×1×C') → next input B×1×C``; by default the prediction
-        itself (then C' must equal C).
-    device, precision, compile
-        As for `Network.stream` (the prediction comes back on `device`).
-
-    Returns
-    -------
-    Tensor
-        B×steps×C' (steps×C' for a T×C history): the prediction after the history's last
-        step, then each one after feeding the previous one back.
-    """
-    if not isinstance(steps, int) or steps < 1:
-        raise ArgumentError(f"forecast steps must be a positive int, got {steps!r}")
-    h = _history(history)
-    single = h.dim() == 2
-    if single:
-        h = h.unsqueeze(0)                                            # T×C → 1×T×C
-    with _eval_mode(net):
-        s = stream(net, static_inputs, capacity=h.shape[1] + steps, device=device,
-                   precision=precision, compile=compile)
-        _one_streamed_input(s, "forecast")
-        pick = _output_picker(s, output)
-        p = pick(s.step(h))[:, -1:]                                   # B×1×C'
-        if feedback is None and p.shape[-1] != s._channels[0]:
-            raise SizeError(f"forecast feeds predictions back as inputs, but the network maps "
-                            f"{s._channels[0]} input channels to {p.shape[-1]} output channels. "
-                            "Give feedback=lambda y: <B×1×C input> to build the next input.")
-        out = p.new_empty(p.shape[0], steps, p.shape[2])
-        out[:, :1] = p
-        for i in range(1, steps):
-            p = pick(s.step(p if feedback is None else feedback(p)))[:, -1:]
-            out[:, i:i + 1] = p
-    return out[0] if single else out
-
-
-def _history(history) -> Tensor:
-    if isinstance(history, (list, tuple)) and history and not np.isscalar(history[0]):
-        lengths = {len(h) for h in history}
-        if len(lengths) > 1:
-            raise DataError(f"forecast: histories of different lengths ({sorted(lengths)}): a "
-                            "streamed batch advances all sequences together. Forecast each "
-                            "length group separately.")
-        history = np.stack([np.asarray(h) for h in history])
-    x = history if isinstance(history, Tensor) else torch.as_tensor(np.asarray(history))
-    if x.dim() not in (2, 3):
-        raise DataError(f"forecast: history must be B×T×C or T×C, received "
-                        f"{'×'.join(map(str, x.shape))}.")
-    return x
