@@ -461,7 +461,9 @@ def _view(args) -> int:
         if args.input is not None:
             extra["sample"], extra["labels"] = V.read_sample(args.input)
         methods = parse_methods(args.method) if extra["sample"] is not None else ()
-        data = V.page_data(net, title=args.title or args.file.name, methods=methods, **extra)
+        vocabulary = _vocabulary(args.file, notes) if extra["sample"] is not None else None
+        data = V.page_data(net, title=args.title or args.file.name, methods=methods,
+                           vocabulary=vocabulary, **extra)
         page = V.render_html(data)
     except FileNotFoundError:
         print(f"error: no such file: {args.file}", file=sys.stderr)
@@ -498,6 +500,18 @@ def _view(args) -> int:
     return 0
 
 
+def _vocabulary(path: Path, notes: list[str]):
+    """A Hugging Face folder's tokenizer vocabulary (id → token), which shows token ids as
+    text on a page; None for other files, or with a note when it cannot be read."""
+    if not _hugging_face_folder(path):
+        return None
+    from attnlab.viz.samples import read_vocabulary
+    vocabulary, note = read_vocabulary(path)
+    if note:
+        notes.append(note)
+    return vocabulary
+
+
 def _explanation_notes(data: dict) -> list[str]:
     """The explanations a page leaves out, and why (a method that does not apply)."""
     return list((data.get("explanations") or {}).get("notes", []))
@@ -517,6 +531,7 @@ def _explain(args) -> int:
     methods = parse_methods(args.method)
     strict = "all" not in args.method.lower()
     extra: dict[str, Any] = {"sample": None, "labels": {}}
+    notes: list[str] = []
     try:
         if args.file.is_dir() and not _hugging_face_folder(args.file):     # a demo's
             folder = V.read_folder(args.file)
@@ -528,6 +543,7 @@ def _explain(args) -> int:
         out = _output_file(args.out or default_out, "explain -o", ("html", "htm"),
                            "page.html")
         net = _read_network(Path(net_file))
+        vocabulary = _vocabulary(args.file, notes)
         if args.input is not None:
             extra["sample"], extra["labels"] = V.read_sample(args.input)
         if extra["sample"] is None:
@@ -539,11 +555,12 @@ def _explain(args) -> int:
                                "sample; `attnlab analyze` lists them:\n" +
                                "\n".join(f"  {i.message}" for i in analysis.errors))
         data = V.page_data(net, title=args.title or args.file.name, methods=methods,
-                           target=args.target, steps=args.steps, strict=strict, **extra)
+                           target=args.target, steps=args.steps, strict=strict,
+                           vocabulary=vocabulary, **extra)
     except AttnlabError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for note in _explanation_notes(data):
+    for note in notes + _explanation_notes(data):
         print(f"note: {note}")
     try:
         V.write_page(out, V.render_html(data, tool="explain"), who="explain -o")

@@ -135,6 +135,19 @@ def sample_inputs(net, sample) -> dict:
     return out
 
 
+def vocabulary_labels(net, sample, labels=None, vocabulary=None) -> dict:
+    """`labels` (input name → one label per position), with each token input that has none
+    read through `vocabulary` (id → token; an id it lacks stays a number)."""
+    out = dict(labels or {})
+    if not vocabulary:
+        return out
+    inputs = sample_inputs(net, sample)
+    for name, ids in zip(net.input_names, id_inputs(net)):
+        if ids and name not in out and name in inputs:
+            out[name] = [vocabulary.get(i, str(i)) for i in inputs[name][0].tolist()]
+    return out
+
+
 def _hugging_face_sample(names: list, sample):
     """A Hugging Face model's sample: one array is its `input_ids`, and `token_type_ids` left
     out are zeros, as in transformers (`hugging_face_inputs`). A sample is one item, with no

@@ -13,20 +13,22 @@ import numpy as np
 from attnlab.graph.analysis import analyze
 from ..graph import Graph
 from . import graph as G
-from .page_attention import attention_maps
+from .page_attention import attention_maps, vocabulary_labels
 from .page_explain import explanations
 
 PX = 96.0                         # pixels per inch of the layout (text sizes: 1 pt = 96/72 px)
 
 
 def page_data(net, sample=None, labels=None, training=None, metrics=None, title=None,
-              images=None, methods=(), target=None, steps=64, strict=False) -> dict:
+              images=None, methods=(), target=None, steps=64, strict=False,
+              vocabulary=None) -> dict:
     """The page's one JSON object: layers with their places, ports, sizes, options, learnables
     and issues; edges as routed curves; the issues; totals; attention maps for `sample` (a
     dict by input name or one array, see `attention_maps`); `training` curves (a TrainingInfo
     or its dict of tables); a demo's `metrics`; `images` (name → PNG bytes) shown as pictures;
     the explanations of `sample` by `methods` (see `page_explain.explanations`, which takes
-    `target`, `steps` and `strict`)."""
+    `target`, `steps` and `strict`). `vocabulary` (token id → text, e.g. a tokenizer's) labels
+    the token inputs that `labels` leaves out, and the tokens the logit lens predicts."""
     a = analyze(net, net.data_specs)
     geo = _geometry(net)
     issues = [{"severity": i.severity, "kind": i.kind, "message": i.message, "layer": i.layer,
@@ -74,10 +76,12 @@ def page_data(net, sample=None, labels=None, training=None, metrics=None, title=
     }
     if sample is not None:
         if a.ok:
+            labels = vocabulary_labels(net, sample, labels, vocabulary)
             data["attention"] = attention_maps(net, sample, labels)
             if methods:
                 data["explanations"] = explanations(net, sample, labels, methods, target=target,
-                                                    steps=steps, strict=strict)
+                                                    steps=steps, strict=strict,
+                                                    vocabulary=vocabulary)
             if not data["attention"]:
                 data["attention_note"] = "the network has no attention layer that gives weights"
         else:

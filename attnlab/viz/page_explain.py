@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +63,17 @@ class Target:
         return f"output '{self.output}', class {self.index}{where}"
 
 
+@dataclass(frozen=True)
+class Job:
+    """What each method is given: the network (in eval mode), the sample's inputs, the
+    target, integrated gradients' steps, and the vocabulary (id → token) for the lens."""
+    net: Any
+    inputs: dict
+    target: Target
+    steps: int
+    vocabulary: dict
+
+
 def _first(outputs, name: str):
     """The output `name` of what a network returns (a tensor for one output, else a dict)."""
     return outputs[name] if isinstance(outputs, dict) else outputs
@@ -91,11 +103,12 @@ def choose_target(net, inputs: dict, index: int | None = None) -> Target:
 
 
 def explanations(net, sample, labels=None, methods=METHODS, target: int | None = None,
-                 steps: int = 64, strict: bool = False) -> dict:
+                 steps: int = 64, strict: bool = False, vocabulary=None) -> dict:
     """The page's `explanations` object for `sample` (as `attention_maps` takes it): the
     target, then one entry per method. A method that does not apply to the network (the logit
     lens of a classifier, rollout without attention) is a note on the page, or with
-    `strict=True` (methods the user named) the error itself."""
+    `strict=True` (methods the user named) the error itself. `vocabulary` (id → token) names
+    the tokens the logit lens predicts."""
     import torch
 
     inputs = sample_inputs(net, sample)
@@ -111,7 +124,7 @@ def explanations(net, sample, labels=None, methods=METHODS, target: int | None =
         for method in methods:
             try:
                 with torch.set_grad_enabled(method == "ig"):
-                    _RUN[method](net, inputs, tgt, steps, out)
+                    _RUN[method](Job(net, inputs, tgt, steps, vocabulary or {}), out)
             except AttnlabError as e:
                 if strict:
                     raise
@@ -188,14 +201,15 @@ def _num(v: float) -> float | None:
     return float(f"{v:.6g}") if math.isfinite(v) else None
 
 
-def _heads(net, inputs, target, steps, out):
-    out["heads"] = head_ablation(net, inputs, target)
+def _heads(job, out):
+    out["heads"] = head_ablation(job.net, job.inputs, job.target)
 
 
 # ---------------------------------------------------- attnlab.explain's results as data ---
 
-def _rollout(net, inputs, target, steps, out):
+def _rollout(job, out):
     from attnlab import explain
+    net, inputs, target = job.net, job.inputs, job.target
     mixing = explain.rollout(net, inputs)
     layers = ", ".join(mixing.layers)
     for basis, matrix in (mixing.terms or {mixing.basis: mixing.values}).items():
@@ -245,7 +259,8 @@ def _reader(net, output: str):
     return None
 
 
-def _ig(net, inputs, target, steps, out):
+def _ig(job, out):
+    net, inputs, target, steps = job.net, job.inputs, job.target, job.steps
     from attnlab import explain
     # several outputs: the target as a function of them, which says which output it reads
     several = len(net.output_names) > 1
@@ -311,9 +326,12 @@ def _grid(n: int, image_size) -> list[int] | None:
     return [rows, n // rows] if rows and rows * (n // rows) == n else None
 
 
-def _lens(net, inputs, target, steps, out):
+def _lens(job, out):
     from attnlab import explain
+    net, inputs = job.net, job.inputs
     lens = explain.logit_lens(net, inputs)
+    vocabulary = job.vocabulary
+    what = "its token, from the tokenizer's vocabulary" if vocabulary else "its id"
     p = lens.logits[:, 0].detach().float().softmax(-1)[:, :MAX_LENS_POSITIONS]   # blocks×T×V
     best = p.max(-1)
     tokens = out["inputs"].get(next(iter(inputs)), {}).get("labels")
@@ -321,11 +339,15 @@ def _lens(net, inputs, target, steps, out):
     out["lens"] = {
         "blocks": [str(b) for b in lens.blocks],
         "positions": (tokens or [str(i) for i in range(t)])[:t],
-        "top": [[{"token": str(int(best.indices[b, i])), "p": _num(float(best.values[b, i]))}
+        "top": [[_token(int(best.indices[b, i]), float(best.values[b, i]), vocabulary)
                  for i in range(t)] for b in range(p.shape[0])],
         "caption": "Each block's output read through the final norm and the head: the "
-                   "token it would predict next at each position (its id) and its "
+                   f"token it would predict next at each position ({what}) and its "
                    "probability; the last row is the network's own prediction."}
+
+
+def _token(i: int, p: float, vocabulary: dict) -> dict:
+    return {"id": i, "token": vocabulary.get(i, str(i)), "p": _num(p)}
 
 
 def _values(a) -> list:

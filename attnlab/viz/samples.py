@@ -75,6 +75,39 @@ def _is_number(field: str) -> bool:
         return False
 
 
+MAX_TOKENIZER_BYTES = 64 * 2 ** 20
+
+
+def read_vocabulary(folder) -> tuple[dict | None, str | None]:
+    """The tokens of a Hugging Face model folder's `tokenizer.json`, id → token, to show token
+    ids as text; and a note when the file is there but cannot be
+    read that way (the ids then stay numbers). Only the JSON's vocabulary is read: nothing
+    is tokenized. (None, None) without a tokenizer.json."""
+    path = Path(folder) / "tokenizer.json"
+    if not path.is_file():
+        return None, None
+    raw = read_regular(path, str(path), MAX_TOKENIZER_BYTES, error=DataError)
+    try:
+        data = json.loads(raw)
+    except ValueError as e:
+        return None, f"{path} is not JSON ({e}): tokens are shown as ids"
+    model = data.get("model") if isinstance(data, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    tokens: dict[int, str] = {}
+    if isinstance(vocab, dict):                             # BPE, WordPiece: token → id
+        tokens = {i: t for t, i in vocab.items() if isinstance(i, int) and i >= 0}
+    elif isinstance(vocab, list):                           # Unigram: [token, score] by id
+        tokens = {i: e[0] for i, e in enumerate(vocab)
+                  if isinstance(e, list) and e and isinstance(e[0], str)}
+    for added in data.get("added_tokens") or []:
+        if isinstance(added, dict) and isinstance(added.get("id"), int) and added["id"] >= 0 \
+                and isinstance(added.get("content"), str):
+            tokens[added["id"]] = added["content"]
+    if not tokens:
+        return None, f"{path} has no vocabulary attnlab can read: tokens are shown as ids"
+    return tokens, None
+
+
 def read_folder(folder) -> dict:
     """What a demo's output folder (`attnlab demo NAME --out DIR` → DIR/NAME) offers the page:
     its model, a sample (`sample.npz`/`sample.npy`), its training history (`history.json`, as

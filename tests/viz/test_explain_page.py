@@ -245,6 +245,39 @@ def test_cli_explain_writes_every_method_of_a_hugging_face_folder(gpt2_folder, t
     assert ex["attributions"] == [] and ex["lens"] is None and ex["heads"]
 
 
+def test_cli_shows_token_ids_through_the_folders_tokenizer_vocabulary(gpt2_folder, tmp_path,
+                                                                       capsys):
+    import shutil
+
+    from tokenizers import Tokenizer, models
+    chars = "abcdefghijklmnopqrstuvwxyz0123456789.,!?"                 # 40 tokens, one an id
+    folder = tmp_path / "gpt2-with-tokenizer"
+    shutil.copytree(gpt2_folder, folder)
+    Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(chars)}, merges=[])).save(
+        str(folder / "tokenizer.json"))
+    np.save(tmp_path / "ids.npy", IDS)
+    out = tmp_path / "page.html"
+    assert main(["explain", str(folder), "--input", str(tmp_path / "ids.npy"), "--method",
+                 "lens", "-o", str(out)]) == 0
+    data = _data_of(out.read_text(encoding="utf-8"))
+    words = [chars[i] for i in IDS]
+    assert data["explanations"]["inputs"]["input_ids"]["labels"] == words
+    assert data["explanations"]["lens"]["positions"] == words
+    top = data["explanations"]["lens"]["top"]
+    assert all(c["token"] == chars[c["id"]] for row in top for c in row)
+    assert data["attention"][0]["query_labels"] == words               # the heatmaps' axes too
+    assert main(["view", str(folder), "--input", str(tmp_path / "ids.npy"), "--method", "none",
+                 "-o", str(out)]) == 0
+    assert _data_of(out.read_text(encoding="utf-8"))["attention"][0]["key_labels"] == words
+    (folder / "tokenizer.json").write_text("{not json")                 # ids stay ids, said so
+    capsys.readouterr()
+    assert main(["explain", str(folder), "--input", str(tmp_path / "ids.npy"), "--method",
+                 "lens", "-o", str(out)]) == 0
+    assert "tokenizer.json is not JSON" in capsys.readouterr().out
+    lens = _data_of(out.read_text(encoding="utf-8"))["explanations"]["lens"]
+    assert lens["positions"] == [str(i) for i in IDS]
+
+
 def test_cli_explain_names_the_method_that_does_not_apply(tmp_path, capsys):
     net = _classifier()
     net.save(tmp_path / "m.attnlab")
