@@ -8,7 +8,9 @@ attention layer (the explicit attention path in every layer instead of the fused
 and `capture=["*"]`, every value the network offers (each layer's output and each attention
 layer's query, key, scores and heads). Before timing, the traced outputs are compared with
 the plain forward's. Times are medians of interleaved rounds; the goal is the scores of
-every attention layer within 1.5× a plain forward.
+every attention layer within 1.5× a plain forward. One causal self-attention layer of the
+same shape, alone, is timed the same way (a module with and without a probe asking for its
+scores): the worst case, where nothing else in the network hides the explicit path's cost.
 
 `--smoke` runs a tiny model, one round, and writes nothing (the suite runs it).
 Needs the `hf` extra (transformers).
@@ -66,6 +68,24 @@ def contenders(net, ids) -> dict:
     return {"forward": plain, "scores": scores, "all": everything}
 
 
+def layer_contenders(z: dict, t: int) -> dict:
+    """One causal self-attention layer alone: plain, and with a probe asking for its scores."""
+    from attnlab.functional.modules import SelfAttentionModule
+    from attnlab.functional.probe import Probe
+    torch.manual_seed(0)
+    m = SelfAttentionModule(z["h"], z["heads"], z["h"], attention_mask="causal").eval()
+    x = torch.randn(z["B"], t, z["h"])
+
+    def plain():
+        m.probe = None
+        return m(x)
+
+    def scores():
+        m.probe = Probe(capture=("scores",))
+        return m(x)
+    return {"forward": plain, "scores": scores}
+
+
 def measure(smoke: bool, rounds: int) -> list[dict]:
     net = network(smoke)
     z = sizes(smoke)
@@ -73,13 +93,17 @@ def measure(smoke: bool, rounds: int) -> list[dict]:
     for t in z["lengths"]:
         ids = torch.randint(0, z["vocab"], (z["B"], t), generator=torch.Generator().manual_seed(1))
         fns = contenders(net, ids)
+        layer = layer_contenders(z, t)
         with torch.no_grad():
             ref = fns["forward"]()
             traced = {k: fns[k]() for k in ("scores", "all")}
             diff = max(float((tr.outputs - ref).abs().max()) for tr in traced.values())
+            diff_layer = float((layer["scores"]() - layer["forward"]()).abs().max())
             counts = {k: len(tr) for k, tr in traced.items()}
             samples = interleaved_samples(fns, iters=1, repeats=rounds)
-        rows.append(dict(T=t, diff=diff, counts=counts, samples=samples))
+            alone = interleaved_samples(layer, iters=3, repeats=rounds)
+        rows.append(dict(T=t, diff=diff, counts=counts, samples=samples, layer=alone,
+                         diff_layer=diff_layer))
     return rows
 
 
@@ -106,6 +130,13 @@ def report(rows: list[dict], before, after, rounds: int, smoke: bool) -> str:
             lines.append(f"| {r['T']} | {label} | {r['counts'][key]} | "
                          f"{statistics.median(s[key]) * 1e3:.1f} ms | {per_round} | "
                          f"{of_medians} | {r['diff']:.1e} |")
+        a = r["layer"]
+        per_round, of_medians = ratio_cells(a["scores"], a["forward"])
+        lines.append(f"| {r['T']} | one attention layer alone: plain | 0 | "
+                     f"{statistics.median(a['forward']) * 1e3:.1f} ms | 1 | 1 | – |")
+        lines.append(f"| {r['T']} | one attention layer alone: its scores | 1 | "
+                     f"{statistics.median(a['scores']) * 1e3:.1f} ms | {per_round} | "
+                     f"{of_medians} | {r['diff_layer']:.1e} |")
     return "\n".join(lines)
 
 

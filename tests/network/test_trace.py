@@ -348,6 +348,7 @@ def test_trace_benchmark_smoke_compares_outputs_before_timing():
     assert row["diff"] <= 1e-5
     assert row["counts"]["scores"] == 2 and row["counts"]["all"] == len(names(bench.network(True)))
     assert all(len(v) == 1 and v[0] > 0 for v in row["samples"].values())
+    assert row["diff_layer"] <= 1e-5 and set(row["layer"]) == {"forward", "scores"}
 
 
 def test_a_traced_network_still_pickles_copies_and_edits():
