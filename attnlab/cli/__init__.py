@@ -96,7 +96,8 @@ def main(argv=None) -> int:
     where.add_argument("--serve", action="store_true",
                        help="serve the page on 127.0.0.1 and open the browser, until Ctrl-C")
     view.add_argument("--input", type=Path, default=None, metavar="SAMPLE",
-                      help="a sample (.npy, .csv, or .npz with one array per input name) whose attention "
+                      help="a sample (.npy, .csv, .npz with one array per input name, or .txt "
+                           "for a Hugging Face folder with a tokenizer.json) whose attention "
                            "weights and explanations the page shows")
     view.add_argument("--method", default="all", metavar="METHODS",
                       help="the explanations of the sample: rollout, ig, lens, heads, all "
@@ -114,8 +115,10 @@ def main(argv=None) -> int:
     explain.add_argument("file", type=Path, help="a network written by net.save(), a Hugging "
                          "Face model folder, or a demo's output folder")
     explain.add_argument("--input", type=Path, default=None, metavar="SAMPLE",
-                         help="the sample explained: .npy, .csv, or .npz with one array per input name "
-                              "(`labels:NAME` arrays hold tokens); a demo's folder has its own")
+                         help="the sample explained: .npy; .npz, one array per input name "
+                              "(`labels:NAME` arrays hold tokens); .csv, a row per time step; or "
+                              ".txt, text for a Hugging Face folder with a tokenizer.json; a "
+                              "demo's folder has its own")
     explain.add_argument("--method", default="all", metavar="METHODS",
                          help="rollout (attention rollout), ig (integrated gradients), lens "
                               "(logit lens, causal language models), heads (head ablation) or "
@@ -208,7 +211,7 @@ def _sample_problem(args) -> str | None:
         if not args.input.exists():
             return f"--input: no such file: {args.input}"
         if not args.input.is_file():
-            return f"--input: '{args.input}' is not a regular file; give a .npy, .npz or .csv file"
+            return f"--input: '{args.input}' is not a regular file; give a .npy, .npz, .csv or .txt file"
     elif args.command == "explain" and not (args.file.is_dir() and
                                             not _hugging_face_folder(args.file)):
         return ("explain needs the sample to explain: --input SAMPLE (.npy, .csv, or .npz with one "
@@ -459,7 +462,7 @@ def _view(args) -> int:
                                                    ("html", "htm"), "net.html")
         net = _view_network(Path(net_file), args.sets, notes)
         if args.input is not None:
-            extra["sample"], extra["labels"] = V.read_sample(args.input)
+            extra["sample"], extra["labels"] = V.read_sample(args.input, _model_folder(args.file))
         methods = parse_methods(args.method) if extra["sample"] is not None else ()
         vocabulary = _vocabulary(args.file, notes) if extra["sample"] is not None else None
         data = V.page_data(net, title=args.title or args.file.name, methods=methods,
@@ -498,6 +501,11 @@ def _view(args) -> int:
         return 2
     print(f"wrote {out}")
     return 0
+
+
+def _model_folder(path: Path) -> Path | None:
+    """The Hugging Face model folder whose tokenizer reads a text sample, or None."""
+    return path if _hugging_face_folder(path) else None
 
 
 def _vocabulary(path: Path, notes: list[str]):
@@ -545,7 +553,7 @@ def _explain(args) -> int:
         net = _read_network(Path(net_file))
         vocabulary = _vocabulary(args.file, notes)
         if args.input is not None:
-            extra["sample"], extra["labels"] = V.read_sample(args.input)
+            extra["sample"], extra["labels"] = V.read_sample(args.input, _model_folder(args.file))
         if extra["sample"] is None:
             raise AttnlabError(f"{args.file}: the demo's folder has no sample.npz; give one "
                                "with --input SAMPLE")

@@ -15,13 +15,16 @@ from attnlab.core.reading import read_regular
 MAX_CSV_BYTES = 64 * 2 ** 20          # a .csv sample is one item: 64 MiB is far more than one
 
 
-def read_sample(path) -> tuple[dict | np.ndarray, dict]:
+def read_sample(path, model_folder=None) -> tuple[dict | np.ndarray, dict]:
     """A sample from `.npy` (one array), `.npz` (arrays named after the network's inputs;
-    arrays named `labels:<input>` hold that input's tokens) or `.csv` (one array: a row per
-    time step, or one row of features). Never unpickles."""
+    arrays named `labels:<input>` hold that input's tokens), `.csv` (one array: a row per
+    time step, or one row of features) or `.txt` (text, tokenized by the `tokenizer.json` of
+    `model_folder`, a Hugging Face model folder, into `input_ids`). Never unpickles."""
     path = Path(path)
     if not path.exists():
         raise DataError(f"--input: no such file: {path}")
+    if path.suffix == ".txt":
+        return _text(path, model_folder)
     try:
         if path.suffix == ".npz":
             with np.load(path, allow_pickle=False) as z:
@@ -31,8 +34,8 @@ def read_sample(path) -> tuple[dict | np.ndarray, dict]:
         elif path.suffix == ".csv":
             return _csv(path), {}
         else:
-            raise DataError(f"--input {path}: expected a .npy, .npz or .csv file, received "
-                            f"'{path.suffix}'")
+            raise DataError(f"--input {path}: expected a .npy, .npz, .csv or .txt file, "
+                            f"received '{path.suffix}'")
     except ValueError as e:         # an object array: would need pickle, which is refused
         raise DataError(f"--input {path}: cannot read it without unpickling ({e}); save numbers "
                         "with np.save / np.savez") from None
@@ -41,6 +44,41 @@ def read_sample(path) -> tuple[dict | np.ndarray, dict]:
                   if k.startswith("labels:")}
         return {k: v for k, v in arrays.items() if not k.startswith("labels:")}, labels
     return arrays, {}
+
+
+MAX_TEXT_BYTES = 2 ** 20
+
+
+def _text(path: Path, model_folder) -> tuple[dict, dict]:
+    """A `.txt` sample: its text tokenized by the model folder's `tokenizer.json` (with the
+    special tokens it adds, as transformers' tokenizer(text) does), as `input_ids`, the
+    tokens as their labels."""
+    tokenizer = Path(model_folder) / "tokenizer.json" if model_folder is not None else None
+    if tokenizer is None or not tokenizer.is_file():
+        raise DataError(f"--input {path}: text needs the tokenizer of the model: a Hugging "
+                        "Face model folder with a tokenizer.json"
+                        + (f" ('{model_folder}' has none)" if model_folder is not None else "")
+                        + ". Give the token ids instead, as .npy or .npz")
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise DataError(f"--input {path}: reading text needs the `tokenizers` package "
+                        "(pip install tokenizers; transformers installs it), or give the token "
+                        "ids as .npy or .npz") from None
+    raw = read_regular(path, f"--input {path}", MAX_TEXT_BYTES, error=DataError)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"--input {path}: not UTF-8 text (byte {e.start})") from None
+    try:
+        encoding = Tokenizer.from_file(str(tokenizer)).encode(text.rstrip("\n"))
+    except Exception as e:              # the tokenizers library's own errors: one kind each
+        raise DataError(f"--input {path}: {tokenizer} cannot tokenize it: "
+                        f"{type(e).__name__}: {e}") from None
+    if not encoding.ids:
+        raise DataError(f"--input {path}: the text gives no tokens; write the text to explain")
+    return ({"input_ids": np.asarray(encoding.ids, dtype=np.int64)},
+            {"input_ids": list(encoding.tokens)})
 
 
 def _csv(path: Path) -> np.ndarray:

@@ -74,9 +74,9 @@ def test_explain_refuses_a_sample_that_does_not_fit(answer, tmp_path, capsys):
     np.save(tmp_path / "one.npy", np.zeros((4, 1), np.float32))
     assert main(["explain", str(net_file), "--input", str(tmp_path / "one.npy")]) == 2
     assert "the sample is one array, but the network has 2 inputs" in capsys.readouterr().err
-    (tmp_path / "s.txt").write_text("1 2 3")
-    assert main(["explain", str(net_file), "--input", str(tmp_path / "s.txt")]) == 2
-    assert "expected a .npy, .npz or .csv file, received '.txt'" in capsys.readouterr().err
+    (tmp_path / "s.json").write_text("[1, 2, 3]")
+    assert main(["explain", str(net_file), "--input", str(tmp_path / "s.json")]) == 2
+    assert "expected a .npy, .npz, .csv or .txt file, received '.json'" in capsys.readouterr().err
 
 
 def test_explain_refuses_a_network_with_errors_and_a_matlab_script(answer, tmp_path, capsys):

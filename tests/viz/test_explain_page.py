@@ -278,6 +278,39 @@ def test_cli_shows_token_ids_through_the_folders_tokenizer_vocabulary(gpt2_folde
     assert lens["positions"] == [str(i) for i in IDS]
 
 
+def test_cli_reads_text_through_the_folders_tokenizer(gpt2_folder, tmp_path, capsys):
+    import shutil
+
+    from tokenizers import Tokenizer, models
+    chars = "abcdefghijklmnopqrstuvwxyz0123456789.,!?"
+    folder = tmp_path / "gpt2-with-tokenizer"
+    shutil.copytree(gpt2_folder, folder)
+    Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(chars)}, merges=[])).save(
+        str(folder / "tokenizer.json"))
+    (tmp_path / "prompt.txt").write_text("hello!\n")
+    out = tmp_path / "page.html"
+    assert main(["explain", str(folder), "--input", str(tmp_path / "prompt.txt"), "--method",
+                 "rollout,lens", "-o", str(out)]) == 0
+    ex = _data_of(out.read_text(encoding="utf-8"))["explanations"]
+    assert ex["inputs"]["input_ids"]["labels"] == list("hello!")
+    assert ex["target"]["position"] == 5 and len(ex["attributions"][0]["values"]) == 6
+    # the same ids as a .npy give the same numbers
+    np.save(tmp_path / "ids.npy", np.array([chars.index(c) for c in "hello!"]))
+    assert main(["explain", str(folder), "--input", str(tmp_path / "ids.npy"), "--method",
+                 "rollout,lens", "-o", str(tmp_path / "ids.html")]) == 0
+    by_ids = _data_of((tmp_path / "ids.html").read_text(encoding="utf-8"))["explanations"]
+    assert by_ids["attributions"][0]["values"] == ex["attributions"][0]["values"]
+    # text needs a tokenizer: a folder without one, or a saved network, is refused by name
+    capsys.readouterr()
+    assert main(["explain", str(gpt2_folder), "--input", str(tmp_path / "prompt.txt")]) == 2
+    assert "text needs the tokenizer of the model: a Hugging Face model folder with a " \
+           f"tokenizer.json ('{gpt2_folder}' has none)" in capsys.readouterr().err
+    _classifier().save(tmp_path / "m.attnlab")
+    assert main(["view", str(tmp_path / "m.attnlab"), "--input",
+                 str(tmp_path / "prompt.txt")]) == 2
+    assert "Give the token ids instead, as .npy or .npz" in capsys.readouterr().err
+
+
 def test_cli_explain_names_the_method_that_does_not_apply(tmp_path, capsys):
     net = _classifier()
     net.save(tmp_path / "m.attnlab")

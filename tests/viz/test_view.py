@@ -158,9 +158,10 @@ def test_read_sample_refuses_pickles(tmp_path):
     np.save(p, np.array([{"a": 1}], dtype=object), allow_pickle=True)
     with pytest.raises(DataError, match="unpickling"):
         V.read_sample(p)
-    with pytest.raises(DataError, match=r"expected a \.npy, \.npz or \.csv file, received '\.txt'"):
-        (tmp_path / "s.txt").write_text("1")
-        V.read_sample(tmp_path / "s.txt")
+    with pytest.raises(DataError, match=r"expected a \.npy, \.npz, \.csv or \.txt file, "
+                                        r"received '\.json'"):
+        (tmp_path / "s.json").write_text("1")
+        V.read_sample(tmp_path / "s.json")
     np.savez(tmp_path / "s.npz", **{"x": np.zeros((3, 2)), "labels:x": np.array(["a", "b", "c"])})
     arrays, labels = V.read_sample(tmp_path / "s.npz")
     assert list(arrays) == ["x"] and labels == {"x": ["a", "b", "c"]}
