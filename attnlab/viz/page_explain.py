@@ -20,7 +20,7 @@ from .page_attention import attention_modules, sample_inputs
 METHODS = ("rollout", "ig", "lens", "heads")
 TITLES = {"rollout": "attention rollout", "ig": "integrated gradients", "lens": "logit lens",
           "heads": "head ablation"}
-MAX_LENS_POSITIONS = 64           # the logit-lens table shows at most this many positions
+MAX_LENS_POSITIONS = 64           # the logit-lens table shows the last this many positions
 
 
 def parse_methods(text: str) -> tuple[str, ...]:
@@ -116,9 +116,10 @@ def explanations(net, sample, labels=None, methods=METHODS, target: int | None =
     net.eval()
     try:
         tgt = choose_target(net, inputs, target)
+        token = (vocabulary or {}).get(tgt.index)
         out: dict = {"target": {"output": tgt.output, "position": tgt.position,
                                 "index": tgt.index, "classes": tgt.classes,
-                                "text": tgt.describe()},
+                                "text": tgt.describe() + (f" (token {token!r})" if token else "")},
                      "inputs": _input_axes(net, inputs, labels or {}),
                      "attributions": [], "lens": None, "heads": None, "notes": []}
         for method in methods:
@@ -332,18 +333,22 @@ def _lens(job, out):
     lens = explain.logit_lens(net, inputs)
     vocabulary = job.vocabulary
     what = "its token, from the tokenizer's vocabulary" if vocabulary else "its id"
-    p = lens.logits[:, 0].detach().float().softmax(-1)[:, :MAX_LENS_POSITIONS]   # blocks×T×V
+    p = lens.logits[:, 0].detach().float().softmax(-1)                 # blocks×T×V
+    n = p.shape[1]
+    first = max(0, n - MAX_LENS_POSITIONS)        # a long input: its last positions, nearest
+    p = p[:, first:]                              # the prediction
     best = p.max(-1)
-    tokens = out["inputs"].get(next(iter(inputs)), {}).get("labels")
-    t = p.shape[1]
+    axis: dict = next((a for a in out["inputs"].values() if a["kind"] == "tokens"), {})
+    tokens = axis.get("labels") or [str(i) for i in range(n)]
+    cut = f" The last {n - first} of its {n} positions." if first else ""
     out["lens"] = {
         "blocks": [str(b) for b in lens.blocks],
-        "positions": (tokens or [str(i) for i in range(t)])[:t],
+        "positions": tokens[first:],
         "top": [[_token(int(best.indices[b, i]), float(best.values[b, i]), vocabulary)
-                 for i in range(t)] for b in range(p.shape[0])],
+                 for i in range(p.shape[1])] for b in range(p.shape[0])],
         "caption": "Each block's output read through the final norm and the head: the "
                    f"token it would predict next at each position ({what}) and its "
-                   "probability; the last row is the network's own prediction."}
+                   f"probability; the last row is the network's own prediction.{cut}"}
 
 
 def _token(i: int, p: float, vocabulary: dict) -> dict:

@@ -154,6 +154,17 @@ def test_causal_lm_explanations_are_explains_results(gpt2_folder):
     assert [r["layer"] for r in ex["heads"]["layers"]] == ["h.0.attn", "h.1.attn"]
 
 
+def test_the_lens_of_a_long_input_shows_its_last_positions(gpt2_folder, monkeypatch):
+    from attnlab.viz import page_explain
+    monkeypatch.setattr(page_explain, "MAX_LENS_POSITIONS", 4)
+    net = al.from_pretrained(gpt2_folder)
+    lens = explanations(net, IDS, methods=("lens",), strict=True)["lens"]
+    assert lens["positions"] == [str(i) for i in IDS[2:]]
+    full = al.explain.logit_lens(net, sample_inputs(net, IDS)).logits[:, 0].argmax(-1)
+    assert [[c["id"] for c in row] for row in lens["top"]] == full[:, 2:].tolist()
+    assert lens["caption"].endswith("The last 4 of its 6 positions.")
+
+
 def test_image_attributions_are_grids_and_the_lens_a_note():
     net = _images()
     image = np.random.default_rng(1).standard_normal((1, 8, 8)).astype(np.float32)
@@ -265,6 +276,8 @@ def test_cli_shows_token_ids_through_the_folders_tokenizer_vocabulary(gpt2_folde
     assert data["explanations"]["lens"]["positions"] == words
     top = data["explanations"]["lens"]["top"]
     assert all(c["token"] == chars[c["id"]] for row in top for c in row)
+    target = data["explanations"]["target"]
+    assert target["text"].endswith(f"(token {chars[target['index']]!r})")
     assert data["attention"][0]["query_labels"] == words               # the heatmaps' axes too
     assert main(["view", str(folder), "--input", str(tmp_path / "ids.npy"), "--method", "none",
                  "-o", str(out)]) == 0
