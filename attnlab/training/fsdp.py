@@ -34,7 +34,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.distributed import _composable_state
 
 from attnlab.core.errors import ArgumentError, TrainingError
 from .checkpointing import block_of
@@ -143,8 +142,18 @@ class Sharded:
             for key in [k for k, v in vars(m).items() if _is_fsdp_state(k, v)]:
                 delattr(m, key)
             # torch's registry of sharded modules: left there, the next al.train's
-            # fully_shard of the same module would fail ("Inserting … more than once")
-            _composable_state._module_state_mapping.pop(m, None)
+            # fully_shard of the same module would fail ("Inserting … more than once").
+            # A private table of torch 2.x: read defensively, so that a torch without it
+            # still trains (only a second sharding of the same network would then fail)
+            _registry().pop(m, None)
+
+
+def _registry() -> dict:
+    try:
+        from torch.distributed import _composable_state
+    except ImportError:                  # a later torch: no such table to clear
+        return {}
+    return getattr(_composable_state, "_module_state_mapping", {})
 
 
 def _full(t: torch.Tensor) -> torch.Tensor:
