@@ -1,15 +1,11 @@
 """Looking inside a network: `net.trace(inputs, capture=[patterns], patch={name: …})`.
 
-Every value a trace can reach has a name:
-
-- each layer's output port, `"layer/port"` (a layer with one output port may be named
-  `"layer"` alone), the input layers' included; a nested network's layers as
-  `"outer/inner/port"`, to any depth;
-- each attention layer's inside (functional/probe.py): `"layer/query"`, `"layer/key"`
-  (B×H×T×dk after rotary; the keys with the key/value heads under grouped-query attention),
-  `"layer/scores"` (B×H×Tq×Tk, the softmax weights, 0 at padded keys) and `"layer/heads"`
-  (B×Tq×H×dv, before the output projection). An attention layer's own `scores` output is the
-  same value under the same name.
+Every value a trace can reach has a name, listed and selected by graph/sites.py (the same
+names a stream captures): each layer's output `"layer/port"` (or `"layer"` alone for its only
+output), a nested network's `"outer/inner/port"`, and each attention layer's inside,
+`"layer/query"`, `"layer/key"` (B×H×T×dk after rotary; the keys with the key/value heads under
+grouped-query attention), `"layer/scores"` (B×H×Tq×Tk, the softmax weights, 0 at padded keys)
+and `"layer/heads"` (B×Tq×H×dv, before the output projection).
 
 Captures are `fnmatch` patterns over these names; patches are names (or patterns) to a tensor
 of the value's size or a function of the value returning one. Only what is asked for is kept
@@ -22,24 +18,18 @@ trace.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 from torch import Tensor
 
 from attnlab.core.errors import ArgumentError, AttnlabError, close_matches
-from attnlab.functional.modules import AttentionModule, AttentionPoolModule
-from attnlab.functional.probe import PORTS, Probe, checked_patch
-from attnlab.graph import Graph
+from attnlab.functional.probe import Patch, Probe, checked_patch
 from attnlab.graph.analysis import analyze
 from attnlab.graph.codegen import input_key
 from attnlab.graph.plan import Plan, build_plan
+from attnlab.graph.sites import Site, Sites, capture_patterns, patch_items
 
 __all__ = ["Trace", "trace", "names"]
-
-Patch = Union[Tensor, Callable[[Tensor], Tensor]]
-_ATTENTION = (AttentionModule, AttentionPoolModule)
 
 
 def _size(t: Any) -> str:
@@ -90,41 +80,7 @@ class Trace(Mapping[str, Tensor]):
         return f"Trace(outputs {outs}; {len(self)} captured{':' if rows else ''}{rows})"
 
 
-# -- the names a network offers ------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Site:
-    """Where a named value is made: the networks' layers down to it (`path`), and its port;
-    `inside`: attention's inside (a probe port) rather than a layer's output."""
-    path: tuple[str, ...]
-    port: str
-    inside: bool
-
-
-def _sites(net: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Site, bool]]:
-    """(name, site, single: the layer's only output) of every value `net` offers, in order."""
-    mods = net.layer_modules
-    for lname in _order(net):
-        layer = net.layer_map[lname]
-        inner = path + (lname,)
-        module = mods[lname] if lname in mods else None
-        probed = isinstance(module, _ATTENTION)
-        outs = layer.output_ports
-        for port in outs:
-            if probed and port in PORTS:
-                continue                                  # the probe's port of that name
-            yield "/".join(inner + (port,)), Site(inner, port, False), len(outs) == 1
-        if probed:
-            for port in PORTS:
-                yield "/".join(inner + (port,)), Site(inner, port, True), False
-        if isinstance(layer, Graph) and module is not None:
-            yield from _sites(module, inner)
-
-
-def _order(net: Any) -> list[str]:
-    """The layers in the order the forward runs them (the analysis' order)."""
-    return list(_analysis(net).order)
-
+# -- the names a network offers (graph/sites.py) ------------------------------------------
 
 def _analysis(net: Any):
     """The analysis the network's plan was made from (at the sizes it had)."""
@@ -146,42 +102,13 @@ def catalogue(net: Any) -> Catalogue:
     return made
 
 
-class Catalogue:
-    """Every name a network offers for tracing: `sites` (name → Site, in order) and `aliases`
-    (a single-output layer's name → its output's name)."""
+class Catalogue(Sites):
+    """The network's names in a trace's words, with the traced plans made for them."""
 
     def __init__(self, net: Any) -> None:
-        self.sites: dict[str, Site] = {}
-        self.aliases: dict[str, str] = {}
+        super().__init__(net, "trace")
         # traced plans by the layer outputs they tap, with their taps: made once each
         self.plans: dict[frozenset[str], tuple[Plan, list[_Tap]]] = {}
-        for name, site, single in _sites(net):
-            self.sites[name] = site
-            alias = "/".join(site.path)
-            if single and alias not in self.sites:
-                self.aliases.setdefault(alias, name)
-        self.order = {n: i for i, n in enumerate(self.sites)}      # name → its place
-
-    def select(self, pattern: Any, what: str) -> list[str]:
-        """The names `pattern` stands for: a name, a layer's name alone, or an `fnmatch`
-        pattern over both; matching nothing is an ArgumentError with close names."""
-        if not isinstance(pattern, str) or not pattern:
-            raise ArgumentError(f"trace: each {what} name must be a non-empty string such as "
-                                f"'h.0.attn/scores' or 'h.*.attn/scores', received {pattern!r}.")
-        if pattern in self.sites:
-            return [pattern]
-        if pattern in self.aliases:
-            return [self.aliases[pattern]]
-        found = [n for n in self.sites if fnmatchcase(n, pattern)]
-        found += [n for a, n in self.aliases.items() if fnmatchcase(a, pattern) and n not in found]
-        if not found:
-            raise ArgumentError(
-                f"trace: {what} '{pattern}' matches no name of the network."
-                + close_matches(pattern, list(self.sites) + list(self.aliases))
-                + " Names are 'layer/port' (a nested network's 'outer/inner/port'), with "
-                  "'layer/query', 'layer/key', 'layer/scores' and 'layer/heads' for each "
-                  "attention layer; al.network.tracing.names(net) lists them all.")
-        return sorted(found, key=self.order.__getitem__)
 
 
 def names(net: Any) -> list[str]:
@@ -196,17 +123,12 @@ def names(net: Any) -> list[str]:
 class _Asked:
     """What one call asks: per name, captured or not and its patch."""
 
-    def __init__(self, catalogue: Catalogue, capture: Sequence[str],
-                 patch: Mapping[str, Patch]) -> None:
+    def __init__(self, catalogue: Catalogue, capture: Any, patch: Any) -> None:
         self.capture: set[str] = set()
-        for pat in capture:
+        for pat in capture_patterns(capture, "trace"):
             self.capture.update(catalogue.select(pat, "capture pattern"))
         self.patch: dict[str, Patch] = {}
-        for pat, value in patch.items():
-            if not isinstance(value, Tensor) and not callable(value):
-                raise ArgumentError(f"trace: the patch of '{pat}' must be a tensor or a function "
-                                    f"of the value returning one, received "
-                                    f"{type(value).__name__}.")
+        for pat, value in patch_items(patch, "trace"):
             for name in catalogue.select(pat, "patch name"):
                 self.patch[name] = value
         self.sites = {n: catalogue.sites[n] for n in catalogue.sites
@@ -268,18 +190,11 @@ def trace(net: Any, args: tuple, kwargs: dict, capture: Union[str, Sequence[str]
           patch: Optional[Mapping[str, Patch]] = None) -> Trace:
     """`net.trace`: run `net` on the inputs (`args`, `kwargs` as its forward takes them) with
     the values asked for captured and patched (see the module doc)."""
-    if isinstance(capture, str):
-        capture = [capture]
-    if patch is None:
-        patch = {}
-    if not isinstance(patch, Mapping):
-        raise ArgumentError(f"trace: patch must be a dict of name → tensor or function, "
-                            f"received {type(patch).__name__}.")
     plan = net._plan if net._plan is not None else net._prepare(args, kwargs)
     if net._edits[0] != net._made:
         plan = net._replan()
     names_ = catalogue(net)
-    asked = _Asked(names_, list(capture), patch)
+    asked = _Asked(names_, capture, patch)
     values: dict[str, Tensor] = {}
 
     def keep(name: str, site: Site, value: Any) -> Any:
@@ -289,7 +204,7 @@ def trace(net: Any, args: tuple, kwargs: dict, capture: Union[str, Sequence[str]
         if given is None:
             return value
         new = given(value) if callable(given) else given
-        return checked_patch("/".join(site.path), site.port, value, new, callable(given))
+        return checked_patch(site.layer, site.port, value, new, callable(given))
 
     outputs_asked = {n: s for n, s in asked.sites.items() if not s.inside}
     taps: list[_Tap] = []

@@ -22,7 +22,8 @@ _IDS = (torch.int64, torch.int32)     # token ids an Embedding-only input takes 
 
 
 def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device=None,
-           precision: str = "fp32", compile=False, capture=None, patch=None) -> "Stream":
+           precision: str = "fp32", compile=False, capture=None, patch=None,
+           _caller: str = "stream") -> "Stream":
     """Step-wise execution of `net` (Trax's predict mode, without a second model).
 
     `static_inputs`: a dict by input name of the inputs given whole (e.g. an encoder's
@@ -113,7 +114,7 @@ def stream(net, static_inputs: dict | None = None, *, capacity: int = 64, device
                                "(B×T×C, or B×T token ids) can be streamed. Pass it in "
                                "static_inputs.")
     static_shapes = compile is not False and compile is not None
-    taps = Capture(net, capture, patch)
+    taps = Capture(net, capture, patch, _caller)      # _caller: whose words it refuses in
     if taps and static_shapes:
         raise ArgumentError("stream: capture and patch run the step eagerly (a value kept or "
                             "replaced at every step is no part of a compiled graph); leave "

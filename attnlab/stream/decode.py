@@ -277,7 +277,7 @@ def generate(net: Any, start: int | Tensor | np.ndarray | list = 0,
             static_inputs = beam_search.expand(static_inputs, beam.num_beams)
         s = stream(net, static_inputs, capacity=prompt + min(new, _FIRST_STEPS),
                    device=device, precision=precision, compile=compile,
-                   capture=capture_argument(capture))
+                   capture=capture_argument(capture), _caller=S.GEN)
         _one_streamed_input(s, "generate")
         pick = _output_picker(s, output)
         if stops is not None and "stop" in taken:

@@ -246,3 +246,39 @@ def test_a_nested_encoder_run_once_from_static_inputs_is_captured_inside():
     close(s.captured["encoder/att/scores"], full["encoder/att/scores"])
     close(s.captured["encoder/ln/out"], full["encoder/ln/out"])
     close(s.step(x), full.outputs)                           # the patch reached the cross keys
+
+
+def test_captured_follows_the_order_of_a_trace_whatever_the_order_of_layers():
+    torch.manual_seed(0)
+    encoder = al.Network([L.SequenceInput(D, name="in"), L.LayerNorm(name="ln")],
+                         name="encoder")
+    net = al.Network([L.SequenceInput(D, name="x"),
+                      L.MultiHeadAttention(2, D, name="cross"), L.Dense(3, name="fc")])
+    net.add([L.SequenceInput(D, name="mem"), encoder])      # added after the layers reading it
+    net.connect("encoder", "cross/key")
+    net.connect("encoder", "cross/value")
+    net.eval()
+    x, mem = torch.randn(2, 3, D), torch.randn(2, 4, D)
+    names = ["fc/out", "cross/scores", "encoder/ln/out", "x/out", "mem/out"]
+    with torch.no_grad():
+        full = net.trace({"x": x, "mem": mem}, capture=names)
+    s = net.stream({"mem": mem}, capture=names)
+    s.step(x[:, :2])
+    assert list(s.captured) == list(full)                # static and stepped values alike
+    assert list(full) == [n for n in al.network.tracing.names(net) if n in names]
+
+
+def test_refusals_speak_in_the_words_of_the_function_called():
+    net = gpt()
+    with pytest.raises(al.ArgumentError, match=r"^stream: capture pattern 'att/score' matches "
+                                               r"no name of the network\. Did you mean "
+                                               r"'att/scores'"):
+        net.stream(capture=["att/score"])
+    with pytest.raises(al.ArgumentError, match=r"^stream: patch name 'hed/\*' matches no name"):
+        net.stream(patch={"hed/*": lambda v: v})
+    with pytest.raises(al.ArgumentError, match=r"^generate: capture pattern 'att/scoers' "
+                                               r"matches no name.*'att/scores'"):
+        al.generate(net, 1, max_new_tokens=2, capture=["att/scoers"])
+    with pytest.raises(al.ArgumentError, match=r"^trace: capture pattern 'att/scoers' "
+                                               r"matches no name.*'att/scores'"):
+        net.trace(ids(), capture=["att/scoers"])
