@@ -1,12 +1,14 @@
 """Shared timing and reporting for the benchmark scripts (not tests: nothing here asserts)."""
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import re
 import statistics
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
@@ -103,3 +105,26 @@ def write_section(name: str, text: str) -> None:
     else:
         new = old.rstrip() + "\n\n" + block + "\n"
     RESULTS.write_text(new)
+
+
+def bench_main(name: str, doc: str, measure: Callable[[bool, int], Any],
+               report: Callable[..., str], rounds: int, argv: list[str] | None = None) -> Any:
+    """A benchmark's command line: `--smoke` (a tiny model, one round; writes nothing),
+    `--rounds`, `--threads`. Runs `measure(smoke, rounds)`, prints `report(result, load before,
+    load after, rounds, smoke)` and writes it as section `name` of RESULTS.md; returns the
+    result, for the smoke tests."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="a tiny model, one round; writes nothing")
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    args, _ = ap.parse_known_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rounds = 1 if args.smoke else args.rounds
+    before = load_average()
+    result = measure(args.smoke, rounds)
+    text = report(result, before, load_average(), rounds, args.smoke)
+    print(text)
+    if not args.smoke:
+        write_section(name, text)
+    return result

@@ -15,7 +15,6 @@ Needs the `hf` extra (transformers, peft).
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -29,8 +28,8 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import attnlab as al                                                  # noqa: E402
-from _common import (interleaved_samples, load_average, load_note, machine,  # noqa: E402
-                     ratio_cells, write_section)
+from _common import (bench_main, interleaved_samples, load_note, machine,  # noqa: E402
+                     ratio_cells)
 from checkpoints import _peaks                                        # noqa: E402
 
 
@@ -122,21 +121,7 @@ def report(r: dict, before, after, rounds: int, smoke: bool) -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="a tiny model, one round; writes nothing")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    args, _ = ap.parse_known_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    rounds = 1 if args.smoke else args.rounds
-    before = load_average()
-    r = measure(args.smoke, rounds)
-    text = report(r, before, load_average(), rounds, args.smoke)
-    print(text)
-    if not args.smoke:
-        write_section("lora", text)
-    return r
+    return bench_main("lora", __doc__, measure, report, 5, argv)
 
 
 if __name__ == "__main__":

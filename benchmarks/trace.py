@@ -17,7 +17,6 @@ Needs the `hf` extra (transformers).
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -30,8 +29,8 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import attnlab as al                                                  # noqa: E402
-from _common import (interleaved_samples, load_average, load_note, machine,  # noqa: E402
-                     ratio_cells, write_section)
+from _common import (bench_main, interleaved_samples, load_note, machine,  # noqa: E402
+                     ratio_cells)
 
 GOAL = 1.5          # the scores of every attention layer: at most this × a plain forward
 
@@ -141,21 +140,7 @@ def report(rows: list[dict], before, after, rounds: int, smoke: bool) -> str:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="a tiny model, one round; writes nothing")
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
-    args, _ = ap.parse_known_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    rounds = 1 if args.smoke else args.rounds
-    before = load_average()
-    rows = measure(args.smoke, rounds)
-    text = report(rows, before, load_average(), rounds, args.smoke)
-    print(text)
-    if not args.smoke:
-        write_section("trace", text)
-    return rows
+    return bench_main("trace", __doc__, measure, report, 7, argv)
 
 
 if __name__ == "__main__":
