@@ -23,9 +23,9 @@ TITLES = {"rollout": "attention rollout", "ig": "integrated gradients", "lens": 
 MAX_LENS_POSITIONS = 64           # the logit-lens table shows the last this many positions
 
 
-def parse_methods(text: str) -> tuple[str, ...]:
+def parse_methods(text: str, who: str = "--method") -> tuple[str, ...]:
     """`--method`: 'all', one of METHODS, or several separated by commas → the methods, in
-    METHODS order. 'none' (view only asks for it) gives ()."""
+    METHODS order. 'none' (view only asks for it) gives (). `who` names the argument."""
     words = [w.strip().lower() for w in str(text).split(",") if w.strip()]
     if words == ["none"]:
         return ()
@@ -34,8 +34,8 @@ def parse_methods(text: str) -> tuple[str, ...]:
     unknown = [w for w in words if w not in METHODS]
     if unknown or not words:
         what = f"unknown method {unknown[0]!r}" if unknown else "no method given"
-        raise ArgumentError(f"--method: {what}; choose from {', '.join(METHODS)} or all "
-                            "(several separated by commas, e.g. --method rollout,ig)")
+        raise ArgumentError(f"{who}: {what}; choose from {', '.join(METHODS)} or all "
+                            "(several separated by commas, e.g. 'rollout,ig')")
     return tuple(m for m in METHODS if m in words)
 
 
@@ -107,10 +107,13 @@ def explanations(net, sample, labels=None, methods=METHODS, target: int | None =
     """The page's `explanations` object for `sample` (as `attention_maps` takes it): the
     target, then one entry per method. A method that does not apply to the network (the logit
     lens of a classifier, rollout without attention) is a note on the page, or with
-    `strict=True` (methods the user named) the error itself. `vocabulary` (id → token) names
-    the tokens the logit lens predicts."""
+    `strict=True` (methods the user named) the error itself. `methods`: names from METHODS,
+    or one string as `--method` takes it ("all", "rollout,ig"). `vocabulary` (id → token)
+    names the tokens the logit lens predicts."""
     import torch
 
+    methods = parse_methods(methods if isinstance(methods, str) else ",".join(methods) or "none",
+                            who="methods")
     inputs = sample_inputs(net, sample)
     was_training = net.training
     net.eval()

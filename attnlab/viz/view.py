@@ -97,10 +97,10 @@ def view(net, path=None, *, sample=None, labels=None, training=None, serve: bool
     with `.stop()`, it stops by itself after `timeout` seconds). Without either, returns the
     HTML. `sample`: an input (array, or dict by input name) whose attention weights the page
     shows; `labels`: tokens per input name; `training`: a TrainingInfo for its curves;
-    `methods`: the explanations of the sample to add ("rollout", "ig", "lens", "heads";
-    attnlab.viz.page_explain)."""
+    `methods`: the explanations of the sample to add ("rollout", "ig", "lens", "heads", or
+    one string as `attnlab view --method` takes it, e.g. "all"; attnlab.viz.page_explain)."""
     text = page_html(net, sample=sample, labels=labels, training=training, title=title,
-                     methods=tuple(methods))
+                     methods=methods)
     if serve:
         server = PageServer(text, timeout=timeout)
         server.start()

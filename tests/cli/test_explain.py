@@ -40,8 +40,8 @@ def test_methods_are_parsed_in_one_order_and_unknown_ones_refused():
     assert parse_methods("all") == METHODS
     assert parse_methods("heads, ig") == ("ig", "heads")
     assert parse_methods("none") == ()
-    with pytest.raises(ArgumentError, match=r"unknown method 'gradcam'; choose from rollout, "
-                                            r"ig, lens, heads or all"):
+    with pytest.raises(ArgumentError, match=r"--method: unknown method 'gradcam'; choose from "
+                                            r"rollout, ig, lens, heads or all"):
         parse_methods("ig,gradcam")
 
 

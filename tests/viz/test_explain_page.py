@@ -154,6 +154,18 @@ def test_causal_lm_explanations_are_explains_results(gpt2_folder):
     assert [r["layer"] for r in ex["heads"]["layers"]] == ["h.0.attn", "h.1.attn"]
 
 
+def test_the_python_page_takes_methods_by_name_or_as_one_string(tmp_path):
+    net = _classifier()
+    data = V.page_data(net, sample=X, methods="rollout,heads")["explanations"]
+    assert [a["method"] for a in data["attributions"]] == ["rollout"] and data["heads"]
+    page = net.view(tmp_path / "p.html", sample=X, methods=["ig"])
+    ex = _data_of(page.read_text(encoding="utf-8"))["explanations"]
+    assert [a["method"] for a in ex["attributions"]] == ["ig"]
+    with pytest.raises(ArgumentError, match=r"methods: unknown method 'saliency'; choose from "
+                                            r"rollout, ig, lens, heads or all"):
+        V.page_data(net, sample=X, methods=("ig", "saliency"))
+
+
 def test_the_lens_of_a_long_input_shows_its_last_positions(gpt2_folder, monkeypatch):
     from attnlab.viz import page_explain
     monkeypatch.setattr(page_explain, "MAX_LENS_POSITIONS", 4)
