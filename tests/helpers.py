@@ -52,3 +52,11 @@ def naive_greedy(net, prompt, n):
         out.append(nxt)
         cur = torch.cat([cur, nxt[:, None]], 1)
     return torch.stack(out, 1)
+
+
+def assert_page_clean(page, path):
+    """A page opened in tests/chromium.py's browser logged no error, asked for nothing but
+    itself and opened no dialog."""
+    assert page.console_errors == []
+    assert page.requests == [path.resolve().as_uri()]       # the page itself, nothing else
+    assert page.dialogs == []

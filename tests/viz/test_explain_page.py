@@ -18,6 +18,7 @@ from attnlab.core.errors import ArgumentError, AttnlabError, DataError
 from attnlab.viz import view as V
 from attnlab.viz.page_attention import attention_modules, sample_inputs
 from attnlab.viz.page_explain import choose_target, explanations, head_ablation
+from helpers import assert_page_clean
 from pretrained_helpers import quiet_transformers, save_checkpoint
 
 IDS = np.array([3, 17, 5, 9, 30, 2], dtype=np.int64)
@@ -360,6 +361,10 @@ def test_cli_explain_and_view_on_a_demo_folder(tmp_path):
     assert main(["explain", str(folder), "--method", "rollout,heads"]) == 0
     ex = _data_of((folder / "explain.html").read_text(encoding="utf-8"))["explanations"]
     assert [a["method"] for a in ex["attributions"]] == ["rollout"] and ex["heads"]
+    assert main(["view", str(folder)]) == 0              # by default the two cheap ones
+    ex = _data_of((folder / "view.html").read_text(encoding="utf-8"))["explanations"]
+    assert [a["method"] for a in ex["attributions"]] == ["rollout"] and ex["heads"] is None
+    assert [n.split(":")[0] for n in ex["notes"]] == ["logit lens"]
     assert main(["view", str(folder), "--method", "ig"]) == 0
     ex = _data_of((folder / "view.html").read_text(encoding="utf-8"))["explanations"]
     assert [a["method"] for a in ex["attributions"]] == ["ig"]
@@ -368,28 +373,6 @@ def test_cli_explain_and_view_on_a_demo_folder(tmp_path):
 
 
 # ------------------------------------------------------------------- in a real browser ---
-
-chromium = pytest.importorskip("chromium", reason="tests/chromium.py not importable")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if chromium.find_chromium() is None:
-        pytest.skip("Chromium is not installed (Debian: apt-get install chromium; or set "
-                    "ATTNLAB_CHROMIUM): the page is not tested in a browser")
-    try:
-        b = chromium.Browser(width=1280, height=900)
-    except chromium.BrowserError as e:
-        pytest.skip(f"Chromium does not start here: {e}")
-    yield b
-    b.close()
-
-
-def _clean(page, path):
-    assert page.console_errors == []
-    assert page.requests == [path.resolve().as_uri()]       # the page itself, nothing else
-    assert page.dialogs == []
-
 
 def test_browser_explain_page_of_a_causal_lm(browser, gpt2_folder, tmp_path):
     np.savez(tmp_path / "ids.npz", input_ids=IDS,
@@ -426,7 +409,7 @@ def test_browser_explain_page_of_a_causal_lm(browser, gpt2_folder, tmp_path):
     assert lens[2][1:] == [c["token"] for c in data["lens"]["top"][1]]
     assert page.eval("document.querySelectorAll('#explain-notes li').length") == 0
     assert page.eval("document.title").endswith(" · attnlab explain")
-    _clean(page, out)
+    assert_page_clean(page, out)
 
 
 def test_browser_view_page_shows_image_explanations_and_notes(browser, tmp_path):
@@ -442,12 +425,12 @@ def test_browser_view_page_shows_image_explanations_and_notes(browser, tmp_path)
     notes = page.eval("[...document.querySelectorAll('#explain-notes li')].map(e => e.textContent)")
     assert len(notes) == 1 and notes[0].startswith("logit lens: ")
     assert page.eval("document.getElementById('explain-heads').children.length") == 0
-    _clean(page, path)
+    assert_page_clean(page, path)
     plain = tmp_path / "plain.html"
     plain.write_text(V.page_html(net, sample=image), encoding="utf-8")
     page = browser.open(plain)
     assert page.eval("document.getElementById('explanations').hidden") is True
-    _clean(page, plain)
+    assert_page_clean(page, plain)
 
 
 def test_browser_a_long_time_series_gets_one_bar_per_step(browser, tmp_path):
@@ -463,4 +446,4 @@ def test_browser_a_long_time_series_gets_one_bar_per_step(browser, tmp_path):
     assert page.eval("document.querySelectorAll('.attribution[data-method=\"ig\"] "
                      "rect.bar.neg').length") > 0
     assert page.eval("document.title").endswith(" · attnlab view")
-    _clean(page, path)
+    assert_page_clean(page, path)

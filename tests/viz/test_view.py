@@ -19,6 +19,7 @@ from attnlab.cli import main
 from attnlab.cli.demos.seed1 import answer_network, question_network
 from attnlab.core.errors import ArgumentError, DataError
 from attnlab.viz import view as V
+from helpers import assert_page_clean
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -285,33 +286,11 @@ def test_cli_view_errors(tmp_path, capsys):
 
 # ------------------------------------------------------------------- in a real browser ---
 
-chromium = pytest.importorskip("chromium", reason="tests/chromium.py not importable")
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if chromium.find_chromium() is None:
-        pytest.skip("Chromium is not installed (Debian: apt-get install chromium; or set "
-                    "ATTNLAB_CHROMIUM): the page is not tested in a browser")
-    try:
-        b = chromium.Browser(width=1280, height=900)
-    except chromium.BrowserError as e:
-        pytest.skip(f"Chromium does not start here: {e}")
-    yield b
-    b.close()
-
-
 def _open(browser, tmp_path, net, name, **kw):
     path = tmp_path / f"{name}.html"
     path.write_text(V.page_html(net, **kw), encoding="utf-8")
     page = browser.open(path)
     return page, path
-
-
-def _clean(page, path):
-    assert page.console_errors == []
-    assert page.requests == [path.resolve().as_uri()]       # the page itself, nothing else
-    assert page.dialogs == []
 
 
 def test_browser_graph_details_and_heatmap(browser, tmp_path):
@@ -351,7 +330,7 @@ def test_browser_graph_details_and_heatmap(browser, tmp_path):
     page.type_text("#search", "lstm")
     assert page.eval("document.querySelectorAll('.node.match').length") == 2
     page.screenshot(tmp_path / "answer.png", full_page=True)
-    _clean(page, path)
+    assert_page_clean(page, path)
 
 
 def test_browser_cycle_in_red_with_the_issue_text(browser, tmp_path):
@@ -368,7 +347,7 @@ def test_browser_cycle_in_red_with_the_issue_text(browser, tmp_path):
     assert colour == "rgb(214, 39, 40)"
     page.click('.node[data-name="lstm_decoder"]')
     assert "cycle: cross-attention" in page.eval("document.getElementById('details-issues').textContent")
-    _clean(page, path)
+    assert_page_clean(page, path)
 
 
 def test_browser_hostile_names_stay_text(browser, tmp_path):
@@ -380,7 +359,7 @@ def test_browser_hostile_names_stay_text(browser, tmp_path):
     assert page.eval("document.getElementById('title').textContent") == "</script><script>alert(3)</script>"
     page.click(f'.node[data-name="{HOSTILE}"]')
     assert page.eval("document.getElementById('details-name').textContent") == HOSTILE
-    _clean(page, path)
+    assert_page_clean(page, path)
 
 
 def test_browser_training_curves(browser, tmp_path):
@@ -390,4 +369,4 @@ def test_browser_training_curves(browser, tmp_path):
     assert page.eval("document.getElementById('training').hidden") is False
     assert page.eval("document.querySelectorAll('#training-charts svg.chart').length") == 2
     assert page.eval("document.querySelectorAll('#training-charts path.series').length") == 3
-    _clean(page, path)
+    assert_page_clean(page, path)
