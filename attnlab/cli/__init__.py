@@ -8,7 +8,8 @@
     attnlab plot FILE -o PICTURE           draw a saved network or a script's (PNG, SVG or PDF)
     attnlab view FILE [-o PAGE | --serve]  an interactive page of the network and its attention
                   [--set N=V]...           (FILE: a saved network, a demo's folder or FILE.m)
-                  [--input SAMPLE]         (+ its attention maps and explanations)
+                  [--input SAMPLE]         (+ its attention maps and explanations,
+                  [--method M[,M…]]        rollout,lens unless told otherwise)
     attnlab explain FILE --input SAMPLE    a page of what the output rests on for one sample:
                   [--method M[,M…]]        rollout, ig, lens, heads or all (default)
                   [--target CLASS]         (default: the class the network predicts)
@@ -99,9 +100,10 @@ def main(argv=None) -> int:
                       help="a sample (.npy, .csv, .npz with one array per input name, or .txt "
                            "for a Hugging Face folder with a tokenizer.json) whose attention "
                            "weights and explanations the page shows")
-    view.add_argument("--method", default="all", metavar="METHODS",
-                      help="the explanations of the sample: rollout, ig, lens, heads, all "
-                           "(default) or none; several separated by commas")
+    view.add_argument("--method", default="rollout,lens", metavar="METHODS",
+                      help="the explanations of the sample: rollout, ig, lens, heads, all or "
+                           "none; several separated by commas (default rollout,lens: one run "
+                           "of the network each)")
     view.add_argument("--title", default=None, help="the page's title (default: the file name)")
     view.add_argument("--port", type=int, default=0, help="with --serve: the port (default: a free one)")
     view.add_argument("--timeout", type=float, default=3600.0,
