@@ -22,3 +22,14 @@ if os.environ.get("CI"):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch thread for the test: tiny models run fastest so, and stay immune to other
+    processes on a busy machine. A module asks for it with
+    `pytestmark = pytest.mark.usefixtures("one_thread")`."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)

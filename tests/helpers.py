@@ -1,4 +1,11 @@
-"""Shared test helpers: single-layer networks and concrete data for specs."""
+"""Shared test helpers: single-layer networks and concrete data for specs; worker processes
+run in a process group of their own; a page's clean load in the browser."""
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
 import torch
 
 import attnlab as al
@@ -60,3 +67,30 @@ def assert_page_clean(page, path):
     assert page.console_errors == []
     assert page.requests == [path.resolve().as_uri()]       # the page itself, nothing else
     assert page.dialogs == []
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def worker_env() -> dict:
+    """The environment of a worker process the tests start (tests/*_worker.py): one thread,
+    attnlab importable from this checkout, no torchrun variables inherited."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    env.pop("WORLD_SIZE", None)
+    return env
+
+
+def run_in_group(cmd: list, timeout: float) -> subprocess.CompletedProcess:
+    """Runs `cmd` (worker_env, in the repository root) in its own process group and, on a
+    timeout, kills the whole group and fails the test: torchrun's workers would otherwise
+    outlive the launcher."""
+    proc = subprocess.Popen([str(c) for c in cmd], env=worker_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"{' '.join(map(str, cmd[-4:]))} did not finish in {timeout} s:\n"
+                    f"{out[-2000:]}{err[-2000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

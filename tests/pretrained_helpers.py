@@ -53,3 +53,24 @@ def hf_greedy(model, prompt: torch.Tensor, n: int) -> torch.Tensor:
                              do_sample=False, eos_token_id=None, pad_token_id=0)
     return out[:, prompt.shape[1]:]
 
+
+
+def tiny_gpt2(folder: Path, vocab_size: int, n_layer: int = 2, seed: int = 0, **config):
+    """A random GPT-2 of 16 channels, 2 heads and 16 positions (`config` adds or replaces
+    GPT2Config fields), saved in `folder`: (the model, in eval mode; the folder)."""
+    transformers = quiet_transformers()
+    torch.manual_seed(seed)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_layer=n_layer, n_embd=16, n_head=2, vocab_size=vocab_size, n_positions=16, **config))
+    return model, save_checkpoint(model, folder)
+
+
+def tiny_bert(folder: Path, vocab_size: int, layers: int, seed: int = 0, **config):
+    """A random BertModel of 16 channels, 2 heads, 24 feed-forward channels and 16 positions,
+    saved in `folder`: (the model, in eval mode; the folder)."""
+    transformers = quiet_transformers()
+    torch.manual_seed(seed)
+    model = transformers.BertModel(transformers.BertConfig(
+        num_hidden_layers=layers, hidden_size=16, num_attention_heads=2, intermediate_size=24,
+        vocab_size=vocab_size, max_position_embeddings=16, **config))
+    return model, save_checkpoint(model, folder)

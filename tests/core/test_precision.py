@@ -21,12 +21,7 @@ QUIET = dict(verbose=False)
 CUDA = torch.cuda.is_available()
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _cpu_autocast(dtype) -> bool:

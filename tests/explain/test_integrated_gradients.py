@@ -9,7 +9,7 @@ import torch
 import attnlab as al
 from attnlab import layers as L
 from attnlab.explain.gradients import integrate, nodes, path
-from pretrained_helpers import quiet_transformers, save_checkpoint
+from pretrained_helpers import quiet_transformers, save_checkpoint, tiny_gpt2
 
 transformers = pytest.importorskip("transformers")
 quiet_transformers()
@@ -46,10 +46,7 @@ def test_a_linear_model_gets_exactly_input_times_weight():
 
 @pytest.fixture(scope="module")
 def gpt2(tmp_path_factory):
-    torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        n_layer=2, n_embd=16, n_head=2, vocab_size=40, n_positions=16)).eval()
-    return al.from_pretrained(save_checkpoint(model, tmp_path_factory.mktemp("gpt2")))
+    return al.from_pretrained(tiny_gpt2(tmp_path_factory.mktemp("gpt2"), 40)[1])
 
 
 def test_completeness_on_a_token_model_per_token_through_the_embedding(gpt2):

@@ -8,7 +8,7 @@ import torch
 
 import attnlab as al
 from attnlab import layers as L
-from pretrained_helpers import quiet_transformers, save_checkpoint
+from pretrained_helpers import quiet_transformers, tiny_bert, tiny_gpt2
 
 transformers = pytest.importorskip("transformers")
 quiet_transformers()
@@ -18,10 +18,8 @@ VOCAB = 30
 
 @pytest.fixture(scope="module")
 def gpt2(tmp_path_factory):
-    torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        n_layer=3, n_embd=16, n_head=2, vocab_size=VOCAB, n_positions=16)).eval()
-    return model, al.from_pretrained(save_checkpoint(model, tmp_path_factory.mktemp("gpt2")))
+    model, folder = tiny_gpt2(tmp_path_factory.mktemp("gpt2"), VOCAB, n_layer=3)
+    return model, al.from_pretrained(folder)
 
 
 def test_logit_lens_equals_transformers_head_on_each_hidden_state(gpt2):
@@ -57,10 +55,7 @@ def test_logit_lens_table_and_plot(gpt2):
 
 
 def test_logit_lens_refuses_an_encoder_naming_what_it_expects(tmp_path):
-    hf = transformers.BertModel(transformers.BertConfig(
-        num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=24,
-        vocab_size=VOCAB, max_position_embeddings=16))
-    net = al.from_pretrained(save_checkpoint(hf, tmp_path))
+    net = al.from_pretrained(tiny_bert(tmp_path, VOCAB, layers=1)[1])
     with pytest.raises(al.NetworkError, match=r"logit_lens expects a causal language model: "
                                               r"token ids in, .* logits B×T×V out; .* has "
                                               r"attention that is not causal, 2 outputs"):

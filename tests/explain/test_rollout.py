@@ -6,7 +6,7 @@ import torch
 
 import attnlab as al
 from attnlab import layers as L
-from pretrained_helpers import quiet_transformers, save_checkpoint
+from pretrained_helpers import quiet_transformers, save_checkpoint, tiny_bert, tiny_gpt2
 
 transformers = pytest.importorskip("transformers")
 quiet_transformers()
@@ -24,11 +24,9 @@ def _abnar(attentions, t):
 
 @pytest.fixture(scope="module")
 def gpt2(tmp_path_factory):
-    torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        n_layer=2, n_embd=16, n_head=2, vocab_size=VOCAB, n_positions=16,
-        attn_implementation="eager")).eval()
-    return model, al.from_pretrained(save_checkpoint(model, tmp_path_factory.mktemp("gpt2")))
+    model, folder = tiny_gpt2(tmp_path_factory.mktemp("gpt2"), VOCAB,
+                              attn_implementation="eager")
+    return model, al.from_pretrained(folder)
 
 
 def test_rollout_equals_abnars_formula_on_gpt2(gpt2):
@@ -43,11 +41,8 @@ def test_rollout_equals_abnars_formula_on_gpt2(gpt2):
 
 
 def test_rollout_equals_abnars_formula_on_a_padded_bert_batch(tmp_path):
-    torch.manual_seed(1)
-    hf = transformers.BertModel(transformers.BertConfig(
-        num_hidden_layers=2, hidden_size=16, num_attention_heads=2, intermediate_size=24,
-        vocab_size=VOCAB, max_position_embeddings=16, attn_implementation="eager")).eval()
-    net = al.from_pretrained(save_checkpoint(hf, tmp_path))
+    hf, folder = tiny_bert(tmp_path, VOCAB, layers=2, seed=1, attn_implementation="eager")
+    net = al.from_pretrained(folder)
     ids = torch.randint(1, VOCAB, (2, 6))
     mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
     got = al.explain.rollout(net, {"input_ids": ids, "attention_mask": mask})

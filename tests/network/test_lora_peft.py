@@ -8,7 +8,8 @@ import torch
 
 import attnlab as al
 from attnlab import layers as L
-from pretrained_helpers import quiet_transformers, relative_difference, save_checkpoint
+from pretrained_helpers import (quiet_transformers, relative_difference, save_checkpoint,
+                                tiny_gpt2)
 
 transformers = pytest.importorskip("transformers")
 peft = pytest.importorskip("peft")
@@ -99,10 +100,7 @@ def test_save_then_load_round_trips_on_a_plain_network(tmp_path):
 
 
 def test_gpt2_fused_qkv_adapter_gives_peft_the_same_outputs(tmp_path):
-    torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=VOCAB,
-                                  n_positions=16)
-    folder = save_checkpoint(transformers.GPT2LMHeadModel(cfg), tmp_path / "gpt2")
+    folder = tiny_gpt2(tmp_path / "gpt2", VOCAB)[1]
     hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
     net = al.from_pretrained(folder).eval()
     net.add_lora(["h.*.attn/query", "h.*.attn/value", "h.1.mlp.c_fc"], rank=2, alpha=3)
@@ -133,10 +131,7 @@ def test_gpt2_fused_qkv_adapter_gives_peft_the_same_outputs(tmp_path):
 
 
 def test_gpt2_c_attn_adapter_saved_by_peft_loads_with_the_same_outputs(tmp_path):
-    torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=VOCAB,
-                                  n_positions=16)
-    folder = save_checkpoint(transformers.GPT2LMHeadModel(cfg), tmp_path / "gpt2")
+    folder = tiny_gpt2(tmp_path / "gpt2", VOCAB)[1]
     hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
     model = peft.get_peft_model(hf, peft.LoraConfig(r=3, lora_alpha=5, fan_in_fan_out=True,
                                                     target_modules=["c_attn", "c_proj"]))
@@ -178,10 +173,7 @@ def test_dora_is_refused(tmp_path):
 
 
 def test_merging_an_adapter_on_a_tied_weight_is_refused(tmp_path):
-    torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=VOCAB,
-                                  n_positions=16)
-    net = al.from_pretrained(save_checkpoint(transformers.GPT2LMHeadModel(cfg), tmp_path))
+    net = al.from_pretrained(tiny_gpt2(tmp_path, VOCAB, n_layer=1)[1])
     assert net.analyze().shared == {"lm_head/weight": "wte/weight"}
     net.add_lora(["h.0.attn/query", "lm_head"], rank=2)
     with torch.no_grad():
@@ -371,10 +363,7 @@ def test_adapters_of_several_add_lora_calls_save_with_their_own_ranks(llama, tmp
 
 
 def test_parts_of_one_tensor_scaled_apart_are_refused(tmp_path):
-    torch.manual_seed(0)
-    cfg = transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=VOCAB,
-                                  n_positions=16)
-    net = al.from_pretrained(save_checkpoint(transformers.GPT2LMHeadModel(cfg), tmp_path / "g"))
+    net = al.from_pretrained(tiny_gpt2(tmp_path / "g", VOCAB, n_layer=1)[1])
     net.add_lora("h.0.attn/query", rank=2, alpha=4)
     net.add_lora("h.0.attn/value", rank=2, alpha=8)
     with pytest.raises(al.NetworkError, match=r"parts of 'transformer\.h\.0\.attn\.c_attn' "

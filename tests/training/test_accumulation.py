@@ -9,12 +9,7 @@ from attnlab import layers as L
 from attnlab.training.accumulation import Accumulation, steps_per_epoch
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _net():

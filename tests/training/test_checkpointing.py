@@ -7,27 +7,18 @@ import torch
 import attnlab as al
 from attnlab import layers as L
 from attnlab.training.checkpointing import CheckpointedForward, block_of
+from pretrained_helpers import tiny_gpt2
 
 transformers = pytest.importorskip("transformers")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def gpt2(tmp_path_factory):
-    torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        n_layer=2, n_embd=16, n_head=2, vocab_size=32, n_positions=16, resid_pdrop=0.0,
-        embd_pdrop=0.0, attn_pdrop=0.0))
-    folder = tmp_path_factory.mktemp("gpt2")
-    model.save_pretrained(folder)
-    return folder
+    return tiny_gpt2(tmp_path_factory.mktemp("gpt2"), 32, resid_pdrop=0.0, embd_pdrop=0.0,
+                     attn_pdrop=0.0)[1]
 
 
 def _encoder_stack(dropout=0.0):

@@ -3,8 +3,6 @@ the same weights as one process, about 1/N of the parameters and optimizer state
 process, sharded checkpoints that resume exactly, a plain network after training; and the
 gradient sync of accumulation (DDP's no_sync)."""
 import json
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,47 +15,25 @@ import attnlab as al
 from attnlab.training import distributed as dd
 from attnlab.training import fsdp
 from fsdp_worker import accumulation_case, blocks_case, blocks_data, blocks_net, gpt2_case
+from helpers import run_in_group
+from pretrained_helpers import tiny_gpt2
 
-ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().parents[1] / "fsdp_worker.py"
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def gpt2(tmp_path_factory):
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        n_layer=2, n_embd=16, n_head=2, vocab_size=32, n_positions=16, resid_pdrop=0.0,
-        embd_pdrop=0.0, attn_pdrop=0.0))
-    folder = tmp_path_factory.mktemp("gpt2")
-    model.save_pretrained(folder)
-    return folder
+    pytest.importorskip("transformers")
+    return tiny_gpt2(tmp_path_factory.mktemp("gpt2"), 32, resid_pdrop=0.0, embd_pdrop=0.0,
+                     attn_pdrop=0.0)[1]
 
 
 def _torchrun(*args, timeout=120) -> subprocess.CompletedProcess:
-    """2 processes of the worker; on a timeout the whole process group is killed (torchrun's
-    workers would otherwise outlive the launcher)."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(WORKER), *map(str, args)]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    env.pop("WORLD_SIZE", None)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"{' '.join(map(str, args))} did not finish in {timeout} s:\n{err[-3000:]}")
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+    """2 processes of the worker, killed together on a timeout."""
+    return run_in_group([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                         "--nproc_per_node=2", WORKER, *args], timeout)
 
 
 def _close(a: dict, b: dict, tol: float):

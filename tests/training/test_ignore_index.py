@@ -17,12 +17,7 @@ ONE_STEP = dict(solver="sgdm", momentum=0.0, learning_rate=1.0, max_epochs=1, sh
                 **QUIET)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _classifier(channels=3, classes=4, seed=0):

@@ -16,12 +16,7 @@ from attnlab import layers as L
 LENGTHS = (7, 9, 4, 5, 8, 3)          # padded in every mini-batch of 2 or 3
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _data(seq2one: bool, c: int = 2, lengths=LENGTHS):

@@ -20,13 +20,7 @@ from train_worker import attention_classifier, lstm_classifier, separable
 QUIET = dict(verbose=False)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # tiny models: one thread is fastest, and immune to other processes on a busy machine
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # ----------------------------------------------------------------------- options ---

@@ -14,30 +14,16 @@ from safetensors.torch import load_file
 
 import attnlab as al
 from attnlab.training import checkpoint as ck
+from helpers import run_in_group, worker_env
 from train_worker import ddp_case, ddp_dataset_case, lstm_classifier, resume_case, separable
 
-ROOT = Path(__file__).resolve().parents[2]
 WORKER = Path(__file__).resolve().parents[1] / "train_worker.py"
-
-
-@pytest.fixture
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def _same(a: dict, b: dict):
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
-
-
-def _env():
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    env.pop("WORLD_SIZE", None)
-    return env
 
 
 # ------------------------------------------------------------------------ files ---
@@ -110,12 +96,12 @@ def test_stop_and_resume_in_process_continues_exactly(tmp_path, one_thread):
 
 
 def test_sigkill_mid_training_then_resume_is_bit_identical(tmp_path, one_thread):
-    killed = subprocess.run([sys.executable, str(WORKER), "kill", str(tmp_path)], env=_env(),
+    killed = subprocess.run([sys.executable, str(WORKER), "kill", str(tmp_path)], env=worker_env(),
                             capture_output=True, text=True, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     names = [p.name for p in ck.checkpoints(tmp_path / "ckpt")]
     assert names == ["checkpoint-000000004.safetensors", "checkpoint-000000008.safetensors"]
-    resumed = subprocess.run([sys.executable, str(WORKER), "resume", str(tmp_path)], env=_env(),
+    resumed = subprocess.run([sys.executable, str(WORKER), "resume", str(tmp_path)], env=worker_env(),
                              capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     full, _ = resume_case(tmp_path / "uninterrupted")              # here, same seed, one thread
@@ -124,24 +110,10 @@ def test_sigkill_mid_training_then_resume_is_bit_identical(tmp_path, one_thread)
 
 # -------------------------------------------------------------------------- DDP ---
 
-def _run_group(cmd, timeout):
-    """Runs cmd in its own process group and, on a timeout, kills the whole group: torchrun's
-    workers would otherwise outlive the launcher."""
-    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"{' '.join(cmd[-4:])} did not finish in {timeout} s:\n{out[-2000:]}{err[-2000:]}")
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
-
-
 def test_torchrun_two_processes_match_one_process(tmp_path, one_thread):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            str(WORKER), "ddp", str(tmp_path)]
-    run = _run_group(cmd, timeout=240)
+    run = run_in_group(cmd, timeout=240)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     ddp = load_file(str(tmp_path / "weights-ddp.safetensors"))
     net, info = ddp_case()

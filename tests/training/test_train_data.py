@@ -14,12 +14,7 @@ from train_worker import attention_classifier, lstm_classifier, separable
 QUIET = dict(verbose=False)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _ragged(n=7, c=3, seed=0):
