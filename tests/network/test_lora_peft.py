@@ -200,6 +200,18 @@ FAMILIES = {          # model type → (config class, model class, extra config)
 EVERY_PROJECTION = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
+def _agrees_with_peft(net, folder, adapter):
+    """`net`, adapted, gives what peft gives with the adapter it saved, and not what the
+    checkpoint in `folder` gives without it."""
+    hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
+    theirs = peft.PeftModel.from_pretrained(hf, adapter).eval()
+    with torch.no_grad():
+        ours, ref = net(input_ids=_ids()), theirs(input_ids=_ids()).logits
+        plain = al.from_pretrained(folder)(input_ids=_ids())
+    assert relative_difference(ours, plain) > 1e-3
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+
+
 def _family(kind, folder):
     config_class, model_class, extra = FAMILIES[kind]
     torch.manual_seed(0)
@@ -252,13 +264,7 @@ def test_adapter_on_every_projection_gives_peft_the_same_outputs(kind, tmp_path)
     assert set(config["target_modules"]) <= set(hf_names)
     if kind != "phi3":
         assert "model.layers.1.mlp.up_proj" in config["target_modules"]
-    hf = transformers.AutoModelForCausalLM.from_pretrained(folder).eval()
-    theirs = peft.PeftModel.from_pretrained(hf, tmp_path / "a").eval()
-    with torch.no_grad():
-        ours, ref = net(input_ids=_ids()), theirs(input_ids=_ids()).logits
-        plain = al.from_pretrained(folder)(input_ids=_ids())
-    assert relative_difference(ours, plain) > 1e-3
-    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    _agrees_with_peft(net, folder, tmp_path / "a")
 
 
 def test_a_hugging_face_module_name_as_target_is_refused_naming_attnlabs(llama):
@@ -353,13 +359,7 @@ def test_adapters_of_several_add_lora_calls_save_with_their_own_ranks(llama, tmp
     net.add_lora("layers.*.mlp.down_proj", rank=3, alpha=9)
     _random_b(net.named_parameters(), seed=9)
     net.save_adapter(tmp_path / "a")
-    hf = transformers.AutoModelForCausalLM.from_pretrained(llama).eval()
-    theirs = peft.PeftModel.from_pretrained(hf, tmp_path / "a").eval()
-    with torch.no_grad():
-        ours, ref = net(input_ids=_ids()), theirs(input_ids=_ids()).logits
-        plain = al.from_pretrained(llama)(input_ids=_ids())
-    assert relative_difference(ours, plain) > 1e-3
-    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    _agrees_with_peft(net, llama, tmp_path / "a")
 
 
 def test_parts_of_one_tensor_scaled_apart_are_refused(tmp_path):
