@@ -32,26 +32,32 @@ class Capture:
 
     def __init__(self, net, capture: Iterable[str] | None, patch: dict | None,
                  caller: str = "stream") -> None:
-        self.names = Sites(net, caller)
+        patterns, given = capture_patterns(capture, caller), patch_items(patch, caller)
         self.wanted: dict[Key, list[str]] = {}     # key → the names it is captured under
-        for pattern in capture_patterns(capture, caller):
-            # a layer's name alone captures its one output under that name too
-            alias = pattern if pattern in self.names.aliases else None
-            for n in self.names.select(pattern, "capture pattern"):
-                names = self.wanted.setdefault(self._key(n), [])
-                if (alias or n) not in names:
-                    names.append(alias or n)
         self.patches: dict[Key, tuple[str, Patch]] = {}    # key → (its name, the patch)
-        for pattern, value in patch_items(patch, caller):
-            for n in self.names.select(pattern, "patch name"):
-                self.patches[self._key(n)] = (n, value)
+        self.place: Callable[[str], int] = lambda name: 0   # nothing asked: nothing to order
+        if patterns or given:          # the names (an analysis) are read only when asked
+            self._resolve(Sites(net, caller), patterns, given)
         self.static: dict[str, Tensor] = {}       # captured once, at stream creation
         self.current: dict[str, Tensor] = {}      # the step being run
         self.last: dict[str, Tensor] = {}         # the last step that succeeded
 
-    def _key(self, name: str) -> Key:
-        site = self.names.sites[name]
-        return site.layer, site.port
+    def _resolve(self, names: Sites, patterns: list[str],
+                 given: list[tuple[str, Patch]]) -> None:
+        def key(name: str) -> Key:
+            return names.sites[name].layer, names.sites[name].port
+
+        for pattern in patterns:
+            # a layer's name alone captures its one output under that name too
+            alias = pattern if pattern in names.aliases else None
+            for n in names.select(pattern, "capture pattern"):
+                under = self.wanted.setdefault(key(n), [])
+                if (alias or n) not in under:
+                    under.append(alias or n)
+        for pattern, value in given:
+            for n in names.select(pattern, "patch name"):
+                self.patches[key(n)] = (n, value)
+        self.place = names.place
 
     def __bool__(self) -> bool:
         return bool(self.wanted or self.patches)
@@ -118,7 +124,7 @@ class Capture:
     def values(self) -> dict[str, Tensor]:
         """The captured values by name, in the order the network makes them (a trace's)."""
         got = {**self.static, **self.last}
-        return {n: got[n] for n in sorted(got, key=self.names.place)}
+        return {n: got[n] for n in sorted(got, key=self.place)}
 
 
 def _kept(value: Tensor) -> Tensor:
