@@ -33,14 +33,14 @@ the ones the script builds. `plot -o PICTURE` without an extension writes PICTUR
 from __future__ import annotations
 
 import argparse
-import importlib
 import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 from attnlab._version import __version__
+from attnlab.cli.files import (beside, folder_problem, hugging_face_folder, import_modules,
+                               matlab_outputs, output_file, read_network)
 
 DEMOS = {"seed1": "attnlab.cli.demos.seed1", "digits": "attnlab.cli.demos.digits",
          "vowels": "attnlab.cli.demos.vowels", "forecast": "attnlab.cli.demos.forecast",
@@ -141,10 +141,9 @@ def main(argv=None) -> int:
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             return 2
-        if args.command == "view":
-            return _view(args)
-        if args.command == "explain":
-            return _explain(args)
+        if args.command in ("view", "explain"):
+            from attnlab.cli import pages        # the page commands, apart: they import viz
+            return pages.view(args) if args.command == "view" else pages.explain(args)
         if args.command == "demo":
             return _demo(args)
         return _on_file(args)
@@ -170,7 +169,7 @@ def _check_arguments(args) -> str | None:
         if cmd == "explain" and f.suffix.lower() == ".m" and not f.is_dir():
             return (f"'{f}' is a MATLAB script: explain runs a network with its weights; save "
                     "the trained network (net.save) and explain that file")
-        if f.is_dir() and not _hugging_face_folder(f) and \
+        if f.is_dir() and not hugging_face_folder(f) and \
                 (cmd not in ("view", "explain") or f.suffix.lower() == ".m"):
             return (f"'{f}' is a folder without a config.json; give a network file (written by "
                     "net.save()), a Hugging Face model folder (config.json and "
@@ -197,7 +196,7 @@ def _check_arguments(args) -> str | None:
             return (f"--timeout must be a positive number of seconds, received {args.timeout:g} "
                     "(e.g. --timeout 600)")
     if cmd == "demo":
-        return _folder_problem(args.out / args.name, "--out")
+        return folder_problem(args.out / args.name, "--out")
     if getattr(args, "sets", None) and (args.file.suffix.lower() != ".m" or
                                         args.file.is_dir()):
         return (f"--set gives workspace variables to a MATLAB script (.m); '{args.file}' is a "
@@ -215,7 +214,7 @@ def _sample_problem(args) -> str | None:
         if not args.input.is_file():
             return f"--input: '{args.input}' is not a regular file; give a .npy, .npz, .csv or .txt file"
     elif args.command == "explain" and not (args.file.is_dir() and
-                                            not _hugging_face_folder(args.file)):
+                                            not hugging_face_folder(args.file)):
         return ("explain needs the sample to explain: --input SAMPLE (.npy, .csv, or .npz with one "
                 "array per input name, e.g. input_ids for a Hugging Face model)")
     try:
@@ -225,72 +224,6 @@ def _sample_problem(args) -> str | None:
     if args.command == "explain" and args.method.strip().lower() == "none":
         return "--method none leaves nothing to explain; choose rollout, ig, lens, heads or all"
     return None
-
-
-def _hugging_face_folder(path: Path) -> bool:
-    """A Hugging Face model folder: config.json in it (from_pretrained checks the rest)."""
-    return path.is_dir() and (path / "config.json").is_file()
-
-
-def _beside(path: Path, suffix: str) -> Path:
-    """The default output for `path`: a file's with `suffix` instead of its own, a folder's
-    beside it (FOLDER.png)."""
-    return path.with_name(path.name + suffix) if path.is_dir() else path.with_suffix(suffix)
-
-
-def _read_network(path: Path):
-    """A saved network, or a Hugging Face model folder read with `al.from_pretrained`."""
-    if _hugging_face_folder(path):
-        from attnlab.pretrained import from_pretrained
-        return from_pretrained(path)
-    from attnlab.io import load
-    return load(path)
-
-
-def _folder_problem(folder: Path, option: str) -> str | None:
-    """Why `folder` cannot be created or written to (its nearest existing ancestor decides)."""
-    for p in (folder, *folder.parents):
-        if not p.exists():
-            if p.is_symlink():
-                return f"{option}: '{p}' is a broken symbolic link"
-            continue
-        if not p.is_dir():
-            return (f"{option}: cannot write into '{folder}': '{p}' is a file, not a folder. "
-                    "Give a folder, e.g. --out demo-out")
-        if not os.access(p, os.W_OK | os.X_OK):
-            return f"{option}: cannot write into '{folder}': '{p}' is not writable"
-        return None
-    return None
-
-
-def _output_file(path: Path, who: str, formats: tuple[str, ...], example: str,
-                 default_suffix: str | None = None) -> Path:
-    """An output file once it is known to be writable: not a folder, not a device or other
-    special file, in a folder that exists, with a known extension. `default_suffix` is
-    added to a name without one (so the file written is the file reported)."""
-    from attnlab.core.files import output_path
-    from attnlab.core.errors import ArgumentError
-    candidates = [path]
-    if default_suffix and not path.suffix and path.name:
-        candidates.append(path.with_name(path.name + default_suffix))
-    for candidate in candidates:
-        if candidate.is_symlink() and not candidate.exists():
-            raise ArgumentError(f"{who}: '{candidate}' is a broken symbolic link (to "
-                                f"'{os.readlink(candidate)}'); give another file name or "
-                                "remove the link.")
-        if candidate.is_dir():
-            raise ArgumentError(f"{who}: '{candidate}' is a folder; give a file name inside "
-                                f"it, e.g. '{candidate / example}'.")
-        if candidate.exists() and not candidate.is_file():
-            raise ArgumentError(f"{who}: '{candidate}' is not a regular file (a device, a pipe "
-                                f"or a socket); give a file name such as '{example}'.")
-        path = candidate
-    out = output_path(path, who, formats, example=example)
-    if out.exists() and not os.access(out, os.W_OK) or \
-            not out.exists() and not os.access(out.parent, os.W_OK | os.X_OK):
-        raise ArgumentError(f"{who}: cannot write '{out}': permission denied. Give a file in "
-                            "a folder you can write to.")
-    return out
 
 
 def _demo(args) -> int:
@@ -354,45 +287,23 @@ def _sets(parser):
                              "MATLAB literal (8, \"[28 28 1]\", '\"adam\"'); may be repeated")
 
 
-def _import_modules(names: list[str]) -> bool:
-    """`--import MODULE`s (they register Module factories); False once the error is printed."""
-    for name in names:
-        try:
-            importlib.import_module(name)
-        except ImportError as e:
-            print(f"error: --import {e.name or name}: {e}", file=sys.stderr)
-            return False
-        except Exception as e:            # the module itself failed: its error, in one line
-            print(f"error: --import {name}: importing it raised {type(e).__name__}: {e}",
-                  file=sys.stderr)
-            return False
-    return True
-
-
-def _matlab_outputs(path: Path):
-    """The script's folder as the one it may write to; analyze never trains, so a training
-    path outside it is a note (what run_file would refuse) rather than an error."""
-    from attnlab.matlab.confinement import script_outputs
-    return script_outputs(path.parent, "run_file", lambda *a, **k: None, analyze=True)
-
-
 def _on_file(args) -> int:
     from attnlab.core.errors import AttnlabError
 
     out = None
     if args.command == "plot":
         try:
-            out = _output_file(args.out or _beside(args.file, ".png"), "plot -o",
+            out = output_file(args.out or beside(args.file, ".png"), "plot -o",
                                _picture_formats(), "net.png", default_suffix=".png")
         except AttnlabError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
     if args.file.suffix.lower() == ".m" and not args.file.is_dir():   # attnlab.matlab.cli
-        if not _import_modules(args.imports):
+        if not import_modules(args.imports):
             return 2
         from attnlab.matlab import cli as matlab_cli
         try:
-            with _matlab_outputs(args.file):
+            with matlab_outputs(args.file):
                 if args.command == "analyze":
                     return matlab_cli.analyze(args.file, args.sets, width=args.width)
                 return matlab_cli.plot(args.file, args.sets, out, direction=args.direction,
@@ -401,10 +312,10 @@ def _on_file(args) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
 
-    if not _import_modules(args.imports):
+    if not import_modules(args.imports):
         return 2
     try:
-        net = _read_network(args.file)
+        net = read_network(args.file)
     except FileNotFoundError:
         print(f"error: no such file: {args.file}", file=sys.stderr)
         return 2
@@ -434,172 +345,6 @@ def _on_file(args) -> int:
 def _picture_formats() -> tuple[str, ...]:
     from attnlab.viz.graph import _PICTURE_FORMATS
     return _PICTURE_FORMATS
-
-
-def _view(args) -> int:
-    """`attnlab view`: 0 page written (or served), 2 file or sample unreadable, output not
-    writable. A network with errors still gets its page (that is what the page is for): its
-    issues are in it. A MATLAB script is read as `analyze` reads it: it never trains."""
-    from attnlab.core.errors import AttnlabError
-
-    if not _import_modules(args.imports):
-        return 2
-    import matplotlib
-    matplotlib.use("Agg")
-    from attnlab.viz import view as V
-    from attnlab.viz.page_explain import parse_methods
-
-    extra: dict[str, Any] = {"sample": None, "labels": {}, "training": None, "metrics": None,
-                             "images": {}}
-    notes: list[str] = []
-    try:
-        if args.file.is_dir() and not _hugging_face_folder(args.file):     # a demo's
-            extra = V.read_folder(args.file)
-            net_file = extra.pop("model")
-            default_out = args.file / "view.html"
-        else:
-            net_file = args.file
-            default_out = _beside(args.file, ".html")
-        out = None if args.serve else _output_file(args.out or default_out, "view -o",
-                                                   ("html", "htm"), "net.html")
-        net = _view_network(Path(net_file), args.sets, notes)
-        if args.input is not None:
-            extra["sample"], extra["labels"] = V.read_sample(args.input, _model_folder(args.file))
-        methods = parse_methods(args.method) if extra["sample"] is not None else ()
-        vocabulary = _vocabulary(args.file, notes) if extra["sample"] is not None else None
-        data = V.page_data(net, title=args.title or args.file.name, methods=methods,
-                           vocabulary=vocabulary, **extra)
-        page = V.render_html(data)
-    except FileNotFoundError:
-        print(f"error: no such file: {args.file}", file=sys.stderr)
-        return 2
-    except AttnlabError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    for note in notes + _explanation_notes(data):
-        print(f"note: {note}")
-    if args.serve:
-        try:
-            server = V.PageServer(page, port=args.port, timeout=args.timeout).start()
-        except OSError as e:
-            print(f"error: cannot serve on 127.0.0.1:{args.port}: {e.strerror or e}",
-                  file=sys.stderr)
-            return 2
-        except AttnlabError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        print(f"serving {args.file} at {server.url} (Ctrl-C stops)", flush=True)
-        if not args.no_browser:
-            import webbrowser
-            webbrowser.open(server.url)
-        server.wait()
-        return 0
-    if out is None:                       # not serving: the page's file was checked above
-        raise AttnlabError("view: no page to write (internal: the output was not set)")
-    try:
-        V.write_page(out, page)
-    except OSError as e:
-        print(f"error: view -o: cannot write '{out}': {e.strerror or e}", file=sys.stderr)
-        return 2
-    print(f"wrote {out}")
-    return 0
-
-
-def _model_folder(path: Path) -> Path | None:
-    """The Hugging Face model folder whose tokenizer reads a text sample, or None."""
-    return path if _hugging_face_folder(path) else None
-
-
-def _vocabulary(path: Path, notes: list[str]):
-    """A Hugging Face folder's tokenizer vocabulary (id → token), which shows token ids as
-    text on a page; None for other files, or with a note when it cannot be read."""
-    if not _hugging_face_folder(path):
-        return None
-    from attnlab.viz.samples import read_vocabulary
-    vocabulary, note = read_vocabulary(path)
-    if note:
-        notes.append(note)
-    return vocabulary
-
-
-def _explanation_notes(data: dict) -> list[str]:
-    """The explanations a page leaves out, and why (a method that does not apply)."""
-    return list((data.get("explanations") or {}).get("notes", []))
-
-
-def _explain(args) -> int:
-    """`attnlab explain`: 0 page written, 2 file, sample, method or output unusable. The
-    methods the user names must all work; `all` leaves out those that do not apply (noted)."""
-    from attnlab.core.errors import AttnlabError, NetworkError
-    from attnlab.viz import view as V
-    from attnlab.viz.page_explain import parse_methods
-
-    if not _import_modules(args.imports):
-        return 2
-    import matplotlib
-    matplotlib.use("Agg")
-    methods = parse_methods(args.method)
-    strict = "all" not in args.method.lower()
-    extra: dict[str, Any] = {"sample": None, "labels": {}}
-    notes: list[str] = []
-    try:
-        if args.file.is_dir() and not _hugging_face_folder(args.file):     # a demo's
-            folder = V.read_folder(args.file)
-            net_file = folder["model"]
-            extra = {"sample": folder["sample"], "labels": folder["labels"]}
-            default_out = args.file / "explain.html"
-        else:
-            net_file, default_out = args.file, _beside(args.file, ".explain.html")
-        out = _output_file(args.out or default_out, "explain -o", ("html", "htm"),
-                           "page.html")
-        net = _read_network(Path(net_file))
-        vocabulary = _vocabulary(args.file, notes)
-        if args.input is not None:
-            extra["sample"], extra["labels"] = V.read_sample(args.input, _model_folder(args.file))
-        if extra["sample"] is None:
-            raise AttnlabError(f"{args.file}: the demo's folder has no sample.npz; give one "
-                               "with --input SAMPLE")
-        analysis = net.analyze()
-        if not analysis.ok:
-            raise NetworkError(f"{args.file}: the network has errors, so it cannot run on the "
-                               "sample; `attnlab analyze` lists them:\n" +
-                               "\n".join(f"  {i.message}" for i in analysis.errors))
-        data = V.page_data(net, title=args.title or args.file.name, methods=methods,
-                           target=args.target, steps=args.steps, strict=strict,
-                           vocabulary=vocabulary, **extra)
-    except AttnlabError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    for note in notes + _explanation_notes(data):
-        print(f"note: {note}")
-    try:
-        V.write_page(out, V.render_html(data, tool="explain"), who="explain -o")
-    except OSError as e:
-        print(f"error: explain -o: cannot write '{out}': {e.strerror or e}", file=sys.stderr)
-        return 2
-    print(f"wrote {out}")
-    return 0
-
-
-def _view_network(path: Path, sets: list[str], notes: list[str]):
-    """The network to show: a saved one, or the last network a MATLAB script builds, read
-    without training (its notes are added to `notes`)."""
-    if path.suffix.lower() == ".m" and not path.is_dir():
-        from attnlab.core.errors import FormatError
-        from attnlab.matlab import cli as matlab_cli
-        with _matlab_outputs(path):
-            loaded = matlab_cli._load(path, sets)       # (networks, the reader or its notes, …)
-        nets = loaded[0]
-        notes.extend(getattr(loaded[1], "notes", loaded[1]))
-        if not nets:
-            raise FormatError(f"{path}: the script makes no network (no dlnetwork, layer graph "
-                              "or layer array in its workspace when it ends).")
-        return nets[-1][1]
-    if sets:
-        from attnlab.core.errors import ArgumentError
-        raise ArgumentError(f"--set gives workspace variables to a MATLAB script (.m); "
-                            f"'{path}' is a saved network, which has none. Drop --set.")
-    return _read_network(path)
 
 
 def _short(value, n: int = 60) -> str:
