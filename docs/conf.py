@@ -74,6 +74,8 @@ nitpick_ignore_regex = [
     ("py:.*", r"attnlab\..*\._\w+|attnlab\.network(\.modules)?\.LayerModules"),
     # the graph base of Network (editing returns the network itself) and its layers tuple
     ("py:class", r"attnlab\.graph\.(Graph|LayerList)"),
+    # what a stream captures, handed to Stream by net.stream (users never make a Stream)
+    ("py:class", r"attnlab\.stream\.capture\.Capture"),
     ("py:.*", r"(int|float|str|bool|bytes|None|dict|list|tuple|set|object|type|slice)"),
 ]
 
