@@ -76,6 +76,9 @@ def patching(net: Any, clean: Any, corrupted: Any, names: Union[str, Sequence[st
     if not callable(metric):
         raise ArgumentError(f"patching: metric must be a function of the outputs returning a "
                             f"number, received {type(metric).__name__}.")
+    if not isinstance(names, str) and hasattr(names, "__len__") and len(names) == 0:
+        raise ArgumentError("patching: names is empty, so there is nothing to patch. Give the "
+                            "activations to patch, e.g. names=['h.*.attn/heads'] or 'h.*.mlp*'.")
     clean_in = as_dict(net, clean, "patching (clean)")
     bad_in = as_dict(net, corrupted, "patching (corrupted)")
     with torch.no_grad():

@@ -143,6 +143,10 @@ def test_a_value_without_positions_is_patched_whole_and_sizes_must_agree():
         al.explain.patching(seq, torch.randn(1, 4, 2), torch.randn(1, 4, 2), ["sa"],
                             lambda out: out)
     assert not math.isnan(float(got.values[0, 0]))
+    with pytest.raises(al.ArgumentError, match=r"patching: names is empty, so there is nothing "
+                                               r"to patch.*names=\['h\.\*\.attn/heads'\]"):
+        al.explain.patching(seq, torch.randn(1, 4, 2), torch.randn(1, 4, 2), [],
+                            lambda out: out.sum())
 
 
 def _nested_lm():
