@@ -61,7 +61,9 @@ def render_html(data: dict, tool: str = "view") -> str:
            "img-src data:; base-uri 'none'; form-action 'none'")
     # the placeholders are replaced once each, in one pass, so text in the data cannot
     # reintroduce a placeholder
-    parts = {"@@CSP@@": html.escape(csp), "@@TITLE@@": html.escape(f"{data.get('title', 'network')} · attnlab {tool}"),
+    parts = {"@@CSP@@": html.escape(csp),
+             "@@TITLE@@": html.escape(f"{data.get('title', 'network')} · attnlab {tool}"),
+             "@@TOOL@@": html.escape(tool),
              "@@CSS@@": css, "@@JS@@": js, "@@DATA@@": _script_json(data)}
     out, rest = [], template
     while True:

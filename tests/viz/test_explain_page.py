@@ -160,6 +160,7 @@ def test_the_python_page_takes_methods_by_name_or_as_one_string(tmp_path):
     data = V.page_data(net, sample=X, methods="rollout,heads")["explanations"]
     assert [a["method"] for a in data["attributions"]] == ["rollout"] and data["heads"]
     page = net.view(tmp_path / "p.html", sample=X, methods=["ig"])
+    assert ">attnlab view · self-contained" in page.read_text(encoding="utf-8")
     ex = _data_of(page.read_text(encoding="utf-8"))["explanations"]
     assert [a["method"] for a in ex["attributions"]] == ["ig"]
     with pytest.raises(ArgumentError, match=r"methods: unknown method 'saliency'; choose from "
@@ -259,7 +260,9 @@ def test_cli_explain_writes_every_method_of_a_hugging_face_folder(gpt2_folder, t
     assert main(["explain", str(gpt2_folder), "--input", str(tmp_path / "ids.npz"),
                  "--steps", "16", "--target", "7", "-o", str(out)]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
-    ex = _data_of(out.read_text(encoding="utf-8"))["explanations"]
+    text = out.read_text(encoding="utf-8")
+    assert "· attnlab explain</title>" in text and ">attnlab explain · self-contained" in text
+    ex = _data_of(text)["explanations"]
     assert ex["target"]["index"] == 7
     assert [a["method"] for a in ex["attributions"]] == ["rollout", "ig"]
     assert ex["lens"]["positions"] == [f"w{i}" for i in IDS] and ex["heads"]["layers"]
