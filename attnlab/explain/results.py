@@ -4,9 +4,8 @@ time steps, image patches or pixels."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
-import torch
 from torch import Tensor
 
 from attnlab.core.errors import ArgumentError
@@ -37,6 +36,18 @@ def position_labels(kind: str, n: int, labels: Optional[Sequence] = None,
         return [str(s) for s in labels[batch]]
     stem = {"sequence": "t", "image": "p"}.get(kind, "")
     return [f"{stem}{i}" for i in range(n)]
+
+
+def _heat_map(values: Tensor, cols: list[str], rows: list[str], size: tuple[float, float],
+              bar: str, **style):
+    """The figure of a heat map of `values` (rows × cols), its ticks labelled, a colour bar
+    (labelled `bar`): what every explanation's matrix is drawn as."""
+    fig, ax = _figure(*size)
+    im = ax.imshow(values.numpy(), **style)
+    fig.colorbar(im, ax=ax, **({"label": bar} if bar else {}))
+    _ticks(ax, cols, "x")
+    _ticks(ax, rows, "y")
+    return fig, ax
 
 
 def _ticks(ax, labels: list[str], axis: str) -> None:
@@ -112,11 +123,8 @@ class Mixing:
         v = _item(self.values, batch, self.method.capitalize())
         cols = position_labels(self.kind, v.shape[1], self.labels, batch)
         rows = cols if v.shape[0] == v.shape[1] else position_labels("", v.shape[0])
-        fig, ax = _figure(max(4, 0.3 * len(cols)), max(3, 0.3 * len(rows)))
-        im = ax.imshow(v.numpy(), cmap="viridis")
-        fig.colorbar(im, ax=ax)
-        _ticks(ax, cols, "x")
-        _ticks(ax, rows, "y")
+        fig, ax = _heat_map(v, cols, rows, (max(4, 0.3 * len(cols)), max(3, 0.3 * len(rows))),
+                            "", cmap="viridis")
         what = {"tokens": "token", "sequence": "time step", "image": "image patch"}
         ax.set_xlabel(f"input {what.get(self.kind, 'position')} ({self.basis})")
         ax.set_ylabel("output position")
@@ -144,15 +152,15 @@ class LogitLens:
         """Block × position: the top token's probability as colour, its id written in."""
         p = _item(self.logits.transpose(0, 1), batch, "LogitLens").softmax(-1)
         best = p.max(-1)
-        fig, ax = _figure(max(4, 0.5 * p.shape[1]), max(3, 0.4 * len(self.blocks)))
-        im = ax.imshow(best.values.numpy(), cmap="viridis", vmin=0, vmax=1, aspect="auto")
-        fig.colorbar(im, ax=ax, label="top token's probability")
+        fig, ax = _heat_map(best.values, position_labels("tokens", p.shape[1], self.labels, batch),
+                            [str(b) for b in self.blocks],
+                            (max(4, 0.5 * p.shape[1]), max(3, 0.4 * len(self.blocks))),
+                            "top token's probability", cmap="viridis", vmin=0, vmax=1,
+                            aspect="auto")
         for i in range(p.shape[0]):
             for t in range(p.shape[1]):
                 ax.text(t, i, str(int(best.indices[i, t])), ha="center", va="center",
                         fontsize=6, color="white")
-        _ticks(ax, position_labels("tokens", p.shape[1], self.labels, batch), "x")
-        _ticks(ax, [str(b) for b in self.blocks], "y")
         ax.set_xlabel("token")
         ax.set_ylabel("block")
         ax.set_title("logit lens")
@@ -174,17 +182,12 @@ class Patching:
     def plot(self) -> "Figure":
         """A heat map: rows the activations, columns the positions."""
         v = self.values.detach().float().cpu()
-        fig, ax = _figure(max(4, 0.4 * v.shape[1]), max(3, 0.35 * len(self.names)))
-        im = ax.imshow(v.numpy(), cmap="RdBu_r", aspect="auto")
-        fig.colorbar(im, ax=ax, label="metric")
-        _ticks(ax, position_labels("tokens", v.shape[1], self.labels), "x")
-        _ticks(ax, [str(n) for n in self.names], "y")
+        fig, ax = _heat_map(v, position_labels("tokens", v.shape[1], self.labels),
+                            [str(n) for n in self.names],
+                            (max(4, 0.4 * v.shape[1]), max(3, 0.35 * len(self.names))),
+                            "metric", cmap="RdBu_r", aspect="auto")
         ax.set_xlabel("position")
         ax.set_ylabel("activation")
         ax.set_title("activation patching")
         fig.tight_layout()
         return fig
-
-
-def as_tensor(x: Any) -> Tensor:
-    return x if isinstance(x, Tensor) else torch.as_tensor(x)
