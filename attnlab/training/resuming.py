@@ -25,18 +25,16 @@ def resume(st, net, opt, scheduler, generator, recorder, info, o, scaler=None,
     tensors, meta, path = found
     _check_same_solver(meta, o, path)
     _check_same_layout(meta, sharded, path)
-    if sharded is not None:
-        relaid = _resume_layout(st, net, opt, scheduler, generator, recorder, info, o, scaler,
-                                per_epoch, found)
-        lrs = [g["lr"] for g in opt.param_groups]
-        st.best_weights = fsdp.read(path.parent / meta["sharded"]["folder"], sharded.fwd, opt,
-                                    net, bool(meta["sharded"].get("best")))
-        if relaid:                               # this run's schedule, not the shards' rates
-            for g, lr in zip(opt.param_groups, lrs):
-                g["lr"] = lr
+    relaid = _resume_layout(st, net, opt, scheduler, generator, recorder, info, o, scaler,
+                            per_epoch, found)
+    if sharded is None:
         return
-    _resume_layout(st, net, opt, scheduler, generator, recorder, info, o, scaler, per_epoch,
-                   found)
+    lrs = [g["lr"] for g in opt.param_groups]
+    st.best_weights = fsdp.read(path.parent / meta["sharded"]["folder"], sharded.fwd, opt, net,
+                                bool(meta["sharded"].get("best")))
+    if relaid:                                   # this run's schedule, not the shards' rates
+        for g, lr in zip(opt.param_groups, lrs):
+            g["lr"] = lr
 
 
 def _check_same_layout(meta: dict, sharded, path) -> None:
