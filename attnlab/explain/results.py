@@ -78,19 +78,25 @@ class Attribution:
     def __post_init__(self) -> None:
         self.error = self.values.flatten(1).sum(1) - self.delta
 
+    def positions(self, batch: int = 0) -> Tensor:
+        """Item `batch`'s attributions, one per position: an image's pixels (H×W) and a time
+        series' steps (T) summed over their channels; a token's or a feature's as they are."""
+        v = _item(self.values, batch, "Attribution")
+        if self.kind == "image":
+            return v.sum(0) if v.dim() == 3 else v
+        return v.sum(-1) if v.dim() == 2 else v             # a time series' channels
+
     def plot(self, batch: int = 0) -> "Figure":
         """Bars per token or time step (sequence inputs), a heat map over the pixels (images,
         summed over channels), bars per feature."""
-        v = _item(self.values, batch, "Attribution")
+        v = self.positions(batch)
         if self.kind == "image":
             fig, ax = _figure(4, 4)
-            img = v.sum(0) if v.dim() == 3 else v
-            im = ax.imshow(img.numpy(), cmap="RdBu_r")
+            im = ax.imshow(v.numpy(), cmap="RdBu_r")
             fig.colorbar(im, ax=ax)
             ax.set_xlabel("width (pixels)")
             ax.set_ylabel("height (pixels)")
         else:
-            v = v.sum(-1) if v.dim() == 2 else v             # a time series' channels
             labels = position_labels(self.kind, v.shape[0], self.labels, batch)
             fig, ax = _figure(max(4, 0.3 * len(labels)), 3)
             ax.bar(range(len(labels)), v.numpy(),
@@ -141,16 +147,20 @@ class LogitLens:
     blocks: list
     labels: Optional[list] = None
 
+    def probabilities(self, batch: int = 0) -> Tensor:
+        """Item `batch`'s next-token probabilities, blocks×T×V: each block's logits' softmax."""
+        return _item(self.logits.transpose(0, 1), batch, "LogitLens").softmax(-1)
+
     def top(self, k: int = 1, batch: int = 0) -> list[tuple[str, int, list[int], list[float]]]:
         """The table: (block, position, the top-k token ids, their probabilities)."""
-        p = _item(self.logits.transpose(0, 1), batch, "LogitLens").softmax(-1)   # blocks×T×V
+        p = self.probabilities(batch)
         best = p.topk(k, dim=-1)
         return [(b, t, best.indices[i, t].tolist(), best.values[i, t].tolist())
                 for i, b in enumerate(self.blocks) for t in range(p.shape[1])]
 
     def plot(self, batch: int = 0) -> "Figure":
         """Block × position: the top token's probability as colour, its id written in."""
-        p = _item(self.logits.transpose(0, 1), batch, "LogitLens").softmax(-1)
+        p = self.probabilities(batch)
         best = p.max(-1)
         fig, ax = _heat_map(best.values, position_labels("tokens", p.shape[1], self.labels, batch),
                             [str(b) for b in self.blocks],

@@ -216,7 +216,7 @@ def _rollout(job, out):
     net, inputs, target = job.net, job.inputs, job.target
     mixing = explain.rollout(net, inputs)
     layers = ", ".join(mixing.layers)
-    for basis, matrix in (mixing.terms or {mixing.basis: mixing.values}).items():
+    for basis, matrix in mixing.terms.items():
         m = matrix[0].detach().float().cpu()                       # T×Tbasis
         row, which = _row(net, m, target)
         out["attributions"].append(_positions(
@@ -229,8 +229,6 @@ def _row(net, m, target):
     """The row of a rollout matrix (T×Tbasis) that the target reads, and its words: the
     target's own position when the output is this sequence; else the step that an `Index1d`
     before the output takes, or the mean for a `GlobalAvgPool1d`; else the mean, said so."""
-    import torch
-
     if target.position is not None and m.shape[0] == target.position + 1:
         return m[target.position], f"the row of position {target.position}"
     reader = _reader(net, target.output)
@@ -242,7 +240,7 @@ def _row(net, m, target):
     if isinstance(reader, GlobalAvgPool1d):
         return m.mean(0), f"the mean of its rows, which '{reader.name}' averages"
     what = f" through '{reader.name}' ({reader.type_name})" if reader is not None else ""
-    return torch.as_tensor(m).mean(0), (
+    return m.mean(0), (
         f"the mean over its {m.shape[0]} positions (the output reads them{what}, so no one "
         "row is the target's)")
 
@@ -268,25 +266,16 @@ def _ig(job, out):
     from attnlab import explain
     # several outputs: the target as a function of them, which says which output it reads
     several = len(net.output_names) > 1
-    result = explain.integrated_gradients(net, inputs, target.of if several else target.argument,
-                                          steps=steps)
-    results = result.values() if isinstance(result, dict) else \
-        result if isinstance(result, (list, tuple)) else [result]
-    for a in results:
-        v = a.values[0].detach().float().cpu()
-        name = a.input_name or next(iter(inputs))
-        if a.kind == "image" and v.ndim == 3:
-            v = v.sum(0)                                    # C×H×W → H×W
-        elif a.kind != "tokens" and v.ndim == 2:
-            v = v.sum(-1)                                   # T×C → T
-        total, delta = float(a.values[0].sum()), float(a.delta[0])
-        out["attributions"].append(_positions(
-            "ig", name, v, a.kind, out["inputs"], signed=True,
-            caption=f"Integrated gradients ({steps} steps from a zero baseline"
-                    f"{' of the embeddings' if a.kind == 'tokens' else ''}): each "
-                    f"{_unit(a.kind)}'s share of the target's change; they sum to "
-                    f"{total:.4g}, and the target changes by {delta:.4g} from the baseline."
-                    + _held(inputs, name)))
+    a = explain.integrated_gradients(net, inputs, target.of if several else target.argument,
+                                     steps=steps)
+    total, delta = float(a.values[0].sum()), float(a.delta[0])
+    out["attributions"].append(_positions(
+        "ig", a.input_name, a.positions(0), a.kind, out["inputs"], signed=True,
+        caption=f"Integrated gradients ({steps} steps from a zero baseline"
+                f"{' of the embeddings' if a.kind == 'tokens' else ''}): each "
+                f"{_unit(a.kind)}'s share of the target's change; they sum to "
+                f"{total:.4g}, and the target changes by {delta:.4g} from the baseline."
+                + _held(inputs, a.input_name)))
 
 
 def _held(inputs: dict, name: str) -> str:
@@ -336,7 +325,7 @@ def _lens(job, out):
     lens = explain.logit_lens(net, inputs)
     vocabulary = job.vocabulary
     what = "its token, from the tokenizer's vocabulary" if vocabulary else "its id"
-    p = lens.logits[:, 0].detach().float().softmax(-1)                 # blocks×T×V
+    p = lens.probabilities(0)                                          # blocks×T×V
     n = p.shape[1]
     first = max(0, n - MAX_LENS_POSITIONS)        # a long input: its last positions, nearest
     p = p[:, first:]                              # the prediction
