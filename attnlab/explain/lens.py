@@ -51,16 +51,16 @@ class Lens:
     @staticmethod
     def _check(net: Any, analysis: Any, ends: dict) -> None:
         tokens = [n for n in net.input_names if n in net.token_inputs]
-        causal = [n for n in attention_layers(net)
+        attention = attention_layers(net)
+        causal = [n for n in attention
                   if getattr(_layer(net, n), "attention_mask", None) == "causal"]
         found = []
         if not tokens:
             found.append("no token input")
         if not ends:
             found.append("no blocks")
-        if not causal or len(causal) != len(attention_layers(net)):
-            found.append("attention that is not causal" if attention_layers(net)
-                         else "no attention")
+        if not causal or len(causal) != len(attention):
+            found.append("attention that is not causal" if attention else "no attention")
         outs = codegen.output_keys(net)
         if len(outs) != 1 or not analysis.out_specs[outs[0][1][0]][outs[0][1][1]].is_sequence:
             found.append(f"{len(outs)} outputs" if len(outs) != 1 else "an output that is not "
