@@ -15,6 +15,7 @@ from attnlab.explain.inputs import (Target, as_dict, called, kind_of, target_val
                                     token_labels)
 from attnlab.explain.mixing import Walk, attention_layers
 from attnlab.explain.results import Mixing
+from attnlab.graph.names import format_port
 
 
 def _layers(net: Any, what: str) -> list[str]:
@@ -25,6 +26,11 @@ def _layers(net: Any, what: str) -> list[str]:
                            f"{what.capitalize()} follows attention weights; use "
                            "al.explain.integrated_gradients for a network without attention.")
     return names
+
+
+def _scores(names: list[str]) -> dict[str, str]:
+    """Each attention layer's name → the trace's name of its weights, "layer/scores"."""
+    return {n: format_port(n, "scores") for n in names}
 
 
 def rollout(net: Any, inputs: Any) -> Mixing:
@@ -47,9 +53,10 @@ def rollout(net: Any, inputs: Any) -> Mixing:
     """
     names = _layers(net, "rollout")
     given = as_dict(net, inputs, "rollout")
+    scores = _scores(names)
     with torch.no_grad():
-        trace = net.trace(given, capture=[f"{n}/scores" for n in names])
-        weights = {n: trace[f"{n}/scores"].float().mean(1) for n in names}
+        trace = net.trace(given, capture=list(scores.values()))
+        weights = {n: trace[s].float().mean(1) for n, s in scores.items()}
     return _walk(net, given, weights, mean=True, method="rollout")
 
 
@@ -84,14 +91,15 @@ def relevance(net: Any, inputs: Any, target: Target) -> Mixing:
             return a + zeros[name]
         return patch
 
+    scores = _scores(names)
     with torch.enable_grad():
-        trace = net.trace(given, capture=[f"{n}/scores" for n in names],
-                          patch={f"{n}/scores": shifted(n) for n in names})
+        trace = net.trace(given, capture=list(scores.values()),
+                          patch={s: shifted(n) for n, s in scores.items()})
         f = target_values(trace.outputs, target, "relevance")
         grads = torch.autograd.grad(f.sum(), [zeros[n] for n in names], allow_unused=True)
     weights = {}
     for n, g in zip(names, grads):
-        a = trace[f"{n}/scores"].detach().float()
+        a = trace[scores[n]].detach().float()
         g = torch.zeros_like(a) if g is None else g.float()
         weights[n] = (g * a).clamp_min(0).mean(1)
     return _walk(net, given, weights, mean=False, method="relevance")

@@ -13,6 +13,7 @@ from attnlab.explain.results import LogitLens
 from attnlab.graph import codegen
 from attnlab.graph.analysis import analyze
 from attnlab.graph.convention import call
+from attnlab.graph.names import format_port
 from attnlab.training.checkpointing import block_of
 
 EXPECTED = ("logit_lens expects a causal language model: token ids in, repeated blocks of "
@@ -106,7 +107,7 @@ def logit_lens(net: Any, inputs: Any) -> LogitLens:
     """
     lens = Lens(net)
     given = as_dict(net, inputs, "logit_lens")
-    names = [f"{n}/{p}" for n, p in lens.keys]
+    names = [format_port(n, p) for n, p in lens.keys]
     with torch.no_grad():
         trace = net.trace(given, capture=names)
         logits = torch.stack([lens.apply(net, trace[n]) for n in names])

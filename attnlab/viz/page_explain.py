@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from attnlab.core.errors import ArgumentError, AttnlabError, DataError
-from attnlab.graph.names import parse_port
+from attnlab.graph.names import format_port, parse_port
 from attnlab.layers.pooling import GlobalAvgPool1d, GlobalMaxPool1d, Index1d
 from .page_attention import attention_modules, sample_inputs
 
@@ -179,9 +179,9 @@ def head_ablation(net, inputs: dict, target: Target) -> dict:
         layers = []
         for display, name, owner, _mod in mods:
             n = int(owner.layer_map[name].num_heads)
-            effects, changes = [], []
+            effects, changes, heads = [], [], format_port(display, "heads")
             for h in range(n):
-                patched = net.trace(inputs, patch={f"{display}/heads": _without_head(h)}).outputs
+                patched = net.trace(inputs, patch={heads: _without_head(h)}).outputs
                 effects.append(_num(float(target.of(patched)[0]) - base))
                 y = _first(patched, target.output)[0].float()
                 changes.append(_num(float((y - y0).norm()) / scale))
