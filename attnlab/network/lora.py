@@ -114,6 +114,11 @@ def _is_linear(m: Any) -> bool:
     return type(m) is nn.Linear or isinstance(m, LoraLinear)
 
 
+def _projections(module: nn.Module) -> List[str]:
+    """The PROJECTIONS that `module` holds as linear maps (an attention module's, a GLU's)."""
+    return [p for p in PROJECTIONS if _is_linear(module._modules.get(p))]
+
+
 def maps(net: Any) -> List[Tuple[Site, Optional[str]]]:
     """(site, projection or None) for every linear map a target may name, in network order:
     a layer whose module is a Linear (Dense), and each projection of one that has them."""
@@ -121,8 +126,13 @@ def maps(net: Any) -> List[Tuple[Site, Optional[str]]]:
     for s in sites(net):
         if _is_linear(s.module):
             out.append((s, None))
-        out += [(s, p) for p in PROJECTIONS if _is_linear(s.module._modules.get(p))]
+        out += [(s, p) for p in _projections(s.module)]
     return out
+
+
+def map_module(site: Site, proj: Optional[str]) -> Optional[nn.Module]:
+    """The linear map that (site, projection or None) of `maps` names."""
+    return site.module if proj is None else site.module._modules[proj]
 
 
 def torch_name(target: Target) -> str:
@@ -204,10 +214,6 @@ def _hit(pattern: str, site: Site, proj: Optional[str]) -> bool:
         fnmatch.fnmatchcase(site.name, layer_pat)
 
 
-def _has_projections(module: nn.Module) -> bool:
-    return any(_is_linear(module._modules.get(p)) for p in PROJECTIONS)
-
-
 def _refuse_unmatched(net: Any, pattern: str, all_sites: List[Site]) -> None:
     """The ArgumentError for a pattern that names no linear map, saying why."""
     layer_pat, slash, proj_pat = pattern.rpartition("/")
@@ -222,7 +228,7 @@ def _refuse_unmatched(net: Any, pattern: str, all_sites: List[Site]) -> None:
         raise ArgumentError(f"add_lora: target '{pattern}' matches {kinds}"
                             f"{' …' if len(matched) > 5 else ''}, none of which has {what}.")
     if slash and not names_proj and any(fnmatch.fnmatchcase(s.name, layer_pat) and
-                                        _has_projections(s.module) for s in all_sites):
+                                        _projections(s.module) for s in all_sites):
         raise ArgumentError(f"add_lora: target '{pattern}' names the projection "
                             f"'{proj_pat}'; an attention layer's are query, key, value, "
                             f"output, a GLU's gate, up.{close_matches(proj_pat, PROJECTIONS)}")
@@ -341,7 +347,7 @@ def adapters(net: Any) -> List[Tuple[str, Optional[str], LoraLinear]]:
     (a nested network's layers named 'block/fc')."""
     out: List[Tuple[str, Optional[str], LoraLinear]] = []
     for s, p in maps(net):
-        m = s.module if p is None else s.module._modules[p]
+        m = map_module(s, p)
         if isinstance(m, LoraLinear):
             out.append((s.name, p, m))
     return out

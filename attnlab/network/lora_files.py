@@ -32,19 +32,12 @@ __all__ = ["save_adapter", "load_adapter"]
 CONFIG, WEIGHTS, PREFIX = "adapter_config.json", "adapter_model.safetensors", "base_model.model."
 
 Target = lora.Target
+Place = lora.Place
 
 
 def _learnable(target: Target) -> str:
     name, proj = target
     return f"{name}/{proj}.weight" if proj else f"{name}/weight"
-
-
-_shown = lora.shown
-Place = lora.Place
-
-
-def _own_name(t: Target) -> str:
-    return lora.torch_name(t)
 
 
 def _table(net: Any, doing: str) -> Any:
@@ -65,11 +58,11 @@ def module_names(net: Any, targets: List[Target]) -> Dict[Target, Place]:
     out: Dict[Target, Place] = {}
     for t in targets:
         if table is None:
-            out[t] = (_own_name(t), (_learnable(t),))
+            out[t] = (lora.torch_name(t), (_learnable(t),))
             continue
         place = table.get(_learnable(t))
         if place is None:
-            raise NetworkError(f"save_adapter: '{_shown(t)}' has no Hugging Face module, so "
+            raise NetworkError(f"save_adapter: '{lora.shown(t)}' has no Hugging Face module, so "
                                "peft's layout cannot say its adapter. Adapt layers that are a "
                                "Hugging Face Linear (e.g. Llama's q_proj, a Dense layer).")
         out[t] = place
@@ -212,12 +205,12 @@ def _by_module(net: Any) -> Dict[str, List[Slot]]:
     """Module names peft may use → the (layer, projection) maps of this network whose weights
     the module's weight holds, each with its rows there (several for GPT-2's c_attn)."""
     candidates: List[Target] = [(site.name, p) for site, p in lora.maps(net)
-                                 if type(lora.linear_at(net, site.name, p)) is torch.nn.Linear]
+                                 if type(lora.map_module(site, p)) is torch.nn.Linear]
     table = _table(net, "load_adapter")
     params = net.learnables
     by: Dict[str, List[Slot]] = {}
     for t in candidates:
-        module, parts = (_own_name(t), (_learnable(t),)) if table is None else \
+        module, parts = (lora.torch_name(t), (_learnable(t),)) if table is None else \
             table.get(_learnable(t), ("", ()))
         if module and all(p in params for p in parts):
             rows = [params[p].shape[0] for p in parts]
