@@ -206,7 +206,7 @@ def _prepare_steps(net, o, d, device, cdev, seed, data, val, heads, generator, p
     opt = make_optimizer(params, o)
     first = draw_epoch(len(data), o.batch_size, o.shuffle, generator, lengths=data.lengths,
                        sort_by_length=o.sort_by_length)
-    per_epoch = sum(usable(*first.batch(k), d.world) for k in range(first.batches))
+    per_epoch = len(_trained_batches(first, d.world))
     if per_epoch == 0:
         raise DataError(f"{len(data)} observation(s) cannot be split across {d.world} processes: "
                         "give at least one observation per process.")
@@ -297,11 +297,14 @@ def _loop(r: Run, st: State) -> None:
         _end_epoch(r, st)
 
 
+def _trained_batches(order: EpochOrder, world: int) -> list[int]:
+    """The indices of the epoch's batches that train (one too small to split is skipped)."""
+    return [k for k in range(order.batches) if usable(*order.batch(k), world)]
+
+
 def _last_batch(order: EpochOrder | None, world: int) -> int:
-    """The index of the epoch's last batch that trains (one too small to split is skipped)."""
-    if order is None:
-        return -1
-    ks = [k for k in range(order.batches) if usable(order.batch(k)[0], order.batch(k)[1], world)]
+    """The index of the epoch's last batch that trains, -1 where none does."""
+    ks = _trained_batches(order, world) if order is not None else []
     return ks[-1] if ks else -1
 
 
