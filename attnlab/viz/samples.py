@@ -65,11 +65,7 @@ def _text(path: Path, model_folder) -> tuple[dict, dict]:
         raise DataError(f"--input {path}: reading text needs the `tokenizers` package "
                         "(pip install tokenizers; transformers installs it), or give the token "
                         "ids as .npy or .npz") from None
-    raw = read_regular(path, f"--input {path}", MAX_TEXT_BYTES, error=DataError)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise DataError(f"--input {path}: not UTF-8 text (byte {e.start})") from None
+    text = _read_text(path, MAX_TEXT_BYTES)
     try:
         encoding = Tokenizer.from_file(str(tokenizer)).encode(text.rstrip("\n"))
     except Exception as e:              # the tokenizers library's own errors: one kind each
@@ -84,12 +80,7 @@ def _text(path: Path, model_folder) -> tuple[dict, dict]:
 def _csv(path: Path) -> np.ndarray:
     """A `.csv` sample: numbers separated by commas, a row per time step (or one row of an
     item's features); a first row that is not all numbers is a header, and is skipped."""
-    raw = read_regular(path, f"--input {path}", MAX_CSV_BYTES, error=DataError)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise DataError(f"--input {path}: not UTF-8 text (byte {e.start}); a .csv sample is "
-                        "numbers separated by commas") from None
+    text = _read_text(path, MAX_CSV_BYTES, "; a .csv sample is numbers separated by commas")
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise DataError(f"--input {path}: the file has no rows; write one row per time step")
@@ -103,6 +94,16 @@ def _csv(path: Path) -> np.ndarray:
     rows = np.loadtxt(io.StringIO("\n".join(lines[header:])), delimiter=",", ndmin=2,
                       dtype=np.float64)
     return rows
+
+
+def _read_text(path: Path, max_bytes: int, hint: str = "") -> str:
+    """A text sample's contents (UTF-8, a byte-order mark dropped), at most `max_bytes`;
+    `hint` follows the refusal of other bytes."""
+    raw = read_regular(path, f"--input {path}", max_bytes, error=DataError)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(f"--input {path}: not UTF-8 text (byte {e.start}){hint}") from None
 
 
 def _is_number(field: str) -> bool:
