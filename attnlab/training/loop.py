@@ -8,6 +8,7 @@ same on every process, so collectives under DDP stay in step.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
@@ -262,6 +263,10 @@ def _loop(r: Run, st: State) -> None:
     rep.progress.start(o.max_epochs * r.feed.batches_per_epoch, o.max_epochs, st.iteration,
                        describe_trainable(r.net))
     acc = Accumulation(o.accumulation_steps)
+    # one gradient all-reduce per optimizer step: micro-batches before a group's last keep
+    # their gradients. Pieces sync at every one (which piece is a batch's last is not known),
+    # and so does a run without groups: there the sync never changes, nothing to set per step
+    grouped = acc.n > 1 and r.feed.pieces is None
     while st.epoch < o.max_epochs and not st.stop_reason:
         k = st.batch
         last = _last_batch(st.order, at.d.world)
@@ -270,11 +275,9 @@ def _loop(r: Run, st: State) -> None:
                 if not trains:
                     _advance(r, batch)
                     continue
-                # one gradient all-reduce per optimizer step: at the group's last micro-batch
-                # (pieces: at every one, since which piece is a batch's last is not known)
-                sync = acc.count + 1 >= acc.n or k == last or r.feed.pieces is not None
+                sync = acc.count + 1 >= acc.n or k == last
                 try:
-                    with dd.gradient_sync(step.fwd, sync):
+                    with dd.gradient_sync(step.fwd, sync) if grouped else contextlib.nullcontext():
                         record, denominators = backward(step.fwd, batch, r.feed.heads,
                                                         at.d.world, step.watch, at.d, at.cdev,
                                                         step.amp, step.scaler, acc.scale)
