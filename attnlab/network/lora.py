@@ -400,8 +400,8 @@ def merge_lora(net: Any) -> List[Target]:
     touched = set()
     for name, proj, lora in found:
         with torch.no_grad():
-            w = lora.weight
-            w.copy_((w.to(lora.delta().dtype) + lora.delta()).to(w.dtype))
+            w, delta = lora.weight, lora.delta()
+            w.copy_((w.to(delta.dtype) + delta).to(w.dtype))
         _put(net, name, proj, _plain(lora))
         touched.add(name)
     for name in touched:                        # q|k|v back in one storage for one matmul
