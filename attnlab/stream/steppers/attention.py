@@ -103,12 +103,7 @@ class CachedAttentionStepper(Stepper):
         if not self.watch.holds():             # a projection replaced, wrapped or hooked
             self.rebind()
         m = self.module
-        bias = None
-        if self.bias is not None:
-            if isinstance(self.bias, str):                  # streamed: the last input
-                xs, bias = xs[:-1], xs[-1]
-            else:
-                bias = self.bias
+        xs, bias = self._split_bias(xs)
         decoding = xs[0].shape[1] == 1 and self.fast and not (m.training and m.dropout) \
             and not self.additive
         f = self.fused
@@ -116,11 +111,7 @@ class CachedAttentionStepper(Stepper):
         if decoding and f is not None and self.same_heads and not _compiling() and \
                 self.padding is None:
             return self._step_fused(xs[0], f, pos)
-        q, k, v = self.project(*xs)
-        if self.hooked:
-            at = pos if self.padding is None or not getattr(m, "mask_positions", False) \
-                else _padded_positions(pos, q.shape[1], self.padding)
-            q, k = m.transform_qk(q, k, at, at)
+        q, k, v = self._projected(xs, pos)
         if decoding:
             return self._step_one(q, k, v)
         return self._step_many(q, k, v, bias, pos)
@@ -132,18 +123,26 @@ class CachedAttentionStepper(Stepper):
         stays as it is."""
         if not self.watch.holds():
             self.rebind()
-        m, bias = self.module, None
-        if isinstance(self.bias, str):                      # streamed: the last input
-            xs, bias = xs[:-1], xs[-1]
-        elif self.bias is not None:
-            bias = self.bias
+        xs, bias = self._split_bias(xs)
         pos = self.cache.pos
+        return self._step_many(*self._projected(xs, pos), bias, pos)
+
+    def _split_bias(self, xs):
+        """(the inputs, the additive bias): a streamed bias is the last input."""
+        if isinstance(self.bias, str):
+            return xs[:-1], xs[-1]
+        return xs, self.bias
+
+    def _projected(self, xs, pos):
+        """q, k, v of the new steps, starting at position `pos`, with the module's map of
+        queries and keys (rotary) applied."""
         q, k, v = self.project(*xs)
         if self.hooked:
+            m = self.module
             at = pos if self.padding is None or not getattr(m, "mask_positions", False) \
                 else _padded_positions(pos, q.shape[1], self.padding)
             q, k = m.transform_qk(q, k, at, at)
-        return self._step_many(q, k, v, bias, pos)
+        return q, k, v
 
     def _step_fused(self, x, f, pos):
         """One step of self-attention with equal q/k/v heads: as `_step_one`, in fewer calls
