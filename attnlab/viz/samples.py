@@ -2,7 +2,6 @@
 text) and a demo's output folder (model, sample, history, metrics, pictures)."""
 from __future__ import annotations
 
-import io
 import json
 import math
 from pathlib import Path
@@ -25,14 +24,14 @@ def read_sample(path, model_folder=None) -> tuple[dict | np.ndarray, dict]:
         raise DataError(f"--input: no such file: {path}")
     if path.suffix == ".txt":
         return _text(path, model_folder)
+    if path.suffix == ".csv":
+        return _csv(path), {}
     try:
         if path.suffix == ".npz":
             with np.load(path, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
         elif path.suffix == ".npy":
             arrays = np.load(path, allow_pickle=False)
-        elif path.suffix == ".csv":
-            return _csv(path), {}
         else:
             raise DataError(f"--input {path}: expected a .npy, .npz, .csv or .txt file, "
                             f"received '{path.suffix}'")
@@ -84,16 +83,22 @@ def _csv(path: Path) -> np.ndarray:
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise DataError(f"--input {path}: the file has no rows; write one row per time step")
-    header = 0 if all(_is_number(f) for f in lines[0].split(",")) else 1
-    for n, line in enumerate(lines[header:], start=header + 1):
-        bad = next((f for f in line.split(",") if not _is_number(f)), None)
+    rows = [line.split(",") for line in lines]
+    header = 0 if all(_is_number(f) for f in rows[0]) else 1
+    width = None
+    for n, fields in enumerate(rows[header:], start=header + 1):
+        bad = next((f for f in fields if not _is_number(f)), None)
         if bad is not None:
             raise DataError(f"--input {path}: row {n} has {bad.strip()!r}, not a finite number; a "
                             ".csv sample is numbers separated by commas (a first row of names is "
                             "allowed)")
-    rows = np.loadtxt(io.StringIO("\n".join(lines[header:])), delimiter=",", ndmin=2,
-                      dtype=np.float64)
-    return rows
+        if width is None:
+            width = len(fields)
+        elif len(fields) != width:
+            raise DataError(f"--input {path}: row {n} has {len(fields)} fields, expected "
+                            f"{width} as in row {header + 1}; give every row (time step) the "
+                            "same number of channels")
+    return np.array([[float(f) for f in fields] for fields in rows[header:]], dtype=np.float64)
 
 
 def _read_text(path: Path, max_bytes: int, hint: str = "") -> str:

@@ -107,6 +107,8 @@ def test_explain_reads_a_csv_sample_a_row_per_time_step(tmp_path, capsys):
     assert data["target"]["position"] == 2
     for text, message in (("1,2\n3,x\n", "row 2 has 'x', not a finite number"),
                           ("1,2\nnan,1\n", "row 2 has 'nan', not a finite number"),
+                          ("a,b\n1,2\n3\n", "row 3 has 1 fields, expected 2 as in row 2; "
+                                              "give every row (time step) the same number"),
                           ("\n", "the file has no rows")):
         (tmp_path / "bad.csv").write_text(text)
         assert main(["explain", str(tmp_path / "m.attnlab"), "--input",
