@@ -204,8 +204,8 @@ Slot = Tuple[Target, int, int]        # an adapted map, its first row in the mod
 def _by_module(net: Any) -> Dict[str, List[Slot]]:
     """Module names peft may use → the (layer, projection) maps of this network whose weights
     the module's weight holds, each with its rows there (several for GPT-2's c_attn)."""
-    candidates: List[Target] = [(site.name, p) for site, p in lora.maps(net)
-                                 if type(lora.map_module(site, p)) is torch.nn.Linear]
+    # adapted maps stay candidates, so that an adapter for them is refused as already there
+    candidates: List[Target] = [(site.name, p) for site, p in lora.maps(net)]
     table = _table(net, "load_adapter")
     params = net.learnables
     by: Dict[str, List[Slot]] = {}

@@ -119,6 +119,14 @@ def test_nested_adapters_save_and_load_round_trip(tmp_path):
         torch.testing.assert_close(back(ids), net(ids), rtol=0, atol=0)
 
 
+def test_loading_an_adapter_onto_adapted_layers_is_refused_as_already_adapted(tmp_path):
+    net = _adapted()
+    net.save_adapter(tmp_path / "a")
+    with pytest.raises(al.ArgumentError, match=r"load_adapter: 'block\.0/attn/query' already "
+                                               r"has a LoRA adapter\. Call merge_lora\(\) first"):
+        net.load_adapter(tmp_path / "a")
+
+
 def test_nested_adapter_files_are_peft_s_names_for_the_network(tmp_path):
     """peft, given the network itself, puts the adapter on the modules the file names."""
     peft = pytest.importorskip("peft")
