@@ -238,7 +238,6 @@ class StatelessOptimizer:
     """The optimizer as the checkpoint file sees it under fsdp: its state is in the shards."""
 
     def __init__(self, opt):
-        self.opt = opt
         self.param_groups = opt.param_groups
 
     def state_dict(self) -> dict:
